@@ -83,6 +83,8 @@ def core_inputs(variant: str, n: int, heads: int, head_dim: int, device: str, dt
         except _Captured:
             pass
     del layer.core
+    if not captured:  # the variant's forward does not route through `core`: time the whole layer
+        captured.update(x=x, whole_layer=True)
     return layer, captured, ctx
 
 
@@ -92,6 +94,10 @@ def run_path(path: str, layer, c: dict, ctx):
 
     from checkpoints.attention.softmax import online_softmax_chunked
 
+    if c.get("whole_layer"):
+        ctx.backend = {"chunked": "torch", "dense": "reference", "triton": "triton"}[path]
+        with torch.no_grad():
+            return layer(c["x"], ctx, None)
     q, k, v, x = c["q"], c["k"], c["v"], c["x"]
     with torch.no_grad():
         if path == "sdpa":
@@ -108,7 +114,8 @@ def worker(spec: dict) -> dict:
     layer, c, ctx = core_inputs(spec["variant"], spec["n"], spec["heads"], spec["head_dim"], "cpu",
                                 torch.float32, spec["block"])
     if spec["n"] <= 4096:  # warm-up on a short prefix (allocator, thread pool)
-        warm = {key: val[:, :, :256] if key != "x" else val[:, :256] for key, val in c.items()}
+        warm = {key: val if key == "whole_layer" else val[:, :256] if key == "x" else val[:, :, :256]
+                for key, val in c.items()}
         run_path(spec["path"], layer, warm, ctx)
     base = _status_mib("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")
@@ -117,7 +124,10 @@ def worker(spec: dict) -> dict:
     elapsed = time.perf_counter() - t0
     peak = _status_mib("VmHWM")
     assert not torch.isnan(out).any()
-    return {"time_s": elapsed, "peak_extra_mib": peak - base}
+    res = {"time_s": elapsed, "peak_extra_mib": peak - base}
+    if c.get("whole_layer"):
+        res["note"] = "whole layer timed (its forward does not go through core): projections included"
+    return res
 
 
 def cpu_rows(args) -> list[dict]:
@@ -129,9 +139,14 @@ def cpu_rows(args) -> list[dict]:
     rows = []
     for n in sizes:
         qkvo_mib = 4 * args.heads * n * args.head_dim * 4 / 2**20
-        dense_gib = 3 * args.heads * n * n * 4 / 2**30  # scores, weights, softmax temporaries
         for variant in variants:
+            # scores, weights and softmax temporaries; intg's reference keeps one score matrix per signal
+            dense_gib = (3 + PARAMS.get(variant, {}).get("signals", 0)) * args.heads * n * n * 4 / 2**30
+            if n > 4096 and args.long_variants and variant not in args.long_variants:
+                continue
             paths = ["chunked", "dense"] + (["sdpa", "online"] if variant == "softmax" else [])
+            if n > args.max_online_n and "online" in paths:
+                paths.remove("online")
             for path in paths:
                 row = {"variant": variant, "n": n, "path": path, "dtype": "float32", "qkvo_mib": qkvo_mib}
                 if path == "dense" and dense_gib > args.dense_limit_gib:
@@ -221,6 +236,9 @@ def main() -> None:
     p.add_argument("--block", type=int, default=1024)
     p.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
     p.add_argument("--dense-limit-gib", type=float, default=4.0)
+    p.add_argument("--long-variants", type=lambda s: s.split(","), help="only these variants above N = 4096")
+    p.add_argument("--max-online-n", type=int, default=1 << 30, help="skip the softmax online loop above this N")
+    p.add_argument("--append", action="store_true", help="merge into existing results (same variant/n/path/dtype replaced)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
@@ -235,6 +253,14 @@ def main() -> None:
         info["gpu"] = torch.cuda.get_device_name()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    previous = out / f"attention_{args.device}.json"
+    if args.append and previous.exists():
+        key = lambda r: (r["variant"], r["n"], r["path"], r["dtype"])  # noqa: E731
+        new = {key(r) for r in rows}
+        old = json.loads(previous.read_text())
+        rows = [r for r in old["rows"] if key(r) not in new] + rows
+        rows.sort(key=lambda r: (r["dtype"], r["n"], r["variant"]))
+        info = {**info, "runs": old["info"].get("runs", [old["info"]]) + [dict(info)]}
     (out / f"attention_{args.device}.json").write_text(json.dumps({"info": info, "rows": rows}, indent=1) + "\n")
     (out / f"attention_{args.device}.md").write_text(markdown(rows, args.device))
     print(f"wrote {out}/attention_{args.device}.json and .md")
