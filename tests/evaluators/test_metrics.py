@@ -55,6 +55,21 @@ def test_code_similarity_skips_comment_lines() -> None:
     assert longbench_sample_score("lcc", "code_sim_score", "return a+b", ["return a - b"], None) == 0.82
 
 
+@pytest.mark.parametrize(("pred", "official"), [
+    ("# note\n\n    x = foo(2)", 0.0),  # the blank line after the comment is the official first code line
+    ("\n\n   \n    x = foo(2)", 0.35),  # leading newlines go, the line of three spaces stays: 2*3/(3+14)
+    ("\n# note\n    x = foo(2)\n", 1.0),  # here the official rule and lm-eval's agree
+])
+def test_code_similarity_takes_the_official_first_line_not_lm_evals(pred: str, official: float) -> None:
+    """LongBench's metrics.py: `prediction.lstrip('\\n').split('\\n')`, the first line without
+    a backtick, '#' or '//' (blank lines included); lm-eval 0.4.13 skips blank lines."""
+    import lm_eval.tasks.longbench.metrics as lb
+
+    gold = "    x = foo(2)"
+    assert longbench_sample_score("lcc", "code_sim_score", pred, [gold], None) == pytest.approx(official, abs=0.01)
+    assert lb.code_sim_score(pred, gold) == 1.0  # what lm-eval would have given
+
+
 def test_english_f1_max_over_answers() -> None:
     # "the penn treebank corpus" vs "penn treebank": P = 2/3, R = 1, F1 = 0.8; vs "PTB": 0.
     assert longbench_sample_score("qasper", "qa_f1_score", "The Penn Treebank corpus.",
