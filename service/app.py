@@ -16,7 +16,7 @@ from service.api import checkpoints, health, jobs, leaderboard, results, schedul
 from service.errors import ServiceError
 from service.execution import Executor
 from service.metrics import Metrics
-from service.schedules import Scheduler
+from service.schedules import Scheduler, ensure_configured_schedule
 from service.settings import Settings, get_settings
 from service.store import Store
 
@@ -36,6 +36,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         settings.prepare()
         store = Store(settings.database)
         store.create_all()
+        try:
+            ensure_configured_schedule(store, settings)  # LCTX_NIGHTLY_*: the deployment's nightly run
+        except Exception:
+            store.close()
+            raise
         app.state.store = store
         app.state.metrics = Metrics(store)
         app.state.executor = Executor(settings, store, app.state.metrics) if settings.executor else None

@@ -2,7 +2,8 @@
 watch folders for checkpoint directories, registers new ones, and submits its suite
 once per (checkpoint fingerprint, suite). The tick itself is claimed with a
 conditional update and each submission is guarded by a unique constraint, so a
-restarted scheduler or two replicas never double-submit."""
+restarted scheduler or two replicas never double-submit. A deployment can have its
+nightly schedule made from the environment (LCTX_NIGHTLY_*) at start-up."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from datetime import datetime
 from pathlib import Path
 
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterNotAlphaError, croniter
+from pydantic import ValidationError
 
-from service.errors import InvalidRequest, ServiceError
+from service.errors import Conflict, InvalidRequest, ServiceError
 from service.fingerprint import inspect_checkpoint
 from service.paths import confine
 from service.schemas import ScheduleCreate, Suite
@@ -43,6 +45,44 @@ def create_schedule(store: Store, settings: Settings, request: ScheduleCreate) -
     return store.add_schedule(ScheduleRow(
         name=request.name, cron=request.cron, watch=watch, suite=request.suite.model_dump(mode="json", exclude_none=True),
         suite_hash=suite_hash(request.suite), next_run_at=next_run(request.cron, t), created_at=t))
+
+
+class ScheduleConfigError(RuntimeError):
+    """The schedule of the LCTX_NIGHTLY_* settings cannot be created; start-up stops."""
+
+
+def ensure_configured_schedule(store: Store, settings: Settings) -> ScheduleRow | None:
+    """The schedule of LCTX_NIGHTLY_CRON / _WATCH / _SUITE / _NAME, created if no schedule
+    of that name exists (a deployment's nightly run without an API call). An existing one
+    is kept as it is: delete it through the API to apply changed settings."""
+    if not settings.nightly_cron:
+        return None
+    name = settings.nightly_name
+    existing = store.find_schedule(name)
+    if existing is not None:
+        if existing.cron != settings.nightly_cron or existing.suite_hash != _env_suite_hash(settings):
+            log.warning("schedule %r exists and differs from LCTX_NIGHTLY_*; keeping the stored one "
+                        "(DELETE /v1/schedules/%s and restart to apply the settings)", name, name)
+        return existing
+    watch = [str(w) for w in settings.nightly_watch or settings.roots]
+    try:
+        request = ScheduleCreate(name=name, cron=settings.nightly_cron, watch=watch,
+                                 suite=Suite.model_validate(settings.nightly_suite))
+        row = create_schedule(store, settings, request)
+    except Conflict:  # another replica created it first
+        return store.get_schedule(name)
+    except (ValidationError, ServiceError) as e:
+        raise ScheduleConfigError(f"cannot create the schedule {name!r} from LCTX_NIGHTLY_CRON, LCTX_NIGHTLY_WATCH "
+                                  f"and LCTX_NIGHTLY_SUITE: {getattr(e, 'message', e)}") from e
+    log.info("created schedule %r from LCTX_NIGHTLY_* (cron %s, watch %s)", name, row.cron, ", ".join(row.watch))
+    return row
+
+
+def _env_suite_hash(settings: Settings) -> str | None:
+    try:
+        return suite_hash(Suite.model_validate(settings.nightly_suite))
+    except ValidationError:
+        return None
 
 
 def checkpoint_dirs(folder: Path) -> list[Path]:

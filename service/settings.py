@@ -7,7 +7,7 @@ import os
 import socket
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -42,8 +42,18 @@ class Settings(BaseSettings):
     scheduler_interval: float = Field(30.0, gt=0, description="seconds between schedule ticks")
     poll_interval: float = Field(0.25, gt=0, description="seconds between executor polls")
     replica_id: str = Field(default_factory=socket.gethostname, description="names this replica's running jobs")
+    nightly_cron: str | None = Field(None, description="cron of the schedule created at start-up if absent, e.g. '0 2 * * *'")
+    nightly_name: str = Field("nightly", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$",
+                              description="name of that schedule")
+    nightly_watch: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list, description="its watch folders (comma-separated); default the checkpoint roots"
+    )
+    nightly_suite: dict[str, Any] = Field(
+        default_factory=lambda: {"tasks": [{"name": "passkey"}]},
+        description="its suite as JSON: tasks with options, optional rope, backend, priority",
+    )
 
-    @field_validator("checkpoint_roots", mode="before")
+    @field_validator("checkpoint_roots", "nightly_watch", mode="before")
     @classmethod
     def _split_roots(cls, value: object) -> object:
         if isinstance(value, str):

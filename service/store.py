@@ -390,6 +390,10 @@ class Store:
             raise NotFound(f"no schedule named {name!r}")
         return row
 
+    def find_schedule(self, name: str) -> ScheduleRow | None:
+        with self.reading() as s:
+            return s.get(ScheduleRow, name)
+
     def list_schedules(self) -> list[ScheduleRow]:
         with self.reading() as s:
             return list(s.scalars(select(ScheduleRow).order_by(ScheduleRow.name)))
