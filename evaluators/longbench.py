@@ -2,7 +2,9 @@
 
 Prompts, generation lengths, metrics and categories are read from the installed
 lm-eval's `longbench` task configs (`lm_eval/tasks/longbench/*.yaml`), not retyped:
-lm-eval is pinned, so they cannot drift. Prompts longer than the budget
+lm-eval is pinned, so they cannot drift. Six of lm-eval 0.4.13's templates lost
+whitespace of LongBench's `config/dataset2prompt.json` (`OFFICIAL_PROMPT_FIXES`
+puts it back, each fix checked to apply exactly once). Prompts longer than the budget
 (max length minus generation length) keep the first and last `budget // 2`
 tokens; the optional chat template is applied after truncation and never for
 trec, triviaqa, samsum, lsht, lcc, repobench-p; greedy decoding, samsum also
@@ -35,6 +37,20 @@ CONFIG_DIR = (Path(list(_LM_EVAL.submodule_search_locations)[0]) if _LM_EVAL els
 NO_CHAT_TEMPLATE = ("trec", "triviaqa", "samsum", "lsht", "lcc", "repobench-p")
 NEWLINE_STOP = ("samsum",)
 
+# Where lm-eval 0.4.13's template departs from LongBench's config/dataset2prompt.json:
+# dataset -> (lm-eval's text, the official text). lm-eval dropped the trailing "\n" after
+# "Next line of code:", the trailing space after "is:" and one blank line between the
+# few-shot examples and the question. A fix that no longer matches exactly once is an
+# error, so a changed lm-eval is noticed instead of patched blindly.
+OFFICIAL_PROMPT_FIXES: dict[str, tuple[str, str]] = {
+    "lcc": ("Next line of code:", "Next line of code:\n"),
+    "repobench-p": ("Next line of code:", "Next line of code:\n"),
+    "passage_count": ("The final answer is:", "The final answer is: "),
+    "passage_retrieval_en": ("\n\nThe answer is:", "\n\nThe answer is: "),
+    "samsum": ("{{context}}\n{{question}}", "{{context}}\n\n{{question}}"),
+    "triviaqa": ("{{context}}\n{{question}}", "{{context}}\n\n{{question}}"),
+}
+
 
 @dataclass(frozen=True)
 class DatasetConfig:
@@ -54,6 +70,18 @@ _Loader.add_constructor("!function", lambda loader, node: loader.construct_scala
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     return yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+
+
+def official_template(name: str, template: str) -> str:
+    """lm-eval's template with `OFFICIAL_PROMPT_FIXES` applied (trailing text must end it)."""
+    if name not in OFFICIAL_PROMPT_FIXES:
+        return template
+    old, new = OFFICIAL_PROMPT_FIXES[name]
+    at_end = old == old.rstrip() and new.startswith(old)  # a fix that appends to the end
+    if template.count(old) != 1 or (at_end and not template.endswith(old)):
+        raise EvaluatorError(f"lm-eval's longbench template for {name} is not the one lctx corrects "
+                             f"({old!r} -> {new!r}); install lm-eval==0.4.13")
+    return template.replace(old, new)
 
 
 def _metric_name(process_results: str) -> str:
@@ -83,7 +111,7 @@ def configs(e: bool) -> dict[str, DatasetConfig]:
         name = cfg["dataset_name"].removesuffix("_e") if e else cfg["dataset_name"]
         out[name] = DatasetConfig(
             name=name,
-            template=cfg["doc_to_text"],
+            template=official_template(name, cfg["doc_to_text"]),
             max_gen=int(cfg["generation_kwargs"]["max_gen_toks"]),
             metric=_metric_name(cfg["process_results"]),
             category=categories.get(cfg["task"], "other"),
@@ -120,7 +148,7 @@ def apply_chat_template(tokenizer: Tokenizer, prompt: str) -> str:
 
 class LongBenchEvaluator(Evaluator):
     name = "longbench"
-    version = "2"  # 2: LongBench's own code similarity (lm-eval's skips blank lines)
+    version = "2"  # 2: LongBench's own code similarity (lm-eval's skips blank lines) and prompts
     defaults = {"datasets": None, "e": False, "chat_template": False, "max_length": None, "limit": None,
                 "seed": 0}
     selection = ("datasets", "limit")

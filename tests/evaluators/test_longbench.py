@@ -25,17 +25,47 @@ from tests.evaluators.helpers import tiny_model
 DATA = Path(__file__).parent / "data" / "longbench"
 
 
+# LongBench's config/dataset2maxlen.json, as a check on what was read from lm-eval.
+OFFICIAL_MAXLEN = {
+    "narrativeqa": 128, "qasper": 128, "multifieldqa_en": 64, "multifieldqa_zh": 64, "hotpotqa": 32,
+    "2wikimqa": 32, "musique": 32, "dureader": 128, "gov_report": 512, "qmsum": 512, "multi_news": 512,
+    "vcsum": 512, "trec": 64, "triviaqa": 32, "samsum": 128, "lsht": 64, "passage_count": 32,
+    "passage_retrieval_en": 32, "passage_retrieval_zh": 32, "lcc": 64, "repobench-p": 64,
+}
+
+
 def test_configs_cover_longbench_and_longbench_e() -> None:
     assert len(configs(False)) == 21 and len(configs(True)) == 13
-    # The official dataset2maxlen values, as a check on what was read from lm-eval.
-    official = {"qasper": 128, "gov_report": 512, "passage_count": 32, "lcc": 64, "samsum": 128, "vcsum": 512}
-    assert {d: configs(False)[d].max_gen for d in official} == official
+    for e in (False, True):
+        assert {d: c.max_gen for d, c in configs(e).items()} == {d: OFFICIAL_MAXLEN[d] for d in configs(e)}
     assert configs(False)["dureader"].metric == "rouge_zh_score"
     assert configs(False)["trec"].category == "Few-shot Learning"
     assert set(configs(True)) < set(configs(False))
     for e in (False, True):  # every template renders with a record's fields
         for d, cfg in configs(e).items():
             assert "<CTX>" in render_prompt(cfg.template, {"context": "<CTX>", "input": "<Q>"}), d
+
+
+@pytest.mark.parametrize("e", [False, True], ids=["longbench", "longbench-e"])
+def test_prompts_are_the_official_ones(e: bool) -> None:
+    """Every prompt renders exactly as LongBench's config/dataset2prompt.json (a copy of it ships
+    with the tests): lm-eval's templates, with the whitespace lm-eval 0.4.13 lost put back."""
+    official = json.loads((DATA.parent / "longbench_dataset2prompt.json").read_text(encoding="utf-8"))
+    record = {"context": "<CONTEXT>\n", "input": "<INPUT>"}
+    for d, cfg in configs(e).items():
+        assert render_prompt(cfg.template, record) == official[d].format(**record), d
+    assert configs(e)["passage_count"].template.endswith("The final answer is: ")
+    assert configs(e)["lcc"].template.endswith("Next line of code:\n")
+
+
+def test_a_changed_lm_eval_template_is_not_patched_blindly() -> None:
+    from evaluators.longbench import official_template
+
+    with pytest.raises(EvaluatorError, match="not the one lctx corrects"):
+        official_template("lcc", "Please complete the code given below. \n{{context}}Next line of code:\n")
+    with pytest.raises(EvaluatorError, match="not the one lctx corrects"):
+        official_template("samsum", "Summarize.\n\n{{context}}\n\n{{question}}")
+    assert official_template("qasper", "anything") == "anything"
 
 
 def test_prompt_uses_context_and_input() -> None:
