@@ -69,3 +69,44 @@ def test_shipped_test_data_is_in_the_official_schemas() -> None:
     assert {"en", "zh", "python"} <= languages  # Chinese and code included
     for task in SCROLLS_METRICS:  # all seven SCROLLS tasks
         assert load_scrolls(task, "validation", data / "scrolls")
+
+
+def test_without_a_data_dir_the_hub_is_tried(monkeypatch: pytest.MonkeyPatch) -> None:
+    import evaluators.data as data
+
+    asked = []
+
+    def hub(repo: str, name: str, split: str):
+        asked.append((repo, name, split))
+        if repo == data.LONGBENCH_HF:  # the hub copy names the question field 'question'
+            return [{"question": "q?", "context": "c", "answers": ["a"], "length": 3}]
+        return None
+
+    monkeypatch.setattr(data, "_from_hub", hub)
+    rows = load_longbench("qasper", None, e=True)
+    assert asked == [("Xnhyacinth/LongBench", "qasper_e", "test")] and rows[0]["input"] == "q?"
+    with pytest.raises(EvaluatorError) as e:
+        load_scrolls("qmsum", "validation", None)
+    assert asked[-1] == ("tau/scrolls", "qmsum", "validation")
+    assert "cannot be reached" in str(e.value) and "scrolls-benchmark.com" in str(e.value)
+
+
+def test_an_unreachable_hub_is_not_asked_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    import evaluators.data as data
+
+    calls = []
+
+    class NoNetwork:
+        @staticmethod
+        def load_dataset(*args, **kwargs):
+            calls.append(args)
+            raise ConnectionError("offline")
+
+    monkeypatch.setitem(sys.modules, "datasets", NoNetwork)
+    monkeypatch.setattr(data, "_unreachable", set())
+    for _ in range(2):
+        with pytest.raises(EvaluatorError, match="Xnhyacinth/LongBench .*THUDM/LongBench"):
+            load_longbench("trec", None)
+    assert len(calls) == 1
