@@ -53,7 +53,7 @@ def diff_norm(attn: torch.Tensor, weight: torch.Tensor, lam_init: float) -> torc
 
 def diff_reference(
     q1: torch.Tensor, k1: torch.Tensor, q2: torch.Tensor, k2: torch.Tensor, v: torch.Tensor,
-    q_offset: int, lam: float, slopes: torch.Tensor | None = None, window: int | None = None,
+    q_offset: int, lam: float | torch.Tensor, slopes: torch.Tensor | None = None, window: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Dense `(softmax(z1) - lam softmax(z2)) v` before the norm:
     (out (B, H, T, 2d) fp32, weights (B, H, T, S))."""
@@ -80,11 +80,11 @@ class DiffAttention(SoftmaxFamilyLayer):
             setattr(self, name, nn.Parameter(torch.randn(d) * 0.1))
         self.norm_weight = nn.Parameter(torch.ones(2 * d))
 
-    def lam(self) -> float:
-        with torch.no_grad():
-            l1 = torch.exp((self.lambda_q1.float() * self.lambda_k1.float()).sum())
-            l2 = torch.exp((self.lambda_q2.float() * self.lambda_k2.float()).sum())
-            return float(l1 - l2) + self.lam_init
+    def lam(self) -> torch.Tensor:
+        """0-dim fp32 lam; keeps its gradient, so the torch paths train the lambda vectors."""
+        l1 = torch.exp((self.lambda_q1.float() * self.lambda_k1.float()).sum())
+        l2 = torch.exp((self.lambda_q2.float() * self.lambda_k2.float()).sum())
+        return l1 - l2 + self.lam_init
 
     def forward(self, x: torch.Tensor, ctx: AttentionContext, cache: LayerCache | None) -> torch.Tensor:
         b, t, _ = x.shape
@@ -103,6 +103,7 @@ class DiffAttention(SoftmaxFamilyLayer):
         window = self.config.sliding_window
         slopes = self.alibi(q.device)
         lam = self.lam()
+        lam_f = float(lam.detach())  # statistics and kernels take a number
         scale = 1.0 / math.sqrt(self.head_dim)
         if ctx.backend == "reference" or ctx.return_weights:
             attn, w = diff_reference(q1, k1, q2, k2, v, q_offset, lam, slopes, window)
@@ -119,7 +120,7 @@ class DiffAttention(SoftmaxFamilyLayer):
                 o1, m1, l1 = tk.attention(q1, k1, v, q_offset, **kw)
                 o2, m2, l2 = tk.attention(q2, k2, v, q_offset, **kw)
                 if ctx.collect_stats:
-                    terms = [(1.0, q1, k1, m1, l1), (-lam, q2, k2, m2, l2)]
+                    terms = [(1.0, q1, k1, m1, l1), (-lam_f, q2, k2, m2, l2)]
                     ctx.stats.append(tk.row_stats(terms, q_offset, layer=self.layer, **kw))
             elif not ctx.collect_stats and fused_path_applies(q1, q_offset, slopes, window, False):
                 # The fused CPU kernel wants v as wide as q: run it on each half of the 2d value.
@@ -130,7 +131,7 @@ class DiffAttention(SoftmaxFamilyLayer):
                 o1, m1, l1 = online_softmax_chunked(q1, k1, v, q_offset, block=ctx.block_size, **kw)
                 o2, m2, l2 = online_softmax_chunked(q2, k2, v, q_offset, block=ctx.block_size, **kw)
                 if ctx.collect_stats:
-                    terms = [(1.0, q1, k1, m1, l1), (-lam, q2, k2, m2, l2)]
+                    terms = [(1.0, q1, k1, m1, l1), (-lam_f, q2, k2, m2, l2)]
                     ctx.stats.append(family_stats_chunked(terms, q_offset, k.shape[2], block=ctx.block_size,
                                                           layer=self.layer, **kw))
             attn = o1.float() - lam * o2.float()

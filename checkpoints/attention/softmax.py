@@ -103,9 +103,9 @@ def _tile_logits(
     m = kb.shape[2]
     z = (qb @ kb.transpose(-1, -2)).view(b, hkv, g, n, m)
     sign = None
-    if signed:
+    if signed:  # in place unless autograd needs z (training uses this path)
         sign = torch.sign(z)
-        z.abs_()
+        z = z.abs() if z.requires_grad else z.abs_()
     kpos = torch.arange(klo, klo + m, device=z.device)
     if slopes is not None:
         z += slopes.view(hkv, g, 1, 1) * (kpos[None, :] - qpos[:, None]).float()
@@ -158,6 +158,8 @@ def online_softmax_chunked(
     m_all = q.new_empty(b, hq, t, dtype=torch.float32)
     l_all = q.new_empty(b, hq, t, dtype=torch.float32)
     slopes = slopes.to(q.device).float() if slopes is not None else None
+    # Training runs this path too (cog, ALiBi): keep the graph intact when gradients are wanted.
+    track = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
     for lo in range(0, t, block):
         hi = min(t, lo + block)
         n = hi - lo
@@ -173,12 +175,18 @@ def online_softmax_chunked(
             m_new = torch.maximum(m, a.amax(-1))
             m_safe = m_new.masked_fill(m_new == float("-inf"), 0.0)
             alpha = torch.exp(m - m_safe)
-            p = a.sub_(m_safe[..., None]).exp_()
-            l = l * alpha + p.sum(-1)
-            if sign is not None:
-                p.mul_(sign)
-            acc.mul_(alpha.view(b, hkv, g * n, 1))
-            acc.add_(p.view(b, hkv, g * n, -1) @ v[:, :, klo:khi].float())
+            if track:  # out of place: autograd keeps what the in-place form overwrites
+                p = torch.exp(a - m_safe[..., None])
+                l = l * alpha + p.sum(-1)
+                p = p if sign is None else p * sign
+                acc = acc * alpha.view(b, hkv, g * n, 1) + p.view(b, hkv, g * n, -1) @ v[:, :, klo:khi].float()
+            else:
+                p = a.sub_(m_safe[..., None]).exp_()
+                l = l * alpha + p.sum(-1)
+                if sign is not None:
+                    p.mul_(sign)
+                acc.mul_(alpha.view(b, hkv, g * n, 1))
+                acc.add_(p.view(b, hkv, g * n, -1) @ v[:, :, klo:khi].float())
             m = m_new
         l_safe = torch.where(l > 0, l, 1.0).view(b, hkv, g * n, 1)
         out[:, :, lo:hi] = (acc / l_safe).view(b, hq, n, dv).to(out.dtype)

@@ -51,8 +51,9 @@ class SSMaxAttention(SoftmaxFamilyLayer):
         self.ssmax_s = nn.Parameter(torch.full((self.num_heads,), float(self.params["s_init"])))
 
     def scale_queries(self, q: torch.Tensor, q_offset: int) -> torch.Tensor:
-        f = ssmax_factor(self.ssmax_s.detach(), q_offset, q.shape[2], self.params["log_offset"])
+        # Not detached: the torch paths train `s` (demo checkpoints).
+        f = ssmax_factor(self.ssmax_s, q_offset, q.shape[2], self.params["log_offset"])
         return (q.float() * f[None, :, :, None]).to(q.dtype)
 
     def reference(self, q, k, v, q_offset, slopes, window):
-        return ssmax_reference(q, k, v, q_offset, self.ssmax_s.detach(), self.params["log_offset"], slopes, window)
+        return ssmax_reference(q, k, v, q_offset, self.ssmax_s, self.params["log_offset"], slopes, window)
