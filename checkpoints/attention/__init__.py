@@ -7,6 +7,19 @@ checkpoint names) and its KV-cache entries. Backends: `reference` (dense),
 `torch` (chunked, streaming) and `triton` (fused kernels); `auto` picks
 Triton on CUDA and the chunked path on CPU."""
 
+# Importing the variant modules registers them (one module per family).
+from checkpoints.attention import (  # noqa: F401
+    cog,
+    diff,
+    entmax,
+    gated,
+    intg,
+    rela,
+    softmax,
+    softpick,
+    ssmax,
+    threshold,
+)
 from checkpoints.attention.base import (
     BACKENDS,
     AttentionLayer,
@@ -16,11 +29,6 @@ from checkpoints.attention.base import (
     resolve_backend,
 )
 from checkpoints.attention.cache import KVCache, LayerCache
-
-# Importing the variant modules registers them.
-from checkpoints.attention import softmax as _softmax  # noqa: F401,E402
-from checkpoints.attention import cog, diff, gated, intg, ssmax  # noqa: F401,E402  (softmax family)
-from checkpoints.attention import entmax, rela, softpick, threshold  # noqa: F401,E402  (non-softmax)
 
 __all__ = [
     "BACKENDS",

@@ -14,7 +14,6 @@ tiles is used; on CUDA a few configurations are autotuned."""
 
 from __future__ import annotations
 
-import math
 import os
 
 import torch
