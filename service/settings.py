@@ -40,6 +40,8 @@ class Settings(BaseSettings):
     executor: bool = Field(True, description="run jobs in this process's executor (off: API only)")
     scheduler: bool = Field(True, description="run cron schedules in this process")
     scheduler_interval: float = Field(30.0, gt=0, description="seconds between schedule ticks")
+    demo_checkpoints: bool = Field(True, description="`lctx serve` copies the committed demo checkpoints into the "
+                                   "first checkpoint root and registers them (demo-softmax, demo-tda, ...)")
     poll_interval: float = Field(0.25, gt=0, description="seconds between executor polls")
     replica_id: str = Field(default_factory=socket.gethostname, description="names this replica's running jobs")
     nightly_cron: str | None = Field(None, description="cron of the schedule created at start-up if absent, e.g. '0 2 * * *'")

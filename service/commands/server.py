@@ -62,6 +62,19 @@ def example_checkpoint(root: Path) -> Path:
     return save_model(model, root / "demo-random", ByteTokenizer())
 
 
+def _install_demos(settings: Any) -> list[Any]:
+    """Copy and register the committed demo checkpoints before the API starts."""
+    from service.demo import install_demo_checkpoints
+    from service.store import Store
+
+    store = Store(settings.database)
+    try:
+        store.create_all()
+        return install_demo_checkpoints(store, settings.roots[0])
+    finally:
+        store.close()
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -72,9 +85,16 @@ def _serve(args: argparse.Namespace) -> int:
     settings.prepare()
     url = f"http://{settings.host}:{settings.port}"
     auth = " -H \"Authorization: Bearer $LCTX_API_TOKEN\"" if settings.token else ""
+    demos = _install_demos(settings) if settings.demo_checkpoints else []
     demo = example_checkpoint(settings.roots[0])
     print(f"lctx API on {url}  (docs {url}/docs; database {settings.database}; results {settings.results};"
           f" checkpoint roots {', '.join(map(str, settings.roots))}). Ready when {url}/readyz answers 200.")
+    if demos:
+        names = [d.name for d in demos if not d.action.startswith("skipped")]
+        print(f"registered demo checkpoints: {', '.join(names)} (trained passkey models, 256-token context);"
+              " compare them at 1x, 2x and 4x their training length:\n"
+              f"  .venv/bin/lctx submit {names[0]} --task passkey:lengths=256,512,1024:trials=20 --wait"
+              if names else "demo checkpoints: none registered (see the warnings above)")
     print("try:\n"
           f"  curl -s{auth} -X POST {url}/v1/checkpoints -H 'Content-Type: application/json' "
           f"-d '{{\"name\": \"{demo.name}\", \"path\": \"{demo}\"}}'\n"
