@@ -115,7 +115,10 @@ class ScrollsEvaluator(Evaluator):
 
 
 def official_metrics(task: str, predictions: dict[str, str], references: dict[str, list[str]]) -> dict[str, Any]:
-    """The official SCROLLS metric dict for `{id: prediction}` against grouped references."""
+    """The official SCROLLS metric dict (the `tau/scrolls` metric script's `compute`) for
+    `{id: prediction}` against grouped references: the metric keys, num_predicted,
+    mean_prediction_length_characters, all rounded to 4 decimals, then scrolls_score,
+    display_keys and display."""
     missing = sorted(set(references) - set(predictions))
     if missing:
         raise EvaluatorError(f"scrolls {task}: {len(missing)} ids have no prediction (e.g. {missing[:3]})")
@@ -125,12 +128,17 @@ def official_metrics(task: str, predictions: dict[str, str], references: dict[st
     if kind == "rouge":
         out: dict[str, Any] = {f"rouge/{k}": agg[k] for k in ROUGE_KEYS}
         out["rouge/geometric_mean"] = agg["score"]
+        score_key, display_keys = "rouge/geometric_mean", [f"rouge/{k}" for k in ROUGE_KEYS]
     else:
         out = {kind: agg["score"]}
-    out["scrolls_score"] = agg["score"]
+        score_key, display_keys = kind, [kind]
     out["num_predicted"] = len(per)
     out["mean_prediction_length_characters"] = (
         sum(len(predictions[i]) for i in references) / len(per) if per else 0.0)
+    out = {k: round(v, 4) for k, v in out.items()}
+    out["scrolls_score"] = out[score_key]
+    out["display_keys"] = display_keys
+    out["display"] = [out[k] for k in display_keys]
     return out
 
 

@@ -40,9 +40,21 @@ def test_official_metric_dict_for_predictions(tmp_path: Path) -> None:
     preds.write_text(json.dumps({"g1": "The committee approved funding for new schools and a library."}))
     out = score_predictions_file("gov_report", preds, DATA)
     assert out["rouge/rouge1"] == pytest.approx(100.0) and out["rouge/geometric_mean"] == pytest.approx(100.0)
+    assert out["display_keys"] == ["rouge/rouge1", "rouge/rouge2", "rouge/rougeL"]
     preds.write_text(json.dumps({"q1": "x"}))
     with pytest.raises(EvaluatorError, match="no prediction"):
         score_predictions_file("qasper", preds, DATA)
+
+
+def test_metric_dict_has_the_official_keys_and_rounding(tmp_path: Path) -> None:
+    """The `tau/scrolls` metric script rounds every figure to 4 decimals and adds
+    scrolls_score, display_keys and display."""
+    preds = tmp_path / "p.json"
+    preds.write_text(json.dumps({"q1": "three new schools", "q2": "on Tuesday"}))
+    out = score_predictions_file("qasper", preds, DATA)
+    # (75 + 66.666...) / 2 = 70.8333...
+    assert out == {"f1": 70.8333, "num_predicted": 2, "mean_prediction_length_characters": 13.5,
+                   "scrolls_score": 70.8333, "display_keys": ["f1"], "display": [70.8333]}
 
 
 def test_options() -> None:
