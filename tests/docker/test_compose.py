@@ -8,7 +8,12 @@ the docker-compose 1.29.2 wheel (compose/config/compose_spec.json)."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import jsonschema
@@ -23,7 +28,8 @@ SCHEMA = Path(__file__).with_name("compose_spec.json")
 # Variables compose itself substitutes (host paths, ports) and the Ray head address of a worker.
 COMPOSE_ONLY = {"LCTX_BIND", "LCTX_PUBLISHED_PORT", "LCTX_RAY_PUBLISHED_PORT", "LCTX_CHECKPOINTS_HOST_DIR",
                 "LCTX_DATA_HOST_DIR", "LCTX_DATASETS_HOST_DIR", "LCTX_PG_HOST_DIR", "LCTX_RAY_HEAD_ADDRESS",
-                "LCTX_RAY_HEAD", "LCTX_RAY_PORT"}
+                "LCTX_RAY_HEAD", "LCTX_RAY_PORT", "LCTX_PG_BIND", "LCTX_PG_PUBLISHED_PORT", "LCTX_API_HOST"}
+COMPOSE_FILES = ("docker-compose.yml", "docker-compose.cluster.yml")
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +41,9 @@ def settings_env_names() -> set[str]:
     return {f"LCTX_{name.upper()}" for name in Settings.model_fields}
 
 
-def test_compose_is_valid_against_the_compose_schema(compose: dict) -> None:
-    jsonschema.validate(compose, json.loads(SCHEMA.read_text()))
+@pytest.mark.parametrize("name", COMPOSE_FILES)
+def test_compose_is_valid_against_the_compose_schema(name: str) -> None:
+    jsonschema.validate(yaml.safe_load((DOCKER / name).read_text()), json.loads(SCHEMA.read_text()))
 
 
 def test_gpus_reserved_and_port_on_localhost(compose: dict) -> None:
@@ -72,8 +79,9 @@ def test_environment_matches_the_settings_the_service_reads(compose: dict) -> No
     documented = set(re.findall(r"^#?\s*(LCTX_[A-Z_]+)=", example, re.M))
     assert known <= documented, f"settings missing from .env.example: {sorted(known - documented)}"
     assert documented - known <= COMPOSE_ONLY, f"unknown settings in .env.example: {sorted(documented - known - COMPOSE_ONLY)}"
-    used = set(re.findall(r"\b(LCTX_[A-Z_]+)\b", (DOCKER / "docker-compose.yml").read_text()))
-    used |= set(re.findall(r"\b(LCTX_[A-Z_]+)\b", (DOCKER / "Dockerfile").read_text()))
+    used = {v for name in COMPOSE_FILES for v in re.findall(r"\b(LCTX_[A-Z_]+)\b", (DOCKER / name).read_text())}
+    for name in ("Dockerfile", "entrypoint.sh"):
+        used |= set(re.findall(r"\b(LCTX_[A-Z_]+)\b", (DOCKER / name).read_text()))
     assert used - known <= COMPOSE_ONLY, f"compose/Dockerfile use unknown settings: {sorted(used - known - COMPOSE_ONLY)}"
     for service in compose["services"].values():
         for key in service.get("environment", {}):
@@ -90,3 +98,70 @@ def test_image_installs_with_the_makefile_recipe() -> None:
     assert "pip install -q torch==2.13.0" in makefile
     assert "HEALTHCHECK" in dockerfile and "/healthz" in dockerfile
     assert re.search(r"^USER (?!root)\S+", dockerfile, re.M), "the image must not run as root"
+
+
+def test_cluster_head_shares_the_host_network_and_keeps_the_api_on_loopback(compose: dict) -> None:
+    cluster = yaml.safe_load((DOCKER / "docker-compose.cluster.yml").read_text())
+    assert set(cluster["services"]) <= set(compose["services"])  # an override, not a second deployment
+    lctx = cluster["services"]["lctx"]
+    assert lctx["network_mode"] == "host"  # Ray workers on other nodes reach the head's Ray processes
+    assert lctx["environment"]["LCTX_HOST"] == "${LCTX_API_HOST:-127.0.0.1}"
+    assert compose["services"]["postgres"]["ports"] == ["${LCTX_PG_BIND:-127.0.0.1}:${LCTX_PG_PUBLISHED_PORT:-5432}:5432"]
+    assert "--dashboard-host=127.0.0.1" in (DOCKER / "entrypoint.sh").read_text()  # job submission stays local
+
+
+def test_first_checkpoint_root_is_writable_and_the_users_checkpoints_read_only(compose: dict) -> None:
+    """`lctx serve` writes an example checkpoint into the first root; on the read-only
+    /checkpoints mount that would stop the container from starting."""
+    lctx = compose["services"]["lctx"]
+    mounts = {m.group(1): [m.group(2)] if m.group(2) else []
+              for m in (re.search(r":(/[^:]+)(?::(ro|rw))?$", v) for v in lctx["volumes"])}
+    dockerfile = (DOCKER / "Dockerfile").read_text()
+    for roots in (re.search(r"LCTX_CHECKPOINT_ROOTS=(\S+)", dockerfile).group(1),
+                  lctx["environment"]["LCTX_CHECKPOINT_ROOTS"]):
+        settings = Settings(home=Path(lctx["environment"]["LCTX_HOME"]), checkpoint_roots=roots)
+        first, *rest = settings.roots
+        assert first.is_relative_to(settings.home) and mounts[str(settings.home)] == []  # a writable volume
+        assert Path("/checkpoints") in rest and mounts["/checkpoints"] == ["ro"]
+    assert lctx["environment"]["LCTX_REPLICA_ID"]  # stable across re-created containers: recovery at once
+    assert lctx["stop_grace_period"]
+
+
+def test_healthcheck_command_probes_a_real_server(tmp_path: Path) -> None:
+    from service.app import create_app
+    from tests.service.helpers import ThreadServer, make_settings
+
+    code = re.search(r'^  CMD python3 -c "(.+)" \|\| exit 1$', (DOCKER / "Dockerfile").read_text(), re.M).group(1)
+    with ThreadServer(create_app(make_settings(tmp_path))) as srv:
+        env = dict(os.environ, LCTX_HOST="0.0.0.0", LCTX_PORT=str(srv.port))  # as the image sets them
+        assert subprocess.run([sys.executable, "-c", code], env=env, timeout=30).returncode == 0
+    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=30).returncode != 0
+
+
+def test_entrypoint_refuses_an_unwritable_data_folder_and_runs_the_command(tmp_path: Path) -> None:
+    env = dict(os.environ, LCTX_HOME=str(tmp_path / "data"), LCTX_RAY_HEAD="0")
+    env.pop("RAY_ADDRESS", None)
+    ran = subprocess.run(["bash", str(DOCKER / "entrypoint.sh"), "sh", "-c", "echo ran"], env=env,
+                         capture_output=True, text=True, timeout=30)
+    assert ran.returncode == 0 and ran.stdout == "ran\n", ran.stderr
+    # a folder the service user cannot write: root-owned (what Docker creates for a missing bind mount)
+    shared = Path(tempfile.mkdtemp(prefix="lctx-entry-"))
+    try:
+        script = shared / "entrypoint.sh"
+        shutil.copy(DOCKER / "entrypoint.sh", script)
+        locked = shared / "data"
+        locked.mkdir()
+        shared.chmod(0o755)
+        if os.geteuid() == 0:
+            prefix = ["runuser", "-u", "nobody", "--"]
+        else:
+            prefix = []
+            locked.chmod(0o555)
+        env["LCTX_HOME"] = str(locked)
+        refused = subprocess.run([*prefix, "bash", str(script), "sh", "-c", "echo ran"], env=env,
+                                 capture_output=True, text=True, timeout=30)
+        assert refused.returncode == 1 and refused.stdout == ""
+        assert f"cannot write {locked}" in refused.stderr and "chown" in refused.stderr, refused.stderr
+    finally:
+        locked.chmod(0o755)
+        shutil.rmtree(shared, ignore_errors=True)
