@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import platform
 import sys
 import time
@@ -184,6 +185,7 @@ def _train(cfg: TrainConfig, out: Path, progress: bool, command: str | None) -> 
         lr=cfg.lr, betas=(0.9, 0.95),
     )
     log_path = out / LOG_FILE
+    load_start = round(os.getloadavg()[0], 2)
     first_loss = final_loss = float("nan")
     start = time.perf_counter()
     bar = tqdm(range(cfg.steps), desc=f"train {cfg.variant}", disable=not progress, file=sys.stderr)
@@ -227,8 +229,10 @@ def _train(cfg: TrainConfig, out: Path, progress: bool, command: str | None) -> 
         "first_loss": first_loss,
         "final_loss": final_loss,
         "command": command,
-        "machine": {"threads": cfg.threads, "platform": platform.platform(),
-                    "torch": torch.__version__},
+        "machine": {"threads": cfg.threads, "platform": platform.platform(), "cpus": os.cpu_count(),
+                    "torch": torch.__version__,
+                    # a shared CPU slows training: the 1-minute load average at the start and at the end
+                    "load_average": [load_start, round(os.getloadavg()[0], 2)]},
     }
     (out / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
     return result
