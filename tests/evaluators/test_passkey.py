@@ -30,6 +30,22 @@ def test_prompt_is_the_five_blocks_of_the_protocol() -> None:
     assert passkey_prompt(4242, len(prefix) + len(suffix), len(prefix)) == EXPECTED
 
 
+def test_seeded_prompt_is_pinned() -> None:
+    """Seed 0, 400 byte tokens, trial 0: the whole prompt, string for string (a change in how
+    keys and depths are drawn would silently change every published number)."""
+    ev = PasskeyEvaluator(PasskeyEvaluator.validate({"lengths": [400], "seed": 0}))
+    built = ev.build(ByteTokenizer(), 400, 0)
+    assert (built["key"], built["garbage_chars"], built["depth_chars"], len(built["ids"])) == (36111, 152, 74, 400)
+    assert built["prompt"] == (
+        "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
+        "I will quiz you about the important information there.\n"
+        "The grass is green. The sky is blue. The sun is yellow. Here we go. There \n"
+        "The pass key is 36111. Remember it. 36111 is the pass key.\n"
+        "The grass is green. The sky is blue. The sun is yellow. Here we go. There and \n"
+        "What is the pass key? The pass key is"
+    )
+
+
 def test_trial_is_seeded_by_seed_length_and_trial() -> None:
     tok = ByteTokenizer()
     ev = PasskeyEvaluator(PasskeyEvaluator.validate({"lengths": [600], "seed": 3}))
