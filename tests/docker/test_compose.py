@@ -165,3 +165,20 @@ def test_entrypoint_refuses_an_unwritable_data_folder_and_runs_the_command(tmp_p
     finally:
         locked.chmod(0o755)
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_readme_deploy_commands_name_files_and_profiles_that_exist(compose: dict) -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "## Deploy on a GPU node" in readme and "## Upgrading" in readme
+    deploy = readme.split("## Deploy on a GPU node", 1)[1]
+    assert "ray start --address" in deploy
+    commands = re.findall(r"^docker compose .+$", deploy, re.M)
+    assert commands
+    profiles = {p for s in compose["services"].values() for p in s.get("profiles", [])}
+    for command in commands:
+        for f in re.findall(r"-f (\S+)", command):
+            assert (REPO / f).is_file(), command
+        for p in re.findall(r"--profile (\S+)", command):
+            assert p in profiles, command
+    for name in re.findall(r"`(LCTX_[A-Z_]+)`", deploy):
+        assert name in settings_env_names() | COMPOSE_ONLY, name

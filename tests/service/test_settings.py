@@ -36,3 +36,10 @@ def test_bad_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LCTX_PORT", "not-a-port")
     with pytest.raises(ValueError, match="port"):
         Settings()
+
+
+def test_the_readme_settings_table_lists_every_setting() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    rows = "\n".join(line for line in readme.splitlines() if line.startswith("| `LCTX_"))
+    missing = [f"LCTX_{name.upper()}" for name in Settings.model_fields if f"`LCTX_{name.upper()}`" not in rows]
+    assert not missing, f"settings missing from the README's settings table: {missing}"
