@@ -9,7 +9,10 @@ with tau_i the unique threshold that makes row i sum to one. alpha is in
 softmax. Optional ASEntmax length scaling (Vasylenko et al. 2025, "Long-
 Context Generalization with Sparse Attention") multiplies the scores of
 query i by `1 + beta_h * (log(i + 2))^gamma_h` (per-head parameters
-`as_beta`, init 0 = no scaling, and `as_gamma`, init 1).
+`as_beta`, init 0 = no scaling, and `as_gamma`, init 1). That paper pairs
+ASEntmax with NAPE (half the heads NoPE, half ALiBi), so entmax, alone among
+the non-softmax variants, accepts `position: alibi | nape`: the ALiBi bias
+`slope_h (j - i)` is added to z (after the length scaling of q).
 
 Finding tau. With x = (alpha - 1) z and r = 1/(alpha - 1) >= 1, the function
 f(tau) = sum_j [x_j - tau]_+^r - 1 is decreasing and convex, f(max x - 1) >= 0
@@ -39,7 +42,9 @@ from checkpoints.attention.nonsoftmax import (
     dense_dots,
     empty_stats,
     group_rows,
+    per_head,
 )
+from checkpoints.attention.position import alibi_bias, alibi_slopes
 from checkpoints.attention.softmax import causal_mask, expand_kv
 from checkpoints.attention.stats import StreamingStats
 from checkpoints.errors import ConfigError
@@ -83,11 +88,15 @@ def _dpower(y: torch.Tensor, r: float) -> torch.Tensor:
 def entmax_reference(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_offset: int, alpha: float = 1.5,
     as_beta: torch.Tensor | None = None, as_gamma: torch.Tensor | None = None, iters: int = 80,
+    slopes: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dense entmax attention: (out (B, Hq, T, Dv) in q's dtype, weights fp32)."""
+    """Dense entmax attention: (out (B, Hq, T, Dv) in q's dtype, weights fp32);
+    `slopes` (Hq,) adds the ALiBi bias `slope_h (j - i)` to z."""
     alpha = check_alpha(alpha)
     r = 1.0 / (alpha - 1.0)
     z = dense_dots(scale_queries(q, q_offset, as_beta, as_gamma), k) / math.sqrt(q.shape[-1])
+    if slopes is not None:
+        z = z + alibi_bias(slopes.to(z.device), q.shape[2], k.shape[2], q_offset)
     visible = causal_mask(q.shape[2], k.shape[2], q_offset, q.device)
     x = ((alpha - 1.0) * z.double()).masked_fill(~visible, float("-inf"))
     with torch.no_grad():
@@ -115,6 +124,7 @@ def entmax_chunked(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_offset: int, alpha: float = 1.5, *,
     as_beta: torch.Tensor | None = None, as_gamma: torch.Tensor | None = None, block: int = 1024,
     collect_stats: bool = False, layer: int = 0, out: torch.Tensor | None = None,
+    slopes: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, RowStats | None]:
     """Entmax attention streamed over key blocks: a max pass, Newton passes for
     tau (see the module docstring), then one output pass."""
@@ -125,6 +135,8 @@ def entmax_chunked(
     hkv, s, dv = k.shape[1], k.shape[2], v.shape[-1]
     g = hq // hkv
     out = q.new_empty(b, hq, t, dv) if out is None else out
+    # ALiBi in x units: (alpha - 1) slope_h, viewed (Hkv, G, 1, 1) to broadcast over tiles.
+    bias = None if slopes is None else per_head(slopes.to(q.device), hkv) * (alpha - 1.0)
     parts: list[RowStats] = []
     for lo in range(0, t, block):
         hi = min(t, lo + block)
@@ -143,7 +155,10 @@ def entmax_chunked(
             if kept is not None and klo in kept:
                 return kept[klo]
             x = (qb @ k[:, :, klo:khi].float().transpose(-1, -2)).view(b, hkv, g, n, -1)
-            res = x, torch.arange(klo, khi, device=q.device)[None, :] <= qpos[:, None]
+            kpos = torch.arange(klo, khi, device=q.device)
+            if bias is not None:
+                x = x + bias * (kpos[None, :] - qpos[:, None]).float()
+            res = x, kpos[None, :] <= qpos[:, None]
             if kept is not None:
                 kept[klo] = res
             return res
@@ -188,8 +203,10 @@ def entmax_chunked(
 @register
 class EntmaxAttention(NonSoftmaxLayer):
     """alpha-entmax in place of softmax; `length_scaling` adds ASEntmax's
-    per-head query scaling with learnable `as_beta`, `as_gamma`."""
+    per-head query scaling with learnable `as_beta`, `as_gamma`; ALiBi/NAPE
+    positions as in the ASEntmax paper."""
 
+    supports_positions = ("rope", "nope", "alibi", "nape")
     variant = "entmax"
     defaults: ClassVar[dict[str, Any]] = {"alpha": 1.5, "length_scaling": False, "as_beta": 0.0, "as_gamma": 1.0}
 
@@ -200,6 +217,11 @@ class EntmaxAttention(NonSoftmaxLayer):
             self.as_beta = nn.Parameter(torch.full((self.num_heads,), float(self.params["as_beta"])))
             self.as_gamma = nn.Parameter(torch.full((self.num_heads,), float(self.params["as_gamma"])))
 
+    def slopes(self, device: torch.device) -> torch.Tensor | None:
+        """Per-query-head ALiBi slopes (Hq,) for position alibi/nape, else None."""
+        slopes = alibi_slopes(self.num_heads, self.position)
+        return None if slopes is None else slopes.to(device)
+
     def _scaling(self) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         if not self.params["length_scaling"]:
             return None, None
@@ -207,12 +229,12 @@ class EntmaxAttention(NonSoftmaxLayer):
 
     def reference(self, q_offset, q, k, v):
         beta, gamma = self._scaling()
-        return entmax_reference(q, k, v, q_offset, self.alpha, beta, gamma)
+        return entmax_reference(q, k, v, q_offset, self.alpha, beta, gamma, slopes=self.slopes(q.device))
 
     def chunked(self, q_offset, block, collect_stats, q, k, v):
         beta, gamma = self._scaling()
         return entmax_chunked(q, k, v, q_offset, self.alpha, as_beta=beta, as_gamma=gamma, block=block,
-                              collect_stats=collect_stats, layer=self.layer)
+                              collect_stats=collect_stats, layer=self.layer, slopes=self.slopes(q.device))
 
     def triton(self, q_offset, collect_stats, q, k, v):
         from checkpoints.attention import triton_entmax
@@ -220,5 +242,5 @@ class EntmaxAttention(NonSoftmaxLayer):
         beta, gamma = self._scaling()
         q = scale_queries(q, q_offset, beta.detach() if beta is not None else None,
                           gamma.detach() if gamma is not None else None)
-        return triton_entmax.entmax_attention(q, k, v, q_offset, self.alpha, collect_stats=collect_stats,
-                                              layer=self.layer)
+        return triton_entmax.entmax_attention(q, k, v, q_offset, self.alpha, slopes=self.slopes(q.device),
+                                              collect_stats=collect_stats, layer=self.layer)

@@ -121,7 +121,7 @@ class NonSoftmaxLayer(AttentionLayer):
         if self.position not in self.supports_positions:
             raise ConfigError(
                 f"attention variant {self.variant!r} supports position {' or '.join(self.supports_positions)}, "
-                f"not {self.position!r} (ALiBi/NAPE are implemented for the softmax family only)"
+                f"not {self.position!r} (ALiBi/NAPE are implemented for the softmax family and entmax)"
             )
         if self.config.sliding_window is not None:
             raise ConfigError(

@@ -41,7 +41,7 @@ from checkpoints.attention.triton_nonsoftmax_common import (
     visibility,
 )
 
-_KEY = ["D", "DV", "POW", "STATS", "PRECISION"]
+_KEY = ["D", "DV", "POW", "STATS", "HAS_BIAS", "PRECISION"]
 
 
 @triton.jit
@@ -67,19 +67,24 @@ def _dpow(y, r, POW: tl.constexpr):
 
 
 @triton.jit
-def _tile(q, K, b, hk, offs_n, hi, qpos, skb, skh, sks, skd, offs_d, D, qk_scale, PRECISION: tl.constexpr):
+def _tile(q, K, b, hk, offs_n, hi, qpos, skb, skh, sks, skd, offs_d, D, qk_scale, slope,
+          HAS_BIAS: tl.constexpr, PRECISION: tl.constexpr):
+    """x = (alpha - 1) (z + slope_h (j - i)) of one tile (slope already times alpha - 1)."""
     kt = load_keys_t(K, b, hk, offs_n, hi, skb, skh, sks, skd, offs_d, D)
     x = tl.dot(q, kt, input_precision=PRECISION) * qk_scale
+    if HAS_BIAS:
+        x += slope[:, None] * (offs_n[None, :] - qpos[:, None]).to(tl.float32)
     return x, visibility(offs_n, qpos, hi)
 
 
 @triton.jit
 def _entmax_kernel(
-    Q, K, V, O, AbsSum, Zeros, First, PlogP, Visible,
+    Q, K, V, O, AbsSum, Zeros, First, PlogP, Visible, Slopes,
     sqb, sqh, sqt, sqd, skb, skh, sks, skd, svb, svh, svs, svd, sob, soh, sot, sod,
-    Hq, GROUPS, T, S, q_offset, qk_scale, r, tol,
+    Hq, GROUPS, T, S, q_offset, qk_scale, bias_scale, r, tol,
     D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-    POW: tl.constexpr, STATS: tl.constexpr, MAX_ITERS: tl.constexpr, PRECISION: tl.constexpr,
+    POW: tl.constexpr, STATS: tl.constexpr, HAS_BIAS: tl.constexpr, MAX_ITERS: tl.constexpr,
+    PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
@@ -92,11 +97,16 @@ def _entmax_kernel(
     offs_dv = tl.arange(0, BLOCK_DV)
     q = load_rows(Q, b, h, t, rmask, sqb, sqh, sqt, sqd, offs_d, D)
     qpos = q_offset + t
+    if HAS_BIAS:  # ALiBi / NAPE slope of each row's query head
+        slope = tl.load(Slopes + h, mask=rmask, other=0.0) * bias_scale
+    else:
+        slope = tl.zeros([BLOCK_M], tl.float32)
     lo, hi, full_hi = key_bounds(pid_m, 0, GROUPS, T, S, q_offset, S + 1, BLOCK_M, BLOCK_N)
     top = tl.full([BLOCK_M], float("-inf"), tl.float32)
     for start_n in range(lo, hi, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        x, vis = _tile(q, K, b, hk, offs_n, hi, qpos, skb, skh, sks, skd, offs_d, D, qk_scale, PRECISION)
+        x, vis = _tile(q, K, b, hk, offs_n, hi, qpos, skb, skh, sks, skd, offs_d, D, qk_scale, slope,
+                        HAS_BIAS, PRECISION)
         top = tl.maximum(top, tl.max(tl.where(vis, x, float("-inf")), 1))
     seen = tl.minimum(qpos + 1, S).to(tl.float32)
     floor = tl.where(top > float("-inf"), top - 1.0, 0.0)
@@ -108,7 +118,8 @@ def _entmax_kernel(
         fp = tl.zeros([BLOCK_M], tl.float32)
         for start_n in range(lo, hi, BLOCK_N):
             offs_n = start_n + tl.arange(0, BLOCK_N)
-            x, vis = _tile(q, K, b, hk, offs_n, hi, qpos, skb, skh, sks, skd, offs_d, D, qk_scale, PRECISION)
+            x, vis = _tile(q, K, b, hk, offs_n, hi, qpos, skb, skh, sks, skd, offs_d, D, qk_scale, slope,
+                        HAS_BIAS, PRECISION)
             y = tl.where(vis, tl.maximum(x - tau[:, None], 0.0), 0.0)
             f += tl.sum(_pow(y, r, POW), 1)
             fp += tl.sum(_dpow(y, r, POW), 1)
@@ -127,7 +138,8 @@ def _entmax_kernel(
     visible = tl.zeros([BLOCK_M], tl.float32)
     for start_n in range(lo, hi, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        x, vis = _tile(q, K, b, hk, offs_n, hi, qpos, skb, skh, sks, skd, offs_d, D, qk_scale, PRECISION)
+        x, vis = _tile(q, K, b, hk, offs_n, hi, qpos, skb, skh, sks, skd, offs_d, D, qk_scale, slope,
+                        HAS_BIAS, PRECISION)
         w = _pow(tl.where(vis, tl.maximum(x - tau[:, None], 0.0), 0.0), r, POW)
         vt = load_values(V, b, hk, offs_n, hi, svb, svh, svs, svd, offs_dv, DV)
         acc += tl.dot(w.to(vt.dtype), vt, input_precision=PRECISION)
@@ -153,12 +165,14 @@ def entmax_attention(
     q_offset: int,
     alpha: float = 1.5,
     *,
+    slopes: torch.Tensor | None = None,
     collect_stats: bool = False,
     layer: int = 0,
     out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, RowStats | None]:
     """q (B, Hq, T, D) (already length-scaled for ASEntmax), k (B, Hkv, S, D),
-    v (B, Hkv, S, Dv) -> (out (B, Hq, T, Dv) in q's dtype, RowStats or None)."""
+    v (B, Hkv, S, Dv), optional ALiBi/NAPE slopes (Hq,) added to the scores
+    -> (out (B, Hq, T, Dv) in q's dtype, RowStats or None)."""
     check_device(q)
     alpha = check_alpha(alpha)
     r = 1.0 / (alpha - 1.0)
@@ -171,11 +185,12 @@ def entmax_attention(
     if t == 0:
         return out, (stats_from_buffers(bufs, layer) if collect_stats else None)
     kernel = _decode if t == 1 else _prefill
+    slopes_arg = out if slopes is None else slopes.to(device=q.device, dtype=torch.float32).contiguous()
     grid = lambda meta: (triton.cdiv(t * (hq // hkv), meta["BLOCK_M"]), b * hkv)  # noqa: E731
     kernel[grid](
-        q, k, v, out, *bufs, *q.stride(), *k.stride(), *v.stride(), *out.stride(),
-        hq, hq // hkv, t, s, q_offset, (alpha - 1.0) / math.sqrt(d), r, NEWTON_TOL,
+        q, k, v, out, *bufs, slopes_arg, *q.stride(), *k.stride(), *v.stride(), *out.stride(),
+        hq, hq // hkv, t, s, q_offset, (alpha - 1.0) / math.sqrt(d), alpha - 1.0, r, NEWTON_TOL,
         D=d, DV=dv, BLOCK_D=pow2(d), BLOCK_DV=pow2(dv), POW=1 if r == 1.0 else (2 if r == 2.0 else 0),
-        STATS=collect_stats, MAX_ITERS=NEWTON_MAX_ITERS, PRECISION=precision(q.dtype),
+        STATS=collect_stats, HAS_BIAS=slopes is not None, MAX_ITERS=NEWTON_MAX_ITERS, PRECISION=precision(q.dtype),
     )
     return out, (stats_from_buffers(bufs, layer) if collect_stats else None)

@@ -134,3 +134,33 @@ def test_chunked_recomputing_scores_matches_reference(alpha, t, s, monkeypatch):
     _, st = entmax_chunked(q, k, v, s - t, alpha, block=32, collect_stats=True, out=out)
     assert_close(out, ref)
     assert_stats_close(st, stats_from_weights(w, causal_mask(t, s, s - t, q.device), 0))
+
+
+@pytest.mark.parametrize("position", ["alibi", "nape"])
+@pytest.mark.parametrize("alpha,t,s", [(1.5, 70, 130), (2.0, 1, 130)])
+def test_alibi_and_nape_bias_the_scores(position, alpha, t, s):
+    """ASEntmax's paper pairs entmax with NAPE: the bias slope_h (j - i) is added
+    to z; the package on the biased scores is the oracle."""
+    from checkpoints.attention.position import alibi_bias, alibi_slopes
+
+    slopes = alibi_slopes(4, position)
+    q, k, v = qkv(t, s, 32, seed=t + 1, scale=1.5)
+    ref, w = entmax_reference(q, k, v, s - t, alpha, slopes=slopes)
+    want = _package(_scores(q, k, t, s) + alibi_bias(slopes, t, s, s - t), alpha)
+    assert (w - want).abs().max() <= 1e-5
+    out = torch.full_like(ref, float("nan"))
+    _, st = entmax_chunked(q, k, v, s - t, alpha, block=32, collect_stats=True, out=out, slopes=slopes)
+    assert_close(out, ref)
+    assert_stats_close(st, stats_from_weights(w, causal_mask(t, s, s - t, q.device), 0))
+
+
+def test_layer_with_nape_in_chunks_and_decode():
+    config = make_config("entmax", params={"length_scaling": True}, position="nape")
+    layer = make_layer(config)
+    x = torch.randn(1, 70, 64, generator=torch.Generator().manual_seed(6))
+    ref, _ = run_chunks(layer, config, x, [70], "reference")
+    got, _ = run_chunks(layer, config, x, [40, 27, 1, 1, 1], "torch", block=16)
+    assert_close(got, ref)
+    rope, _ = run_chunks(make_layer(make_config("entmax", params={"length_scaling": True})),
+                         make_config("entmax", params={"length_scaling": True}), x, [70], "reference")
+    assert not torch.allclose(rope, ref)  # the position option is in effect

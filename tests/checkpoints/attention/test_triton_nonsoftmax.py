@@ -71,6 +71,19 @@ def test_entmax15(t, s, d):
     _check(out, st, ref, w, t, s)
 
 
+@pytest.mark.parametrize("position", ["alibi", "nape"])
+@pytest.mark.parametrize("t,s", [(70, 130), (1, 130)])
+def test_entmax_with_alibi_slopes(position, t, s):
+    from checkpoints.attention.position import alibi_slopes
+
+    slopes = alibi_slopes(4, position)
+    q, k, v = qkv(t, s, 32, seed=t + 2, device=DEVICE, scale=1.5)
+    ref, w = entmax_reference(q, k, v, s - t, 1.5, slopes=slopes)
+    out = torch.full_like(ref, float("nan"))
+    _, st = te.entmax_attention(q, k, v, s - t, 1.5, slopes=slopes, collect_stats=True, layer=1, out=out)
+    _check(out, st, ref, w, t, s)
+
+
 @pytest.mark.parametrize("alpha", [2.0, 1.25])
 @pytest.mark.parametrize("t,s", [(70, 130), (1, 130)])
 def test_sparsemax_and_other_alphas(alpha, t, s):
@@ -118,10 +131,11 @@ def test_decode_with_key_splits(s):
     assert_close(out, ref)
 
 
-@pytest.mark.parametrize("variant,params", [("softpick", {}), ("tda", {"learn_gain": True}), ("rela", {}),
-                                            ("entmax", {"length_scaling": True})])
-def test_layer_prefill_in_chunks_and_decode(variant, params):
-    config = make_config(variant, head_dim=32, params=params)
+@pytest.mark.parametrize("variant,params,position", [
+    ("softpick", {}, "rope"), ("tda", {"learn_gain": True}, "rope"), ("rela", {}, "rope"),
+    ("entmax", {"length_scaling": True}, "rope"), ("entmax", {"alpha": 2.0}, "nape")])
+def test_layer_prefill_in_chunks_and_decode(variant, params, position):
+    config = make_config(variant, head_dim=32, params=params, position=position)
     layer = make_layer(config).to(DEVICE)
     x = torch.randn(1, 70, 64, generator=torch.Generator().manual_seed(5)).to(DEVICE)
     ref, _ = run_chunks(layer, config, x, [70], "reference")
