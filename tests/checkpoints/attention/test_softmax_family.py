@@ -139,11 +139,16 @@ def test_layer_prefill_in_chunks_and_decode(variant, position):
         assert (got - getattr(ref_stats[0], f)).abs().max() <= 1e-5, f
 
 
-def test_long_prefill_many_blocks():
-    """One larger case: 700 tokens over blocks of 64 (11 query x 11 key blocks)."""
-    config = make_config("cog", head_dim=32, position="alibi")
+@pytest.mark.parametrize("variant,position", [(v, "rope") for v in VARIANTS] + [("cog", "alibi")])
+def test_long_prefill_many_blocks(variant, position):
+    """One larger case per variant: 700 tokens over blocks of 64 (11 query x 11
+    key blocks), on the streaming loop (statistics asked) and the fused path."""
+    config = make_config(variant, head_dim=32, position=position)
     layer = make_layer(config)
     x = torch.randn(1, 700, 64, generator=torch.Generator().manual_seed(8))
-    ref, _ = run_chunks(layer, config, x, [700], "reference")
-    out, _ = run_chunks(layer, config, x, [700], "torch", block=64)
+    ref, ref_stats = run_chunks(layer, config, x, [700], "reference", collect_stats=True)
+    out, stats = run_chunks(layer, config, x, [700], "torch", block=64, collect_stats=True)
     assert_close(out, ref)
+    assert_stats_close(stats[0], ref_stats[0])
+    fast, _ = run_chunks(layer, config, x, [700], "torch", block=64)
+    assert_close(fast, ref)

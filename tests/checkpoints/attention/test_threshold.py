@@ -65,7 +65,7 @@ def test_tra_chunked_matches_reference(p, t, s, d):
     assert_stats_close(st, stats_from_weights(w, causal_mask(t, s, s - t, q.device), 2))
 
 
-@pytest.mark.parametrize("t,s", SHAPES)
+@pytest.mark.parametrize("t,s", SHAPES + [(300, 300)])
 @pytest.mark.parametrize("d", [32, 64])
 def test_tda_chunked_matches_reference(t, s, d):
     q1, k1, v = _normalised(t, s, d, seed=t)
