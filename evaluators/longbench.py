@@ -127,8 +127,10 @@ def render_prompt(template: str, record: dict[str, Any]) -> str:
 
 def truncate_middle(tokenizer: Tokenizer, prompt: str, budget: int) -> tuple[str, bool]:
     """Keep the first and last budget // 2 tokens and join the two decoded halves
-    (protocols.md: LongBench truncation)."""
-    ids = tokenizer.encode(prompt, add_special_tokens=False)
+    (protocols.md: LongBench truncation). Tokens are counted as the model will see them,
+    BOS included, as LongBench's pred.py does; decoding drops the BOS and encoding the
+    result adds it back, so the prompt stays within the budget."""
+    ids = tokenizer.encode(prompt)
     if len(ids) <= budget:
         return prompt, False
     half = budget // 2
@@ -148,7 +150,7 @@ def apply_chat_template(tokenizer: Tokenizer, prompt: str) -> str:
 
 class LongBenchEvaluator(Evaluator):
     name = "longbench"
-    version = "2"  # 2: LongBench's own code similarity (lm-eval's skips blank lines) and prompts
+    version = "2"  # 2: LongBench's code similarity and prompt whitespace; BOS counted in the budget
     defaults = {"datasets": None, "e": False, "chat_template": False, "max_length": None, "limit": None,
                 "seed": 0}
     selection = ("datasets", "limit")
