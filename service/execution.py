@@ -11,6 +11,7 @@ go back to the queue and resume from their per-sample records."""
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -34,8 +35,9 @@ def connect(settings: Settings) -> None:
     if ray.is_initialized():
         return
     kwargs: dict[str, Any] = {"ignore_reinit_error": True, "include_dashboard": False, "log_to_driver": False}
-    if settings.ray_address:
-        kwargs["address"] = settings.ray_address
+    address = settings.ray_address or os.environ.get("RAY_ADDRESS")  # the container's entrypoint sets RAY_ADDRESS
+    if address:
+        kwargs["address"] = address  # joining: Ray refuses num_cpus for a cluster it did not start
     elif settings.ray_num_cpus:
         kwargs["num_cpus"] = settings.ray_num_cpus
     ray.init(**kwargs)
