@@ -58,6 +58,7 @@ def test_shipped_test_data_is_in_the_official_schemas() -> None:
 
     data = Path(__file__).parent / "data"
     longbench = sorted(p.stem for p in (data / "longbench").glob("*.jsonl"))
+    assert set(longbench) == set(configs(False)) | {f"{d}_e" for d in configs(True)}  # all 21 and all 13
     for name in longbench:
         e = name.endswith("_e")
         dataset = name.removesuffix("_e")

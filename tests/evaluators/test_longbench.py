@@ -276,3 +276,38 @@ def test_longbench_e_run_reports_length_buckets(tmp_path: Path) -> None:
     buckets = result["datasets"]["lcc"]["buckets"]
     assert buckets["0-4k"] is None and buckets["4-8k"] is None  # the one record has length 9000
     assert buckets["8k+"] == result["datasets"]["lcc"]["score"]
+
+
+def test_every_dataset_of_the_shipped_data_runs_through_the_pipeline(tmp_path: Path, monkeypatch) -> None:
+    """All 21 LongBench and 13 LongBench-E datasets: data, prompt, truncation, generation
+    settings, scoring and the per-dataset, per-category, average and bucket summary. Generation
+    is stubbed (with a tiny model these 57 samples take minutes on a shared CPU)."""
+    import evaluators.longbench as lbmod
+    from checkpoints.generate import Generation
+
+    calls: list[tuple[str, int, tuple[str, ...]]] = []
+
+    def fake_generate(model, tokenizer, ids, max_new_tokens, stop=()):
+        prompt = tokenizer.decode(ids)
+        calls.append((prompt, max_new_tokens, tuple(stop)))
+        return Generation(text="Paragraph 2", token_ids=[], prompt_tokens=len(ids), stop_reason="length")
+
+    monkeypatch.setattr(lbmod, "greedy_generate", fake_generate)
+    loaded = tiny_model(tmp_path / "m")
+    for e, n in ((False, 21), (True, 13)):
+        calls.clear()
+        result = run_task(loaded, {"name": "longbench", "e": e, "max_length": 640}, tmp_path / f"out{e}",
+                          data_dir=DATA)
+        assert len(result["datasets"]) == n and result["average"] is not None
+        assert set(result["categories"]) == {"Single-Document QA", "Multi-Document QA", "Summarization",
+                                             "Few-shot Learning", "Synthetic Tasks", "Code Completion"}
+        records = [json.loads(x) for x in (tmp_path / f"out{e}" / "samples.jsonl").read_text().splitlines()]
+        assert len(records) == len(calls) == sum(v["n"] for v in result["datasets"].values())
+        for r in records:
+            assert r["prompt_tokens"] + OFFICIAL_MAXLEN[r["dataset"]] <= 640 + (6 if r["language"] == "zh" else 0)
+        assert {mx for _, mx, _ in calls} == {32, 64, 128, 512}
+        assert [s for _, _, s in calls if s] == [("\n",)] * result["datasets"]["samsum"]["n"]  # samsum only
+        assert result["datasets"]["passage_retrieval_en"]["score"] > 0
+        if e:  # the LongBench-E files written with lengths in all three buckets report all three
+            full = [d for d, v in result["datasets"].items() if v["n"] == 3]
+            assert len(full) == 11 and all(None not in result["datasets"][d]["buckets"].values() for d in full)
