@@ -150,6 +150,16 @@ class SampleLog:
             os.fsync(f.fileno())
 
 
+def describe_run(loaded: LoadedModel) -> dict[str, Any]:
+    """The model's description plus what `backend: auto` resolved to on this device (the
+    attention implementation that actually ran: triton on CUDA, torch elsewhere)."""
+    from checkpoints.attention import resolve_backend
+
+    model = loaded.model
+    return {**loaded.describe(), "resolved_backend": resolve_backend(model.backend, model.device),
+            "device": str(model.device)}
+
+
 def run_evaluator(
     evaluator: Evaluator,
     loaded: LoadedModel,
@@ -192,7 +202,7 @@ def run_evaluator(
         "seed": evaluator.options.get("seed"),
         "options": evaluator.options,
         "config": config,
-        "model": loaded.describe(),
+        "model": describe_run(loaded),
         "lctx_version": lctx_version(),
         "samples": total,
         "samples_file": str(out_dir / SAMPLES_FILE),

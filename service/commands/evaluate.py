@@ -112,6 +112,7 @@ def claim_output(out: Path, checkpoint: Path) -> None:
 def _eval(args: argparse.Namespace) -> int:
     from checkpoints.loading import load_model
     from evaluators import TASKS, run_task, validate_task
+    from evaluators.base import describe_run
     from service.jobs import versions, write_json_atomic
 
     for name in args.task:
@@ -145,7 +146,7 @@ def _eval(args: argparse.Namespace) -> int:
         finally:
             bar.close()
         rows += summary_rows(spec["name"], results[key])
-    document = {"checkpoint": {"path": str(Path(args.checkpoint).resolve())}, "model": loaded.describe(),
+    document = {"checkpoint": {"path": str(Path(args.checkpoint).resolve())}, "model": describe_run(loaded),
                 "tasks": specs, "results": results, "versions": versions(), "started_at": started,
                 "finished_at": datetime.now(UTC).isoformat()}
     write_json_atomic(out / "results.json", document)

@@ -102,6 +102,7 @@ def test_results_are_complete(tmp_path: Path, task: dict, data: str | None) -> N
     assert result["task"] == task["name"] and result["evaluator_version"] == TASKS[task["name"]].version
     assert result["seed"] == 0 and result["lctx_version"] and result["samples"] == len(records(tmp_path / "out"))
     assert {"variant", "rope", "backend"} <= set(result["model"])
+    assert result["model"]["resolved_backend"] == "torch" and result["model"]["device"] == "cpu"  # what `auto` ran
     assert all(k in result["options"] for k in task if k != "name")
     for r in records(tmp_path / "out"):
         assert {"task", "id", "prompt_tokens", "truncated", "prediction", "references", "score"} <= set(r)

@@ -25,7 +25,8 @@ def test_eval_passkey_writes_results_and_resumes(tmp_path: Path, capsys) -> None
     assert "len 260" in printed and "accuracy" in printed
     doc = json.loads((tmp_path / "out" / "results.json").read_text())
     assert doc["results"]["passkey"]["by_length"]["300"]["n"] == 2
-    assert doc["model"]["backend"] == "auto" and doc["versions"]["lctx"]
+    assert doc["model"]["backend"] == "auto" and doc["model"]["resolved_backend"] == "torch"
+    assert doc["versions"]["lctx"]
     samples = tmp_path / "out" / "passkey" / "samples.jsonl"
     assert len(samples.read_text().splitlines()) == 4
     assert main(argv) == 0  # everything recorded: nothing runs twice
