@@ -142,22 +142,34 @@ def cpu_rows(args) -> list[dict]:
         for variant in variants:
             # scores, weights and softmax temporaries; intg's reference keeps one score matrix per signal
             dense_gib = (3 + PARAMS.get(variant, {}).get("signals", 0)) * args.heads * n * n * 4 / 2**30
-            if n > 4096 and args.long_variants and variant not in args.long_variants:
-                continue
             paths = ["chunked", "dense"] + (["sdpa", "online"] if variant == "softmax" else [])
-            if n > args.max_online_n and "online" in paths:
-                paths.remove("online")
             for path in paths:
                 row = {"variant": variant, "n": n, "path": path, "dtype": "float32", "qkvo_mib": qkvo_mib}
-                if path == "dense" and dense_gib > args.dense_limit_gib:
-                    row["note"] = f"skipped: dense needs ~{dense_gib:.0f} GiB (> {args.dense_limit_gib} GiB)"
-                    rows.append(row)
-                    print(row, flush=True)
+                skip = None
+                if n > 4096 and args.long_variants and variant not in args.long_variants:
+                    skip = "skipped: not run above N = 4096 (CPU time budget, --long-variants)"
+                elif path == "online" and n > args.max_online_n:
+                    skip = f"skipped: online loop not run above N = {args.max_online_n} (--max-online-n)"
+                elif path == "dense" and dense_gib > args.dense_limit_gib:
+                    skip = f"skipped: dense needs ~{dense_gib:.0f} GiB (> {args.dense_limit_gib} GiB)"
+                elif f"{variant}:{n}:{path}" in (args.skip or []):
+                    skip = f"skipped: {args.skip_note or 'by --skip'}"
+                if skip:
+                    if args.record_skips:
+                        row["note"] = skip
+                        rows.append(row)
+                    print({**row, "note": skip}, flush=True)
                     continue
                 spec = dict(variant=variant, n=n, path=path, heads=args.heads, head_dim=args.head_dim,
                             block=args.block, threads=args.threads)
-                proc = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], env=env,
-                                      capture_output=True, text=True, cwd=REPO)
+                try:
+                    proc = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], env=env,
+                                          capture_output=True, text=True, cwd=REPO, timeout=args.timeout_s)
+                except subprocess.TimeoutExpired:
+                    row["note"] = f"skipped: over the {args.timeout_s:.0f} s per-measurement limit (--timeout-s)"
+                    rows.append(row)
+                    print(row, flush=True)
+                    continue
                 if proc.returncode:
                     row["note"] = "failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1][:200]
                 else:
@@ -191,14 +203,14 @@ def cuda_rows(args) -> list[dict]:
                         backends = [SDPBackend.FLASH_ATTENTION] if dtype != torch.float32 else \
                             [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
                         row["path"] = "sdpa-flash" if dtype != torch.float32 else "sdpa (fp32 default)"
-                        fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
+                        fn = lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
                         with sdpa_kernel(backends):
                             fn()
                             torch.cuda.reset_peak_memory_stats()
                             base = torch.cuda.memory_allocated()
                             ms = triton.testing.do_bench(fn)
                     else:
-                        fn = lambda: run_path("triton", layer, c, ctx)  # noqa: E731
+                        fn = lambda layer=layer, c=c, ctx=ctx: run_path("triton", layer, c, ctx)  # noqa: E731
                         fn()
                         torch.cuda.reset_peak_memory_stats()
                         base = torch.cuda.memory_allocated()
@@ -206,6 +218,8 @@ def cuda_rows(args) -> list[dict]:
                     row.update(time_s=ms / 1e3, peak_extra_mib=(torch.cuda.max_memory_allocated() - base) / 2**20,
                                tflops=flops / (ms / 1e3) / 1e12)
                     row["pct_h100_bf16_peak"] = 100 * flops / (ms / 1e3) / H100_BF16_PEAK
+                    if c.get("whole_layer"):
+                        row["note"] = "whole layer timed (its forward does not go through core): projections included"
                     del layer, c
                 except Exception as e:  # one failing variant must not hide the others
                     row["note"] = f"failed: {type(e).__name__}: {str(e)[:200]}"
@@ -215,11 +229,21 @@ def cuda_rows(args) -> list[dict]:
     return rows
 
 
-def markdown(rows: list[dict], device: str) -> str:
+def markdown(rows: list[dict], device: str, info: dict) -> str:
     cols = ["variant", "n", "dtype", "path", "time_s", "peak_extra_mib", "qkvo_mib", "tflops", "pct_h100_bf16_peak", "note"]
     cols = [c for c in cols if any(c in r for r in rows)]
     fmt = lambda v: f"{v:.3g}" if isinstance(v, float) else ("" if v is None else str(v))  # noqa: E731
-    lines = [f"Attention benchmark ({device})", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines = [f"Attention benchmark ({device}; batch 1, {info['heads']} heads, d = {info['head_dim']}, "
+             f"block {info['block']}, {info['threads']} threads, torch {info['torch']})", ""]
+    if device == "cpu":
+        lines += ["Paths: `chunked` = the `torch` backend a CPU evaluation runs (for softmax, ssmax, gated, intg and "
+                  "diff without statistics that is PyTorch's fused SDPA kernel), `online` = the pure PyTorch "
+                  "online-softmax loop (what runs when statistics are collected), `dense` = the reference. "
+                  "`peak_extra_mib` is the rise of peak RSS over the inputs; `qkvo_mib` is Q+K+V+O at "
+                  "softmax width (diff's own are twice as wide).", ""]
+    notes = [r["note"] for r in info.get("runs", [info]) if r.get("note")]
+    lines += [f"- {n}" for n in notes] + ([""] if notes else [])
+    lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(fmt(r.get(c)) for c in cols) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
@@ -238,6 +262,12 @@ def main() -> None:
     p.add_argument("--dense-limit-gib", type=float, default=4.0)
     p.add_argument("--long-variants", type=lambda s: s.split(","), help="only these variants above N = 4096")
     p.add_argument("--max-online-n", type=int, default=1 << 30, help="skip the softmax online loop above this N")
+    p.add_argument("--timeout-s", type=float, help="give up on one measurement after this many seconds (recorded)")
+    p.add_argument("--skip", type=lambda s: s.split(","), help="VARIANT:N:PATH entries not to run (recorded)")
+    p.add_argument("--skip-note", help="reason recorded for the --skip entries")
+    p.add_argument("--no-record-skips", dest="record_skips", action="store_false",
+                   help="leave skipped measurements out of the saved results")
+    p.add_argument("--note", help="a line saved with this run (machine load, what was skipped and why)")
     p.add_argument("--append", action="store_true", help="merge into existing results (same variant/n/path/dtype replaced)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -248,7 +278,8 @@ def main() -> None:
     rows = cpu_rows(args) if args.device == "cpu" else cuda_rows(args)
     info = {"device": args.device, "cpu": platform.processor() or platform.machine(), "threads": args.threads,
             "torch": torch.__version__, "batch": 1, "heads": args.heads, "head_dim": args.head_dim,
-            "block": args.block, "quick": args.quick, "sizes": args.sizes or (QUICK_SIZES if args.quick else SIZES)}
+            "block": args.block, "quick": args.quick, "sizes": args.sizes or (QUICK_SIZES if args.quick else SIZES),
+            "variants": args.variants, "note": args.note}
     if args.device == "cuda":
         info["gpu"] = torch.cuda.get_device_name()
     out = Path(args.out)
@@ -262,7 +293,7 @@ def main() -> None:
         rows.sort(key=lambda r: (r["dtype"], r["n"], r["variant"]))
         info = {**info, "runs": old["info"].get("runs", [old["info"]]) + [dict(info)]}
     (out / f"attention_{args.device}.json").write_text(json.dumps({"info": info, "rows": rows}, indent=1) + "\n")
-    (out / f"attention_{args.device}.md").write_text(markdown(rows, args.device))
+    (out / f"attention_{args.device}.md").write_text(markdown(rows, args.device, info))
     print(f"wrote {out}/attention_{args.device}.json and .md")
 
 
