@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cache
@@ -30,6 +31,8 @@ from checkpoints.tokenizer import Tokenizer
 from evaluators.base import Evaluator, EvaluatorError, Sample, as_int
 from evaluators.data import load_longbench
 from evaluators.metrics import longbench_dataset_score, longbench_e_scores, longbench_sample_score
+
+log = logging.getLogger("lctx.longbench")
 
 # Located without importing lm-eval (slow); its task configs are plain YAML files.
 _LM_EVAL = importlib.util.find_spec("lm_eval")
@@ -268,6 +271,8 @@ def score_prediction_dir(pred_dir: Path, e: bool = False) -> dict[str, Any]:
     for path in files:
         d = path.stem.removesuffix("_e") if e else path.stem
         if d not in cfgs:
+            hint = "" if e else " (LongBench-E files ending in _e need --e)"
+            log.warning("skipping %s: %r is not a %s dataset%s", path, d, "LongBench-E" if e else "LongBench", hint)
             continue
         scores, lengths = [], []
         with path.open(encoding="utf-8") as f:

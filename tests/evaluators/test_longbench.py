@@ -189,6 +189,16 @@ def test_longbench_e_prediction_buckets(tmp_path: Path) -> None:
     assert score_prediction_dir(tmp_path / "p", e=True) == {"qasper": {"0-4k": 0.0, "4-8k": 100.0, "8k+": None}}
 
 
+def test_unknown_prediction_files_are_named_not_silently_skipped(tmp_path: Path, caplog) -> None:
+    (tmp_path / "p").mkdir()
+    row = json.dumps({"pred": "Adam", "answers": ["Adam"], "all_classes": None, "length": 5000})
+    (tmp_path / "p" / "qasper.jsonl").write_text(row)
+    (tmp_path / "p" / "qasper_e.jsonl").write_text(row)
+    with caplog.at_level("WARNING", logger="lctx.longbench"):
+        assert score_prediction_dir(tmp_path / "p") == {"qasper": 100.0}
+    assert "qasper_e.jsonl" in caplog.text and "need --e" in caplog.text
+
+
 def test_bad_prediction_file_names_line(tmp_path: Path) -> None:
     (tmp_path / "p").mkdir()
     (tmp_path / "p" / "qasper.jsonl").write_text('{"pred": "a", "answers": ["a"]}\n{"answers": ["a"]}\n')
