@@ -53,16 +53,24 @@ def greedy_generate(
     stop: Sequence[str] = (),
     chunk_size: int = DEFAULT_CHUNK,
     stop_at_eos: bool = True,
+    min_new_tokens: int = 0,
+    suppress_ids: Sequence[int] = (),
 ) -> Generation:
     """Greedy decoding: argmax at every step, stopping at EOS, at any stop
-    string (the text is cut before it), or after `max_new_tokens`."""
+    string (the text is cut before it), or after `max_new_tokens`. Until
+    `min_new_tokens` tokens exist, EOS and `suppress_ids` cannot be chosen (as
+    transformers' `min_length` does with its end tokens: LongBench's samsum)."""
     cache = model.new_cache()
     logits = prefill(model, prompt_ids, cache, chunk_size)
     out: list[int] = []
     eos = set(tokenizer.eos_ids) if stop_at_eos else set()
+    blocked = sorted(eos | set(suppress_ids))
     reason = "length"
     text = ""
     for step in range(max_new_tokens):
+        if step < min_new_tokens and blocked:
+            logits = logits.clone()
+            logits[blocked] = float("-inf")
         token = int(logits.argmax())
         if token in eos:
             reason = "eos"

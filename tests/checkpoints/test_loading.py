@@ -155,6 +155,9 @@ def test_stop_strings_eos_and_length(tmp_path) -> None:
     first = free.token_ids[0]
     tok.eos_ids = [first]
     assert greedy_generate(model, tok, ids, 12).stop_reason == "eos"
+    # min_new_tokens blocks EOS and the suppressed ids at first: the runner-up token comes out
+    forced = greedy_generate(model, tok, ids, 3, min_new_tokens=1, suppress_ids=[first])
+    assert forced.token_ids and forced.token_ids[0] != first and forced.stop_reason in ("eos", "length")
 
 
 def test_loglikelihood_matches_token_logprobs(tmp_path) -> None:

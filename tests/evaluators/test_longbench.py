@@ -297,9 +297,11 @@ def test_every_dataset_of_the_shipped_data_runs_through_the_pipeline(tmp_path: P
 
     calls: list[tuple[str, int, tuple[str, ...]]] = []
 
-    def fake_generate(model, tokenizer, ids, max_new_tokens, stop=()):
+    def fake_generate(model, tokenizer, ids, max_new_tokens, stop=(), min_new_tokens=0, suppress_ids=()):
         prompt = tokenizer.decode(ids)
         calls.append((prompt, max_new_tokens, tuple(stop)))
+        # samsum as pred.py: no empty answer (min_length = context + 1 with newline as an end token)
+        assert (min_new_tokens, list(suppress_ids)) == ((1, [10]) if stop else (0, []))
         return Generation(text="Paragraph 2", token_ids=[], prompt_tokens=len(ids), stop_reason="length")
 
     monkeypatch.setattr(lbmod, "greedy_generate", fake_generate)
