@@ -26,6 +26,7 @@ from filelock import FileLock
 from checkpoints.errors import CheckpointError
 from checkpoints.loading import load_model
 from evaluators import EvaluationCancelled, EvaluatorError, run_task
+from evaluators.base import describe_run
 from service.errors import ServiceError
 from service.settings import Settings
 from service.store import FAILED, RUNNING, SUCCEEDED, JobRow, Store
@@ -181,7 +182,7 @@ def _run(settings: Settings, store: Store, job: JobRow, out: Path) -> None:
     write_json_atomic(out / "results.json", {
         "job": job.id,
         "checkpoint": {"name": job.checkpoint, "path": job.checkpoint_path, "fingerprint": job.fingerprint},
-        "model": loaded.describe(),
+        "model": describe_run(loaded),  # with the backend that ran ("auto" resolved) and the device
         "tasks": job.tasks,
         "results": results,
         "plots": plots,

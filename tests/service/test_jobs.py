@@ -53,7 +53,8 @@ def test_run_job_writes_results_and_progress(env) -> None:
     results = json.loads((settings.results / job_id / "results.json").read_text())
     assert set(results["results"]) == {"passkey", "passkey#2"}
     assert results["job"] == job_id and results["checkpoint"]["path"] == str(path)
-    assert results["model"]["backend"] and results["versions"]["torch"] and results["attempts"] == 1
+    assert results["model"]["resolved_backend"] == "torch" and results["model"]["device"] == "cpu"
+    assert results["versions"]["torch"] and results["attempts"] == 1
     for key in ("passkey", "passkey-2"):
         lines = (settings.results / job_id / "tasks" / key / "samples.jsonl").read_text().splitlines()
         assert len(lines) == job.progress[key.replace("-", "#")]["total"]
