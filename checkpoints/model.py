@@ -41,7 +41,11 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(intermediate, hidden, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if torch.is_grad_enabled():
+            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        # Inference: reuse the gate's buffer (T x intermediate) instead of two fresh ones.
+        h = F.silu(self.gate_proj(x), inplace=True)
+        return self.down_proj(h.mul_(self.up_proj(x)))
 
 
 class Block(nn.Module):
@@ -53,8 +57,10 @@ class Block(nn.Module):
         self.mlp = MLP(config.hidden_size, config.intermediate_size)
 
     def forward(self, x: torch.Tensor, ctx: AttentionContext, cache) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), ctx, cache)
-        return x + self.mlp(self.mlp_norm(x))
+        h = x + self.attn(self.attn_norm(x), ctx, cache)  # a fresh tensor: x may be kept by the caller
+        if torch.is_grad_enabled():
+            return h + self.mlp(self.mlp_norm(h))
+        return h.add_(self.mlp(self.mlp_norm(h)))
 
 
 class Decoder(nn.Module):

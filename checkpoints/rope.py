@@ -159,6 +159,9 @@ class Rotary:
         self.interleaved = config.rotary_layout == "interleaved"
         self._length = 0  # the sequence length the current tables were built for
         self._cache: dict[tuple[int, int], tuple[torch.Tensor, float]] = {}
+        # cos/sin tables of the latest positions: every layer of one forward pass
+        # rotates q and k at the same positions, so the tables are built once per pass.
+        self._tables: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
     def set_length(self, length: int) -> None:
         """Declare the sequence length (dynamic NTK and longrope depend on it)."""
@@ -168,14 +171,19 @@ class Rotary:
     def length(self) -> int:
         return self._length
 
-    def inv_freq(self, dim: int) -> tuple[torch.Tensor, float]:
+    def _freq_key(self, dim: int) -> tuple[int, int]:
+        """What the inverse frequencies depend on: the dimension and, for dynamic
+        NTK and LongRoPE, the declared length."""
         kind = self.scaling.type
         key_len = self._length if kind in ("dynamic", "longrope") else 0
         if kind == "dynamic":
             key_len = max(key_len, self.l0)
         elif kind == "longrope":
             key_len = int(key_len > self.l0)
-        key = (dim, key_len)
+        return dim, key_len
+
+    def inv_freq(self, dim: int) -> tuple[torch.Tensor, float]:
+        key = self._freq_key(dim)
         if key not in self._cache:
             self._cache[key] = inv_freq_and_factor(
                 self.scaling, dim, self.base, self.l0, self.max_pos, self._length
@@ -185,7 +193,14 @@ class Rotary:
     def cos_sin(
         self, positions: torch.Tensor, dim: int, dtype: torch.dtype
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin of shape (T, dim), attention factor folded in, in `dtype`."""
+        """cos, sin of shape (T, dim), attention factor folded in, in `dtype`.
+        The tables of the latest positions are kept and returned again (read-only)
+        while the positions, scaling, layout and dtype stay the same."""
+        key = (self._freq_key(dim), self.interleaved, dtype, positions.device,
+               torch.is_inference_mode_enabled())
+        hit = self._tables.get(key)
+        if hit is not None and hit[0].shape == positions.shape and torch.equal(hit[0], positions):
+            return hit[1], hit[2]
         inv, factor = self.inv_freq(dim)
         # float32 angles like transformers, so logits match it bit-for-bit closely.
         angles = positions.to(torch.float32)[:, None] * inv.to(torch.float32)[None, :]  # (T, dim/2)
@@ -193,18 +208,40 @@ class Rotary:
             angles = angles.repeat_interleave(2, dim=-1)
         else:
             angles = torch.cat([angles, angles], dim=-1)
-        return (angles.cos() * factor).to(dtype), (angles.sin() * factor).to(dtype)
+        cos, sin = angles.cos(), angles.sin()
+        if factor != 1.0:
+            cos, sin = cos * factor, sin * factor
+        cos, sin = cos.to(dtype), sin.to(dtype)
+        if len(self._tables) >= 4:  # positions moved on (next chunk or decode step)
+            self._tables.clear()
+        self._tables[key] = (positions.clone(), cos, sin)
+        return cos, sin
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
-    """Rotate the first `cos.shape[-1]` channels of x (B, H, T, D); pass the rest through."""
+    """Rotate the first `cos.shape[-1]` channels of x (B, H, T, D); pass the rest through.
+
+    Pairs (x1, x2) -- channels (i, i + dim/2) in the half layout, (2i, 2i+1)
+    interleaved -- become (x1 cos - x2 sin, x2 cos + x1 sin)."""
     dim = cos.shape[-1]
-    rot, rest = x[..., :dim], x[..., dim:]
     if interleaved:
-        x1, x2 = rot[..., 0::2], rot[..., 1::2]
-        rotated = torch.stack((-x2, x1), dim=-1).flatten(-2)
+        first, second = slice(0, dim, 2), slice(1, dim, 2)
     else:
-        x1, x2 = rot[..., : dim // 2], rot[..., dim // 2 :]
-        rotated = torch.cat((-x2, x1), dim=-1)
-    out = rot * cos + rotated * sin
-    return torch.cat((out, rest), dim=-1) if rest.shape[-1] else out
+        first, second = slice(0, dim // 2), slice(dim // 2, dim)
+    x1, x2 = x[..., first], x[..., second]
+    c1, c2, s1, s2 = cos[..., first], cos[..., second], sin[..., first], sin[..., second]
+    if torch.is_grad_enabled() and x.requires_grad:
+        # Out of place for autograd (training).
+        o1, o2 = x1 * c1 - x2 * s1, x2 * c2 + x1 * s2
+        out = torch.stack((o1, o2), dim=-1).flatten(-2) if interleaved else torch.cat((o1, o2), dim=-1)
+        return torch.cat((out, x[..., dim:]), dim=-1) if dim < x.shape[-1] else out
+    # Inference: write both halves into one fresh buffer, no concatenations.
+    out = torch.empty_like(x)
+    o1, o2 = out[..., first], out[..., second]
+    torch.mul(x1, c1, out=o1)
+    o1.addcmul_(x2, s1, value=-1)
+    torch.mul(x2, c2, out=o2)
+    o2.addcmul_(x1, s2)
+    if dim < x.shape[-1]:
+        out[..., dim:] = x[..., dim:]
+    return out
