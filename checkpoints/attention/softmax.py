@@ -292,9 +292,9 @@ def softmax_sdpa_streaming(
     flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
     o_prefix, lse_prefix = flash(q, k[:, :, :q_offset], v[:, :, :q_offset], 0.0, False, scale=scale)[:2]
     o_diag, lse_diag = flash(q, k[:, :, q_offset:], v[:, :, q_offset:], 0.0, True, scale=scale)[:2]
-    m = torch.maximum(lse_prefix, lse_diag)
-    a, b = torch.exp(lse_prefix - m)[..., None], torch.exp(lse_diag - m)[..., None]
-    return ((o_prefix.float() * a + o_diag.float() * b) / (a + b)).to(q.dtype)
+    # Weights exp(lse_p) / (exp(lse_p) + exp(lse_d)) = sigmoid(lse_p - lse_d): one fused lerp.
+    w = torch.sigmoid(lse_prefix - lse_diag)[..., None]
+    return torch.lerp(o_diag.float(), o_prefix.float(), w).to(q.dtype)
 
 
 # --- dispatch between the three implementations --------------------------------
