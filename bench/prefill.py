@@ -1,15 +1,22 @@
 """Prefill throughput and peak memory: lctx against transformers on the same
 random Llama checkpoint (CPU, float32, same thread count).
 
-Each (implementation, length) runs in a fresh subprocess so peak RSS is its own.
-Usage: python bench/prefill.py [--lengths 1024,4096,16384] [--threads N] [--out bench/results]"""
+Peak memory: each (implementation, length) runs in a fresh subprocess: a
+warm-up prefill, then the peak RSS mark is reset and a second prefill's own
+growth above the loaded, warmed-up model is recorded. Time: one subprocess per length loads
+both models and alternates them (lctx then transformers, then the other way
+round) for `repeats` rounds after a warm-up each, so load from other work on a
+shared machine hits both alike; best and median are recorded with the load
+average before and after.
+Usage: python bench/prefill.py [--lengths 1024,4096,16384] [--threads N] [--repeats R] [--out bench/results]"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
-import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,6 +30,11 @@ sys.path.insert(0, str(REPO))  # the test helpers build the tokenizer.json
 
 ARCH = dict(vocab_size=32000, hidden_size=512, intermediate_size=1376, num_hidden_layers=4,
             num_attention_heads=8, num_key_value_heads=8, max_position_embeddings=32768)
+IMPLS = ("transformers", "lctx")
+# Memory runs only: a fixed mmap threshold makes glibc return every large freed
+# block to the system, so memory the warm-up freed cannot hide the measured
+# prefill's growth (a dynamic threshold would keep it in the heap, resident).
+MEMORY_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}
 
 
 def make_checkpoint(path: Path) -> None:
@@ -35,83 +47,135 @@ def make_checkpoint(path: Path) -> None:
     write_tokenizer(path, ARCH["vocab_size"])
 
 
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def _status_mb(key: str) -> float:
+    """A memory figure of this process from /proc/self/status (Linux), in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024
+    raise KeyError(key)
 
 
-def run_one(impl: str, path: str, length: int, threads: int, repeats: int) -> dict:
-    """Runs inside the subprocess: load, warm up, time `repeats` prefills."""
-    torch.set_num_threads(threads)
-    ids = torch.randint(3, ARCH["vocab_size"], (1, length), generator=torch.Generator().manual_seed(0))
+def reset_peak_rss() -> float:
+    """Reset the peak-RSS mark to the current RSS (so loading's own peak does not
+    hide the prefill's) and return the current RSS in MiB."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return _status_mb("VmRSS")
+
+
+def prefill_step(impl: str, path: str, ids: torch.Tensor):
+    """A function that runs one prefill of `ids` (1, T) with a fresh cache and
+    returns the last position's logits (V,)."""
     if impl == "lctx":
         from checkpoints.generate import prefill
         from checkpoints.loading import load_model
 
         model = load_model(path).model
+        return lambda: prefill(model, ids[0].tolist(), model.new_cache())
+    from transformers import LlamaForCausalLM
 
-        def step() -> None:
-            prefill(model, ids[0].tolist(), model.new_cache())
-    else:
-        from transformers import LlamaForCausalLM
+    hf = LlamaForCausalLM.from_pretrained(path, attn_implementation="sdpa", dtype=torch.float32).eval()
 
-        model = LlamaForCausalLM.from_pretrained(path, attn_implementation="sdpa", dtype=torch.float32).eval()
+    def step() -> torch.Tensor:
+        with torch.inference_mode():
+            return hf(ids, use_cache=True, logits_to_keep=1).logits[0, -1]
 
-        def step() -> None:
-            with torch.inference_mode():
-                model(ids, use_cache=True, logits_to_keep=1)
+    return step
 
-    base = peak_rss_mb()
-    step()  # warm-up (also the peak-memory run)
-    peak = peak_rss_mb() - base
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    best = min(times)
-    return {"impl": impl, "tokens": length, "seconds": best, "tokens_per_s": length / best,
-            "peak_extra_mb": peak, "repeats": repeats}
+
+def prompt(length: int) -> torch.Tensor:
+    return torch.randint(3, ARCH["vocab_size"], (1, length), generator=torch.Generator().manual_seed(0))
+
+
+def child_memory(impl: str, path: str, length: int, threads: int) -> dict:
+    """Runs inside a subprocess: load, a warm-up prefill (it pages in the weights,
+    which may be memory-mapped), then the peak RSS growth during a second one."""
+    torch.set_num_threads(threads)
+    step = prefill_step(impl, path, prompt(length))
+    step()
+    base = reset_peak_rss()
+    step()
+    return {"impl": impl, "tokens": length, "peak_extra_mb": _status_mb("VmHWM") - base}
+
+
+def child_time(path: str, length: int, threads: int, repeats: int) -> dict:
+    """Runs inside a subprocess: both models, alternating rounds of one prefill each."""
+    torch.set_num_threads(threads)
+    ids = prompt(length)
+    steps = {impl: prefill_step(impl, path, ids) for impl in IMPLS}
+    last = {impl: step() for impl, step in steps.items()}  # warm-up; the same logits, or no comparison
+    logits_diff = float((last["lctx"] - last["transformers"]).abs().max())
+    times: dict[str, list[float]] = {impl: [] for impl in IMPLS}
+    load_before = os.getloadavg()[0]
+    for r in range(repeats):
+        for impl in IMPLS if r % 2 else IMPLS[::-1]:
+            t0 = time.perf_counter()
+            steps[impl]()
+            times[impl].append(time.perf_counter() - t0)
+    return {"tokens": length, "seconds": times, "load_before": load_before, "load_after": os.getloadavg()[0],
+            "last_logits_max_abs_diff": logits_diff}
+
+
+def run_child(args: list[str], env: dict[str, str] | None = None) -> dict:
+    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, check=True,
+                         env={**os.environ, **(env or {})})
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--lengths", default="1024,4096,16384")
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default="bench/results")
-    ap.add_argument("--_child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--_memory", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--_time", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args._child:
-        impl, path, length = args._child
-        print(json.dumps(run_one(impl, path, int(length), args.threads, args.repeats)))
+    if args._memory:
+        impl, path, length = args._memory
+        print(json.dumps(child_memory(impl, path, int(length), args.threads)))
+        return
+    if args._time:
+        path, length = args._time
+        print(json.dumps(child_time(path, int(length), args.threads, args.repeats)))
         return
 
     rows = []
+    flags = ["--threads", str(args.threads), "--repeats", str(args.repeats)]
     with tempfile.TemporaryDirectory() as tmp:
         make_checkpoint(Path(tmp))
         for length in [int(x) for x in args.lengths.split(",")]:
-            for impl in ("transformers", "lctx"):
-                out = subprocess.run(
-                    [sys.executable, __file__, "--threads", str(args.threads), "--repeats", str(args.repeats),
-                     "--_child", impl, tmp, str(length)],
-                    capture_output=True, text=True, check=True,
-                )
-                row = json.loads(out.stdout.strip().splitlines()[-1])
-                rows.append(row)
-                print(f"{impl:>12} {length:>6} tokens: {row['tokens_per_s']:8.0f} tok/s, "
-                      f"peak +{row['peak_extra_mb']:.0f} MB", flush=True)
+            peak = {impl: run_child([*flags, "--_memory", impl, tmp, str(length)], MEMORY_ENV)["peak_extra_mb"]
+                    for impl in IMPLS}
+            timed = run_child([*flags, "--_time", tmp, str(length)])
+            for impl in IMPLS:
+                secs = timed["seconds"][impl]
+                rows.append({"impl": impl, "tokens": length, "seconds": min(secs),
+                             "median_seconds": statistics.median(secs), "all_seconds": secs,
+                             "tokens_per_s": length / min(secs), "peak_extra_mb": peak[impl],
+                             "repeats": args.repeats, "load_before": timed["load_before"],
+                             "load_after": timed["load_after"],
+                             "last_logits_max_abs_diff": timed["last_logits_max_abs_diff"]})
+                print(f"{impl:>12} {length:>6} tokens: {length / min(secs):8.0f} tok/s best, "
+                      f"{length / statistics.median(secs):8.0f} median, peak +{peak[impl]:.0f} MB "
+                      f"(load {timed['load_before']:.2f} -> {timed['load_after']:.2f}, "
+                      f"logits max diff {timed['last_logits_max_abs_diff']:.1e})", flush=True)
 
-    table = ["| tokens | transformers tok/s | lctx tok/s | speed ratio (lctx/hf) | transformers peak MB | "
-             "lctx peak MB |", "|---|---|---|---|---|---|"]
+    table = ["| tokens | transformers tok/s | lctx tok/s | speed ratio best (median) | transformers peak MB | "
+             "lctx peak MB | load avg |", "|---|---|---|---|---|---|---|"]
     by = {(r["impl"], r["tokens"]): r for r in rows}
     for length in sorted({r["tokens"] for r in rows}):
         hf, ours = by[("transformers", length)], by[("lctx", length)]
         table.append(f"| {length} | {hf['tokens_per_s']:.0f} | {ours['tokens_per_s']:.0f} | "
-                     f"{ours['tokens_per_s'] / hf['tokens_per_s']:.2f} | {hf['peak_extra_mb']:.0f} | "
-                     f"{ours['peak_extra_mb']:.0f} |")
+                     f"{hf['seconds'] / ours['seconds']:.2f} ({hf['median_seconds'] / ours['median_seconds']:.2f}) | "
+                     f"{hf['peak_extra_mb']:.0f} | {ours['peak_extra_mb']:.0f} | "
+                     f"{ours['load_before']:.2f} -> {ours['load_after']:.2f} |")
     meta = {"arch": ARCH, "dtype": "float32", "threads": args.threads, "torch": torch.__version__,
-            "machine": platform.processor() or platform.machine(), "cpus": __import__("os").cpu_count(),
-            "note": "best of `repeats` after one warm-up; peak = max RSS growth during the warm-up prefill; "
+            "transformers": __import__("transformers").__version__,
+            "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+            "note": "time: best (and median) of `repeats` alternating rounds in one process after a warm-up; "
+                    "peak = growth of the peak RSS (VmHWM, reset after a warm-up prefill) during one prefill in a fresh "
+                    "process with MALLOC_MMAP_THRESHOLD_=131072; load avg = 1-minute load average before and after the timed rounds (2 shared cores: "
+                    "other work slows both alike); "
                     "transformers uses SDPA and logits_to_keep=1, lctx prefills in 4096-token chunks"}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
