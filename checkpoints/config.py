@@ -13,6 +13,7 @@ from typing import Any
 from checkpoints.errors import ConfigError
 
 ROPE_TYPES = ("default", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope")
+FACTOR_REQUIRED = ("linear", "ntk", "dynamic", "yarn", "llama3")  # longrope may derive it
 HF_MODEL_TYPES = ("llama", "mistral", "qwen2")
 OWN_MODEL_TYPE = "lctx"
 ROTARY_LAYOUTS = ("half", "interleaved")
@@ -75,6 +76,8 @@ class RopeScaling:
                 out[f.name] = value
         if self.type != "default":
             out["factor"] = self.factor
+        if self.type == "dynamic":  # say which base the generated tokens used (see reference/rope.md)
+            out["dynamic_update"] = self.dynamic_update
         return out
 
     @classmethod
@@ -95,6 +98,8 @@ class RopeScaling:
                 f"unknown rope scaling keys {unknown} for rope type {kind!r}; "
                 f"known keys: {sorted(known)}"
             )
+        if kind in FACTOR_REQUIRED and raw.get("factor") is None:
+            raise ConfigError(f"rope type {kind!r} needs a 'factor' (the context extension ratio, for example 4.0)")
         return cls(type=kind, **raw)
 
 
@@ -258,14 +263,16 @@ def _require(raw: dict[str, Any], keys: tuple[str, ...], what: str) -> None:
         raise ConfigError(f"{what} config is missing required keys: {', '.join(missing)}")
 
 
-def _rope_from_raw(raw: dict[str, Any]) -> tuple[float, RopeScaling]:
-    """(theta, scaling) from either the v5 `rope_parameters` or the v4 keys."""
+def _rope_from_raw(raw: dict[str, Any]) -> tuple[float, RopeScaling, float]:
+    """(theta, scaling, partial rotary factor) from either the v5 `rope_parameters`
+    (which may hold `rope_theta` and `partial_rotary_factor`) or the v4 keys."""
     if raw.get("rope_parameters"):
         params = dict(raw["rope_parameters"])
         theta = float(params.get("rope_theta", raw.get("rope_theta", 10000.0)))
     else:
         params = dict(raw.get("rope_scaling") or {})
         theta = float(raw.get("rope_theta", 10000.0))
+    partial = float(params.pop("partial_rotary_factor", None) or raw.get("partial_rotary_factor") or 1.0)
     kind = params.get("rope_type") or params.get("type") or "default"
     # yarn/llama3/longrope: L0 may sit at top level; fall back to max_position_embeddings.
     if kind in ("yarn", "llama3", "longrope") and "original_max_position_embeddings" not in params:
@@ -278,23 +285,52 @@ def _rope_from_raw(raw: dict[str, Any]) -> tuple[float, RopeScaling]:
         l0 = params.get("original_max_position_embeddings")
         if l0:
             params["factor"] = raw["max_position_embeddings"] / l0
-    return theta, RopeScaling.from_dict(params)
+    return theta, RopeScaling.from_dict(params), partial
 
 
 def _from_own(raw: dict[str, Any]) -> ModelConfig:
     _require(raw, ("hidden_size", "num_layers", "num_heads", "intermediate_size", "vocab_size"), "lctx")
     raw = dict(raw)
     raw.pop("model_type", None)
-    theta, scaling = _rope_from_raw(raw)
+    theta, scaling, partial = _rope_from_raw(raw)
     raw.pop("rope_parameters", None)
     raw.pop("rope_scaling", None)
     raw["rope_theta"] = theta
     raw["rope_scaling"] = scaling
+    raw["partial_rotary_factor"] = partial
     known = {f.name for f in dataclasses.fields(ModelConfig)}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(f"unknown keys in lctx config: {unknown}")
     return ModelConfig(**raw)
+
+
+def _hf_sliding_window(raw: dict[str, Any], model_type: str) -> int | None:
+    """The window every layer uses, or None. Llama has none; Mistral windows every
+    layer; Qwen2 only with `use_sliding_window`, and then only layers from
+    `max_window_layers` on (transformers writes that out as `layer_types`). One
+    window for some layers and none for others is refused rather than run wrong."""
+    window = raw.get("sliding_window")
+    if model_type == "llama" or window is None:
+        return None
+    if model_type == "mistral":
+        return window
+    if not raw.get("use_sliding_window", False):
+        return None
+    layers = raw["num_hidden_layers"]
+    kinds = raw.get("layer_types") or [
+        "sliding_attention" if i >= raw.get("max_window_layers", 28) else "full_attention" for i in range(layers)
+    ]
+    sliding = [i for i, kind in enumerate(kinds) if kind == "sliding_attention"]
+    if not sliding:
+        return None
+    if len(sliding) == layers:
+        return window
+    raise ConfigError(
+        f"qwen2 config uses a sliding window of {window} on layers {sliding} only (max_window_layers / "
+        "layer_types); lctx runs one window for every layer: set use_sliding_window=false to run every "
+        "layer with full attention, or max_window_layers=0 to window every layer"
+    )
 
 
 def _from_hf(raw: dict[str, Any], model_type: str) -> ModelConfig:
@@ -308,14 +344,10 @@ def _from_hf(raw: dict[str, Any], model_type: str) -> ModelConfig:
         raise ConfigError(f"hidden_act {act!r} is not supported; Llama-family models use 'silu'")
     if raw.get("mlp_bias"):
         raise ConfigError("mlp_bias=true is not supported")
-    theta, scaling = _rope_from_raw(raw)
+    theta, scaling, partial = _rope_from_raw(raw)
     attention_bias = bool(raw.get("attention_bias", False))
     qkv_bias = attention_bias or model_type == "qwen2"
-    window = raw.get("sliding_window")
-    if model_type == "qwen2" and not raw.get("use_sliding_window", False):
-        window = None
-    if model_type == "llama":
-        window = None
+    window = _hf_sliding_window(raw, model_type)
     dtype = raw.get("dtype") or raw.get("torch_dtype") or "float32"
     return ModelConfig(
         hidden_size=raw["hidden_size"],
@@ -332,7 +364,7 @@ def _from_hf(raw: dict[str, Any], model_type: str) -> ModelConfig:
         max_position_embeddings=raw.get("max_position_embeddings", 2048),
         rope_theta=theta,
         rope_scaling=scaling,
-        partial_rotary_factor=raw.get("partial_rotary_factor", 1.0),
+        partial_rotary_factor=partial,
         rotary_layout="half",
         sliding_window=window,
         bos_token_id=raw.get("bos_token_id"),

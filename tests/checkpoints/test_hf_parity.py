@@ -47,6 +47,7 @@ def test_llama_logits_and_greedy_tokens_match_transformers(tmp_path, case: str) 
 @pytest.mark.parametrize("family, extra", [
     ("mistral", {"sliding_window": 24}),
     ("qwen2", {"tie_word_embeddings": True}),
+    ("qwen2", {"use_sliding_window": True, "sliding_window": 24, "max_window_layers": 0}),
     ("llama", {"attention_bias": True}),
 ])
 def test_other_families_match_transformers(tmp_path, family: str, extra: dict) -> None:

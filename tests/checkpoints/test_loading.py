@@ -170,3 +170,58 @@ def test_loglikelihood_matches_token_logprobs(tmp_path) -> None:
     # greedy flag: the model's own greedy continuation is greedy
     gen = greedy_generate(loaded.model, loaded.tokenizer, ids, 5, stop_at_eos=False)
     assert loglikelihood(loaded.model, ids, gen.token_ids)[1] is True
+
+
+def test_v5_partial_rotary_factor_inside_rope_parameters() -> None:
+    from transformers import LlamaConfig
+
+    raw = LlamaConfig(hidden_size=64, num_attention_heads=2, head_dim=32, partial_rotary_factor=0.5,
+                      rope_parameters={"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4}).to_dict()
+    assert "partial_rotary_factor" in raw["rope_parameters"]
+    cfg = ModelConfig.from_dict(raw)
+    assert (cfg.partial_rotary_factor, cfg.rotary_dim, cfg.rope_scaling.type) == (0.5, 16, "yarn")
+
+
+@pytest.mark.parametrize("kind", ["linear", "dynamic", "yarn", "llama3"])
+def test_scaled_rope_without_factor_is_an_error(tmp_path, kind: str) -> None:
+    build_hf_model(tmp_path, "llama")
+    raw = json.loads((tmp_path / "config.json").read_text())
+    raw["rope_parameters"] = {"rope_type": kind, "rope_theta": 1e4}
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    with pytest.raises(ConfigError, match=f"rope type '{kind}' needs a 'factor'"):
+        load_model(tmp_path)
+
+
+def test_qwen2_window_on_some_layers_only_is_refused(tmp_path) -> None:
+    build_hf_model(tmp_path, "qwen2", use_sliding_window=True, sliding_window=24, max_window_layers=1)
+    with pytest.raises(ConfigError, match=r"sliding window of 24 on layers \[1\] only"):
+        load_model(tmp_path)
+    raw = json.loads((tmp_path / "config.json").read_text())
+    raw["use_sliding_window"] = False
+    assert ModelConfig.from_dict(raw).sliding_window is None
+
+
+def test_dynamic_rope_records_which_base_generation_used() -> None:
+    cfg = ModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=8, vocab_size=8,
+                      rope_scaling={"rope_type": "dynamic", "factor": 2.0})
+    assert cfg.rope_scaling.to_dict()["dynamic_update"] == "prefill"
+    assert cfg.to_dict()["rope_parameters"]["dynamic_update"] == "prefill"
+
+
+def test_special_tokens_from_tokenizer_generation_and_model_configs(tmp_path) -> None:
+    from checkpoints.tokenizer import load_tokenizer
+    from tests.checkpoints.hf_models import write_tokenizer
+
+    write_tokenizer(tmp_path)  # tokenizer_config.json: bos t1, eos t2
+    (tmp_path / "generation_config.json").write_text('{"eos_token_id": [5, 2]}')
+    cfg = ModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=8, vocab_size=96,
+                      bos_token_id=9, eos_token_id=[7])
+    tok = load_tokenizer(tmp_path, cfg)
+    assert tok.bos_id == 1
+    assert tok.eos_ids == [5, 2, 7]  # generation_config, then tokenizer_config, then config.json
+    # Without tokenizer_config.json the model config's ids are used.
+    (tmp_path / "tokenizer_config.json").unlink()
+    (tmp_path / "generation_config.json").unlink()
+    tok = load_tokenizer(tmp_path, cfg)
+    assert (tok.bos_id, tok.eos_ids) == (9, [7])
+    assert tok.encode("t3 t4") == [3, 4] and tok.decode([3, 4]) == "t3 t4"

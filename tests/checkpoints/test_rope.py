@@ -175,3 +175,26 @@ def test_dynamic_base_is_kept_from_prefill_for_generated_tokens() -> None:
     expected = default_inv_freq(32, dynamic_base(10000.0, 2.0, 32, 40, 16))
     torch.testing.assert_close(inv40, expected)
     assert not math.isclose(float(inv40[1]), float(default_inv_freq(32, 10000.0)[1]))
+
+
+@pytest.mark.parametrize("update, kept", [("prefill", True), ("step", False)])
+def test_dynamic_base_from_prefill_is_kept_while_generating(update: str, kept: bool) -> None:
+    """Default: the base set from the whole (chunked) prompt stays for every generated
+    token; "step" recomputes it from the growing length, as transformers does."""
+    from checkpoints.generate import greedy_generate
+    from checkpoints.model import Decoder
+    from checkpoints.tokenizer import ByteTokenizer
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=16, vocab_size=259,
+                      max_position_embeddings=16,
+                      rope_scaling=RopeScaling(type="dynamic", factor=2.0, dynamic_update=update))
+    model = Decoder(cfg).eval()
+    prompt = list(range(40))
+    out = greedy_generate(model, ByteTokenizer(), prompt, 6, stop_at_eos=False, chunk_size=16)
+    assert len(out.token_ids) == 6
+    # The last generated token is never fed back, so the longest sequence run is 40 + 5.
+    assert model.rotary.length == (40 if kept else 45)
+    inv, _ = model.rotary.inv_freq(cfg.rotary_dim)
+    expected_len = 40 if kept else 45
+    torch.testing.assert_close(inv, default_inv_freq(16, dynamic_base(10000.0, 2.0, 16, expected_len, 16)))
