@@ -9,6 +9,7 @@ gives the time a newcomer should expect. Writes `bench/results/train_speed.{json
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -27,7 +28,7 @@ RESULTS = ROOT / "bench" / "results"
 
 def seconds_per_step(cfg: TrainConfig, steps: int) -> float:
     """Mean step time after the first 10 steps (allocator and thread-pool warm-up)."""
-    run = TrainConfig(**{**cfg.__dict__, "steps": steps, "log_every": 10})
+    run = dataclasses.replace(cfg, steps=steps, log_every=10)
     with tempfile.TemporaryDirectory() as tmp:
         train(run, Path(tmp) / "ckpt", progress=False)
         log = {r["step"]: r["seconds"] for r in read_log(Path(tmp) / "ckpt")}

@@ -222,12 +222,11 @@ class LongBenchEvaluator(Evaluator):
         cfg = configs(self.options["e"])[d]
         record = self.records[d][sample.params["index"]]
         ids, truncated = self.build(loaded.tokenizer, cfg, record, self.max_length(loaded))
+        end: dict[str, Any] = {}
         if d in NEWLINE_STOP:  # pred.py: newline is an end token, min_length = context + 1
             newline = loaded.tokenizer.encode("\n", add_special_tokens=False)[-1:]
-            gen = greedy_generate(loaded.model, loaded.tokenizer, ids, cfg.max_gen, stop=("\n",),
-                                  min_new_tokens=1, suppress_ids=newline)
-        else:
-            gen = greedy_generate(loaded.model, loaded.tokenizer, ids, cfg.max_gen)
+            end = {"stop": ("\n",), "min_new_tokens": 1, "suppress_ids": newline}
+        gen = greedy_generate(loaded.model, loaded.tokenizer, ids, cfg.max_gen, **end)
         score = longbench_sample_score(d, cfg.metric, gen.text, record["answers"], record.get("all_classes"))
         return {"dataset": d, "prompt_tokens": len(ids), "truncated": truncated, "prediction": gen.text,
                 "references": record["answers"], "all_classes": record.get("all_classes"),

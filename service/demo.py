@@ -33,12 +33,13 @@ class DemoCheckpoint:
     action: str  # copied | refreshed | kept | skipped: <why>
 
 
-def _install_copy(source: Path, target: Path) -> str:
-    """Copy `source` to `target` unless an identical marked copy is there; returns the action."""
+def _install_copy(source: Path, target: Path, fingerprint: str) -> str:
+    """Copy `source` (whose fingerprint is given) to `target` unless an identical marked
+    copy is there; returns the action."""
     if target.exists() and not (target / MARKER).is_file():
         return f"skipped: {target} exists and is not an lctx demo copy"
     if target.exists():
-        if inspect_checkpoint(target).fingerprint == inspect_checkpoint(source).fingerprint:
+        if inspect_checkpoint(target).fingerprint == fingerprint:
             return "kept"
         shutil.rmtree(target)
         action = "refreshed"
@@ -61,19 +62,17 @@ def install_demo_checkpoints(store: Store, root: Path, source: Path | None = Non
     installed = []
     for name, src in demo_checkpoints(source).items():
         target = root / name
+        info = inspect_checkpoint(src)  # the copy holds the same bytes: same fingerprint
         try:
-            action = _install_copy(src, target)
+            action = _install_copy(src, target, info.fingerprint)
         except OSError as e:  # a read-only checkpoint volume (docker-compose mounts it so)
             action = f"skipped: cannot copy into {root} ({e.strerror or e}); set LCTX_DEMO_CHECKPOINTS=false"
-        variant = "?"
         if not action.startswith("skipped"):
-            info = inspect_checkpoint(target)
-            variant = info.variant
             try:
                 store.add_checkpoint(name, str(target.absolute()), info.fingerprint, info.variant, info.parameters)
             except Conflict as e:
                 action = f"skipped: {e.message}"
         if action.startswith("skipped"):
             log.warning("demo checkpoint %s %s", name, action)
-        installed.append(DemoCheckpoint(name, target, variant, action))
+        installed.append(DemoCheckpoint(name, target, info.variant, action))
     return installed
