@@ -1,6 +1,6 @@
 """Synthetic training text for the demo checkpoints: passkey prompts in exactly
 the format of the passkey protocol (TDA paper appendix C; see
-`/work/shared/reference/protocols.md`), each followed by its answer, plus
+`docs/protocols/protocols.md`), each followed by its answer, plus
 windows of any extra local text.
 
 The prompt builder lives here rather than being imported from `evaluators`

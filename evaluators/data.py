@@ -1,4 +1,4 @@
-"""Benchmark data in the official layouts (see reference/protocols.md):
+"""Benchmark data in the official layouts (see docs/protocols/protocols.md):
 
 - LongBench: `<dir>/<dataset>.jsonl` (LongBench-E: `<dir>/<dataset>_e.jsonl`), records
   `input, context, answers[], length, dataset, language, all_classes, _id`;

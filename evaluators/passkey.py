@@ -1,7 +1,7 @@
 """Passkey retrieval and the needle grid.
 
 Passkey follows the protocol of the TDA paper, appendix C (the landmark-attention
-protocol; see `/work/shared/reference/protocols.md`, "Passkey retrieval"): five
+protocol; see `docs/protocols/protocols.md`, "Passkey retrieval"): five
 blocks joined with "\\n", garbage length G fitted in the model's own tokens so
 the prompt is as long as possible without exceeding the target, depth
 p = randint(0, G), key = randint(1, 50000), every trial seeded from
