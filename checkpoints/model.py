@@ -85,13 +85,6 @@ class Decoder(nn.Module):
     def dtype(self) -> torch.dtype:
         return self.embed.weight.dtype
 
-    def set_rope(self, config: ModelConfig) -> None:
-        """Switch RoPE scaling (a job's override) without touching the weights."""
-        self.config = config
-        self.rotary = Rotary(config)
-        for block in self.layers:
-            block.attn.config = config
-
     def new_cache(self) -> KVCache:
         return KVCache(len(self.layers))
 
