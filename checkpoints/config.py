@@ -1,6 +1,8 @@
 """Model configuration: one dataclass for the Llama family, read from our own
 `config.json` or from Hugging Face Llama / Mistral / Qwen2 configs (transformers
-v4 `rope_scaling` and v5 `rope_parameters` spellings)."""
+v4 `rope_scaling` and v5 `rope_parameters` spellings). The RoPE scaling is a
+`checkpoints.rope.RopeScaling` (also importable from here), read by the rules
+of its method's row in `checkpoints.rope.ROPE_METHODS`."""
 
 from __future__ import annotations
 
@@ -11,96 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from checkpoints.errors import ConfigError
+from checkpoints.rope import L0_KEY, RopeScaling, rope_method_of
 
-ROPE_TYPES = ("default", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope")
-FACTOR_REQUIRED = ("linear", "ntk", "dynamic", "yarn", "llama3")  # longrope may derive it
 HF_MODEL_TYPES = ("llama", "mistral", "qwen2")
 OWN_MODEL_TYPE = "lctx"
 ROTARY_LAYOUTS = ("half", "interleaved")
 POSITIONS = ("rope", "nope", "alibi", "nape")
-
-
-@dataclass
-class RopeScaling:
-    """One RoPE scaling method and its parameters (see reference/rope.md).
-
-    `original_max_position_embeddings` is L0; when None the model's
-    `max_position_embeddings` is used (see `ModelConfig.rope_l0`)."""
-
-    type: str = "default"
-    factor: float = 1.0
-    original_max_position_embeddings: int | None = None
-    # yarn
-    beta_fast: float = 32.0
-    beta_slow: float = 1.0
-    mscale: float | None = None
-    mscale_all_dim: float | None = None
-    attention_factor: float | None = None
-    truncate: bool = True
-    # llama3
-    low_freq_factor: float = 1.0
-    high_freq_factor: float = 4.0
-    # longrope
-    long_factor: list[float] | None = None
-    short_factor: list[float] | None = None
-    # dynamic: "prefill" keeps the base computed from the prompt length for the
-    # generated tokens (lctx default); "step" recomputes it at every decode step
-    # from the current length, as transformers does.
-    dynamic_update: str = "prefill"
-
-    def __post_init__(self) -> None:
-        if self.type not in ROPE_TYPES:
-            raise ConfigError(
-                f"unknown rope type {self.type!r}; supported rope types: {', '.join(ROPE_TYPES)}"
-            )
-        self.factor = float(self.factor)
-        if self.type != "default" and self.type != "longrope" and self.factor < 1.0:
-            raise ConfigError(
-                f"rope scaling factor must be >= 1 for {self.type!r}, got {self.factor}; "
-                "a factor below 1 would shrink the context instead of extending it"
-            )
-        if self.type == "longrope" and (self.long_factor is None or self.short_factor is None):
-            raise ConfigError("longrope scaling needs both 'long_factor' and 'short_factor' lists")
-        if self.dynamic_update not in ("prefill", "step"):
-            raise ConfigError(f"dynamic_update must be 'prefill' or 'step', got {self.dynamic_update!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The v5 `rope_parameters`-style dict, without fields left at their defaults."""
-        out: dict[str, Any] = {"rope_type": self.type}
-        defaults = RopeScaling()
-        for f in dataclasses.fields(self):
-            if f.name == "type":
-                continue
-            value = getattr(self, f.name)
-            if value != getattr(defaults, f.name):
-                out[f.name] = value
-        if self.type != "default":
-            out["factor"] = self.factor
-        if self.type == "dynamic":  # say which base the generated tokens used (see reference/rope.md)
-            out["dynamic_update"] = self.dynamic_update
-        return out
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any] | None) -> RopeScaling:
-        """Accept v4 (`type` or `rope_type`) and v5 spellings; ignore `rope_theta`."""
-        if not raw:
-            return cls()
-        raw = dict(raw)
-        kind = raw.pop("rope_type", None) or raw.pop("type", None) or "default"
-        raw.pop("type", None)
-        raw.pop("rope_theta", None)
-        if kind == "su":  # Phi-3's old name for longrope
-            kind = "longrope"
-        known = {f.name for f in dataclasses.fields(cls)} - {"type"}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ConfigError(
-                f"unknown rope scaling keys {unknown} for rope type {kind!r}; "
-                f"known keys: {sorted(known)}"
-            )
-        if kind in FACTOR_REQUIRED and raw.get("factor") is None:
-            raise ConfigError(f"rope type {kind!r} needs a 'factor' (the context extension ratio, for example 4.0)")
-        return cls(type=kind, **raw)
 
 
 @dataclass
@@ -203,13 +121,13 @@ class ModelConfig:
 
     @property
     def effective_context(self) -> int:
-        """The context the scaling is meant to reach: L0 x factor for scaled RoPE."""
+        """The context the scaling is meant to reach: L0 x factor for a method that
+        needs a factor; otherwise (no scaling, or LongRoPE, whose factor is derived
+        from it) `max_position_embeddings`."""
         s = self.rope_scaling
-        if s.type == "default":
-            return self.max_position_embeddings
-        if s.type == "longrope":
-            return self.max_position_embeddings
-        return int(self.rope_l0 * s.factor)
+        if s.method.needs_factor:
+            return int(self.rope_l0 * s.factor)
+        return self.max_position_embeddings
 
     def with_rope(self, scaling: RopeScaling) -> ModelConfig:
         return dataclasses.replace(self, rope_scaling=scaling)
@@ -273,18 +191,14 @@ def _rope_from_raw(raw: dict[str, Any]) -> tuple[float, RopeScaling, float]:
         params = dict(raw.get("rope_scaling") or {})
         theta = float(raw.get("rope_theta", 10000.0))
     partial = float(params.pop("partial_rotary_factor", None) or raw.get("partial_rotary_factor") or 1.0)
-    kind = params.get("rope_type") or params.get("type") or "default"
-    # yarn/llama3/longrope: L0 may sit at top level; fall back to max_position_embeddings.
-    if kind in ("yarn", "llama3", "longrope") and "original_max_position_embeddings" not in params:
-        if "original_max_position_embeddings" in raw:
-            params["original_max_position_embeddings"] = raw["original_max_position_embeddings"]
-    if kind == "dynamic":
-        # transformers' dynamic NTK uses max_position_embeddings as L0.
-        params.pop("original_max_position_embeddings", None)
-    if kind == "longrope" and "factor" not in params:
-        l0 = params.get("original_max_position_embeddings")
-        if l0:
-            params["factor"] = raw["max_position_embeddings"] / l0
+    method = rope_method_of(params)
+    # Where L0 comes from is the method's row (see checkpoints.rope.OriginalLength).
+    if method.original_length == "config" and L0_KEY not in params and L0_KEY in raw:
+        params[L0_KEY] = raw[L0_KEY]
+    if method.original_length == "max_position":
+        params.pop(L0_KEY, None)
+    if method.derive_factor is not None and "factor" not in params and params.get(L0_KEY):
+        params["factor"] = method.derive_factor(params[L0_KEY], raw["max_position_embeddings"])
     return theta, RopeScaling.from_dict(params), partial
 
 

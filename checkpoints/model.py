@@ -85,13 +85,6 @@ class Decoder(nn.Module):
     def dtype(self) -> torch.dtype:
         return self.embed.weight.dtype
 
-    def set_rope(self, config: ModelConfig) -> None:
-        """Switch RoPE scaling (a job's override) without touching the weights."""
-        self.config = config
-        self.rotary = Rotary(config)
-        for block in self.layers:
-            block.attn.config = config
-
     def new_cache(self) -> KVCache:
         return KVCache(len(self.layers))
 
@@ -133,19 +126,17 @@ class Decoder(nn.Module):
         return self.lm_head(self.norm(x)).float(), ctx
 
     def _update_rope_length(self, start: int, t: int, declared: int | None) -> None:
-        """Dynamic NTK and LongRoPE depend on the sequence length.
+        """Dynamic NTK and LongRoPE depend on the sequence length (their rows in
+        `checkpoints.rope.ROPE_METHODS` say how: `Rotary.length_update`).
 
         A prefill (start == 0) sets it from the prompt; chunked prefill and
-        decode keep it unless the scaling asks for per-step updates
-        (`dynamic_update="step"`, transformers' behaviour), and LongRoPE
-        switches factor sets when the sequence crosses L0."""
+        decode keep it unless the method follows every step ("step": LongRoPE,
+        which switches factor sets when the sequence crosses L0, and dynamic NTK
+        with `dynamic_update="step"`, transformers' behaviour)."""
         total = start + t
-        scaling = self.rotary.scaling
         if start == 0:
             self.rotary.set_length(max(total, declared or 0))
-        elif scaling.type == "dynamic" and scaling.dynamic_update == "step" and total > self.rotary.length:
-            self.rotary.set_length(total)
-        elif scaling.type == "longrope" and total > self.rotary.length:
+        elif self.rotary.length_update == "step" and total > self.rotary.length:
             self.rotary.set_length(total)
 
 

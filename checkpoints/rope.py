@@ -1,4 +1,13 @@
-"""Rotary position embeddings and every scaling method in reference/rope.md.
+"""Rotary position embeddings and the table of RoPE scaling methods (the
+formulas: see docs/protocols/rope.md).
+
+`ROPE_METHODS` is the one place a method's name means anything. Each row says
+how the method computes its inverse frequencies and attention factor, whether it
+needs a factor, where its original length L0 comes from, whether and how it
+follows the sequence length, and which extra keys it reads. Validation
+(`RopeScaling`), config reading and job overrides, the effective context,
+`Rotary` and the decoder's per-length update read the row. Adding a method is a
+frequency function, a row and its test.
 
 Pure functions compute `(inv_freq, attention_factor)`; `Rotary` turns them
 into cos/sin tables for a range of positions and applies them in either
@@ -6,13 +15,26 @@ layout. All scaling maths lives here and nowhere else."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
-from checkpoints.config import ROPE_TYPES, ModelConfig, RopeScaling
 from checkpoints.errors import ConfigError
+
+if TYPE_CHECKING:
+    from checkpoints.config import ModelConfig
+
+L0_KEY = "original_max_position_embeddings"
+# After a prefill, a method whose frequencies follow the sequence length either keeps
+# the prompt's length for the generated tokens ("prefill") or follows every step ("step").
+LENGTH_UPDATES = ("prefill", "step")
+
+
+# --- the closed forms -----------------------------------------------------
 
 
 def default_inv_freq(dim: int, base: float) -> torch.Tensor:
@@ -31,21 +53,186 @@ def dynamic_base(base: float, factor: float, dim: int, length: int, l0: int) -> 
     return base * ((factor * length / l0) - (factor - 1)) ** (dim / (dim - 2))
 
 
+# --- the parameters of one method -------------------------------------------
+
+
+@dataclass
+class RopeScaling:
+    """One RoPE scaling method and its parameters (see docs/protocols/rope.md).
+
+    `type` names a row of `ROPE_METHODS`; the row says which of the fields below
+    the method reads. `original_max_position_embeddings` is L0; when None the
+    model's `max_position_embeddings` is used (see `ModelConfig.rope_l0`)."""
+
+    type: str = "default"
+    factor: float = 1.0
+    original_max_position_embeddings: int | None = None
+    # yarn
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+    attention_factor: float | None = None  # also longrope
+    truncate: bool = True
+    # llama3
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    # longrope
+    long_factor: list[float] | None = None
+    short_factor: list[float] | None = None
+    # dynamic: "prefill" keeps the base computed from the prompt length for the
+    # generated tokens (lctx default); "step" recomputes it at every decode step
+    # from the current length, as transformers does.
+    dynamic_update: str = "prefill"
+
+    def __post_init__(self) -> None:
+        method = rope_method(self.type)  # an unknown name is an error listing the table
+        self.type = method.name
+        self.factor = float(self.factor)
+        if method.needs_factor and self.factor < 1.0:
+            raise ConfigError(
+                f"rope scaling factor must be >= 1 for {self.type!r}, got {self.factor}; "
+                "a factor below 1 would shrink the context instead of extending it"
+            )
+        if method.check is not None:
+            method.check(self)
+        if self.dynamic_update not in LENGTH_UPDATES:
+            raise ConfigError(
+                f"dynamic_update must be {' or '.join(map(repr, LENGTH_UPDATES))}, got {self.dynamic_update!r}"
+            )
+
+    @property
+    def method(self) -> RopeMethod:
+        return rope_method(self.type)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The v5 `rope_parameters`-style dict, without fields left at their defaults
+        (but with the factor of a method that uses one, and the keys its row records)."""
+        method = self.method
+        out: dict[str, Any] = {"rope_type": self.type}
+        defaults = RopeScaling()
+        for f in dataclasses.fields(self):
+            if f.name == "type":
+                continue
+            value = getattr(self, f.name)
+            if value != getattr(defaults, f.name):
+                out[f.name] = value
+        if method.uses_factor:
+            out["factor"] = self.factor
+        for key in method.records:
+            out[key] = getattr(self, key)
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any] | None) -> RopeScaling:
+        """Accept v4 (`type` or `rope_type`) and v5 spellings and a method's aliases;
+        ignore `rope_theta`."""
+        if not raw:
+            return cls()
+        raw = dict(raw)
+        kind = raw.pop("rope_type", None) or raw.pop("type", None) or "default"
+        raw.pop("type", None)
+        raw.pop("rope_theta", None)
+        known = {f.name for f in dataclasses.fields(cls)} - {"type"}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown rope scaling keys {unknown} for rope type {kind!r}; "
+                f"known keys: {sorted(known)}"
+            )
+        method = rope_method(kind)
+        if method.needs_factor and raw.get("factor") is None:
+            raise ConfigError(f"rope type {kind!r} needs a 'factor' (the context extension ratio, for example 4.0)")
+        return cls(type=method.name, **raw)
+
+
+# --- the table row ----------------------------------------------------------
+
+# (scaling, rotary dim, base, L0, sequence length) -> inv_freq of shape (dim/2,), float64
+FreqFn = Callable[[RopeScaling, int, float, int, int], torch.Tensor]
+# Where a method's original (pre-training) length L0 comes from:
+#   "none"          it has none (no scaling)
+#   "max_position"  always max_position_embeddings; an explicit one is dropped when a
+#                   config is read (transformers' dynamic NTK)
+#   "scaling"       the scaling's own original_max_position_embeddings, else
+#                   max_position_embeddings; a job override fills in the checkpoint's L0
+#   "config"        as "scaling", and also read from a config's top level (transformers
+#                   moves it into the RoPE parameters for these; Phi-3 writes it there)
+OriginalLength = Literal["none", "max_position", "scaling", "config"]
+
+
+@dataclass(frozen=True)
+class RopeMethod:
+    """One row of `ROPE_METHODS`: everything lctx knows about one RoPE method."""
+
+    name: str
+    inv_freq: FreqFn
+    # (scaling, L0, max_position_embeddings) -> the factor multiplying cos and sin; None: 1
+    attention_factor: Callable[[RopeScaling, int, int], float] | None = None
+    # A factor >= 1 must be given, and the model then claims L0 x factor tokens.
+    needs_factor: bool = False
+    # (L0, max_position_embeddings) -> the factor when a config gives none (longrope);
+    # such a model claims its max_position_embeddings.
+    derive_factor: Callable[[int, int], float] | None = None
+    original_length: OriginalLength = "none"
+    # (declared sequence length, L0) -> the part of the length the frequencies depend
+    # on (their cache key); None: they do not depend on it.
+    length_key: Callable[[int, int], int] | None = None
+    # scaling -> one of LENGTH_UPDATES: how the declared length moves after a prefill.
+    length_update: Callable[[RopeScaling], str] | None = None
+    # The RopeScaling fields it reads beyond type, factor and L0 (their defaults are
+    # the dataclass's), and the validation they need beyond their types.
+    keys: tuple[str, ...] = ()
+    check: Callable[[RopeScaling], None] | None = None
+    # Keys written into configs and results even at their defaults.
+    records: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()  # other names configs use for it
+
+    @property
+    def uses_factor(self) -> bool:
+        return self.needs_factor or self.derive_factor is not None
+
+    @property
+    def takes_original_length(self) -> bool:
+        return self.original_length in ("scaling", "config")
+
+
+# --- the methods: frequency functions and attention rules ---------------------
+
+
+def default_freq(s: RopeScaling, dim: int, base: float, l0: int, length: int) -> torch.Tensor:
+    return default_inv_freq(dim, base)
+
+
+def linear_freq(s: RopeScaling, dim: int, base: float, l0: int, length: int) -> torch.Tensor:
+    """Position interpolation: every frequency divided by the factor."""
+    return default_inv_freq(dim, base) / s.factor
+
+
+def ntk_freq(s: RopeScaling, dim: int, base: float, l0: int, length: int) -> torch.Tensor:
+    return default_inv_freq(dim, ntk_base(base, s.factor, dim))
+
+
+def dynamic_freq(s: RopeScaling, dim: int, base: float, l0: int, length: int) -> torch.Tensor:
+    return default_inv_freq(dim, dynamic_base(base, s.factor, dim, length, l0))
+
+
 def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
     if scale <= 1:
         return 1.0
     return 0.1 * mscale * math.log(scale) + 1.0
 
 
-def yarn(dim: int, base: float, s: RopeScaling, l0: int) -> tuple[torch.Tensor, float]:
-    """YaRN (Peng et al. 2023): ramp between interpolated and original frequencies."""
-    factor = s.factor
+def yarn_attention(s: RopeScaling, l0: int, max_pos: int) -> float:
     if s.attention_factor is not None:
-        attn = float(s.attention_factor)
-    elif s.mscale is not None and s.mscale_all_dim is not None:
-        attn = _yarn_mscale(factor, s.mscale) / _yarn_mscale(factor, s.mscale_all_dim)
-    else:
-        attn = _yarn_mscale(factor)
+        return float(s.attention_factor)
+    if s.mscale is not None and s.mscale_all_dim is not None:
+        return _yarn_mscale(s.factor, s.mscale) / _yarn_mscale(s.factor, s.mscale_all_dim)
+    return _yarn_mscale(s.factor)
+
+
+def yarn_freq(s: RopeScaling, dim: int, base: float, l0: int, length: int) -> torch.Tensor:
+    """YaRN (Peng et al. 2023): ramp between interpolated and original frequencies."""
 
     def corr_dim(rotations: float) -> float:
         return (dim * math.log(l0 / (rotations * 2 * math.pi))) / (2 * math.log(base))
@@ -59,10 +246,10 @@ def yarn(dim: int, base: float, s: RopeScaling, l0: int) -> tuple[torch.Tensor, 
     ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
     keep = 1 - ramp  # E_i: 1 keeps the original frequency
     inv = default_inv_freq(dim, base)
-    return (inv / factor) * (1 - keep) + inv * keep, attn
+    return (inv / s.factor) * (1 - keep) + inv * keep
 
 
-def llama3(dim: int, base: float, s: RopeScaling, l0: int) -> torch.Tensor:
+def llama3_freq(s: RopeScaling, dim: int, base: float, l0: int, length: int) -> torch.Tensor:
     """Llama 3.1 frequency-dependent interpolation."""
     inv = default_inv_freq(dim, base)
     low_wavelen = l0 / s.low_freq_factor
@@ -75,50 +262,88 @@ def llama3(dim: int, base: float, s: RopeScaling, l0: int) -> torch.Tensor:
     return torch.where(medium, smoothed, scaled)
 
 
-def longrope(
-    dim: int, base: float, s: RopeScaling, l0: int, max_pos: int, length: int
-) -> tuple[torch.Tensor, float]:
+def longrope_factor(l0: int, max_pos: int) -> float:
+    """LongRoPE's factor when a config gives none: the extension max_pos / L0."""
+    return max_pos / l0
+
+
+def longrope_attention(s: RopeScaling, l0: int, max_pos: int) -> float:
+    """`sqrt(1 + ln(s) / ln(L0))`, 1 when s <= 1 (a factor of 0 means: derive it)."""
+    if s.attention_factor is not None:
+        return float(s.attention_factor)
+    scale = s.factor or longrope_factor(l0, max_pos)
+    return 1.0 if scale <= 1.0 else math.sqrt(1 + math.log(scale) / math.log(l0))
+
+
+def longrope_freq(s: RopeScaling, dim: int, base: float, l0: int, length: int) -> torch.Tensor:
     """LongRoPE (Phi-3): per-pair rescale factors, long ones beyond L0."""
     ext = s.long_factor if length > l0 else s.short_factor
     assert ext is not None  # validated in RopeScaling
     if len(ext) != dim // 2:
         raise ConfigError(f"longrope factors must have dim/2 = {dim // 2} entries, got {len(ext)}")
     ext_t = torch.tensor(ext, dtype=torch.float64)
-    inv = 1.0 / (ext_t * base ** (torch.arange(0, dim, 2, dtype=torch.int64).to(torch.float64) / dim))
-    if s.attention_factor is not None:
-        attn = float(s.attention_factor)
-    else:
-        scale = s.factor if s.factor else max_pos / l0
-        attn = 1.0 if scale <= 1.0 else math.sqrt(1 + math.log(scale) / math.log(l0))
-    return inv, attn
+    return 1.0 / (ext_t * base ** (torch.arange(0, dim, 2, dtype=torch.int64).to(torch.float64) / dim))
+
+
+def _check_longrope(s: RopeScaling) -> None:
+    if s.long_factor is None or s.short_factor is None:
+        raise ConfigError("longrope scaling needs both 'long_factor' and 'short_factor' lists")
+
+
+# --- the table ----------------------------------------------------------------
+
+ROPE_METHODS: dict[str, RopeMethod] = {m.name: m for m in (
+    RopeMethod("default", default_freq),
+    RopeMethod("linear", linear_freq, needs_factor=True, original_length="scaling"),
+    RopeMethod("ntk", ntk_freq, needs_factor=True, original_length="scaling"),
+    RopeMethod("dynamic", dynamic_freq, needs_factor=True, original_length="max_position",
+               length_key=lambda length, l0: max(length, l0),
+               length_update=lambda s: s.dynamic_update,
+               keys=("dynamic_update",), records=("dynamic_update",)),  # results say which base generation used
+    RopeMethod("yarn", yarn_freq, yarn_attention, needs_factor=True, original_length="config",
+               keys=("beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor", "truncate")),
+    RopeMethod("llama3", llama3_freq, needs_factor=True, original_length="config",
+               keys=("low_freq_factor", "high_freq_factor")),
+    RopeMethod("longrope", longrope_freq, longrope_attention, derive_factor=longrope_factor,
+               original_length="config",
+               length_key=lambda length, l0: int(length > l0),  # short factors up to L0, long ones beyond
+               length_update=lambda s: "step",
+               keys=("long_factor", "short_factor", "attention_factor"), check=_check_longrope,
+               aliases=("su",)),  # Phi-3's old name
+)}
+
+
+def rope_method(name: Any) -> RopeMethod:
+    """The row for a method's name or alias; an unknown name is an error listing the table."""
+    if isinstance(name, str):
+        if name in ROPE_METHODS:
+            return ROPE_METHODS[name]
+        for method in ROPE_METHODS.values():
+            if name in method.aliases:
+                return method
+    raise ConfigError(f"unknown rope type {name!r}; supported rope types: {', '.join(ROPE_METHODS)}")
+
+
+def rope_method_of(raw: dict[str, Any]) -> RopeMethod:
+    """The row a RoPE parameter dict names (v5 `rope_type` or v4 `type`; neither: default)."""
+    return rope_method(raw.get("rope_type") or raw.get("type") or "default")
 
 
 def inv_freq_and_factor(
     scaling: RopeScaling, dim: int, base: float, l0: int, max_pos: int, length: int = 0
 ) -> tuple[torch.Tensor, float]:
     """(inv_freq in float64 of shape (dim/2,), attention factor) for a sequence of
-    `length` tokens (only dynamic and longrope depend on it)."""
-    kind = scaling.type
-    if kind == "default":
-        return default_inv_freq(dim, base), 1.0
-    if kind == "linear":
-        return default_inv_freq(dim, base) / scaling.factor, 1.0
-    if kind == "ntk":
-        return default_inv_freq(dim, ntk_base(base, scaling.factor, dim)), 1.0
-    if kind == "dynamic":
-        return default_inv_freq(dim, dynamic_base(base, scaling.factor, dim, length, l0)), 1.0
-    if kind == "yarn":
-        return yarn(dim, base, scaling, l0)
-    if kind == "llama3":
-        return llama3(dim, base, scaling, l0), 1.0
-    if kind == "longrope":
-        return longrope(dim, base, scaling, l0, max_pos, length)
-    raise ConfigError(f"unknown rope type {kind!r}; supported rope types: {', '.join(ROPE_TYPES)}")
+    `length` tokens (only methods with a `length_key` depend on it)."""
+    method = rope_method(scaling.type)
+    inv = method.inv_freq(scaling, dim, base, l0, length)
+    factor = method.attention_factor(scaling, l0, max_pos) if method.attention_factor else 1.0
+    return inv, factor
 
 
 def parse_rope_override(value: str | dict[str, Any] | RopeScaling | None, config: ModelConfig) -> RopeScaling:
     """A job's RoPE override: `"yarn:4"`, `"ntk:8"`, `"none"`, or a dict in
-    either transformers spelling. L0 defaults to the checkpoint's own."""
+    either transformers spelling. A method that takes an original length gets the
+    checkpoint's L0 unless the override gives one."""
     if value is None:
         return config.rope_scaling
     if isinstance(value, RopeScaling):
@@ -127,8 +352,10 @@ def parse_rope_override(value: str | dict[str, Any] | RopeScaling | None, config
         raw = dict(value)
     elif isinstance(value, str):
         text = value.strip().lower()
-        if text in ("", "none", "default", "checkpoint"):
-            return RopeScaling() if text in ("none", "default") else config.rope_scaling
+        if text in ("", "checkpoint"):
+            return config.rope_scaling
+        if text == "none":
+            return RopeScaling()
         kind, _, factor = text.partition(":")
         raw = {"rope_type": kind}
         if factor:
@@ -136,19 +363,20 @@ def parse_rope_override(value: str | dict[str, Any] | RopeScaling | None, config
                 raw["factor"] = float(factor)
             except ValueError as e:
                 raise ConfigError(f"rope override {value!r}: factor {factor!r} is not a number") from e
-        elif kind != "default":
+        elif rope_method(kind).uses_factor:
             raise ConfigError(f"rope override {value!r} needs a factor, for example '{kind}:4'")
     else:
         raise ConfigError(f"rope override must be a string like 'yarn:4' or a dict, got {type(value).__name__}")
-    kind = raw.get("rope_type") or raw.get("type")
-    if kind not in ("dynamic", "default") and "original_max_position_embeddings" not in raw:
-        raw["original_max_position_embeddings"] = config.rope_l0
+    method = rope_method_of(raw)
+    if method.takes_original_length and L0_KEY not in raw:
+        raw[L0_KEY] = config.rope_l0
     return RopeScaling.from_dict(raw)
 
 
 class Rotary:
-    """cos/sin tables for one model. Holds the scaling and, for dynamic NTK,
-    the length the base was last computed for (set at prefill)."""
+    """cos/sin tables for one model. Holds the scaling and the sequence length the
+    frequencies were last computed for (set at prefill; dynamic NTK and LongRoPE
+    depend on it)."""
 
     def __init__(self, config: ModelConfig) -> None:
         self.config = config
@@ -164,23 +392,25 @@ class Rotary:
         self._tables: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
     def set_length(self, length: int) -> None:
-        """Declare the sequence length (dynamic NTK and longrope depend on it)."""
+        """Declare the sequence length (methods with a `length_key` depend on it)."""
         self._length = length
 
     @property
     def length(self) -> int:
         return self._length
 
+    @property
+    def length_update(self) -> str | None:
+        """How the declared length moves after a prefill (one of LENGTH_UPDATES), or
+        None when the frequencies do not depend on it."""
+        update = self.scaling.method.length_update
+        return update(self.scaling) if update is not None else None
+
     def _freq_key(self, dim: int) -> tuple[int, int]:
-        """What the inverse frequencies depend on: the dimension and, for dynamic
-        NTK and LongRoPE, the declared length."""
-        kind = self.scaling.type
-        key_len = self._length if kind in ("dynamic", "longrope") else 0
-        if kind == "dynamic":
-            key_len = max(key_len, self.l0)
-        elif kind == "longrope":
-            key_len = int(key_len > self.l0)
-        return dim, key_len
+        """What the inverse frequencies depend on: the dimension and, for a method
+        with a `length_key` (dynamic NTK, LongRoPE), its part of the declared length."""
+        length_key = self.scaling.method.length_key
+        return dim, length_key(self._length, self.l0) if length_key is not None else 0
 
     def inv_freq(self, dim: int) -> tuple[torch.Tensor, float]:
         key = self._freq_key(dim)

@@ -1,8 +1,9 @@
 """RoPE scaling against transformers' own implementation (the oracle) and the
-closed forms in reference/rope.md."""
+closed forms in docs/protocols/rope.md (see also the table tests at the end)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -11,6 +12,9 @@ import torch
 from checkpoints.config import ModelConfig, RopeScaling
 from checkpoints.errors import ConfigError
 from checkpoints.rope import (
+    L0_KEY,
+    ROPE_METHODS,
+    RopeMethod,
     Rotary,
     apply_rotary,
     default_inv_freq,
@@ -78,7 +82,7 @@ def test_inv_freq_and_attention_factor_match_transformers(case: str, length: int
 
 
 def test_static_ntk_closed_form() -> None:
-    """The numbers in reference/rope.md (dim 128, base 10000)."""
+    """The numbers in docs/protocols/rope.md (dim 128, base 10000)."""
     assert ntk_base(10000, 2, 128) == pytest.approx(20221.3, abs=0.1)
     assert ntk_base(10000, 4, 128) == pytest.approx(40889.9, abs=0.1)
     assert ntk_base(10000, 8, 128) == pytest.approx(82684.6, abs=0.1)
@@ -96,7 +100,7 @@ def test_dynamic_ntk_closed_form() -> None:
 
 
 def test_yarn_llama2_worked_example() -> None:
-    """reference/rope.md: Llama-2-7B, low 20, high 46; attention factor 1.2773 at s=16, 1.3466 at s=32."""
+    """docs/protocols/rope.md: Llama-2-7B, low 20, high 46; attention factor 1.2773 at s=16, 1.3466 at s=32."""
     for s, expected in ((16, 1.2773), (32, 1.3466)):
         inv, factor = inv_freq_and_factor(RopeScaling(type="yarn", factor=s), 128, 1e4, 4096, 4096)
         assert factor == pytest.approx(expected, abs=1e-4)
@@ -198,3 +202,102 @@ def test_dynamic_base_from_prefill_is_kept_while_generating(update: str, kept: b
     inv, _ = model.rotary.inv_freq(cfg.rotary_dim)
     expected_len = 40 if kept else 45
     torch.testing.assert_close(inv, default_inv_freq(16, dynamic_base(10000.0, 2.0, 16, expected_len, 16)))
+
+
+# --- the table of methods is the only place a method's name means anything ---
+
+
+def _dict_override(method: RopeMethod) -> dict:
+    """A valid dict override for any row: a factor if it uses one, longrope's lists."""
+    raw: dict = {"rope_type": method.name}
+    if method.uses_factor:
+        raw["factor"] = 2.0
+    if "long_factor" in method.keys:
+        raw.update(long_factor=LONG, short_factor=SHORT)
+    return raw
+
+
+@pytest.mark.parametrize("name", list(ROPE_METHODS))
+def test_every_method_in_the_table_parses_validates_and_claims_a_context(name: str) -> None:
+    method = ROPE_METHODS[name]
+    cfg = ModelConfig(hidden_size=64, num_layers=1, num_heads=2, intermediate_size=8, vocab_size=8,
+                      max_position_embeddings=256)
+    scaling = parse_rope_override(_dict_override(method), cfg)
+    assert scaling.type == name and scaling.method is method
+    assert scaling.original_max_position_embeddings == (256 if method.takes_original_length else None)
+    assert RopeScaling.from_dict(scaling.to_dict()) == scaling
+    scaled = cfg.with_rope(scaling)
+    assert scaled.effective_context == (512 if method.needs_factor else 256)
+    inv, factor = inv_freq_and_factor(scaling, HEAD_DIM, 1e4, scaled.rope_l0, 256, 1000)
+    assert inv.shape == (HEAD_DIM // 2,) and inv.dtype == torch.float64 and factor > 0
+    if method.uses_factor:
+        with pytest.raises(ConfigError, match=f"needs a factor, for example '{name}:4'"):
+            parse_rope_override(name, cfg)
+    else:
+        assert parse_rope_override(name, cfg).type == name
+
+
+def test_the_unknown_method_error_lists_the_table() -> None:
+    with pytest.raises(ConfigError) as err:
+        RopeScaling(type="spiral")
+    assert str(err.value) == f"unknown rope type 'spiral'; supported rope types: {', '.join(ROPE_METHODS)}"
+
+
+def test_every_scaling_key_belongs_to_a_row() -> None:
+    """RopeScaling's fields beyond type, factor and L0 are exactly the keys the rows read."""
+    fields = {f.name for f in dataclasses.fields(RopeScaling)} - {"type", "factor", L0_KEY}
+    declared = {key for method in ROPE_METHODS.values() for key in method.keys}
+    assert declared == fields
+    for method in ROPE_METHODS.values():
+        assert set(method.records) <= set(method.keys)
+
+
+def test_phi3_su_alias_reads_as_longrope() -> None:
+    """'su' names the longrope row, so its config rules apply: top-level L0, derived factor."""
+    raw = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+           "intermediate_size": 8, "vocab_size": 8, "max_position_embeddings": 4 * L0,
+           "original_max_position_embeddings": L0,
+           "rope_scaling": {"type": "su", "long_factor": LONG, "short_factor": SHORT}}
+    s = ModelConfig.from_dict(raw).rope_scaling
+    assert (s.type, s.original_max_position_embeddings, s.factor) == ("longrope", L0, 4.0)
+
+
+def _toy_freq(s: RopeScaling, dim: int, base: float, l0: int, length: int) -> torch.Tensor:
+    """A made-up method: interpolate by the factor times (length / L0) beyond L0."""
+    return default_inv_freq(dim, base) / (s.factor * max(1.0, length / l0))
+
+
+TOY = RopeMethod("toy", _toy_freq, lambda s, l0, max_pos: 0.5, needs_factor=True, original_length="scaling",
+                 length_key=lambda length, l0: max(length, l0), length_update=lambda s: "step")
+
+
+def test_a_new_method_is_one_function_and_one_row(monkeypatch) -> None:
+    """Registering a row is all it takes: overrides, validation, configs, the effective
+    context, Rotary and the decoder's per-step length update follow."""
+    from checkpoints.model import Decoder
+
+    monkeypatch.setitem(ROPE_METHODS, "toy", TOY)
+    cfg = ModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=16, vocab_size=259,
+                      max_position_embeddings=16)
+    scaling = parse_rope_override("toy:2", cfg)
+    assert (scaling.type, scaling.factor, scaling.original_max_position_embeddings) == ("toy", 2.0, 16)
+    with pytest.raises(ConfigError, match="factor must be >= 1 for 'toy'"):
+        parse_rope_override("toy:0.5", cfg)
+    with pytest.raises(ConfigError, match="needs a factor, for example 'toy:4'"):
+        parse_rope_override("toy", cfg)
+    with pytest.raises(ConfigError, match="supported rope types: .*, longrope, toy"):
+        parse_rope_override("spiral:2", cfg)
+    scaled = ModelConfig.from_dict(cfg.with_rope(scaling).to_dict())
+    assert scaled.rope_scaling == scaling and scaled.effective_context == 32
+
+    torch.manual_seed(0)
+    model = Decoder(scaled).eval()
+    cache = model.new_cache()
+    with torch.no_grad():
+        model(torch.arange(40)[None], cache)
+        assert model.rotary.length == 40
+        inv, factor = model.rotary.inv_freq(scaled.rotary_dim)
+        torch.testing.assert_close(inv, default_inv_freq(16, 1e4) / (2 * 40 / 16))
+        assert factor == 0.5
+        model(torch.tensor([[1]]), cache)  # "step": the decode step moves the length on
+        assert model.rotary.length == 41
