@@ -14,6 +14,7 @@ from torch import nn
 
 from checkpoints.attention import KVCache, build_attention, resolve_backend
 from checkpoints.attention.base import AttentionContext
+from checkpoints.attention.cache import RaggedKVCache
 from checkpoints.config import ModelConfig
 from checkpoints.rope import Rotary
 
@@ -124,6 +125,26 @@ class Decoder(nn.Module):
         if logits_for == "last":
             x = x[:, -1:]
         return self.lm_head(self.norm(x)).float(), ctx
+
+    def decode_step(self, tokens: torch.Tensor, cache: RaggedKVCache) -> torch.Tensor:
+        """One decode step of a ragged batch: tokens (B,), row b's after its
+        `cache.lengths[b]` cached tokens -> next-token logits (B, V) fp32. Every
+        row uses its own positions and keys (see `AttentionLayer.by_rows`)."""
+        if self.rotary.depends_on_length:
+            raise ValueError(f"{self.rotary.scaling.type} RoPE depends on each sequence's length: "
+                             "decode its rows one at a time (forward with a KVCache)")
+        ctx = AttentionContext(
+            rotary=self.rotary,
+            start=0,
+            backend=resolve_backend(self.backend, self.device),
+            block_size=self.block_size,
+            row_positions=cache.lengths,
+        )
+        x = self.embed(tokens[:, None])  # (B, 1, hidden)
+        for block, layer_cache in zip(self.layers, cache.layers, strict=True):
+            x = block(x, ctx, layer_cache)
+        cache.advance()
+        return self.lm_head(self.norm(x))[:, 0].float()
 
     def _update_rope_length(self, start: int, t: int, declared: int | None) -> None:
         """Dynamic NTK and LongRoPE depend on the sequence length (their rows in

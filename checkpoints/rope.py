@@ -400,6 +400,12 @@ class Rotary:
         return self._length
 
     @property
+    def depends_on_length(self) -> bool:
+        """Whether the frequencies depend on the sequence length (dynamic NTK, LongRoPE):
+        rows of different lengths then need different tables."""
+        return self.scaling.method.length_key is not None
+
+    @property
     def length_update(self) -> str | None:
         """How the declared length moves after a prefill (one of LENGTH_UPDATES), or
         None when the frequencies do not depend on it."""

@@ -83,9 +83,21 @@ class AttentionContext:
     # Filled by layers when asked: per-layer statistics or dense weights (B, Hq, T, S).
     stats: list[RowStats] = field(default_factory=list)
     weights: list[torch.Tensor] = field(default_factory=list)
+    # Ragged decode (one new token per row, rows of different lengths): row b's
+    # query sits at position `row_positions[b]` (B,) and sees its first
+    # `row_positions[b] + 1` cached keys; `start` is unused then.
+    row_positions: torch.Tensor | None = None
 
     def positions(self, length: int, device: torch.device) -> torch.Tensor:
+        """Absolute positions of this chunk's queries: (T,), or (B, 1) in a ragged decode step."""
+        if self.row_positions is not None:
+            return self.row_positions.to(device)[:, None]
         return torch.arange(self.start, self.start + length, device=device)
+
+    def row_key_lengths(self) -> list[int]:
+        """Keys each row of a ragged decode step sees (host ints)."""
+        assert self.row_positions is not None
+        return [int(n) + 1 for n in self.row_positions.tolist()]
 
 
 class AttentionLayer(nn.Module):
@@ -131,7 +143,10 @@ class AttentionLayer(nn.Module):
         if self.position != "rope":
             return x
         dim = dim if dim is not None else self.config.rotary_dim
-        cos, sin = ctx.rotary.cos_sin(ctx.positions(x.shape[2], x.device), dim, x.dtype)
+        positions = ctx.positions(x.shape[2], x.device)
+        cos, sin = ctx.rotary.cos_sin(positions.reshape(-1), dim, x.dtype)
+        if positions.ndim == 2:  # one position per row: (B, dim) -> (B, 1, 1, dim) over (B, H, 1, D)
+            cos, sin = cos[:, None, None], sin[:, None, None]
         return apply_rotary(x, cos.to(x.device), sin.to(x.device), ctx.rotary.interleaved)
 
     def core(
@@ -145,6 +160,20 @@ class AttentionLayer(nn.Module):
         """(B, Hq, T, D) queries over (B, Hkv, S, D) keys/values -> (B, Hq, T, Dv)."""
         raise NotImplementedError
 
+    def by_rows(self, ctx: AttentionContext, run, queries: dict[str, torch.Tensor],
+                keys: dict[str, torch.Tensor]) -> torch.Tensor:
+        """`run(**queries, **keys)` on the whole batch, or, in a ragged decode step,
+        row by row over each row's own keys (so no row sees another row's padding
+        and every position-dependent term uses the row's own position)."""
+        if ctx.row_positions is None:
+            return run(**queries, **keys)
+        outs = []
+        for b, n in enumerate(ctx.row_key_lengths()):
+            row = {name: t[b : b + 1] for name, t in queries.items()}
+            row.update({name: t[b : b + 1, :, :n] for name, t in keys.items()})
+            outs.append(run(**row))
+        return torch.cat(outs, dim=0)
+
     # --- the forward pass ----------------------------------------------
 
     def forward(self, x: torch.Tensor, ctx: AttentionContext, cache: LayerCache | None) -> torch.Tensor:
@@ -153,8 +182,6 @@ class AttentionLayer(nn.Module):
         q = self.rotate(self.split_heads(self.q_proj(x), self.num_heads), ctx)
         k = self.rotate(self.split_heads(self.k_proj(x), self.num_kv_heads), ctx)
         v = self.split_heads(self.v_proj(x), self.num_kv_heads)
-        if cache is not None:
-            kv = cache.append(k=k, v=v)
-            k, v = kv["k"], kv["v"]
-        out = self.core(q, k, v, ctx, x)  # (B, Hq, T, Dv)
+        kv = cache.append(k=k, v=v) if cache is not None else {"k": k, "v": v}
+        out = self.by_rows(ctx, lambda q, x, k, v: self.core(q, k, v, ctx, x), {"q": q, "x": x}, kv)  # (B, Hq, T, Dv)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))

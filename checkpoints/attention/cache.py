@@ -45,3 +45,99 @@ class KVCache:
     @property
     def length(self) -> int:
         return self.layers[0].length if self.layers else 0
+
+    def fork(self) -> KVCache:
+        """An independent copy (the cached prefix of several continuations)."""
+        copy = KVCache(len(self.layers))
+        for mine, theirs in zip(self.layers, copy.layers, strict=True):
+            theirs._buffers = {name: buf[:, :, : mine.length].clone() for name, buf in mine._buffers.items()}
+            theirs.length = mine.length
+        return copy
+
+    def bytes_per_token(self) -> int:
+        """Cache bytes one token of one row takes, over every layer and entry."""
+        return sum(buf[:1, :, :1].numel() * buf.element_size() for layer in self.layers
+                   for buf in layer._buffers.values())
+
+
+class RaggedLayerCache:
+    """One layer's entries for a batch of rows of different lengths: (B, H, cap, D)
+    buffers; row b's tokens are [0, lengths[b]), the rest is never read."""
+
+    def __init__(self, parent: RaggedKVCache) -> None:
+        self.parent = parent
+        self.buffers: dict[str, torch.Tensor] = {}
+
+    def append(self, **entries: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Write one token per row, (B, H, 1, D) each, at the row's own length; return
+        views (B, H, max length + 1, D). Row b's keys are its first `lengths[b] + 1`."""
+        pos = self.parent.lengths
+        rows = torch.arange(pos.shape[0], device=pos.device)
+        width = self.parent.max_length + 1
+        out = {}
+        for name, x in entries.items():
+            buf = self.buffers[name]
+            buf[rows, :, pos] = x[:, :, 0]
+            out[name] = buf[:, :, :width]
+        return out
+
+
+class RaggedKVCache:
+    """KV cache of a decoding batch whose rows have their own lengths (continuous
+    batching): rows join from a single-row `KVCache` after their prefill and leave
+    when they finish. `lengths` (B,) long is each row's number of cached tokens;
+    a decode step writes row b's new token at position `lengths[b]`."""
+
+    def __init__(self, num_layers: int, device: torch.device) -> None:
+        self.layers = [RaggedLayerCache(self) for _ in range(num_layers)]
+        self.lengths = torch.zeros(0, dtype=torch.long, device=device)
+        self._host_lengths: list[int] = []
+
+    @classmethod
+    def empty_like(cls, cache: KVCache) -> RaggedKVCache:
+        device = next(iter(cache.layers[0]._buffers.values())).device
+        return cls(len(cache.layers), device)
+
+    @property
+    def batch_size(self) -> int:
+        return len(self._host_lengths)
+
+    @property
+    def max_length(self) -> int:
+        return max(self._host_lengths, default=0)
+
+    @property
+    def capacity(self) -> int:
+        first = self.layers[0].buffers
+        return next(iter(first.values())).shape[2] if first else 0
+
+    def join(self, cache: KVCache, reserve: int) -> None:
+        """Add the single row of `cache` at the end of the batch; `reserve` is the
+        length this row may reach, so buffers grow once, not every step."""
+        cap = max(self.capacity, reserve)
+        n = cache.length
+        for mine, theirs in zip(self.layers, cache.layers, strict=True):
+            for name, src in theirs._buffers.items():
+                buf = mine.buffers.get(name)
+                if buf is not None and buf.shape[2] < cap:
+                    grown = buf.new_zeros(*buf.shape[:2], cap, *buf.shape[3:])
+                    grown[:, :, : buf.shape[2]] = buf
+                    buf = grown
+                row = src.new_zeros(1, src.shape[1], cap, *src.shape[3:])
+                row[:, :, :n] = src[:, :, :n]
+                mine.buffers[name] = row if buf is None else torch.cat([buf, row], dim=0)
+        self._host_lengths.append(n)
+        self.lengths = torch.tensor(self._host_lengths, dtype=torch.long, device=self.lengths.device)
+
+    def keep(self, rows: list[int]) -> None:
+        """Keep only `rows` (indices into the batch), in that order."""
+        index = torch.tensor(rows, dtype=torch.long, device=self.lengths.device)
+        for layer in self.layers:
+            layer.buffers = {name: buf.index_select(0, index) for name, buf in layer.buffers.items()}
+        self._host_lengths = [self._host_lengths[i] for i in rows]
+        self.lengths = self.lengths.index_select(0, index)
+
+    def advance(self) -> None:
+        """After a decode step: every row holds one more token."""
+        self._host_lengths = [n + 1 for n in self._host_lengths]
+        self.lengths = self.lengths + 1

@@ -91,10 +91,8 @@ class DiffAttention(SoftmaxFamilyLayer):
         q = self.rotate(self.split_heads(self.q_proj(x), 2 * self.num_heads), ctx)  # (B, 2H, T, d)
         k = self.rotate(self.split_heads(self.k_proj(x), 2 * self.num_kv_heads), ctx)  # (B, 2Hkv, T, d)
         v = self.split_heads(self.v_proj(x), self.num_kv_heads)  # (B, Hkv, T, 2d)
-        if cache is not None:
-            kv = cache.append(k=k, v=v)
-            k, v = kv["k"], kv["v"]
-        out = self.core(q, k, v, ctx, x)  # (B, H, T, 2d)
+        kv = cache.append(k=k, v=v) if cache is not None else {"k": k, "v": v}
+        out = self.by_rows(ctx, lambda q, x, k, v: self.core(q, k, v, ctx, x), {"q": q, "x": x}, kv)  # (B, H, T, 2d)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
 
     def core(self, q, k, v, ctx, x):

@@ -297,6 +297,26 @@ def softmax_sdpa_streaming(
     return torch.lerp(o_diag.float(), o_prefix.float(), w).to(q.dtype)
 
 
+def ragged_decode_sdpa(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor, *, scale: float,
+    slopes: torch.Tensor | None = None, window: int | None = None,
+) -> torch.Tensor:
+    """One decode step of rows of different lengths in one SDPA call: q (B, Hq, 1, D),
+    k/v (B, Hkv, S, D) where row b's keys are its first `positions[b] + 1`; its query
+    sits at `positions[b]`. Keys past a row's length (another row's room) are masked."""
+    kpos = torch.arange(k.shape[2], device=q.device)
+    pos = positions.to(q.device)[:, None]
+    visible = kpos[None, :] <= pos  # (B, S)
+    if window is not None:
+        visible &= kpos[None, :] > pos - window
+    mask = visible[:, None, None, :]  # (B, 1, 1, S)
+    if slopes is not None:  # ALiBi `slope_h * (j - i)` as a float mask with -inf on hidden keys
+        bias = slopes.float().to(q.device)[None, :, None, None] * (kpos[None, :] - pos).float()[:, None, None, :]
+        mask = bias.masked_fill(~mask, float("-inf")).to(q.dtype)
+    gqa = q.shape[1] != k.shape[1]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
+
+
 # --- dispatch between the three implementations --------------------------------
 
 
@@ -371,6 +391,20 @@ class SoftmaxFamilyLayer(AttentionLayer):
 
     def finish(self, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         return out
+
+    def by_rows(self, ctx: AttentionContext, run, queries: dict[str, torch.Tensor],
+                keys: dict[str, torch.Tensor]) -> torch.Tensor:
+        """A ragged decode step of a plain (unsigned, unscaled-query) softmax runs as one
+        masked SDPA call over the whole batch; anything else goes row by row."""
+        plain = (type(self).core is SoftmaxFamilyLayer.core and not self.signed
+                 and type(self).scale_queries is SoftmaxFamilyLayer.scale_queries)
+        if (ctx.row_positions is None or not plain or ctx.backend != "torch"
+                or ctx.collect_stats or ctx.return_weights):
+            return super().by_rows(ctx, run, queries, keys)
+        q, x, k, v = queries["q"], queries["x"], keys["k"], keys["v"]
+        out = ragged_decode_sdpa(q, k, v, ctx.row_positions, scale=self.logit_scale(),
+                                 slopes=self.alibi(q.device), window=self.config.sliding_window)
+        return self.finish(out, x)
 
     def core(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ctx: AttentionContext, x: torch.Tensor

@@ -144,10 +144,11 @@ class _ThresholdBase(NonSoftmaxLayer):
         for sfx in self.pairs:
             t_in[f"q{sfx}"], t_in[f"k{sfx}"] = self.project(x, ctx, sfx)
         t_in["v"] = self.split_heads(self.v_proj(x), self.num_kv_heads)
+        keys = {name: x_ for name, x_ in t_in.items() if not name.startswith("q")}
         if cache is not None:
-            stored = cache.append(**{name: x_ for name, x_ in t_in.items() if not name.startswith("q")})
-            t_in.update(stored)
-        out = self.attend(ctx, **t_in)
+            keys = cache.append(**keys)
+        queries = {name: x_ for name, x_ in t_in.items() if name.startswith("q")}
+        out = self.by_rows(ctx, lambda **t: self.attend(ctx, **t), queries, keys)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
 
 
