@@ -3,8 +3,9 @@
 tasks=[...])` runs any lm-eval task on a lctx checkpoint (import this module first:
 lm-eval's own command line has no plugin discovery; `lctx lm-eval` does it).
 
-The three request types map onto the runtime's scoring and greedy decoding
-(`checkpoints.generate`); contexts longer than the model's budget keep their end."""
+The three request types map onto the batched engine (`checkpoints.engine`): each
+lm-eval call is one list of requests, decoded in batches over a ragged KV cache;
+contexts longer than the model's budget keep their end."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from tqdm import tqdm
 
-from checkpoints.generate import greedy_generate, loglikelihood
+from checkpoints.engine import DEFAULT_MAX_BATCH, Engine, GenerateRequest, LoglikelihoodRequest
 from checkpoints.loading import LoadedModel, load_model
 
 log = logging.getLogger("lctx.lm_eval")
@@ -26,7 +27,8 @@ DEFAULT_GEN_TOKENS = 256
 
 @register_model("lctx")
 class LctxLM(LM):
-    """model_args: checkpoint (required), rope, backend, dtype, device, max_length."""
+    """model_args: checkpoint (required), rope, backend, dtype, device, max_length, and
+    batch_size (the engine's most rows decoded at once; its memory budget bounds it too)."""
 
     def __init__(
         self,
@@ -37,7 +39,8 @@ class LctxLM(LM):
         device: str | None = None,
         max_length: int | str | None = None,
         loaded: LoadedModel | None = None,
-        batch_size: Any = None,  # lm-eval passes it; requests run one at a time
+        batch_size: Any = None,
+        memory_budget: int | str | None = None,
         **unused: Any,
     ) -> None:
         super().__init__()
@@ -49,6 +52,9 @@ class LctxLM(LM):
         self.loaded = loaded
         self.tok = loaded.tokenizer
         self.max_length = int(max_length) if max_length else loaded.config.effective_context
+        rows = int(batch_size) if str(batch_size or "").isdigit() and int(batch_size) > 0 else DEFAULT_MAX_BATCH
+        self.engine = Engine(loaded.model, loaded.tokenizer, max_batch=rows,
+                             memory_budget=int(memory_budget) if memory_budget else None)
         if unused:
             log.warning("lctx lm-eval model ignores arguments %s", sorted(unused))
 
@@ -70,34 +76,40 @@ class LctxLM(LM):
         ctx = self.tok.encode(context, add_special_tokens=False)
         return self.prefix() + whole[: len(ctx)], whole[len(ctx):]
 
-    # --- the three request types -----------------------------------------------
+    # --- the three request types, each one batched call of the engine ----------
 
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
-        out = []
-        for req in tqdm(requests, disable=disable_tqdm, desc="loglikelihood"):
+        reqs = []
+        for req in requests:
             context, continuation = req.args
             ctx, cont = self.encode_pair(context, continuation)
             keep = max(1, self.max_length - len(cont))
-            out.append(loglikelihood(self.loaded.model, ctx[-keep:], cont))
-        return out
+            reqs.append(LoglikelihoodRequest(ctx[-keep:], cont))
+        with tqdm(total=len(reqs), disable=disable_tqdm, desc="loglikelihood") as bar:
+            return self.engine.loglikelihood(reqs, done=lambda *_: bar.update())
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
-        out = []
-        for req in tqdm(requests, disable=disable_tqdm, desc="loglikelihood_rolling"):
+        """Each text as lm-eval's disjoint rolling windows, every window one log-likelihood request."""
+        windows: list[LoglikelihoodRequest] = []
+        owner: list[int] = []
+        prefix = self.prefix()
+        for i, req in enumerate(requests):
             (text,) = req.args
             ids = self.tok.encode(text, add_special_tokens=False)
-            prefix = self.prefix()
-            windows = get_rolling_token_windows(ids, prefix_token=prefix[0] if prefix else ids[0],
-                                                max_seq_len=self.max_length, context_len=1)
-            total = 0.0
-            for ctx, cont in map(make_disjoint_window, windows):
-                total += loglikelihood(self.loaded.model, ctx, cont)[0]
-            out.append(total)
-        return out
+            for ctx, cont in map(make_disjoint_window, get_rolling_token_windows(
+                    ids, prefix_token=prefix[0] if prefix else ids[0], max_seq_len=self.max_length, context_len=1)):
+                windows.append(LoglikelihoodRequest(ctx, cont))
+                owner.append(i)
+        totals = [0.0] * len(requests)
+        with tqdm(total=len(windows), disable=disable_tqdm, desc="loglikelihood_rolling") as bar:
+            for i, (logp, _) in zip(owner, self.engine.loglikelihood(windows, done=lambda *_: bar.update()),
+                                    strict=True):
+                totals[i] += logp
+        return totals
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        out = []
-        for req in tqdm(requests, disable=disable_tqdm, desc="generate_until"):
+        reqs = []
+        for req in requests:
             context, kwargs = req.args
             kwargs = dict(kwargs or {})
             until = kwargs.pop("until", None) or []
@@ -107,6 +119,6 @@ class LctxLM(LM):
                 log.warning("lctx decodes greedily; do_sample=True is ignored")
             ids = self.prefix() + self.tok.encode(context, add_special_tokens=False)
             keep = max(1, self.max_length - max_new)
-            gen = greedy_generate(self.loaded.model, self.tok, ids[-keep:], max_new, stop=until)
-            out.append(gen.text)
-        return out
+            reqs.append(GenerateRequest(ids[-keep:], max_new_tokens=max_new, stop=tuple(until)))
+        with tqdm(total=len(reqs), disable=disable_tqdm, desc="generate_until") as bar:
+            return [g.text for g in self.engine.generate_until(reqs, done=lambda *_: bar.update())]
