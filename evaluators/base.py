@@ -2,10 +2,15 @@
 and the loop that turns a plan of samples into scored records and a result.
 
 An evaluator plans its samples cheaply (ids and parameters, no model calls),
-runs one sample at a time into a JSON record, and aggregates the records.
-`run` appends each record to `samples.jsonl` as soon as it is scored and skips
-ids already recorded under the same configuration, so an interrupted run
-picks up where it stopped and every sample is scored exactly once."""
+turns each into one engine request (`build`: generate until, log-likelihood or
+rolling log-likelihood; see `checkpoints.engine`), scores each response into a
+JSON record (`score`) and aggregates the records. The loop hands the requests
+of many samples to the engine at once (batched decoding) and appends each
+record to `samples.jsonl` the moment its request finishes, skipping ids already
+recorded under the same configuration: a run killed in the middle of a batch
+resumes with every sample scored exactly once. An evaluator that needs more
+than the three request types (attention diagnostics reads attention statistics
+and hidden states) overrides `run_sample` instead: its narrow seam to the model."""
 
 from __future__ import annotations
 
@@ -18,9 +23,15 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, ClassVar
 
+from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.loading import LoadedModel
 
 SAMPLES_FILE = "samples.jsonl"
+# Samples built (prompts tokenized) and handed to the engine at a time: bounds the
+# prompts held in memory; the engine batches within each group.
+BUILD_GROUP = 256
+
+Request = GenerateRequest | LoglikelihoodRequest | RollingRequest
 
 Progress = Callable[[str, int, int], None]
 ShouldStop = Callable[[], bool]
@@ -47,6 +58,17 @@ class Sample:
 
     id: str
     params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Built:
+    """A sample made ready to run: its engine request, the record fields known before
+    running (prompt_tokens, truncated, ...) and whatever scoring needs (`keep`)."""
+
+    sample: Sample
+    request: Request
+    record: dict[str, Any] = field(default_factory=dict)
+    keep: Any = None
 
 
 class Evaluator:
@@ -97,10 +119,21 @@ class Evaluator:
     def plan(self, loaded: LoadedModel) -> list[Sample]:
         raise NotImplementedError
 
-    def run_sample(self, loaded: LoadedModel, sample: Sample) -> dict[str, Any]:
-        """The record of one sample: at least prompt_tokens, truncated, prediction,
-        references and score (the base adds task, id and config)."""
+    def build(self, loaded: LoadedModel, sample: Sample) -> Built:
+        """The sample's engine request and the record fields known before it runs."""
         raise NotImplementedError
+
+    def score(self, built: Built, response: Any) -> dict[str, Any]:
+        """The record of one sample from its engine response (a `Generation`, a
+        (log-likelihood, greedy) pair or per-token log-probabilities): at least
+        prompt_tokens, truncated, prediction, references and score (the base adds
+        task, id and config)."""
+        raise NotImplementedError
+
+    # The seam for an evaluator that needs the model itself (diagnostics): when a
+    # subclass defines `run_sample(loaded, sample) -> record`, samples run one at a
+    # time through it instead of through the engine.
+    run_sample: ClassVar[Callable[..., dict[str, Any]] | None] = None
 
     def aggregate(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         raise NotImplementedError
@@ -166,8 +199,10 @@ def run_evaluator(
     out_dir: Path,
     progress: Progress | None = None,
     should_stop: ShouldStop | None = None,
+    engine: Engine | None = None,
 ) -> dict[str, Any]:
-    """Plan, skip what is recorded, run the rest one sample at a time, aggregate."""
+    """Plan, skip what is recorded, run the rest through the engine in batches (or
+    one at a time through `run_sample`), aggregate."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     evaluator.prepare(loaded)
@@ -179,20 +214,33 @@ def run_evaluator(
     config = evaluator.config_hash(loaded.describe())
     done = log.done(evaluator.name, config)
     total = len(samples)
-    finished = sum(1 for i in ids if i in done)
     report = progress or (lambda *_: None)
-    report(evaluator.name, finished, total)
-    for sample in samples:
-        if sample.id in done:
-            continue
+    pending = [s for s in samples if s.id not in done]
+    report(evaluator.name, total - len(pending), total)
+
+    def record(sample: Sample, fields: dict[str, Any]) -> None:
+        rec = {"task": evaluator.name, "id": sample.id, "config": config, **fields}
+        log.append(rec)
+        done[sample.id] = rec
+        report(evaluator.name, len(done), total)
+
+    def check_stop() -> None:
         if should_stop is not None and should_stop():
-            raise EvaluationCancelled(f"{evaluator.name}: stopped after {finished} of {total} samples")
-        record = {"task": evaluator.name, "id": sample.id, "config": config,
-                  **evaluator.run_sample(loaded, sample)}
-        log.append(record)
-        done[sample.id] = record
-        finished += 1
-        report(evaluator.name, finished, total)
+            raise EvaluationCancelled(f"{evaluator.name}: stopped after {len(done)} of {total} samples")
+
+    if evaluator.run_sample is not None:
+        for sample in pending:
+            check_stop()
+            record(sample, evaluator.run_sample(loaded, sample))
+    else:
+        def finished(built: Built, response: Any) -> None:
+            record(built.sample, {**built.record, **evaluator.score(built, response)})
+            check_stop()  # a cancel lands mid-batch; every answered sample is already recorded
+
+        engine = engine or Engine(loaded.model, loaded.tokenizer)
+        for lo in range(0, len(pending), BUILD_GROUP):
+            check_stop()
+            run_built(engine, [evaluator.build(loaded, s) for s in pending[lo:lo + BUILD_GROUP]], finished)
     records = [done[i] for i in ids]
     aggregates = evaluator.aggregate(records)
     plot_paths = evaluator.plots(records, aggregates, out_dir / "plots")
@@ -209,6 +257,18 @@ def run_evaluator(
         "plots": [str(p) for p in plot_paths],
         **aggregates,
     }
+
+
+def run_built(engine: Engine, built: list[Built], finished: Callable[[Built, Any], None]) -> None:
+    """Hand every request to the engine, one batched call per request type;
+    `finished(built, response)` runs the moment each request is answered."""
+    calls = ((GenerateRequest, engine.generate_until), (LoglikelihoodRequest, engine.loglikelihood),
+             (RollingRequest, engine.loglikelihood_rolling))
+    for kind, call in calls:
+        group = [b for b in built if isinstance(b.request, kind)]
+        if not group:
+            continue
+        call([b.request for b in group], done=lambda i, response, group=group: finished(group[i], response))
 
 
 def as_int_list(name: str, value: Any, task: str, minimum: int = 1) -> list[int]:

@@ -262,7 +262,7 @@ class DiagnosticsEvaluator(Evaluator):
             start = (i * length) % (span + 1) if span > 0 else 0
             return self.text_ids[start : start + length]
         passkey = PasskeyEvaluator(PasskeyEvaluator.validate({"seed": self.options["seed"], "lengths": [length]}))
-        return passkey.build(loaded.tokenizer, length, i)["ids"][:length]  # the fixed blocks may exceed short targets
+        return passkey.trial_prompt(loaded.tokenizer, length, i)["ids"][:length]  # the fixed blocks may exceed short targets
 
     def run_sample(self, loaded: LoadedModel, sample: Sample) -> dict[str, Any]:
         n = sample.params["length"]

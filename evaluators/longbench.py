@@ -25,10 +25,11 @@ import jinja2
 import yaml
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from checkpoints.generate import greedy_generate
+from checkpoints.engine import GenerateRequest
+from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
-from evaluators.base import Evaluator, EvaluatorError, Sample, as_int
+from evaluators.base import Built, Evaluator, EvaluatorError, Sample, as_int
 from evaluators.data import load_longbench
 from evaluators.metrics import longbench_dataset_score, longbench_e_scores, longbench_sample_score
 
@@ -206,8 +207,8 @@ class LongBenchEvaluator(Evaluator):
                 samples.append(Sample(f"longbench/{d}/{rid}", {"dataset": d, "index": i}))
         return samples
 
-    def build(self, tokenizer: Tokenizer, cfg: DatasetConfig, record: dict[str, Any],
-              max_length: int) -> tuple[list[int], bool]:
+    def prompt_ids(self, tokenizer: Tokenizer, cfg: DatasetConfig, record: dict[str, Any],
+                   max_length: int) -> tuple[list[int], bool]:
         budget = max_length - cfg.max_gen
         if budget < 2:
             raise EvaluatorError(f"longbench: max_length {max_length} leaves no room for a prompt next to "
@@ -217,20 +218,26 @@ class LongBenchEvaluator(Evaluator):
             prompt = apply_chat_template(tokenizer, prompt)
         return tokenizer.encode(prompt), truncated
 
-    def run_sample(self, loaded: LoadedModel, sample: Sample) -> dict[str, Any]:
+    def build(self, loaded: LoadedModel, sample: Sample) -> Built:
         d = sample.params["dataset"]
         cfg = configs(self.options["e"])[d]
         record = self.records[d][sample.params["index"]]
-        ids, truncated = self.build(loaded.tokenizer, cfg, record, self.max_length(loaded))
+        ids, truncated = self.prompt_ids(loaded.tokenizer, cfg, record, self.max_length(loaded))
         end: dict[str, Any] = {}
         if d in NEWLINE_STOP:  # pred.py: newline is an end token, min_length = context + 1
             newline = loaded.tokenizer.encode("\n", add_special_tokens=False)[-1:]
-            end = {"stop": ("\n",), "min_new_tokens": 1, "suppress_ids": newline}
-        gen = greedy_generate(loaded.model, loaded.tokenizer, ids, cfg.max_gen, **end)
-        score = longbench_sample_score(d, cfg.metric, gen.text, record["answers"], record.get("all_classes"))
-        return {"dataset": d, "prompt_tokens": len(ids), "truncated": truncated, "prediction": gen.text,
-                "references": record["answers"], "all_classes": record.get("all_classes"),
-                "length": record["length"], "language": record.get("language"), "score": score}
+            end = {"stop": ("\n",), "min_new_tokens": 1, "suppress_ids": tuple(newline)}
+        return Built(sample, GenerateRequest(ids, max_new_tokens=cfg.max_gen, **end),
+                     {"dataset": d, "prompt_tokens": len(ids), "truncated": truncated,
+                      "references": record["answers"], "all_classes": record.get("all_classes"),
+                      "length": record["length"], "language": record.get("language")},
+                     keep=(cfg.metric, record))
+
+    def score(self, built: Built, response: Generation) -> dict[str, Any]:
+        metric, record = built.keep
+        return {"prediction": response.text,
+                "score": longbench_sample_score(built.record["dataset"], metric, response.text, record["answers"],
+                                                record.get("all_classes"))}
 
     def aggregate(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         by_dataset: dict[str, list[dict]] = defaultdict(list)

@@ -21,10 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from checkpoints.generate import greedy_generate
+from checkpoints.engine import GenerateRequest
+from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
-from evaluators.base import Evaluator, EvaluatorError, Sample, as_int, as_int_list
+from evaluators.base import Built, Evaluator, EvaluatorError, Sample, as_int, as_int_list
 from evaluators.plots import heatmap
 
 INTRO = (
@@ -122,10 +123,14 @@ class _Retrieval(Evaluator):
         o["max_new_tokens"] = as_int("max_new_tokens", o["max_new_tokens"], cls.name, minimum=1)
         return o
 
-    def generate(self, loaded: LoadedModel, ids: list[int], key: int) -> dict[str, Any]:
-        gen = greedy_generate(loaded.model, loaded.tokenizer, ids, self.options["max_new_tokens"])
-        correct = is_correct(gen.text, key)
-        return {"prediction": gen.text, "references": [str(key)], "score": 1.0 if correct else 0.0}
+    def request(self, sample: Sample, ids: list[int], key: int, record: dict[str, Any]) -> Built:
+        """Greedy decoding of `max_new_tokens` after the prompt; `key` is kept for scoring."""
+        return Built(sample, GenerateRequest(ids, max_new_tokens=self.options["max_new_tokens"]), record, keep=key)
+
+    def score(self, built: Built, response: Generation) -> dict[str, Any]:
+        key = built.keep
+        return {"prediction": response.text, "references": [str(key)],
+                "score": 1.0 if is_correct(response.text, key) else 0.0}
 
 
 class PasskeyEvaluator(_Retrieval):
@@ -149,7 +154,7 @@ class PasskeyEvaluator(_Retrieval):
                 tokenizer, target, lambda g: passkey_prompt(KEY_RANGE[1], g, g // 2))
         return self._fitted[target]
 
-    def build(self, tokenizer: Tokenizer, target: int, trial: int) -> dict[str, Any]:
+    def trial_prompt(self, tokenizer: Tokenizer, target: int, trial: int) -> dict[str, Any]:
         """The trial's prompt: key and depth drawn from a generator seeded by (seed, length, trial)."""
         rng = random.Random(f"{self.options['seed']}/{target}/{trial}")
         key = rng.randint(*KEY_RANGE)
@@ -162,14 +167,14 @@ class PasskeyEvaluator(_Retrieval):
                 "depth_decile": min(int(depth * 10), 9), "ids": ids,
                 "prompt": passkey_prompt(key, g, p)}
 
-    def run_sample(self, loaded: LoadedModel, sample: Sample) -> dict[str, Any]:
+    def build(self, loaded: LoadedModel, sample: Sample) -> Built:
         target = sample.params["length"]
-        built = self.build(loaded.tokenizer, target, sample.params["trial"])
-        ids = built.pop("ids")
-        built.pop("prompt")
-        return {"length": target, "trial": sample.params["trial"], "prompt_tokens": len(ids),
-                "truncated": False, "over_target": len(ids) > target, **built,
-                **self.generate(loaded, ids, built["key"])}
+        trial = self.trial_prompt(loaded.tokenizer, target, sample.params["trial"])
+        ids = trial.pop("ids")
+        trial.pop("prompt")
+        return self.request(sample, ids, trial["key"], {
+            "length": target, "trial": sample.params["trial"], "prompt_tokens": len(ids),
+            "truncated": False, "over_target": len(ids) > target, **trial})
 
     def aggregate(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         by_length: dict[int, list] = defaultdict(list)
@@ -264,7 +269,7 @@ class NeedleEvaluator(_Retrieval):
         return [Sample(f"needle/len={n}/depth={d}/trial={t}", {"length": n, "depth": d, "trial": t})
                 for n in o["lengths"] for d in o["depths"] for t in range(o["trials"])]
 
-    def run_sample(self, loaded: LoadedModel, sample: Sample) -> dict[str, Any]:
+    def build(self, loaded: LoadedModel, sample: Sample) -> Built:
         n, d, t = sample.params["length"], sample.params["depth"], sample.params["trial"]
         tok = loaded.tokenizer
         rng = random.Random(f"{self.options['seed']}/{n}/{d}/{t}")
@@ -272,9 +277,9 @@ class NeedleEvaluator(_Retrieval):
         if (n, d) not in self._fitted:
             self._fitted[(n, d)] = fit_length(tok, n, lambda g: self.prompt(KEY_RANGE[1], g, d))
         g, ids = shrink_to_fit(tok, n, self._fitted[(n, d)], lambda g2: self.prompt(key, g2, d))
-        return {"length": n, "depth_percent": d, "trial": t, "key": key, "haystack_chars": g,
-                "prompt_tokens": len(ids), "truncated": False, "over_target": len(ids) > n,
-                **self.generate(loaded, ids, key)}
+        return self.request(sample, ids, key, {
+            "length": n, "depth_percent": d, "trial": t, "key": key, "haystack_chars": g,
+            "prompt_tokens": len(ids), "truncated": False, "over_target": len(ids) > n})
 
     def aggregate(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         cells: dict[tuple[int, int], list] = defaultdict(list)

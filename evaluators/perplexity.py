@@ -9,9 +9,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from checkpoints.generate import token_logprobs
+import torch
+
+from checkpoints.engine import RollingRequest
 from checkpoints.loading import LoadedModel
-from evaluators.base import Evaluator, EvaluatorError, Sample, as_int, as_int_list
+from evaluators.base import Built, Evaluator, EvaluatorError, Sample, as_int, as_int_list
 
 
 class PerplexityEvaluator(Evaluator):
@@ -68,13 +70,16 @@ class PerplexityEvaluator(Evaluator):
         return [Sample(f"perplexity/len={n}/window={i}", {"length": n, "window": w})
                 for n in self.options["lengths"] for i, w in enumerate(self.windows(n))]
 
-    def run_sample(self, loaded: LoadedModel, sample: Sample) -> dict[str, Any]:
+    def build(self, loaded: LoadedModel, sample: Sample) -> Built:
         start, end, scored = sample.params["window"]
-        lp = token_logprobs(loaded.model, self.ids[start:end])  # (end - start - 1,)
-        nll = -float(lp[-scored:].sum())
-        return {"length": sample.params["length"], "start": start, "prompt_tokens": end - start,
-                "truncated": False, "prediction": None, "references": None, "nll": nll, "tokens": scored,
-                "score": math.exp(nll / scored)}
+        return Built(sample, RollingRequest(self.ids[start:end]),
+                     {"length": sample.params["length"], "start": start, "prompt_tokens": end - start,
+                      "truncated": False, "prediction": None, "references": None, "tokens": scored})
+
+    def score(self, built: Built, response: torch.Tensor) -> dict[str, Any]:
+        scored = built.record["tokens"]
+        nll = -float(response[-scored:].sum())  # response: (end - start - 1,) token log-probabilities
+        return {"nll": nll, "score": math.exp(nll / scored)}
 
     def aggregate(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         by_length: dict[str, Any] = {}

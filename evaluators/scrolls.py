@@ -12,10 +12,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from checkpoints.generate import greedy_generate
+from checkpoints.engine import GenerateRequest
+from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
-from evaluators.base import Evaluator, EvaluatorError, Sample, as_int
+from evaluators.base import Built, Evaluator, EvaluatorError, Sample, as_int
 from evaluators.data import group_by_id, load_scrolls
 from evaluators.metrics import (
     ROUGE_KEYS,
@@ -83,7 +84,7 @@ class ScrollsEvaluator(Evaluator):
         return [Sample(f"scrolls/{t}/{e['id']}", {"task": t, "index": i})
                 for t, exs in self.examples.items() for i, e in enumerate(exs)]
 
-    def run_sample(self, loaded: LoadedModel, sample: Sample) -> dict[str, Any]:
+    def build(self, loaded: LoadedModel, sample: Sample) -> Built:
         t = sample.params["task"]
         ex = self.examples[t][sample.params["index"]]
         max_new = self.options["max_new_tokens"] or MAX_NEW_TOKENS[t]
@@ -93,12 +94,16 @@ class ScrollsEvaluator(Evaluator):
             raise EvaluatorError(f"scrolls: max_length {max_length} leaves no room for a prompt next to "
                                  f"{max_new} generated tokens; raise max_length or lower max_new_tokens")
         ids, truncated = truncate_end(loaded.tokenizer, ex["input"], budget)
-        gen = greedy_generate(loaded.model, loaded.tokenizer, ids, max_new)
-        metrics = scrolls_sample_scores(t, gen.text, ex["outputs"])
+        return Built(sample, GenerateRequest(ids, max_new_tokens=max_new),
+                     {"scrolls_task": t, "prompt_tokens": len(ids), "truncated": truncated,
+                      "references": ex["outputs"]})
+
+    def score(self, built: Built, response: Generation) -> dict[str, Any]:
+        t = built.record["scrolls_task"]
+        metrics = scrolls_sample_scores(t, response.text, built.record["references"])
         score = geometric_mean([metrics[k] for k in ROUGE_KEYS]) if SCROLLS_METRICS[t] == "rouge" \
             else next(iter(metrics.values()))
-        return {"scrolls_task": t, "prompt_tokens": len(ids), "truncated": truncated, "prediction": gen.text,
-                "references": ex["outputs"], "metrics": metrics, "score": score}
+        return {"prediction": response.text, "metrics": metrics, "score": score}
 
     def aggregate(self, records: list[dict[str, Any]]) -> dict[str, Any]:
         by_task: dict[str, list[dict]] = defaultdict(list)

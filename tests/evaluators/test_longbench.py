@@ -89,14 +89,14 @@ def test_chat_template_exceptions() -> None:
     tok.chat_template = "{% for m in messages %}<u>{{ m['content'] }}</u>{% endfor %}{% if add_generation_prompt %}<a>{% endif %}"
     ev = LongBenchEvaluator(LongBenchEvaluator.validate({"chat_template": True}))
     rec = load_longbench("qasper", DATA)[0]
-    ids, _ = ev.build(tok, configs(False)["qasper"], rec, 4096)
+    ids, _ = ev.prompt_ids(tok, configs(False)["qasper"], rec, 4096)
     text = tok.decode(ids)
     assert text.startswith("<u>You are given") and text.endswith("</u><a>")
     rec = load_longbench("trec", DATA)[0]
-    ids, _ = ev.build(tok, configs(False)["trec"], rec, 4096)
+    ids, _ = ev.prompt_ids(tok, configs(False)["trec"], rec, 4096)
     assert not tok.decode(ids).startswith("<u>")
     with pytest.raises(EvaluatorError, match="no chat template"):
-        ev.build(ByteTokenizer(), configs(False)["qasper"], load_longbench("qasper", DATA)[0], 4096)
+        ev.prompt_ids(ByteTokenizer(), configs(False)["qasper"], load_longbench("qasper", DATA)[0], 4096)
 
 
 PREDICTIONS = {
@@ -292,19 +292,24 @@ def test_every_dataset_of_the_shipped_data_runs_through_the_pipeline(tmp_path: P
     """All 21 LongBench and 13 LongBench-E datasets: data, prompt, truncation, generation
     settings, scoring and the per-dataset, per-category, average and bucket summary. Generation
     is stubbed (with a tiny model these 57 samples take minutes on a shared CPU)."""
-    import evaluators.longbench as lbmod
+    from checkpoints.engine import Engine
     from checkpoints.generate import Generation
 
     calls: list[tuple[str, int, tuple[str, ...]]] = []
 
-    def fake_generate(model, tokenizer, ids, max_new_tokens, stop=(), min_new_tokens=0, suppress_ids=()):
-        prompt = tokenizer.decode(ids)
-        calls.append((prompt, max_new_tokens, tuple(stop)))
-        # samsum as pred.py: no empty answer (min_length = context + 1 with newline as an end token)
-        assert (min_new_tokens, list(suppress_ids)) == ((1, [10]) if stop else (0, []))
-        return Generation(text="Paragraph 2", token_ids=[], prompt_tokens=len(ids), stop_reason="length")
+    def fake_generate_until(engine, requests, done=None):
+        out = []
+        for i, req in enumerate(requests):
+            calls.append((engine.tokenizer.decode(list(req.prompt_ids)), req.max_new_tokens, req.stop))
+            # samsum as pred.py: no empty answer (min_length = context + 1 with newline as an end token)
+            assert (req.min_new_tokens, list(req.suppress_ids)) == ((1, [10]) if req.stop else (0, []))
+            out.append(Generation(text="Paragraph 2", token_ids=[], prompt_tokens=len(req.prompt_ids),
+                                  stop_reason="length"))
+            if done is not None:
+                done(i, out[-1])
+        return out
 
-    monkeypatch.setattr(lbmod, "greedy_generate", fake_generate)
+    monkeypatch.setattr(Engine, "generate_until", fake_generate_until)
     loaded = tiny_model(tmp_path / "m")
     for e, n in ((False, 21), (True, 13)):
         calls.clear()

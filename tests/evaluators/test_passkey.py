@@ -34,7 +34,7 @@ def test_seeded_prompt_is_pinned() -> None:
     """Seed 0, 400 byte tokens, trial 0: the whole prompt, string for string (a change in how
     keys and depths are drawn would silently change every published number)."""
     ev = PasskeyEvaluator(PasskeyEvaluator.validate({"lengths": [400], "seed": 0}))
-    built = ev.build(ByteTokenizer(), 400, 0)
+    built = ev.trial_prompt(ByteTokenizer(), 400, 0)
     assert (built["key"], built["garbage_chars"], built["depth_chars"], len(built["ids"])) == (36111, 152, 74, 400)
     assert built["prompt"] == (
         "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
@@ -49,14 +49,14 @@ def test_seeded_prompt_is_pinned() -> None:
 def test_trial_is_seeded_by_seed_length_and_trial() -> None:
     tok = ByteTokenizer()
     ev = PasskeyEvaluator(PasskeyEvaluator.validate({"lengths": [600], "seed": 3}))
-    a = ev.build(tok, 600, 7)
-    b = PasskeyEvaluator(PasskeyEvaluator.validate({"lengths": [600, 900], "seed": 3})).build(tok, 600, 7)
+    a = ev.trial_prompt(tok, 600, 7)
+    b = PasskeyEvaluator(PasskeyEvaluator.validate({"lengths": [600, 900], "seed": 3})).trial_prompt(tok, 600, 7)
     assert a == b
     rng = random.Random("3/600/7")
     key = rng.randint(1, 50000)
     assert a["key"] == key and a["depth_chars"] == rng.randint(0, a["garbage_chars"])
     assert a["prompt"] == passkey_prompt(key, a["garbage_chars"], a["depth_chars"])
-    assert ev.build(tok, 600, 8)["key"] != key or ev.build(tok, 600, 8)["depth_chars"] != a["depth_chars"]
+    assert ev.trial_prompt(tok, 600, 8)["key"] != key or ev.trial_prompt(tok, 600, 8)["depth_chars"] != a["depth_chars"]
 
 
 @pytest.mark.parametrize("target", [300, 517, 1000, 2049])
@@ -64,7 +64,7 @@ def test_prompt_is_the_longest_that_fits(target: int) -> None:
     tok = ByteTokenizer()
     ev = PasskeyEvaluator(PasskeyEvaluator.validate({"lengths": [target]}))
     for trial in range(5):
-        built = ev.build(tok, target, trial)
+        built = ev.trial_prompt(tok, target, trial)
         assert len(built["ids"]) <= target
         longer = passkey_prompt(built["key"], built["garbage_chars"] + 1, built["depth_chars"])
         # Byte tokens: one more garbage character would exceed the target (5-digit keys fit exactly).
@@ -181,7 +181,7 @@ def test_lengths_are_in_the_models_own_tokens_with_a_bpe_tokenizer(tmp_path: Pat
         probe = lambda n: len(bpe.encode(passkey_prompt(KEY_RANGE[1], n, n // 2)))  # noqa: E731
         assert probe(g) <= target < probe(g + 1)
         for trial in range(10):
-            built = ev.build(bpe, target, trial)
+            built = ev.trial_prompt(bpe, target, trial)
             assert target - 4 <= len(built["ids"]) <= target
             assert built["ids"] == bpe.encode(built["prompt"])
 
