@@ -1,0 +1,208 @@
+"""Evaluation throughput: lctx through its model interface against lm-eval's own
+Hugging Face backend (`--model hf`, batch size 16) on the same local lm-eval
+`generate_until` task, the same random Llama checkpoint and tokenizer, the same
+threads, alternating runs in one process; medians over rounds.
+
+Workloads: (a) decode-heavy, 32 prompts of ~256 tokens, 64 new tokens; (b)
+prefill-heavy, 8 prompts of ~2048 tokens, 8 new tokens. End to end means
+`lm_eval.simple_evaluate` with the model built inside it (as `lm_eval --model`
+does; process start excluded). The generation loop alone compares
+`Engine.generate_until` with transformers' batched `generate` (batch 16, left
+padding) on the same token ids. Generated texts of both are compared.
+
+Usage: python bench/eval_throughput.py [--rounds 3] [--threads 2] [--out bench/results]"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+VOCAB = 32000
+ARCH = dict(vocab_size=VOCAB, hidden_size=512, intermediate_size=1376, num_hidden_layers=4,
+            num_attention_heads=8, num_key_value_heads=8, max_position_embeddings=4096,
+            bos_token_id=1, eos_token_id=2)
+WORKLOADS = {"decode_heavy": dict(prompts=32, tokens=256, new=64),
+             "prefill_heavy": dict(prompts=8, tokens=2048, new=8)}
+HF_BATCH = 16
+
+
+def make_checkpoint(path: Path) -> None:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from tests.checkpoints.hf_models import write_tokenizer
+
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(**ARCH)).save_pretrained(path)
+    write_tokenizer(path, VOCAB)
+
+
+def make_task(folder: Path, name: str, prompts: int, tokens: int, new: int) -> None:
+    """A local generate_until task: `prompts` documents of ~`tokens` word tokens
+    (ids 3.. so no BOS/EOS inside), greedy, `new` tokens, no stop string a
+    word-level tokenizer could produce."""
+    rng = random.Random(hash(name) % 1000)
+    rows = [{"text": " ".join(f"t{rng.randrange(3, VOCAB)}" for _ in range(tokens - 1)), "target": "t3"}
+            for _ in range(prompts)]
+    data = folder / f"{name}.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / f"{name}.yaml").write_text(f"""task: {name}
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: generate_until
+doc_to_text: "{{{{text}}}}"
+doc_to_target: "{{{{target}}}}"
+generation_kwargs:
+  until: ["<never>"]
+  max_gen_toks: {new}
+  do_sample: false
+metric_list:
+  - metric: exact_match
+metadata:
+  version: 1.0
+""")
+
+
+def run_lm_eval(impl: str, ckpt: Path, task: str, manager) -> tuple[float, list[str]]:
+    import lm_eval
+
+    import evaluators.lm_eval_adapter  # noqa: F401  (registers "lctx")
+
+    if impl == "hf":
+        model, args = "hf", f"pretrained={ckpt},dtype=float32,device=cpu"
+        batch = HF_BATCH
+    else:
+        model, args = "lctx", {"checkpoint": str(ckpt), "device": "cpu"}
+        batch = None
+    t0 = time.perf_counter()
+    out = lm_eval.simple_evaluate(model=model, model_args=args, tasks=[task], batch_size=batch,
+                                  task_manager=manager, log_samples=True, verbosity="ERROR")
+    seconds = time.perf_counter() - t0
+    samples = sorted(out["samples"][task], key=lambda s: s["doc_id"])
+    return seconds, [s["resps"][0][0] for s in samples]
+
+
+def loop_only(ckpt: Path, prompts: list[list[int]], new: int, rounds: int) -> dict:
+    """The generation loops alone: Engine.generate_until against HF batched generate."""
+    from transformers import LlamaForCausalLM
+
+    from checkpoints.engine import Engine, GenerateRequest
+    from checkpoints.loading import load_model
+
+    loaded = load_model(ckpt, device="cpu")
+    engine = Engine(loaded.model, loaded.tokenizer)
+    hf = LlamaForCausalLM.from_pretrained(ckpt, attn_implementation="sdpa", dtype=torch.float32).eval()
+    reqs = [GenerateRequest(p, max_new_tokens=new) for p in prompts]
+
+    def lctx_run() -> list[list[int]]:
+        return [g.token_ids for g in engine.generate_until(reqs)]
+
+    def hf_run() -> list[list[int]]:
+        out = []
+        for lo in range(0, len(prompts), HF_BATCH):
+            chunk = prompts[lo:lo + HF_BATCH]
+            width = max(map(len, chunk))
+            ids = torch.tensor([[0] * (width - len(p)) + p for p in chunk])
+            mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk])
+            with torch.inference_mode():
+                gen = hf.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new, do_sample=False,
+                                  pad_token_id=0, eos_token_id=2)
+            for row in gen[:, width:].tolist():
+                out.append(row[:row.index(2)] if 2 in row else row)
+        return out
+
+    times: dict[str, list[float]] = {"lctx": [], "hf": []}
+    outputs = {}
+    lctx_run(), hf_run()  # warm-up
+    for r in range(rounds):
+        for impl in (("lctx", "hf") if r % 2 == 0 else ("hf", "lctx")):
+            t0 = time.perf_counter()
+            outputs[impl] = lctx_run() if impl == "lctx" else hf_run()
+            times[impl].append(time.perf_counter() - t0)
+    same = sum(a == b for a, b in zip(outputs["lctx"], outputs["hf"], strict=True))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {"seconds": times, "median_s": med, "speed_ratio_lctx_over_hf": med["hf"] / med["lctx"],
+            "identical_outputs": same, "outputs": len(prompts)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    from lm_eval.tasks import TaskManager
+
+    report: dict = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "threads": args.threads,
+                                "torch": torch.__version__, "python": platform.python_version()},
+                    "arch": ARCH, "hf_batch_size": HF_BATCH, "rounds": args.rounds, "workloads": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        ckpt, tasks = Path(tmp) / "ckpt", Path(tmp) / "tasks"
+        tasks.mkdir()
+        make_checkpoint(ckpt)
+        for name in args.workloads.split(","):
+            w = WORKLOADS[name]
+            make_task(tasks, f"bench_{name}", w["prompts"], w["tokens"], w["new"])
+        manager = TaskManager(include_path=str(tasks))
+        for name in args.workloads.split(","):
+            w, task = WORKLOADS[name], f"bench_{name}"
+            load_before = os.getloadavg()
+            times: dict[str, list[float]] = {"lctx": [], "hf": []}
+            texts: dict[str, list[str]] = {}
+            for r in range(args.rounds):
+                for impl in (("lctx", "hf") if r % 2 == 0 else ("hf", "lctx")):
+                    seconds, texts[impl] = run_lm_eval(impl, ckpt, task, manager)
+                    times[impl].append(seconds)
+                    print(f"{name} round {r} {impl}: {seconds:.1f} s", flush=True)
+            med = {k: statistics.median(v) for k, v in times.items()}
+            rows = [json.loads(line)["text"] for line in (tasks / f"{task}.jsonl").read_text().splitlines()]
+            from checkpoints.loading import load_model
+
+            tok = load_model(ckpt).tokenizer
+            prompts = [[1, *tok.encode(t, add_special_tokens=False)] for t in rows]
+            entry = {**w, "end_to_end": {"seconds": times, "median_s": med,
+                                         "speed_ratio_lctx_over_hf": med["hf"] / med["lctx"],
+                                         "identical_texts": sum(a == b for a, b in zip(texts["lctx"], texts["hf"],
+                                                                                       strict=True)),
+                                         "texts": len(rows)},
+                     "generation_loop": loop_only(ckpt, prompts, w["new"], args.rounds),
+                     "load_average": {"before": load_before, "after": os.getloadavg()}}
+            report["workloads"][name] = entry
+            print(json.dumps({name: {"end_to_end": entry["end_to_end"]["speed_ratio_lctx_over_hf"],
+                                     "loop": entry["generation_loop"]["speed_ratio_lctx_over_hf"]}}), flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "eval_throughput.json").write_text(json.dumps(report, indent=2) + "\n")
+    lines = ["# Evaluation throughput: lctx engine vs lm-eval hf (batch 16)", "",
+             f"CPU fp32, {args.threads} threads, random Llama (hidden 512, 4 layers, vocab 32000), "
+             f"medians of {args.rounds} alternating rounds; ratio = hf time / lctx time (> 1: lctx faster).", "",
+             "| workload | lctx e2e s | hf e2e s | e2e ratio | identical texts | lctx loop s | hf generate s | loop ratio | identical tokens |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, e in report["workloads"].items():
+        a, b = e["end_to_end"], e["generation_loop"]
+        lines.append(f"| {name} ({e['prompts']} x ~{e['tokens']} tok, {e['new']} new) | {a['median_s']['lctx']:.1f} | "
+                     f"{a['median_s']['hf']:.1f} | {a['speed_ratio_lctx_over_hf']:.2f}x | {a['identical_texts']}/{a['texts']} | "
+                     f"{b['median_s']['lctx']:.1f} | {b['median_s']['hf']:.1f} | {b['speed_ratio_lctx_over_hf']:.2f}x | "
+                     f"{b['identical_outputs']}/{b['outputs']} |")
+    (args.out / "eval_throughput.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
