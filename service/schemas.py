@@ -7,8 +7,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
+from service.paths import NAME_PATTERN
+
 # Patterns of text that reaches the database (PostgreSQL refuses NUL characters in text).
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 JOB_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 TASK_PATTERN = r"^[A-Za-z0-9_.#/-]{1,64}$"
 NO_NUL_PATTERN = r"^[^\x00]*$"
