@@ -35,10 +35,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from service.errors import Conflict, NotFound
-
-QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
-STATUSES = (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)
-FINAL = (SUCCEEDED, FAILED, CANCELLED)
+from service.status import CANCELLED, FINAL, QUEUED, RUNNING, SUCCEEDED, JobStatus
 
 
 def now() -> datetime:
@@ -287,7 +284,7 @@ class Store:
     def count_by_status(self) -> dict[str, int]:
         with self.reading() as s:
             counts = dict(s.execute(select(JobRow.status, func.count()).group_by(JobRow.status)).all())
-        return {st: int(counts.get(st, 0)) for st in STATUSES}
+        return {st: int(counts.get(st, 0)) for st in JobStatus}
 
     def samples_scored(self) -> int:
         total = 0

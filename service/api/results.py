@@ -15,7 +15,7 @@ from service.errors import Conflict, NotFound
 from service.jobs import job_dir, task_dir, task_keys
 from service.paths import NAME_PATTERN, child
 from service.schemas import TASK_PATTERN
-from service.store import SUCCEEDED
+from service.status import SUCCEEDED
 
 router = APIRouter(prefix="/v1/jobs/{job_id}", tags=["results"])
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from service.client import ApiError, Client
 from service.settings import get_settings
+from service.status import FINAL, JobStatus
 
 LIST_OPTIONS = ("lengths", "datasets", "depths")
-FINAL = ("succeeded", "failed", "cancelled")
 
 
 def parse_task(text: str) -> dict[str, Any]:
@@ -129,7 +129,7 @@ def _submit(args: argparse.Namespace) -> int:
             job = c.job(job.id)
         if args.wait:
             _print_job(job)
-            return 0 if job.status == "succeeded" else 1
+            return 0 if job.status == JobStatus.SUCCEEDED else 1
     return 0
 
 
@@ -211,7 +211,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("status", help="one job, or the list of jobs")
     p.add_argument("job", nargs="?")
-    p.add_argument("--status", choices=["queued", "running", "succeeded", "failed", "cancelled"])
+    p.add_argument("--status", choices=[s.value for s in JobStatus])
     p.add_argument("--checkpoint")
     p.add_argument("--task", dest="filter_task")
     p.add_argument("--limit", type=int, default=20)
