@@ -96,7 +96,7 @@ def print_table(rows: list[tuple[str, str, str]]) -> None:
 def claim_output(out: Path, checkpoint: Path) -> None:
     """An output folder resumes only the checkpoint it was started for: recorded samples of
     other weights must not be reused."""
-    from service.fingerprint import inspect_checkpoint
+    from checkpoints.fingerprint import inspect_checkpoint
 
     fingerprint = inspect_checkpoint(checkpoint).fingerprint
     marker = out / "checkpoint.json"

@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from checkpoints.fingerprint import inspect_checkpoint
 from checkpoints.train import demo_checkpoints
 from service.demo import MARKER, install_demo_checkpoints
-from service.fingerprint import inspect_checkpoint
 from service.store import Store
 from tests.service.helpers import free_port, tiny_checkpoint, wait_for, wait_job
 
