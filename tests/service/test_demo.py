@@ -89,7 +89,7 @@ def test_fresh_serve_registers_demos_and_runs_a_passkey_job_on_one(ray_cluster: 
                LCTX_POLL_INTERVAL="0.1")
     env.pop("LCTX_CHECKPOINT_ROOTS", None)
     log = tmp_path / "serve.log"
-    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port",
+    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--host", "127.0.0.1", "--port",
                              str(port), "--log-level", "warning"], cwd=tmp_path, env=env,
                             stdout=log.open("wb"), stderr=subprocess.STDOUT)
     try:

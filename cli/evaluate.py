@@ -9,8 +9,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 # Flags of `lctx eval` that become task options (flag dest -> option name).
 OPTION_FLAGS = {
     "lengths": "lengths", "trials": "trials", "seed": "seed", "max_new_tokens": "max_new_tokens",
@@ -110,6 +108,8 @@ def claim_output(out: Path, checkpoint: Path) -> None:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
     from checkpoints.loading import load_model
     from evaluators import TASKS, run_task, validate_task
     from evaluators.base import describe_run
