@@ -29,12 +29,12 @@ def example_checkpoint(root: Path) -> Path:
 
 
 def _upgrade_database(settings: Any) -> None:
-    """Create the store's tables (the app's start-up does it again, at no cost)."""
+    """Migrate the store to this code's schema (the app's start-up does it again, at no cost)."""
     from service.store import Store
 
     store = Store(settings.database)
     try:
-        store.create_all()
+        store.upgrade()
     finally:
         store.close()
 
@@ -62,7 +62,7 @@ def _serve(args: argparse.Namespace) -> int:
     settings.prepare()
     url = f"http://{settings.host}:{settings.port}"
     auth = " -H \"Authorization: Bearer $LCTX_API_TOKEN\"" if settings.token else ""
-    _upgrade_database(settings)
+    _upgrade_database(settings)  # a database newer than this code stops here, before the API starts
     demos = _install_demos(settings) if settings.demo_checkpoints else []
     demo = example_checkpoint(settings.roots[0])
     print(f"lctx API on {url}  (docs {url}/docs; database {settings.database}; results {settings.results};"
