@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.store import RUNNING, Store
+from service.status import RUNNING
+from service.store import Store
 from tests.service.helpers import free_port, tiny_checkpoint, wait_for, wait_job
 
 
