@@ -31,7 +31,7 @@ bench: install
 	$(BIN)/python bench/service.py
 
 lint: install
-	$(BIN)/ruff check checkpoints evaluators service tests bench
+	$(BIN)/ruff check checkpoints evaluators service cli tests bench
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

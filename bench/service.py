@@ -44,7 +44,7 @@ def percentile(values: list[float], q: float) -> float:
 def start(tmp: Path, port: int) -> subprocess.Popen:
     env = dict(os.environ, LCTX_HOME=str(tmp / "var"), LCTX_CHECKPOINT_ROOTS=str(tmp / "models"),
                LCTX_RAY_NUM_CPUS="2", LCTX_MAX_RUNNING_JOBS="1", LCTX_SCHEDULER="false")
-    return subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port",
+    return subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--host", "127.0.0.1", "--port",
                              str(port), "--log-level", "warning"], cwd=tmp, env=env,
                             stdout=(tmp / "service.log").open("wb"), stderr=subprocess.STDOUT)
 

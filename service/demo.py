@@ -15,8 +15,8 @@ from pathlib import Path
 
 from checkpoints.train import demo_checkpoints
 from service.errors import Conflict
-from service.fingerprint import inspect_checkpoint
 from service.store import Store
+from service.submission import checkpoint_info
 
 log = logging.getLogger("lctx.demo")
 
@@ -39,7 +39,7 @@ def _install_copy(source: Path, target: Path, fingerprint: str) -> str:
     if target.exists() and not (target / MARKER).is_file():
         return f"skipped: {target} exists and is not an lctx demo copy"
     if target.exists():
-        if inspect_checkpoint(target).fingerprint == fingerprint:
+        if checkpoint_info(target).fingerprint == fingerprint:
             return "kept"
         shutil.rmtree(target)
         action = "refreshed"
@@ -62,7 +62,7 @@ def install_demo_checkpoints(store: Store, root: Path, source: Path | None = Non
     installed = []
     for name, src in demo_checkpoints(source).items():
         target = root / name
-        info = inspect_checkpoint(src)  # the copy holds the same bytes: same fingerprint
+        info = checkpoint_info(src)  # the copy holds the same bytes: same fingerprint
         try:
             action = _install_copy(src, target, info.fingerprint)
         except OSError as e:  # a read-only checkpoint volume (docker-compose mounts it so)

@@ -45,3 +45,10 @@ class Unauthorized(ServiceError):
 class NotReady(ServiceError):
     status = 503
     code = "not_ready"
+
+
+class SchemaError(ServiceError):
+    """The database's schema is not one this code can upgrade (made by a newer lctx)."""
+
+    status = 503
+    code = "schema"

@@ -22,7 +22,8 @@ from ray.exceptions import RayError, TaskCancelledError
 
 from service.metrics import Metrics
 from service.settings import Settings
-from service.store import FAILED, FINAL, RUNNING, Store
+from service.status import FAILED, FINAL, QUEUED, RUNNING
+from service.store import Store
 
 log = logging.getLogger("lctx.execution")
 
@@ -181,7 +182,7 @@ class Executor:
             log.warning("job %s: %s; requeued (attempt %d of %d)", job_id, reason, job.attempts,
                         self.settings.max_attempts)
             self.store.requeue(job_id, error=reason)
-            return "queued"
+            return QUEUED
         self.store.finish(job_id, FAILED, f"{reason} (after {job.attempts} attempts)")
         return FAILED
 

@@ -29,7 +29,8 @@ from evaluators import EvaluationCancelled, EvaluatorError, run_task
 from evaluators.base import describe_run
 from service.errors import ServiceError
 from service.settings import Settings
-from service.store import FAILED, RUNNING, SUCCEEDED, JobRow, Store
+from service.status import FAILED, RUNNING, SUCCEEDED
+from service.store import JobRow, Store
 
 log = logging.getLogger("lctx.jobs")
 

@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from service.status import QUEUED
 from service.store import JobRow, Store
 
 
@@ -24,7 +25,7 @@ class _StoreCollector(Collector):
         for status, n in counts.items():
             jobs.add_metric([status], n)
         yield jobs
-        yield GaugeMetricFamily("lctx_queue_depth", "Jobs waiting to run", value=counts["queued"])
+        yield GaugeMetricFamily("lctx_queue_depth", "Jobs waiting to run", value=counts[QUEUED])
         yield CounterMetricFamily("lctx_samples_scored", "Samples scored by started jobs",
                                   value=self.store.samples_scored())
 

@@ -9,7 +9,9 @@ from pathlib import Path, PurePosixPath
 
 from service.errors import Forbidden, InvalidRequest
 
-SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+# Names of checkpoints, schedules and plots: the API's patterns, the settings and `child` use this one.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+SAFE_NAME = re.compile(NAME_PATTERN)
 
 
 def confine(raw: str, roots: list[Path], what: str = "path") -> Path:

@@ -17,12 +17,18 @@ from croniter import CroniterBadCronError, CroniterBadDateError, CroniterNotAlph
 from pydantic import ValidationError
 
 from service.errors import Conflict, InvalidRequest, ServiceError
-from service.fingerprint import inspect_checkpoint
 from service.paths import confine
 from service.schemas import ScheduleCreate, Suite
 from service.settings import Settings
 from service.store import JobRow, ScheduleRow, Store, now
-from service.submission import ResolvedCheckpoint, job_fields, suite_hash, validate_suite, validate_tasks
+from service.submission import (
+    ResolvedCheckpoint,
+    checkpoint_info,
+    job_fields,
+    suite_hash,
+    validate_suite,
+    validate_tasks,
+)
 
 log = logging.getLogger("lctx.schedules")
 
@@ -147,7 +153,7 @@ class Scheduler:
 
     def _submit_once(self, schedule: ScheduleRow, suite: Suite, path: Path) -> JobRow | None:
         path = confine(str(path), self.settings.roots, "checkpoint path")  # a symlink may point out
-        info = inspect_checkpoint(path)
+        info = checkpoint_info(path)
         known = self.store.checkpoint_by_path(str(path))
         if known is None:
             name = path.name if self.store.find_checkpoint(path.name) is None else f"{path.name}-{info.fingerprint[:8]}"

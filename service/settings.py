@@ -12,6 +12,8 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from service.paths import NAME_PATTERN
+
 
 class Settings(BaseSettings):
     """Every knob of the service; the README's settings table mirrors this class."""
@@ -45,7 +47,7 @@ class Settings(BaseSettings):
     poll_interval: float = Field(0.25, gt=0, description="seconds between executor polls")
     replica_id: str = Field(default_factory=socket.gethostname, description="names this replica's running jobs")
     nightly_cron: str | None = Field(None, description="cron of the schedule created at start-up if absent, e.g. '0 2 * * *'")
-    nightly_name: str = Field("nightly", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$",
+    nightly_name: str = Field("nightly", pattern=NAME_PATTERN,
                               description="name of that schedule")
     nightly_watch: Annotated[list[Path], NoDecode] = Field(
         default_factory=list, description="its watch folders (comma-separated); default the checkpoint roots"

@@ -3,7 +3,11 @@
 SQLAlchemy 2. SQLite by default (WAL, busy timeout; writes take the lock up front with
 BEGIN IMMEDIATE so a read-then-write transaction never fails on a stale snapshot),
 PostgreSQL by URL. State changes of a job are conditional updates (`WHERE status = ...`),
-so two executors or two replicas can never both claim, finish or requeue one job."""
+so two executors or two replicas can never both claim, finish or requeue one job.
+
+The schema is Alembic's: `upgrade()` (run by `lctx serve` and the app's start-up) brings
+a database to the newest revision in `service/migrations/versions/`, adopts a database
+made before migrations existed as the first revision, and refuses one newer than this code."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
@@ -26,19 +31,21 @@ from sqlalchemy import (
     create_engine,
     event,
     func,
+    inspect,
     select,
     text,
     update,
 )
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
-from service.errors import Conflict, NotFound
+from service.errors import Conflict, NotFound, SchemaError
+from service.status import CANCELLED, FINAL, QUEUED, RUNNING, SUCCEEDED, JobStatus
 
-QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
-STATUSES = (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)
-FINAL = (SUCCEEDED, FAILED, CANCELLED)
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+FIRST_REVISION = "0001"  # the schema `Base.metadata.create_all` made before migrations existed
+MIGRATION_LOCK = 0x6C637478  # PostgreSQL advisory lock: one replica migrates at a time ("lctx")
 
 
 def now() -> datetime:
@@ -116,6 +123,30 @@ class SubmissionRow(Base):
     __table_args__ = (UniqueConstraint("fingerprint", "suite_hash", name="uq_submission"),)
 
 
+def _alembic() -> tuple[Any, Any]:
+    """Alembic's config and script directory for the migrations shipped in this package."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config, ScriptDirectory.from_config(config)
+
+
+def _our_tables(conn: Connection) -> bool:
+    """True when the database holds the store's tables, False when it holds none of them.
+    Some but not all, with no alembic_version (checked by the caller through `current`),
+    is a database lctx did not make: refused."""
+    present = set(inspect(conn).get_table_names())
+    ours = {"checkpoints", "jobs", "schedules", "submissions"}
+    if not present & ours:
+        return False
+    if (missing := ours - present) and "alembic_version" not in present:
+        raise SchemaError(f"the database has some lctx tables but not {', '.join(sorted(missing))}, and no "
+                          "alembic_version table: it was not made by lctx; give an empty database or restore a backup")
+    return True
+
+
 def _sqlite_engines(url: str) -> tuple[Engine, Engine]:
     """A read engine (autocommit: each SELECT sees the latest commit, and status polls skip
     the BEGIN/ROLLBACK round trip) and a write engine (BEGIN IMMEDIATE)."""
@@ -158,9 +189,53 @@ class Store:
         self._read = sessionmaker(self.read_engine, expire_on_commit=False)
         self._write = sessionmaker(self.write_engine, expire_on_commit=False)
 
-    def create_all(self) -> None:
+    def upgrade(self) -> str:
+        """Bring the database to this code's newest schema revision, in one transaction (on
+        PostgreSQL under an advisory lock, so replicas starting together migrate once).
+        Returns that revision. A database at a revision this code does not know (made by
+        a newer lctx) is refused with SchemaError; tables made before migrations existed
+        are adopted as the first revision, then upgraded."""
+        from alembic import command
+        from alembic.runtime.migration import MigrationContext
+
+        config, script = _alembic()
+        head = script.get_current_head()
         with self.write_engine.begin() as conn:
-            Base.metadata.create_all(conn)
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+            current = MigrationContext.configure(conn).get_current_heads()
+            known = {rev.revision for rev in script.walk_revisions()}
+            unknown = [r for r in current if r not in known]
+            if unknown:
+                raise SchemaError(f"the database {self.safe_url} is at schema revision {', '.join(unknown)}, which "
+                                  f"this lctx does not know (its newest is {head}): a newer lctx has upgraded it; "
+                                  "upgrade lctx to that version (or newer) before starting it on this database")
+            config.attributes["connection"] = conn
+            present = _our_tables(conn)
+            if not current and present:
+                command.stamp(config, FIRST_REVISION)  # made by create_all before migrations existed
+            elif current and not present:
+                command.stamp(config, "base", purge=True)  # every table dropped by hand: start afresh
+            command.upgrade(config, "head")
+        return head
+
+    def create_all(self) -> None:
+        """The store's tables, at the newest revision: `upgrade()` (the name tests and older callers use)."""
+        self.upgrade()
+
+    def revision(self) -> str | None:
+        """The schema revision the database is at (None: no schema yet)."""
+        from alembic.runtime.migration import MigrationContext
+
+        with self.read_engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+
+    @property
+    def safe_url(self) -> str:
+        """The URL with any password masked, for messages."""
+        from sqlalchemy.engine import make_url
+
+        return make_url(self.url).render_as_string(hide_password=True)
 
     def close(self) -> None:
         self.read_engine.dispose()
@@ -287,7 +362,7 @@ class Store:
     def count_by_status(self) -> dict[str, int]:
         with self.reading() as s:
             counts = dict(s.execute(select(JobRow.status, func.count()).group_by(JobRow.status)).all())
-        return {st: int(counts.get(st, 0)) for st in STATUSES}
+        return {st: int(counts.get(st, 0)) for st in JobStatus}
 
     def samples_scored(self) -> int:
         total = 0

@@ -11,14 +11,23 @@ from typing import Any
 
 from checkpoints.config import ModelConfig
 from checkpoints.errors import CheckpointError
+from checkpoints.fingerprint import CheckpointInfo, inspect_checkpoint
 from checkpoints.rope import parse_rope_override
 from evaluators import TASKS, EvaluatorError, validate_task
 from service.errors import InvalidRequest
-from service.fingerprint import inspect_checkpoint
 from service.paths import confine
 from service.schemas import JobCreate, Suite
 from service.settings import Settings
 from service.store import JobRow, Store
+
+
+def checkpoint_info(path: Path) -> CheckpointInfo:
+    """Validate and fingerprint a checkpoint folder; the runtime's refusal becomes a 422
+    with its message (config unreadable, weights missing or pickled, not safetensors)."""
+    try:
+        return inspect_checkpoint(path)
+    except CheckpointError as e:
+        raise InvalidRequest(str(e)) from e
 
 
 @dataclass(frozen=True)
@@ -38,7 +47,7 @@ def resolve_checkpoint(store: Store, settings: Settings, ref: str) -> ResolvedCh
         raise InvalidRequest(f"checkpoint {ref!r} is neither a registered name (registered: {names}) nor a path; "
                              "register it with POST /v1/checkpoints or give its directory")
     path = confine(ref, settings.roots, "checkpoint path")
-    info = inspect_checkpoint(path)
+    info = checkpoint_info(path)
     known = store.checkpoint_by_path(str(path))
     return ResolvedCheckpoint(known.name if known else str(path), path, info.fingerprint)
 

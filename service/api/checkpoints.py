@@ -6,9 +6,9 @@ from fastapi import APIRouter, Response, status
 
 from service.api.deps import NameParam, Read, SettingsDep, StoreDep, Write
 from service.errors import InvalidRequest
-from service.fingerprint import inspect_checkpoint
 from service.paths import confine
 from service.schemas import CheckpointCreate, CheckpointOut
+from service.submission import checkpoint_info
 
 router = APIRouter(prefix="/v1/checkpoints", tags=["checkpoints"])
 
@@ -20,7 +20,7 @@ def register_checkpoint(body: CheckpointCreate, store: StoreDep, settings: Setti
     if not path.is_dir():
         raise InvalidRequest(f"checkpoint path {body.path} ({path}) is not a directory; give the folder that "
                              "holds config.json and the safetensors weights")
-    info = inspect_checkpoint(path)
+    info = checkpoint_info(path)
     row = store.add_checkpoint(body.name, str(path), info.fingerprint, info.variant, info.parameters)
     return CheckpointOut.model_validate(row)
 

@@ -13,9 +13,9 @@ from fastapi.responses import FileResponse, Response, StreamingResponse
 from service.api.deps import JobId, Read, SettingsDep, StoreDep
 from service.errors import Conflict, NotFound
 from service.jobs import job_dir, task_dir, task_keys
-from service.paths import child
+from service.paths import NAME_PATTERN, child
 from service.schemas import TASK_PATTERN
-from service.store import SUCCEEDED
+from service.status import SUCCEEDED
 
 router = APIRouter(prefix="/v1/jobs/{job_id}", tags=["results"])
 
@@ -58,7 +58,7 @@ def get_samples(job_id: JobId, store: StoreDep, settings: SettingsDep,
 
 @router.get("/plots/{name}.png", dependencies=Read, responses={200: {"content": {"image/png": {}}}},
             response_class=FileResponse)
-def get_plot(job_id: JobId, name: Annotated[str, PathParam(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")], store: StoreDep, settings: SettingsDep) -> FileResponse:
+def get_plot(job_id: JobId, name: Annotated[str, PathParam(pattern=NAME_PATTERN)], store: StoreDep, settings: SettingsDep) -> FileResponse:
     """A plot written by one of the job's evaluators (listed under `plots` in the results)."""
     job = store.get_job(job_id)
     for key in task_keys(job.tasks):

@@ -12,7 +12,7 @@ import torch
 from checkpoints.loading import load_model
 from checkpoints.synthetic import QUESTION, SyntheticText, answer_text, passkey_prompt
 from checkpoints.train import TrainConfig, demo_checkpoints, read_log, train, training_backend
-from service.cli import main as cli_main
+from cli.main import main as cli_main
 
 TINY = dict(hidden_size=48, num_layers=2, num_heads=4, intermediate_size=96, batch_size=4)
 

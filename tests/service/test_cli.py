@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from cli.client_commands import parse_task
+from cli.main import main
 from service.app import create_app
-from service.cli import main
-from service.commands.server import parse_task
 from tests.service.helpers import ThreadServer, make_settings
 
 

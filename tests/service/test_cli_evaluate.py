@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import main
+from cli.main import main
 from tests.evaluators.helpers import tiny_model
 from tests.evaluators.test_lm_eval_adapter import write_tasks
 
@@ -94,7 +94,7 @@ def test_score_scrolls(tmp_path: Path, capsys) -> None:
 def test_lm_eval_command_writes_lm_eval_layout(tmp_path: Path) -> None:
     tiny_model(tmp_path / "m")
     tasks = write_tasks(tmp_path / "tasks")
-    out = subprocess.run([sys.executable, "-m", "service.cli", "lm-eval", "--checkpoint", str(tmp_path / "m"),
+    out = subprocess.run([sys.executable, "-m", "cli.main", "lm-eval", "--checkpoint", str(tmp_path / "m"),
                           "--tasks", "lctx_toy_mc", "--limit", "2", "--include-path", str(tasks),
                           "--output-path", str(tmp_path / "res")], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]

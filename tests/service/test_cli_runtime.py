@@ -11,7 +11,7 @@ from tests.checkpoints.test_loading import tiny_own
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "service.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], capture_output=True, text=True,
                           timeout=120)
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from checkpoints.fingerprint import inspect_checkpoint
 from checkpoints.train import demo_checkpoints
 from service.demo import MARKER, install_demo_checkpoints
-from service.fingerprint import inspect_checkpoint
 from service.store import Store
 from tests.service.helpers import free_port, tiny_checkpoint, wait_for, wait_job
 
@@ -89,7 +89,7 @@ def test_fresh_serve_registers_demos_and_runs_a_passkey_job_on_one(ray_cluster: 
                LCTX_POLL_INTERVAL="0.1")
     env.pop("LCTX_CHECKPOINT_ROOTS", None)
     log = tmp_path / "serve.log"
-    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port",
+    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--host", "127.0.0.1", "--port",
                              str(port), "--log-level", "warning"], cwd=tmp_path, env=env,
                             stdout=log.open("wb"), stderr=subprocess.STDOUT)
     try:

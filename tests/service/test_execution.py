@@ -8,7 +8,8 @@ from pathlib import Path
 from ray.exceptions import WorkerCrashedError
 
 from service.execution import Executor
-from service.store import FAILED, QUEUED, Store
+from service.status import FAILED, QUEUED
+from service.store import Store
 from tests.service.helpers import make_settings
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from service.errors import InvalidRequest
-from service.fingerprint import inspect_checkpoint
+from checkpoints.errors import CheckpointError
+from checkpoints.fingerprint import inspect_checkpoint
 from tests.service.helpers import tiny_checkpoint
 
 
@@ -31,26 +31,26 @@ def test_pickle_checkpoint_refused(tmp_path: Path) -> None:
     a = tiny_checkpoint(tmp_path / "a")
     (a / "model.safetensors").unlink()
     torch.save({"w": torch.zeros(1)}, a / "pytorch_model.bin")
-    with pytest.raises(InvalidRequest, match="pickle"):
+    with pytest.raises(CheckpointError, match="pickle"):
         inspect_checkpoint(a)
 
 
 def test_missing_config_and_corrupt_weights_refused(tmp_path: Path) -> None:
     a = tiny_checkpoint(tmp_path / "a")
     (a / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!")
-    with pytest.raises(InvalidRequest, match="not a safetensors file"):
+    with pytest.raises(CheckpointError, match="not a safetensors file"):
         inspect_checkpoint(a)
     (a / "config.json").unlink()
-    with pytest.raises(InvalidRequest, match="config.json"):
+    with pytest.raises(CheckpointError, match="config.json"):
         inspect_checkpoint(a)
 
 
 def test_large_weights_are_sampled_and_a_changed_block_is_seen(tmp_path: Path) -> None:
+    from checkpoints import fingerprint
     from checkpoints.config import ModelConfig
     from checkpoints.loading import save_model
     from checkpoints.model import Decoder
     from checkpoints.tokenizer import ByteTokenizer
-    from service import fingerprint
 
     model = Decoder(ModelConfig(hidden_size=256, num_layers=2, num_heads=4, num_kv_heads=2,
                                 intermediate_size=512, vocab_size=259))

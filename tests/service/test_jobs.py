@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from service.jobs import run_job, task_keys, write_json_atomic
-from service.store import CANCELLED, FAILED, SUCCEEDED, Store
+from service.status import CANCELLED, FAILED, SUCCEEDED
+from service.store import Store
 from tests.service.helpers import make_settings, tiny_checkpoint
 
 PASSKEY = {"name": "passkey", "lengths": [128], "trials": 2, "seed": 0}

@@ -107,7 +107,7 @@ def test_lctx_serve_refuses_to_start_with_a_bad_nightly_setting(tmp_path: Path) 
     env = dict(os.environ, LCTX_HOME=str(tmp_path / "var"), LCTX_CHECKPOINT_ROOTS=str(tmp_path / "models"),
                LCTX_EXECUTOR="false", LCTX_SCHEDULER="false", LCTX_NIGHTLY_CRON="0 2 * * *",
                LCTX_NIGHTLY_WATCH="/etc")
-    proc = subprocess.run([sys.executable, "-m", "service.cli", "serve", "--port", str(free_port())],
+    proc = subprocess.run([sys.executable, "-m", "cli.main", "serve", "--port", str(free_port())],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "LCTX_NIGHTLY_WATCH" in proc.stderr and "outside the allowed roots" in proc.stderr, proc.stderr

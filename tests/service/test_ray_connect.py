@@ -23,7 +23,7 @@ def test_serve_joins_the_ray_of_RAY_ADDRESS_even_with_num_cpus_set(ray_cluster: 
                LCTX_CHECKPOINT_ROOTS=str(tmp_path / "models"), LCTX_SCHEDULER="false", LCTX_DEMO_CHECKPOINTS="false")
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port),
+        proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(port),
                                  "--log-level", "warning"], cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.store import RUNNING, Store
+from service.status import RUNNING
+from service.store import Store
 from tests.service.helpers import free_port, tiny_checkpoint, wait_for, wait_job
 
 
@@ -23,7 +24,7 @@ def start_service(tmp: Path, port: int, ray_address: str) -> subprocess.Popen:
                LCTX_RAY_ADDRESS=ray_address, LCTX_REPLICA_ID="crash-test", LCTX_SCHEDULER="false",
                LCTX_POLL_INTERVAL="0.1")
     log = (tmp / f"service-{port}.log").open("ab")
-    return subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1",
+    return subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--host", "127.0.0.1",
                              "--port", str(port), "--log-level", "warning"],
                             cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT)
 

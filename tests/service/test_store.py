@@ -12,7 +12,8 @@ import pytest
 from sqlalchemy import text
 
 from service.errors import Conflict, NotFound
-from service.store import CANCELLED, QUEUED, RUNNING, SUCCEEDED, ScheduleRow, Store, now
+from service.status import CANCELLED, QUEUED, RUNNING, SUCCEEDED
+from service.store import ScheduleRow, Store, now
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -1,20 +1,21 @@
-"""`lctx serve` starts the API; `lctx submit | status | results | checkpoints add|list`
-talk to it (base URL and token from settings: LCTX_BASE_URL, LCTX_API_TOKEN)."""
+"""`lctx submit | status | results | checkpoints add|list`: talk to the API (base URL and
+token from settings: LCTX_BASE_URL, LCTX_API_TOKEN). These import the HTTP client and
+the API's pydantic models only: no torch, no Ray, no database."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from service.client import ApiError, Client
-from service.settings import get_settings
+from service.status import FINAL, JobStatus
+
+if TYPE_CHECKING:
+    from service.client import Client
 
 LIST_OPTIONS = ("lengths", "datasets", "depths")
-FINAL = ("succeeded", "failed", "cancelled")
 
 
 def parse_task(text: str) -> dict[str, Any]:
@@ -45,71 +46,9 @@ def _print_job(job: Any) -> None:
           f"  progress: {progress}" + (f"\n  error: {job.error}" if job.error else ""))
 
 
-def example_checkpoint(root: Path) -> Path:
-    """A checkpoint for the example requests: the first one in the root, or on a fresh
-    install a tiny random-weight model written there (scores near zero; it shows the
-    flow end to end until you add your own)."""
-    found = sorted(p for p in root.iterdir() if (p / "config.json").is_file()) if root.is_dir() else []
-    if found:
-        return found[0]
-    from checkpoints.config import ModelConfig
-    from checkpoints.loading import save_model
-    from checkpoints.model import Decoder
-    from checkpoints.tokenizer import ByteTokenizer
-
-    model = Decoder(ModelConfig(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2,
-                                intermediate_size=128, vocab_size=259))
-    try:
-        return save_model(model, root / "demo-random", ByteTokenizer())
-    except OSError:  # a read-only root: the printed examples name a folder for the user to fill
-        return root / "my-checkpoint"
-
-
-def _install_demos(settings: Any) -> list[Any]:
-    """Copy and register the committed demo checkpoints before the API starts."""
-    from service.demo import install_demo_checkpoints
-    from service.store import Store
-
-    store = Store(settings.database)
-    try:
-        store.create_all()
-        return install_demo_checkpoints(store, settings.roots[0])
-    finally:
-        store.close()
-
-
-def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from service.app import create_app
-
-    settings = get_settings()
-    settings = settings.model_copy(update={"host": args.host or settings.host, "port": args.port or settings.port})
-    settings.prepare()
-    url = f"http://{settings.host}:{settings.port}"
-    auth = " -H \"Authorization: Bearer $LCTX_API_TOKEN\"" if settings.token else ""
-    demos = _install_demos(settings) if settings.demo_checkpoints else []
-    demo = example_checkpoint(settings.roots[0])
-    print(f"lctx API on {url}  (docs {url}/docs; database {settings.database}; results {settings.results};"
-          f" checkpoint roots {', '.join(map(str, settings.roots))}). Ready when {url}/readyz answers 200.")
-    if demos:
-        names = [d.name for d in demos if not d.action.startswith("skipped")]
-        print(f"registered demo checkpoints: {', '.join(names)} (trained passkey models, 256-token context);"
-              " compare them at 1x, 2x and 4x their training length:\n"
-              f"  .venv/bin/lctx submit {names[0]} --task passkey:lengths=256,512,1024:trials=20 --wait"
-              if names else "demo checkpoints: none registered (see the warnings above)")
-    print("try:\n"
-          f"  curl -s{auth} -X POST {url}/v1/checkpoints -H 'Content-Type: application/json' "
-          f"-d '{{\"name\": \"{demo.name}\", \"path\": \"{demo}\"}}'\n"
-          f"  curl -s{auth} -X POST {url}/v1/jobs -H 'Content-Type: application/json' "
-          f"-d '{{\"checkpoint\": \"{demo.name}\", \"tasks\": [{{\"name\": \"passkey\", \"lengths\": [256, 512], "
-          "\"trials\": 5}]}'\n"
-          f"  curl -s {url}/v1/jobs/JOB_ID", flush=True)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level)
-    return 0
-
-
 def _client(args: argparse.Namespace) -> Client:
+    from service.client import Client  # httpx and the API models: only for the command that talks
+
     return Client(base_url=args.url, token=args.token)
 
 
@@ -129,7 +68,7 @@ def _submit(args: argparse.Namespace) -> int:
             job = c.job(job.id)
         if args.wait:
             _print_job(job)
-            return 0 if job.status == "succeeded" else 1
+            return 0 if job.status == JobStatus.SUCCEEDED else 1
     return 0
 
 
@@ -171,31 +110,12 @@ def _checkpoints_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _guard(func: Any) -> Any:
-    """API errors are a message and exit status 1, not a traceback."""
-
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return func(args)
-        except ApiError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 1
-
-    return run
-
-
 def _client_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", help="API base URL (default LCTX_BASE_URL or http://LCTX_HOST:LCTX_PORT)")
     p.add_argument("--token", help="bearer token (default LCTX_API_TOKEN)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="start the API (SQLite, results and checkpoints under ./var by default)")
-    p.add_argument("--host", help="bind address (default LCTX_HOST or 127.0.0.1)")
-    p.add_argument("--port", type=int, help="port (default LCTX_PORT or 8000)")
-    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
-    p.set_defaults(func=_serve)
-
     p = sub.add_parser("submit", help="submit an evaluation job to the API")
     p.add_argument("checkpoint", nargs="?", help="registered checkpoint name or path inside the checkpoint roots")
     p.add_argument("--task", action="append",
@@ -207,23 +127,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--wait", action="store_true", help="poll until the job ends; exit 0 only if it succeeded")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the job id")
     _client_args(p)
-    p.set_defaults(func=_guard(_submit))
+    p.set_defaults(func=_submit)
 
     p = sub.add_parser("status", help="one job, or the list of jobs")
     p.add_argument("job", nargs="?")
-    p.add_argument("--status", choices=["queued", "running", "succeeded", "failed", "cancelled"])
+    p.add_argument("--status", choices=[s.value for s in JobStatus])
     p.add_argument("--checkpoint")
     p.add_argument("--task", dest="filter_task")
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--json", action="store_true")
     _client_args(p)
-    p.set_defaults(func=_guard(_status))
+    p.set_defaults(func=_status)
 
     p = sub.add_parser("results", help="results JSON of a job (or its samples)")
     p.add_argument("job")
     p.add_argument("--samples", action="store_true", help="per-sample records, one JSON per line")
     _client_args(p)
-    p.set_defaults(func=_guard(_results))
+    p.set_defaults(func=_results)
 
     p = sub.add_parser("checkpoints", help="register and list checkpoints")
     csub = p.add_subparsers(dest="checkpoints_command", required=True, metavar="ACTION")
@@ -231,7 +151,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("name")
     a.add_argument("path")
     _client_args(a)
-    a.set_defaults(func=_guard(_checkpoints_add))
+    a.set_defaults(func=_checkpoints_add)
     ls = csub.add_parser("list", help="registered checkpoints")
     _client_args(ls)
-    ls.set_defaults(func=_guard(_checkpoints_list))
+    ls.set_defaults(func=_checkpoints_list)

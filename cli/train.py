@@ -7,7 +7,12 @@ import json
 import shlex
 import sys
 
-from checkpoints.train import TrainConfig, train
+# flag dest -> TrainConfig field. The parser leaves these None and TrainConfig's own defaults
+# fill them in when the command runs: importing checkpoints.train (torch) to read its
+# defaults would make every `lctx` command, `lctx --help` included, wait for torch.
+FIELDS = {"variant": "variant", "seq_len": "seq_len", "steps": "steps", "batch_size": "batch_size", "lr": "lr",
+          "warmup": "warmup", "hidden_size": "hidden_size", "layers": "num_layers", "heads": "num_heads",
+          "intermediate_size": "intermediate_size", "seed": "seed", "backend": "backend", "threads": "threads"}
 
 
 def _params(raw: str | None) -> dict:
@@ -23,23 +28,14 @@ def _params(raw: str | None) -> dict:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from checkpoints.train import TrainConfig, train
+
+    given = {field: getattr(args, dest) for dest, field in FIELDS.items() if getattr(args, dest) is not None}
     cfg = TrainConfig(
-        variant=args.variant,
         params=_params(args.params),
-        seq_len=args.seq_len,
-        steps=args.steps,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        warmup=args.warmup,
-        hidden_size=args.hidden_size,
-        num_layers=args.layers,
-        num_heads=args.heads,
-        intermediate_size=args.intermediate_size,
-        seed=args.seed,
-        backend=args.backend,
         texts=list(args.text or []),
         text_fraction=args.text_fraction if args.text else 0.0,
-        threads=args.threads,
+        **given,
     )
     command = "lctx train " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if args.record_argv else None
     result = train(cfg, args.out, progress=not args.quiet, command=command)
@@ -49,7 +45,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    d = TrainConfig()
+    d = argparse.Namespace(**dict.fromkeys(FIELDS.values()))  # all None: TrainConfig's defaults, see FIELDS
     p = sub.add_parser("train", help="train a small byte-level demo model of any attention variant on CPU",
                        description="Train on synthetic passkey-protocol text (plus any --text files) and "
                                    "save an lctx checkpoint with train_log.jsonl and train_info.json.")

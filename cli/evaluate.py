@@ -9,8 +9,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 # Flags of `lctx eval` that become task options (flag dest -> option name).
 OPTION_FLAGS = {
     "lengths": "lengths", "trials": "trials", "seed": "seed", "max_new_tokens": "max_new_tokens",
@@ -96,7 +94,7 @@ def print_table(rows: list[tuple[str, str, str]]) -> None:
 def claim_output(out: Path, checkpoint: Path) -> None:
     """An output folder resumes only the checkpoint it was started for: recorded samples of
     other weights must not be reused."""
-    from service.fingerprint import inspect_checkpoint
+    from checkpoints.fingerprint import inspect_checkpoint
 
     fingerprint = inspect_checkpoint(checkpoint).fingerprint
     marker = out / "checkpoint.json"
@@ -110,6 +108,8 @@ def claim_output(out: Path, checkpoint: Path) -> None:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
     from checkpoints.loading import load_model
     from evaluators import TASKS, run_task, validate_task
     from evaluators.base import describe_run

@@ -3,7 +3,10 @@ every weight file, its name, size and safetensors header (names, dtypes, shapes,
 offsets), plus SAMPLES evenly spaced blocks of the tensor data. Headers and sizes
 alone are identical for every checkpoint of one training run, so the sampled bytes are
 what tells step 1000 from step 2000; reading a few MiB keeps it cheap on
-multi-gigabyte checkpoints."""
+multi-gigabyte checkpoints.
+
+A checkpoint that cannot be fingerprinted raises a CheckpointError (ConfigError or
+LoadError) whose message names the folder; the service turns it into a 422."""
 
 from __future__ import annotations
 
@@ -14,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from checkpoints.config import ModelConfig
-from checkpoints.errors import CheckpointError
+from checkpoints.errors import CheckpointError, LoadError
 from checkpoints.loading import weight_files
-from service.errors import InvalidRequest
 
 MAX_HEADER = 100 * 1024 * 1024  # the safetensors format's own limit
 SAMPLES, BLOCK = 16, 64 * 1024
@@ -35,17 +37,17 @@ def _header(file: Path) -> bytes:
     with file.open("rb") as f:
         head = f.read(8)
         if len(head) != 8:
-            raise InvalidRequest(f"{file} is too short to be a safetensors file")
+            raise LoadError(f"{file} is too short to be a safetensors file")
         (n,) = struct.unpack("<Q", head)
         if n == 0 or n > MAX_HEADER:
-            raise InvalidRequest(f"{file} is not a safetensors file (header length {n})")
+            raise LoadError(f"{file} is not a safetensors file (header length {n})")
         raw = f.read(n)
     try:
         header = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InvalidRequest(f"{file} is not a safetensors file: its header is not JSON ({e})") from e
+        raise LoadError(f"{file} is not a safetensors file: its header is not JSON ({e})") from e
     if not isinstance(header, dict):
-        raise InvalidRequest(f"{file} is not a safetensors file: its header is not a JSON object")
+        raise LoadError(f"{file} is not a safetensors file: its header is not a JSON object")
     return raw
 
 
@@ -76,12 +78,12 @@ def _parameters(header: bytes) -> int:
 
 def inspect_checkpoint(path: Path) -> CheckpointInfo:
     """Validate a checkpoint directory (config readable, safetensors weights present,
-    no pickle) and fingerprint it. Raises InvalidRequest with the runtime's message."""
+    no pickle) and fingerprint it. Raises ConfigError or LoadError saying why not."""
     try:
         config = ModelConfig.from_file(path)
         files = weight_files(path)
-    except CheckpointError as e:
-        raise InvalidRequest(f"checkpoint {path} is not usable: {e}") from e
+    except CheckpointError as e:  # same class, the folder named first
+        raise type(e)(f"checkpoint {path} is not usable: {e}") from e
     h = hashlib.sha256()
     h.update(b"config\0" + (path / "config.json").read_bytes())
     index = path / "model.safetensors.index.json"

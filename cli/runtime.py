@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from checkpoints.generate import greedy_generate
-from checkpoints.loading import load_model
-from checkpoints.model import count_parameters
+# torch comes with the runtime: imported by the commands that run, not to build the parser.
 
 
 def inspect_checkpoint(path: str, rope: str | None = None) -> dict:
     """What a person wants to know before evaluating a checkpoint."""
+    from checkpoints.loading import load_model
+    from checkpoints.model import count_parameters
+
     loaded = load_model(path, rope=rope)
     c = loaded.config
     variants = sorted({c.attention.for_layer(i)[0] for i in range(c.num_layers)})
@@ -64,6 +65,9 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from checkpoints.generate import greedy_generate
+    from checkpoints.loading import load_model
+
     loaded = load_model(args.checkpoint, rope=args.rope, backend=args.backend, dtype=args.dtype,
                         device=args.device)
     ids = loaded.tokenizer.encode(args.prompt)

@@ -1,0 +1,93 @@
+"""`lctx serve`: the API, after the database is upgraded and the demo checkpoints are
+installed. Everything it runs is imported when it runs: the service, uvicorn, torch."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def example_checkpoint(root: Path) -> Path:
+    """A checkpoint for the example requests: the first one in the root, or on a fresh
+    install a tiny random-weight model written there (scores near zero; it shows the
+    flow end to end until you add your own)."""
+    found = sorted(p for p in root.iterdir() if (p / "config.json").is_file()) if root.is_dir() else []
+    if found:
+        return found[0]
+    from checkpoints.config import ModelConfig
+    from checkpoints.loading import save_model
+    from checkpoints.model import Decoder
+    from checkpoints.tokenizer import ByteTokenizer
+
+    model = Decoder(ModelConfig(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2,
+                                intermediate_size=128, vocab_size=259))
+    try:
+        return save_model(model, root / "demo-random", ByteTokenizer())
+    except OSError:  # a read-only root: the printed examples name a folder for the user to fill
+        return root / "my-checkpoint"
+
+
+def _upgrade_database(settings: Any) -> None:
+    """Migrate the store to this code's schema (the app's start-up does it again, at no cost)."""
+    from service.store import Store
+
+    store = Store(settings.database)
+    try:
+        store.upgrade()
+    finally:
+        store.close()
+
+
+def _install_demos(settings: Any) -> list[Any]:
+    """Copy and register the committed demo checkpoints before the API starts."""
+    from service.demo import install_demo_checkpoints
+    from service.store import Store
+
+    store = Store(settings.database)
+    try:
+        return install_demo_checkpoints(store, settings.roots[0])
+    finally:
+        store.close()
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from service.app import create_app
+    from service.settings import get_settings
+
+    settings = get_settings()
+    settings = settings.model_copy(update={"host": args.host or settings.host, "port": args.port or settings.port})
+    settings.prepare()
+    url = f"http://{settings.host}:{settings.port}"
+    auth = " -H \"Authorization: Bearer $LCTX_API_TOKEN\"" if settings.token else ""
+    _upgrade_database(settings)  # a database newer than this code stops here, before the API starts
+    demos = _install_demos(settings) if settings.demo_checkpoints else []
+    demo = example_checkpoint(settings.roots[0])
+    print(f"lctx API on {url}  (docs {url}/docs; database {settings.database}; results {settings.results};"
+          f" checkpoint roots {', '.join(map(str, settings.roots))}). Ready when {url}/readyz answers 200.")
+    if demos:
+        names = [d.name for d in demos if not d.action.startswith("skipped")]
+        print(f"registered demo checkpoints: {', '.join(names)} (trained passkey models, 256-token context);"
+              " compare them at 1x, 2x and 4x their training length:\n"
+              f"  .venv/bin/lctx submit {names[0]} --task passkey:lengths=256,512,1024:trials=20 --wait"
+              if names else "demo checkpoints: none registered (see the warnings above)")
+    print("try:\n"
+          f"  curl -s{auth} -X POST {url}/v1/checkpoints -H 'Content-Type: application/json' "
+          f"-d '{{\"name\": \"{demo.name}\", \"path\": \"{demo}\"}}'\n"
+          f"  curl -s{auth} -X POST {url}/v1/jobs -H 'Content-Type: application/json' "
+          f"-d '{{\"checkpoint\": \"{demo.name}\", \"tasks\": [{{\"name\": \"passkey\", \"lengths\": [256, 512], "
+          "\"trials\": 5}]}'\n"
+          f"  curl -s {url}/v1/jobs/JOB_ID", flush=True)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="start the API (SQLite, results and checkpoints under ./var by default)")
+    p.add_argument("--host", help="bind address (default LCTX_HOST or 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default LCTX_PORT or 8000)")
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.set_defaults(func=_serve)
+

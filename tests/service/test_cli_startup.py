@@ -1,0 +1,55 @@
+"""`lctx --help` and the client commands start without torch, Ray or transformers:
+checked in fresh interpreters, the client commands against a real server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from service.app import create_app
+from tests.service.helpers import ThreadServer, make_settings
+
+HEAVY = ("torch", "ray", "transformers", "triton", "numpy", "sqlalchemy", "alembic", "evaluators", "uvicorn")
+
+# Runs each command in this interpreter, then reports its exit status and which heavy
+# modules are loaded by then (after the request was made and answered).
+PROBE = """
+import json, sys
+from cli.main import main
+argv, heavy = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+try:
+    rc = main(argv)
+except SystemExit as e:
+    rc = e.code
+print(json.dumps({"rc": rc, "loaded": sorted(m for m in heavy if m in sys.modules)}))
+"""
+
+
+def probe(argv: list[str], cwd: Path) -> dict:
+    out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argv), json.dumps(HEAVY)], capture_output=True,
+                         text=True, cwd=cwd, timeout=120, env={**os.environ, "LCTX_HOME": str(cwd / "var")})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_help_of_the_console_script_imports_nothing_heavy(tmp_path: Path) -> None:
+    lctx = Path(sys.executable).with_name("lctx")
+    for argv in (["--help"], ["status", "--help"], ["submit", "--help"], ["train", "--help"]):
+        out = subprocess.run([sys.executable, "-X", "importtime", str(lctx), *argv], capture_output=True,
+                             text=True, cwd=tmp_path, timeout=120)
+        assert out.returncode == 0 and "usage: lctx" in out.stdout, out.stderr[-2000:]
+        imported = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
+        assert not {m.split(".")[0] for m in imported} & set(HEAVY), (argv, sorted(imported & set(HEAVY)))
+
+
+def test_client_commands_import_nothing_heavy(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    with ThreadServer(create_app(settings)) as srv:
+        url = ["--url", srv.url]
+        for argv, rc in ((["status", *url], 0), (["checkpoints", "list", *url], 0),
+                         (["results", "nojob", *url], 1),  # 404 from the server: the request was made
+                         (["submit", "nope", "--task", "passkey", *url], 1)):  # 422: neither name nor path
+            result = probe(argv, tmp_path)
+            assert result == {"rc": rc, "loaded": []}, (argv, result)
