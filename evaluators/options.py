@@ -12,6 +12,8 @@ Adding a task: write its model here (a `TaskOptions` subclass), add it to
 
 from __future__ import annotations
 
+import types
+import typing
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -202,7 +204,8 @@ class ScrollsOptions(TaskOptions):
     task: ClassVar[str] = "scrolls"
 
     tasks: ScrollsTasks | None = option(None, "SCROLLS tasks (default: all seven)", selects=True)
-    datasets: ScrollsTasks | None = option(None, "another name of tasks", selects=True, alias_of="tasks")
+    datasets: ScrollsTasks | None = option(None, "SCROLLS tasks (another name of tasks)", selects=True,
+                                           alias_of="tasks")
     split: Literal["train", "validation", "test"] = option("validation", "SCROLLS split")
     max_length: Int(ge=16, le=MAX_LENGTH) | None = option(None, "token budget (default: the model's context)")
     limit: Int(ge=1, le=1_000_000) | None = option(None, "first N examples per task", selects=True)
@@ -258,3 +261,23 @@ def validate_task(task: dict[str, Any]) -> dict[str, Any]:
     if name not in TASK_OPTIONS:
         raise EvaluatorError(f"unknown task {name!r}; available: {', '.join(sorted(TASK_OPTIONS))}")
     return {"name": name, **validate_options(TASK_OPTIONS[name], {k: v for k, v in task.items() if k != "name"})}
+
+
+def option_kind(cls: type[TaskOptions], name: str) -> Literal["bool", "int", "list", "str"]:
+    """How a command line spells an option: a switch, an integer, a comma-separated list or text."""
+    def kinds(tp: Any) -> set[str]:
+        origin = typing.get_origin(tp)
+        if origin is Annotated:
+            return kinds(typing.get_args(tp)[0])
+        if origin in (typing.Union, types.UnionType):
+            return set().union(*(kinds(a) for a in typing.get_args(tp) if a is not type(None)))
+        if origin is list:
+            return {"list"}
+        if tp is bool:
+            return {"bool"}
+        if tp is int:
+            return {"int"}
+        return {"str"}
+
+    found = kinds(cls.model_fields[name].annotation)
+    return found.pop() if len(found) == 1 else "str"  # type: ignore[return-value]
