@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 from checkpoints.loading import load_model  # noqa: E402
 from checkpoints.train import demo_checkpoints  # noqa: E402
 from evaluators import run_task  # noqa: E402
+from evaluators.results import task_result  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 ROPES = ("none", "yarn", "ntk")
@@ -54,11 +55,13 @@ def run(trials: int, multiples: list[int], seed: int, only: list[str] | None = N
                 with tempfile.TemporaryDirectory() as tmp:
                     result = run_task(loaded, {"name": "passkey", "lengths": [base * m], "trials": trials,
                                                "seed": seed}, Path(tmp))
-                cell = result["by_length"][str(base * m)]
+                typed = task_result(result)
+                point = next(p for s in typed.series if s.axis == "length" for p in s.points if p.key == base * m)
+                cell = {"accuracy": point.value, "n": point.n}
                 rows.append({"checkpoint": name, "variant": loaded.config.attention.variant,
                              "train_length": base, "multiple": m, "length": base * m, "rope": kind,
                              "accuracy": cell["accuracy"], "n": cell["n"],
-                             "mean_prompt_tokens": cell["mean_prompt_tokens"],
+                             "mean_prompt_tokens": typed.extra["prompt_tokens"][str(base * m)]["mean"],
                              "seconds": round(time.perf_counter() - start, 1)})
                 print(f"{name:16s} {m}x ({base * m:5d}) {kind:5s} accuracy {cell['accuracy']:.2f}", flush=True)
     return {"task": "passkey", "trials": trials, "seed": seed, "multiples": multiples, "rows": rows,

@@ -10,26 +10,30 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evaluators.options import TASK_OPTIONS, option_kind
 from service.status import FINAL, JobStatus
 
 if TYPE_CHECKING:
     from service.client import Client
 
-LIST_OPTIONS = ("lengths", "datasets", "depths")
 
 
 def parse_task(text: str) -> dict[str, Any]:
-    """`passkey:lengths=256,512:trials=10` -> {"name": "passkey", "lengths": [256, 512], "trials": 10}."""
+    """`passkey:lengths=256,512:trials=10` -> {"name": "passkey", "lengths": [256, 512], "trials": 10}.
+    Options the task's option model declares as lists are lists even with one value; the
+    server validates the rest (an unknown task or option is its 422)."""
     name, *options = text.split(":")
     if not name:
         raise ValueError(f"--task {text!r}: give a task name first, e.g. passkey:lengths=256,512")
     task: dict[str, Any] = {"name": name}
+    model = TASK_OPTIONS.get(name)
     for option in options:
         key, sep, raw = option.partition("=")
         if not sep or not key:
             raise ValueError(f"--task {text!r}: option {option!r} must look like key=value")
         values = [_scalar(v) for v in raw.split(",")]
-        task[key] = values if key in LIST_OPTIONS or len(values) > 1 else values[0]
+        listed = model is not None and key in model.model_fields and option_kind(model, key) == "list"
+        task[key] = values if listed or len(values) > 1 else values[0]
     return task
 
 

@@ -9,13 +9,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-# Flags of `lctx eval` that become task options (flag dest -> option name).
-OPTION_FLAGS = {
-    "lengths": "lengths", "trials": "trials", "seed": "seed", "max_new_tokens": "max_new_tokens",
-    "depths": "depths", "haystack_file": "haystack_file", "datasets": "datasets", "e": "e",
-    "chat_template": "chat_template", "max_length": "max_length", "limit": "limit", "split": "split",
-    "text_file": "text_file", "stride": "stride", "samples": "samples",
-}
+from evaluators.options import TASK_OPTIONS, option_kind
+
+# Options of the tasks' option models that get no flag of their own (they would clash with
+# `lctx eval`'s --task; scrolls takes its tasks as --datasets). --option KEY=VALUE reaches them.
+NO_FLAG = {"tasks"}
+
+
+def option_flags() -> dict[str, tuple[str, list[str]]]:
+    """Every task option with a flag: option name -> (kind, tasks that accept it)."""
+    out: dict[str, tuple[str, list[str]]] = {}
+    for task, model in TASK_OPTIONS.items():
+        for name in model.model_fields:
+            if name in NO_FLAG:
+                continue
+            kind, tasks = out.get(name, (option_kind(model, name), []))
+            out[name] = (kind if kind == option_kind(model, name) else "str", [*tasks, task])
+    return out
 
 
 def parse_value(text: str) -> Any:
@@ -28,21 +38,15 @@ def parse_value(text: str) -> Any:
 
 def task_options(args: argparse.Namespace, name: str) -> dict[str, Any]:
     """The task spec for one --task from the shared flags and --option k=v pairs."""
-    from evaluators import TASKS
-
-    accepted = TASKS[name].defaults
+    accepted = TASK_OPTIONS[name].model_fields
     spec: dict[str, Any] = {"name": name}
-    for dest, option in OPTION_FLAGS.items():
-        value = getattr(args, dest, None)
+    for option in option_flags():
+        value = getattr(args, option, None)
         if value is None or value is False:
             continue
         if option not in accepted:
             continue  # meant for another --task (flags no task accepts are refused in _eval)
-        if option in ("lengths", "depths"):
-            value = [int(v) for v in str(value).split(",") if v.strip()]
-        elif option == "datasets":
-            value = [v for v in str(value).split(",") if v]
-        spec[option] = value
+        spec[option] = value  # lists stay "a,b,c": the option model splits them
     for pair in args.option or []:
         key, sep, value = pair.partition("=")
         if not sep:
@@ -51,34 +55,15 @@ def task_options(args: argparse.Namespace, name: str) -> dict[str, Any]:
     return spec
 
 
-def summary_rows(name: str, result: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(task, what, value) rows for the table printed at the end."""
-    rows: list[tuple[str, str, str]] = []
-    fmt = lambda v, p=3: "-" if v is None else (f"{v:.{p}f}" if isinstance(v, float) else str(v))  # noqa: E731
-    if name in ("passkey", "needle"):
-        for n, e in result["by_length"].items():
-            rows.append((name, f"len {n} ({fmt(e['mean_prompt_tokens'], 0)} tok, n={e['n']})", fmt(e["accuracy"])))
-        rows.append((name, "accuracy", fmt(result["accuracy"])))
-    elif name == "longbench":
-        for d, e in result["datasets"].items():
-            rows.append((name, f"{d} ({e['metric']}, n={e['n']})", fmt(e["score"], 2)))
-            for b, v in (e.get("buckets") or {}).items():
-                rows.append((name, f"  {d} {b}", fmt(v, 2)))
-        for c, v in result["categories"].items():
-            rows.append((name, c, fmt(v, 2)))
-        rows.append((name, "average", fmt(result["average"], 2)))
-    elif name == "scrolls":
-        for t, e in result["tasks"].items():
-            rows.append((name, f"{t} ({e['metric']}, n={e['n']})", fmt(e["score"], 2)))
-        rows.append((name, "score", fmt(result["score"], 2)))
-    elif name == "perplexity":
-        for n, e in result["by_length"].items():
-            rows.append((name, f"len {n} ({e['tokens']} tok)", fmt(e["perplexity"], 3)))
-    elif name == "diagnostics":
-        for n, e in result["by_length"].items():
-            for k in ("sink_rate@0.3", "sink_ratio", "sparsity", "dispersion", "negative_first"):
-                rows.append((name, f"len {n} {k} [{','.join(e['path'])}]", fmt(e.get(k))))
-            rows.append((name, f"len {n} kurtosis", fmt(e["massive_activations"]["kurtosis"], 2)))
+def summary_rows(key: str, entry: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(task, what, value) rows for the table printed at the end: the typed result's metrics
+    and its series points."""
+    from evaluators.results import fmt, task_result
+
+    result = task_result(entry)
+    rows = [(key, f"{m.name} ({m.unit}, n={m.n})", fmt(m.value)) for m in result.metrics]
+    for s in result.series:
+        rows += [(key, f"{s.label()} @ {s.axis} {p.key} (n={p.n})", fmt(p.value)) for p in s.points]
     return rows
 
 
@@ -111,17 +96,18 @@ def _eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from checkpoints.loading import load_model
-    from evaluators import TASKS, run_task, validate_task
+    from evaluators import run_task, validate_task
     from evaluators.base import describe_run
+    from evaluators.results import task_result
     from service.jobs import versions, write_json_atomic
 
     for name in args.task:
-        if name not in TASKS:
-            raise ValueError(f"unknown task {name!r}; available: {', '.join(sorted(TASKS))}")
-    for dest, option in OPTION_FLAGS.items():
-        if getattr(args, dest, None) not in (None, False) and not any(option in TASKS[n].defaults for n in args.task):
-            accepted = sorted({o for n in args.task for o in TASKS[n].defaults})
-            raise ValueError(f"--{dest.replace('_', '-')} applies to none of the tasks {', '.join(args.task)}; "
+        if name not in TASK_OPTIONS:
+            raise ValueError(f"unknown task {name!r}; available: {', '.join(sorted(TASK_OPTIONS))}")
+    for option, (_, tasks) in option_flags().items():
+        if getattr(args, option, None) not in (None, False) and not set(tasks) & set(args.task):
+            accepted = sorted({o for n in args.task for o in TASK_OPTIONS[n].model_fields})
+            raise ValueError(f"--{option.replace('_', '-')} applies to none of the tasks {', '.join(args.task)}; "
                              f"they accept {', '.join(accepted)}")
     specs = [validate_task(task_options(args, name)) for name in args.task]
     out = Path(args.out) if args.out else Path("lctx-eval") / Path(args.checkpoint).resolve().name
@@ -131,6 +117,7 @@ def _eval(args: argparse.Namespace) -> int:
     loaded = load_model(args.checkpoint, rope=args.rope, backend=args.backend, dtype=args.dtype, device=args.device)
     results: dict[str, Any] = {}
     rows: list[tuple[str, str, str]] = []
+    summaries: list[str] = []
     for spec in specs:
         key = spec["name"] if spec["name"] not in results else f"{spec['name']}#{len(results)}"
         bar = tqdm(desc=key, unit="sample", disable=args.quiet)
@@ -145,12 +132,14 @@ def _eval(args: argparse.Namespace) -> int:
                                     data_dir=Path(args.data_dir) if args.data_dir else None)
         finally:
             bar.close()
-        rows += summary_rows(spec["name"], results[key])
+        rows += summary_rows(key, results[key])
+        summaries.append(f"{key}: {task_result(results[key]).summary}")
     document = {"checkpoint": {"path": str(Path(args.checkpoint).resolve())}, "model": describe_run(loaded),
                 "tasks": specs, "results": results, "versions": versions(), "started_at": started,
                 "finished_at": datetime.now(UTC).isoformat()}
     write_json_atomic(out / "results.json", document)
     print_table(rows)
+    print("\n".join(summaries))
     print(f"results: {out / 'results.json'}")
     return 0
 
@@ -220,21 +209,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     _model_flags(p)
     p.add_argument("--task", action="append", required=True,
                    help="passkey, needle, longbench, scrolls, perplexity or diagnostics (repeatable)")
-    p.add_argument("--lengths", help="comma-separated target lengths in tokens, e.g. 1000,2000,4000")
-    p.add_argument("--trials", type=int, help="passkey/needle trials per length (passkey default 100)")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--max-new-tokens", type=int)
-    p.add_argument("--depths", help="needle depths in percent, e.g. 0,25,50,75,100")
-    p.add_argument("--haystack-file", help="needle haystack text (default: the passkey garbage)")
-    p.add_argument("--datasets", help="longbench datasets or scrolls tasks, comma-separated")
-    p.add_argument("--e", action="store_true", help="LongBench-E")
-    p.add_argument("--chat-template", action="store_true", help="LongBench: apply the tokenizer's chat template")
-    p.add_argument("--max-length", type=int, help="LongBench/SCROLLS budget in tokens (default: model context)")
-    p.add_argument("--limit", type=int, help="LongBench/SCROLLS: first N examples per dataset")
-    p.add_argument("--split", help="SCROLLS split (default validation)")
-    p.add_argument("--text-file", help="perplexity/diagnostics text")
-    p.add_argument("--stride", type=int, help="perplexity sliding-window stride")
-    p.add_argument("--samples", type=int, help="diagnostics inputs per length")
+    for option, (kind, tasks) in option_flags().items():  # from the tasks' option models
+        fields = [TASK_OPTIONS[t].model_fields[option] for t in tasks]
+        text = "; ".join(sorted({f.description for f in fields if f.description})) or option
+        text = f"{', '.join(tasks)}: {text}" + (" (comma-separated)" if kind == "list" else "")
+        flag = f"--{option.replace('_', '-')}"
+        if kind == "bool":
+            p.add_argument(flag, dest=option, action="store_true", help=text)
+        else:
+            p.add_argument(flag, dest=option, type=int if kind == "int" else str, help=text.replace("%", "%%"))
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="any other task option (JSON value)")
     p.add_argument("--data-dir", help="local dataset files (LongBench <dir>/<dataset>.jsonl, SCROLLS <dir>/<task>/)")
     p.add_argument("--out", help="output folder (default lctx-eval/<checkpoint name>)")

@@ -2,45 +2,50 @@
 
 The stable entry points other packages use:
 `TASKS` (name -> evaluator class), `validate_task(task)` and
-`run_task(loaded, task, out_dir, progress, should_stop, data_dir)`."""
+`run_task(loaded, task, out_dir, progress, should_stop, data_dir)`.
+
+The option models (`evaluators.options`), the result contract (`evaluators.results`)
+and the errors import only pydantic; the evaluators themselves (torch) load on first
+use of `TASKS`, `run_task` or `Evaluator`, so the API schema and the CLI's client
+commands can import this package without torch."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from checkpoints.loading import LoadedModel
-from evaluators.base import (
-    EvaluationCancelled,
-    Evaluator,
-    EvaluatorError,
-    Progress,
-    ShouldStop,
-    run_evaluator,
-)
-from evaluators.diagnostics import DiagnosticsEvaluator
-from evaluators.longbench import LongBenchEvaluator
-from evaluators.passkey import NeedleEvaluator, PasskeyEvaluator
-from evaluators.perplexity import PerplexityEvaluator
-from evaluators.scrolls import ScrollsEvaluator
+from evaluators.errors import EvaluationCancelled, EvaluatorError
+from evaluators.options import TASK_OPTIONS, validate_task
 
-TASKS: dict[str, type[Evaluator]] = {
-    cls.name: cls
-    for cls in (PasskeyEvaluator, NeedleEvaluator, LongBenchEvaluator, ScrollsEvaluator, PerplexityEvaluator,
-                DiagnosticsEvaluator)
-}
+if TYPE_CHECKING:
+    from checkpoints.loading import LoadedModel
+    from evaluators.base import Evaluator, Progress, ShouldStop
 
 
-def validate_task(task: dict[str, Any]) -> dict[str, Any]:
-    """A task spec `{"name": ..., **options}` with defaults filled in; raises
-    EvaluatorError naming what is wrong."""
-    if not isinstance(task, dict) or "name" not in task:
-        raise EvaluatorError(f"a task is an object with a 'name' (one of {', '.join(sorted(TASKS))}); got {task!r}")
-    name = task["name"]
-    if name not in TASKS:
-        raise EvaluatorError(f"unknown task {name!r}; available: {', '.join(sorted(TASKS))}")
-    options = {k: v for k, v in task.items() if k != "name"}
-    return {"name": name, **TASKS[name].validate(options)}
+def _tasks() -> dict[str, type[Evaluator]]:
+    from evaluators.diagnostics import DiagnosticsEvaluator
+    from evaluators.longbench import LongBenchEvaluator
+    from evaluators.passkey import NeedleEvaluator, PasskeyEvaluator
+    from evaluators.perplexity import PerplexityEvaluator
+    from evaluators.scrolls import ScrollsEvaluator
+
+    tasks = {cls.name: cls for cls in (PasskeyEvaluator, NeedleEvaluator, LongBenchEvaluator, ScrollsEvaluator,
+                                       PerplexityEvaluator, DiagnosticsEvaluator)}
+    for name, cls in tasks.items():
+        if TASK_OPTIONS.get(name) is not cls.Options:
+            raise RuntimeError(f"evaluator {name} declares options other than TASK_OPTIONS[{name!r}]")
+    return tasks
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TASKS":
+        globals()["TASKS"] = tasks = _tasks()
+        return tasks
+    if name == "Evaluator":
+        from evaluators.base import Evaluator
+
+        return Evaluator
+    raise AttributeError(f"module 'evaluators' has no attribute {name!r}")
 
 
 def run_task(
@@ -53,12 +58,17 @@ def run_task(
 ) -> dict[str, Any]:
     """Run one task on a loaded model; per-sample records go to
     `out_dir/samples.jsonl` (already recorded samples are skipped), plots to
-    `out_dir/plots/`. Returns the task's result object. Raises
-    EvaluationCancelled when `should_stop()` turns true between samples."""
+    `out_dir/plots/`. Returns the task's entry of results.json: run metadata and the
+    typed result under "result". Raises EvaluationCancelled when `should_stop()` turns
+    true between samples."""
+    from evaluators import TASKS
+    from evaluators.base import run_evaluator
+
     spec = validate_task(task)
     options = {k: v for k, v in spec.items() if k != "name"}
     evaluator = TASKS[spec["name"]](options, data_dir=data_dir)
     return run_evaluator(evaluator, loaded, Path(out_dir), progress=progress, should_stop=should_stop)
 
 
-__all__ = ["TASKS", "EvaluationCancelled", "Evaluator", "EvaluatorError", "run_task", "validate_task"]
+__all__ = ["TASKS", "TASK_OPTIONS", "EvaluationCancelled", "Evaluator", "EvaluatorError", "run_task",
+           "validate_task"]

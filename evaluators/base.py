@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -25,6 +25,9 @@ from typing import Any, ClassVar
 
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.loading import LoadedModel
+from evaluators.errors import EvaluationCancelled, EvaluatorError  # noqa: F401 - re-exported
+from evaluators.options import TaskOptions, validate_options
+from evaluators.results import RESULT_KEY, TaskResult
 
 SAMPLES_FILE = "samples.jsonl"
 # Samples built (prompts tokenized) and handed to the engine at a time: bounds the
@@ -35,14 +38,6 @@ Request = GenerateRequest | LoglikelihoodRequest | RollingRequest
 
 Progress = Callable[[str, int, int], None]
 ShouldStop = Callable[[], bool]
-
-
-class EvaluatorError(ValueError):
-    """Bad options or missing data; the message says what to do."""
-
-
-class EvaluationCancelled(Exception):
-    """`should_stop` asked the run to stop between samples; finished samples are kept."""
 
 
 def lctx_version() -> str:
@@ -72,17 +67,14 @@ class Built:
 
 
 class Evaluator:
-    """Base of every evaluator. Subclasses set `name`, `version`, `defaults` and
-    implement `plan`, `run_sample` and `aggregate`."""
+    """Base of every evaluator. Subclasses set `name`, `version`, `Options` (their
+    option model in `evaluators.options`) and implement `plan`, `run_sample`,
+    `aggregate` (records -> `TaskResult`) and `legacy_result`."""
 
     name: ClassVar[str] = ""
-    # Bump whenever prompts, truncation or scoring change: results record it.
+    # Bump whenever prompts, truncation, scoring or the result's layout change: results record it.
     version: ClassVar[str] = "1"
-    defaults: ClassVar[dict[str, Any]] = {}
-    # Options that only choose which samples run (not how a sample is built or
-    # scored); they stay out of the configuration hash so a run with more
-    # lengths or trials reuses the samples already scored.
-    selection: ClassVar[tuple[str, ...]] = ()
+    Options: ClassVar[type[TaskOptions]] = TaskOptions
 
     def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
         self.options = options
@@ -92,24 +84,15 @@ class Evaluator:
 
     @classmethod
     def validate(cls, options: dict[str, Any]) -> dict[str, Any]:
-        """Defaults filled in, unknown options refused, types checked by `check`."""
-        unknown = sorted(set(options) - set(cls.defaults))
-        if unknown:
-            raise EvaluatorError(
-                f"{cls.name}: unknown options {unknown}; it accepts {sorted(cls.defaults)}"
-            )
-        merged = {**cls.defaults, **{k: v for k, v in options.items() if v is not None}}
-        return cls.check(merged)
-
-    @classmethod
-    def check(cls, options: dict[str, Any]) -> dict[str, Any]:
-        return options
+        """Defaults filled in; unknown options and bad values refused (EvaluatorError naming the field)."""
+        return validate_options(cls.Options, options)
 
     def config_hash(self, model: dict[str, Any] | None = None) -> str:
         """Identity of how samples are built and scored: task, version, options that are not
-        mere selection, and the model's description (another RoPE scaling or variant must not
+        mere selection (options marked `selects`: a run with more lengths or trials reuses the
+        samples already scored), and the model's description (another RoPE scaling or variant must not
         reuse records)."""
-        kept = {k: v for k, v in self.options.items() if k not in self.selection}
+        kept = {k: v for k, v in self.options.items() if k not in self.Options.selection()}
         canonical = json.dumps({"task": self.name, "version": self.version, "options": kept, "model": model},
                                sort_keys=True, default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
@@ -135,10 +118,15 @@ class Evaluator:
     # time through it instead of through the engine.
     run_sample: ClassVar[Callable[..., dict[str, Any]] | None] = None
 
-    def aggregate(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+    def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
         raise NotImplementedError
 
-    def plots(self, records: list[dict[str, Any]], aggregates: dict[str, Any], folder: Path) -> list[Path]:
+    @classmethod
+    def legacy_result(cls, entry: dict[str, Any]) -> TaskResult:
+        """The typed result of an entry written before the contract (aggregates spread into it)."""
+        raise NotImplementedError(f"{cls.name}: no reader for results of version {entry.get('evaluator_version')}")
+
+    def plots(self, records: list[dict[str, Any]], result: TaskResult, folder: Path) -> list[Path]:
         return []
 
     def prepare(self, loaded: LoadedModel) -> None:
@@ -242,8 +230,8 @@ def run_evaluator(
             check_stop()
             run_built(engine, [evaluator.build(loaded, s) for s in pending[lo:lo + BUILD_GROUP]], finished)
     records = [done[i] for i in ids]
-    aggregates = evaluator.aggregate(records)
-    plot_paths = evaluator.plots(records, aggregates, out_dir / "plots")
+    result = evaluator.aggregate(records)
+    plot_paths = evaluator.plots(records, result, out_dir / "plots")
     return {
         "task": evaluator.name,
         "evaluator_version": evaluator.version,
@@ -255,7 +243,7 @@ def run_evaluator(
         "samples": total,
         "samples_file": str(out_dir / SAMPLES_FILE),
         "plots": [str(p) for p in plot_paths],
-        **aggregates,
+        RESULT_KEY: result.model_dump(mode="json"),
     }
 
 
@@ -269,39 +257,3 @@ def run_built(engine: Engine, built: list[Built], finished: Callable[[Built, Any
         if not group:
             continue
         call([b.request for b in group], done=lambda i, response, group=group: finished(group[i], response))
-
-
-def as_int_list(name: str, value: Any, task: str, minimum: int = 1) -> list[int]:
-    """Lengths and the like: a list of ints (or a comma-separated string) >= minimum."""
-    if isinstance(value, str):
-        value = [v for v in value.split(",") if v.strip()]
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        value = [value]
-    if not isinstance(value, Iterable) or isinstance(value, dict):
-        raise EvaluatorError(f"{task}: {name} must be a list of integers, got {value!r}")
-    out = []
-    for v in value:
-        try:
-            iv = int(v)
-        except (TypeError, ValueError):
-            raise EvaluatorError(f"{task}: {name} must be integers, got {v!r}") from None
-        if isinstance(v, float) and v != iv or isinstance(v, bool):
-            raise EvaluatorError(f"{task}: {name} must be integers, got {v!r}")
-        if iv < minimum:
-            raise EvaluatorError(f"{task}: every value of {name} must be >= {minimum}, got {iv}")
-        out.append(iv)
-    if not out:
-        raise EvaluatorError(f"{task}: {name} must not be empty")
-    return out
-
-
-def as_int(name: str, value: Any, task: str, minimum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise EvaluatorError(f"{task}: {name} must be an integer, got {value!r}")
-    try:
-        iv = int(value)
-    except ValueError:
-        raise EvaluatorError(f"{task}: {name} must be an integer, got {value!r}") from None
-    if minimum is not None and iv < minimum:
-        raise EvaluatorError(f"{task}: {name} must be >= {minimum}, got {iv}")
-    return iv

@@ -27,12 +27,18 @@ import torch
 from checkpoints.attention.base import RowStats
 from checkpoints.attention.stats import stats_from_weights
 from checkpoints.loading import LoadedModel
-from evaluators.base import Evaluator, EvaluatorError, Sample, as_int, as_int_list
+from evaluators.base import Evaluator, EvaluatorError, Sample
+from evaluators.options import DiagnosticsOptions
 from evaluators.passkey import PasskeyEvaluator
 from evaluators.plots import heatmap, lines
+from evaluators.results import TaskResult, fmt, metric, series
 
 EPS = (0.2, 0.3)
 HEAD_FIGURES = ("first_weight", "sink_ratio", "sparsity", "entropy", "dispersion", "negative_first")
+# The model-level figures a result reports per length (units in the protocol).
+SUMMARY_FIGURES = ("sink_rate@0.2", "sink_rate@0.3", "sink_ratio", "sparsity", "entropy", "dispersion",
+                   "negative_first", "kurtosis")
+UNITS = {"sink_ratio": "ratio", "entropy": "nats", "kurtosis": "kurtosis"}
 
 
 class RowAccumulator:
@@ -217,21 +223,8 @@ def summarise_heads(per_sample_layers: list[list[dict[str, list[float]]]]) -> di
 
 class DiagnosticsEvaluator(Evaluator):
     name = "diagnostics"
-    version = "1"
-    defaults = {"lengths": [256, 1024, 4096], "samples": 2, "seed": 0, "text_file": None, "dense_max": 1024,
-                "chunk_size": 1024}
-    selection = ("lengths", "samples")
-
-    @classmethod
-    def check(cls, o: dict[str, Any]) -> dict[str, Any]:
-        o["lengths"] = as_int_list("lengths", o["lengths"], cls.name, minimum=2)
-        o["samples"] = as_int("samples", o["samples"], cls.name, minimum=1)
-        o["seed"] = as_int("seed", o["seed"], cls.name)
-        o["dense_max"] = as_int("dense_max", o["dense_max"], cls.name, minimum=0)
-        o["chunk_size"] = as_int("chunk_size", o["chunk_size"], cls.name, minimum=16)
-        if o["text_file"] is not None and not isinstance(o["text_file"], str):
-            raise EvaluatorError("diagnostics: text_file must be a path to a UTF-8 text file")
-        return o
+    version = "2"  # 2: typed result (evaluators.results)
+    Options = DiagnosticsOptions
 
     def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)
@@ -272,7 +265,7 @@ class DiagnosticsEvaluator(Evaluator):
         return {"length": n, "prompt_tokens": len(ids), "truncated": False, "prediction": None,
                 "references": None, "score": None, **m}
 
-    def aggregate(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+    def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
         by_length: dict[str, Any] = {}
         for n in self.options["lengths"]:
             rs = [r for r in records if r["length"] == n]
@@ -294,23 +287,45 @@ class DiagnosticsEvaluator(Evaluator):
             checks = [r["stats_vs_dense_max_abs_diff"] for r in rs if "stats_vs_dense_max_abs_diff" in r]
             if checks:
                 entry["stats_vs_dense_max_abs_diff"] = max(checks)
+            entry["n"] = len(rs)
             by_length[str(n)] = entry
-        longest = by_length[max(by_length, key=int)] if by_length else {}
-        summary = {k: longest.get(k) for k in ("sink_rate@0.2", "sink_rate@0.3", "sink_ratio", "sparsity",
-                                               "entropy", "dispersion", "negative_first")}
-        summary["kurtosis"] = longest.get("massive_activations", {}).get("kurtosis")
-        return {"by_length": by_length, "summary": summary}
+        return self.typed(by_length)
 
-    def plots(self, records: list[dict[str, Any]], aggregates: dict[str, Any], folder: Path) -> list[Path]:
+    @classmethod
+    def typed(cls, by_length: dict[str, Any]) -> TaskResult:
+        """Measurements, not scores (higher_is_better None): each figure at the longest length
+        as a metric and against length as a series; per-layer detail stays in `extra`."""
+        def figure(entry: dict[str, Any], k: str) -> float | None:
+            return entry.get("massive_activations", {}).get("kurtosis") if k == "kurtosis" else entry.get(k)
+
+        keys = sorted(by_length, key=int)
+        longest = keys[-1] if keys else None
+        top = by_length[longest] if longest else {}
+        n_of = lambda e: e.get("n", 0)  # noqa: E731 - version 1 did not record n
+        metrics = [metric(k, figure(top, k), None, UNITS.get(k, "fraction"), n_of(top),
+                          f"at the longest length ({longest} tokens)") for k in SUMMARY_FIGURES]
+        out = [series(k, "length", UNITS.get(k, "fraction"), None,
+                      [(int(n), figure(by_length[n], k), n_of(by_length[n])) for n in keys]) for k in SUMMARY_FIGURES]
+        line = ", ".join(f"{k} {fmt(m.value, 2)}" for k, m in zip(SUMMARY_FIGURES, metrics, strict=True)
+                         if k in ("sink_rate@0.3", "sparsity", "dispersion", "kurtosis"))
+        return TaskResult(headline="sink_rate@0.3", metrics=metrics, series=out,
+                          summary=f"at {longest} tokens: {line}", extra={"by_length": by_length})
+
+    @classmethod
+    def legacy_result(cls, entry: dict[str, Any]) -> TaskResult:
+        """Version 1 spread {by_length, summary} into the entry."""
+        return cls.typed(entry["by_length"])
+
+    def plots(self, records: list[dict[str, Any]], result: TaskResult, folder: Path) -> list[Path]:
         out = []
-        by_length = aggregates["by_length"]
+        by_length = result.extra["by_length"]
         if by_length:
             xs = sorted(by_length, key=int)
             out.append(lines(folder / "diagnostics_vs_length.png", [int(n) for n in xs],
                              {k: [by_length[n].get(k) for n in xs]
                               for k in ("dispersion", "sparsity", "sink_rate@0.3", "negative_first")},
                              "attention against length", "tokens"))
-        for n, entry in aggregates["by_length"].items():
+        for n, entry in by_length.items():
             layers = entry.get("per_layer")
             if not layers:
                 continue

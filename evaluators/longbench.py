@@ -29,9 +29,11 @@ from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
-from evaluators.base import Built, Evaluator, EvaluatorError, Sample, as_int
+from evaluators.base import Built, Evaluator, EvaluatorError, Sample
 from evaluators.data import load_longbench
 from evaluators.metrics import longbench_dataset_score, longbench_e_scores, longbench_sample_score
+from evaluators.options import LongBenchOptions
+from evaluators.results import TaskResult, fmt, metric, series
 
 log = logging.getLogger("lctx.longbench")
 
@@ -154,33 +156,9 @@ def apply_chat_template(tokenizer: Tokenizer, prompt: str) -> str:
 
 class LongBenchEvaluator(Evaluator):
     name = "longbench"
-    version = "3"  # 2: code similarity, prompt whitespace, BOS in the budget; 3: samsum never ends at once
-    defaults = {"datasets": None, "e": False, "chat_template": False, "max_length": None, "limit": None,
-                "seed": 0}
-    selection = ("datasets", "limit")
-
-    @classmethod
-    def check(cls, o: dict[str, Any]) -> dict[str, Any]:
-        for flag in ("e", "chat_template"):
-            if not isinstance(o[flag], bool):
-                raise EvaluatorError(f"longbench: {flag} must be true or false, got {o[flag]!r}")
-        known = configs(o["e"])
-        if o["datasets"] is None:
-            o["datasets"] = sorted(known)
-        if isinstance(o["datasets"], str):
-            o["datasets"] = [d for d in o["datasets"].split(",") if d]
-        if not isinstance(o["datasets"], list) or not o["datasets"]:
-            raise EvaluatorError("longbench: datasets must be a non-empty list of dataset names")
-        unknown = [d for d in o["datasets"] if d not in known]
-        if unknown:
-            which = "LongBench-E" if o["e"] else "LongBench"
-            raise EvaluatorError(f"longbench: unknown {which} datasets {unknown}; available: {', '.join(sorted(known))}")
-        if o["max_length"] is not None:
-            o["max_length"] = as_int("max_length", o["max_length"], cls.name, minimum=16)
-        if o["limit"] is not None:
-            o["limit"] = as_int("limit", o["limit"], cls.name, minimum=1)
-        o["seed"] = as_int("seed", o["seed"], cls.name)
-        return o
+    # 2: code similarity, prompt whitespace, BOS in the budget; 3: samsum never ends at once; 4: typed result
+    version = "4"
+    Options = LongBenchOptions
 
     def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)
@@ -239,11 +217,42 @@ class LongBenchEvaluator(Evaluator):
                 "score": longbench_sample_score(built.record["dataset"], metric, response.text, record["answers"],
                                                 record.get("all_classes"))}
 
-    def aggregate(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+    def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
         by_dataset: dict[str, list[dict]] = defaultdict(list)
         for r in records:
             by_dataset[r["dataset"]].append(r)
-        return summarise(by_dataset, self.options["e"])
+        return typed(summarise(by_dataset, self.options["e"]))
+
+    @classmethod
+    def legacy_result(cls, entry: dict[str, Any]) -> TaskResult:
+        """Versions 1-3 spread `summarise`'s {datasets, categories, average} into the entry."""
+        return typed(entry)
+
+
+def typed(summary: dict[str, Any]) -> TaskResult:
+    """`summarise`'s layout as the contract: the average (headline), a score per dataset and
+    per category, LongBench-E's buckets as a series per dataset. Scores are 0-100."""
+    unit = "score (0-100)"
+    datasets = summary["datasets"]
+    n = sum(e["n"] for e in datasets.values())
+    cat_n: dict[str, int] = defaultdict(int)
+    for e in datasets.values():
+        if e["score"] is not None:
+            cat_n[e["category"]] += e["n"]
+    out = [series("score", "dataset", unit, True, [(d, e["score"], e["n"]) for d, e in datasets.items()]),
+           series("score", "category", unit, True, [(c, v, cat_n[c]) for c, v in summary["categories"].items()])]
+    out += [series("score", "bucket", unit, True, [(b, v, e["n"]) for b, v in e["buckets"].items()], dataset=d)
+            for d, e in datasets.items() if e.get("buckets")]
+    # n per bucket is not recorded; the dataset's n is the samples behind the whole series
+    line = ", ".join(f"{d} {fmt(e['score'], 1)}" for d, e in datasets.items())
+    return TaskResult(
+        headline="average",
+        metrics=[metric("average", summary["average"], True, unit, n, "mean of the datasets' scores")],
+        series=out,
+        summary=f"average {fmt(summary['average'], 2)} over {len(datasets)} datasets ({line})",
+        extra={"datasets": {d: {"metric": e["metric"], "category": e["category"], "truncated": e["truncated"]}
+                            for d, e in datasets.items()}},
+    )
 
 
 def summarise(by_dataset: dict[str, list[dict[str, Any]]], e: bool) -> dict[str, Any]:

@@ -25,8 +25,10 @@ from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
-from evaluators.base import Built, Evaluator, EvaluatorError, Sample, as_int, as_int_list
+from evaluators.base import Built, Evaluator, EvaluatorError, Sample
+from evaluators.options import NeedleOptions, PasskeyOptions
 from evaluators.plots import heatmap
+from evaluators.results import TaskResult, fmt, metric, series
 
 INTRO = (
     "There is an important info hidden inside a lot of irrelevant text. "
@@ -35,7 +37,6 @@ INTRO = (
 GARBAGE_SENTENCE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
 QUESTION = "What is the pass key? The pass key is"
 KEY_RANGE = (1, 50000)
-TDA_LENGTHS = list(range(500, 4001, 500))  # the TDA paper's grid
 
 
 def needle_text(key: int) -> str:
@@ -112,16 +113,29 @@ def _accuracy(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-class _Retrieval(Evaluator):
-    """Shared option checks and generation of the passkey-style evaluators."""
+def _points(cells: dict[str, dict[str, Any]]) -> list[tuple[str | int, float | None, int]]:
+    return [(int(k) if k.lstrip("-").isdigit() else k, c["accuracy"], c["n"]) for k, c in cells.items()]
 
-    @classmethod
-    def check(cls, o: dict[str, Any]) -> dict[str, Any]:
-        o["lengths"] = as_int_list("lengths", o["lengths"], cls.name)
-        o["trials"] = as_int("trials", o["trials"], cls.name, minimum=1)
-        o["seed"] = as_int("seed", o["seed"], cls.name)
-        o["max_new_tokens"] = as_int("max_new_tokens", o["max_new_tokens"], cls.name, minimum=1)
-        return o
+
+def retrieval_result(task: str, accuracy: float | None, by_length: dict[str, dict[str, Any]],
+                     extra_series: list[Any], extra: dict[str, Any]) -> TaskResult:
+    """Accuracy overall and per length (cells as `_accuracy` writes them); the per-length
+    prompt sizes (and targets the protocol's fixed blocks exceed) go to `extra`."""
+    n = sum(c["n"] for c in by_length.values())
+    tokens = {k: {t: c.get(f"{t}_prompt_tokens") for t in ("mean", "min", "max")} for k, c in by_length.items()}
+    over = {k: c["over_target"] for k, c in by_length.items() if c.get("over_target")}
+    per_length = ", ".join(f"{k}: {fmt(c['accuracy'], 2)}" for k, c in by_length.items())
+    return TaskResult(
+        headline="accuracy",
+        metrics=[metric("accuracy", accuracy, True, "fraction", n, "share of trials answered with the key")],
+        series=[series("accuracy", "length", "fraction", True, _points(by_length)), *extra_series],
+        summary=f"{task} accuracy {fmt(accuracy, 2)} over {n} trials ({per_length})",
+        extra={"prompt_tokens": tokens, **({"over_target": over} if over else {}), **extra},
+    )
+
+
+class _Retrieval(Evaluator):
+    """Shared generation of the passkey-style evaluators."""
 
     def request(self, sample: Sample, ids: list[int], key: int, record: dict[str, Any]) -> Built:
         """Greedy decoding of `max_new_tokens` after the prompt; `key` is kept for scoring."""
@@ -135,9 +149,8 @@ class _Retrieval(Evaluator):
 
 class PasskeyEvaluator(_Retrieval):
     name = "passkey"
-    version = "1"
-    defaults = {"lengths": TDA_LENGTHS, "trials": 100, "seed": 0, "max_new_tokens": 10}
-    selection = ("lengths", "trials")
+    version = "2"  # 2: typed result (evaluators.results)
+    Options = PasskeyOptions
 
     def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)
@@ -176,7 +189,7 @@ class PasskeyEvaluator(_Retrieval):
             "length": target, "trial": sample.params["trial"], "prompt_tokens": len(ids),
             "truncated": False, "over_target": len(ids) > target, **trial})
 
-    def aggregate(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+    def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
         by_length: dict[int, list] = defaultdict(list)
         by_decile: dict[int, list] = defaultdict(list)
         for r in records:
@@ -189,13 +202,21 @@ class PasskeyEvaluator(_Retrieval):
             if over:
                 # The protocol's fixed blocks alone are longer than this target.
                 lengths[str(n)]["over_target"] = over
-        return {
-            "by_length": lengths,
-            "by_depth_decile": {str(d): _accuracy(by_decile[d]) for d in sorted(by_decile)},
-            "accuracy": _accuracy(records)["accuracy"],
-        }
+        return self.typed(_accuracy(records)["accuracy"], lengths,
+                          {str(d): _accuracy(by_decile[d]) for d in sorted(by_decile)})
 
-    def plots(self, records: list[dict[str, Any]], aggregates: dict[str, Any], folder: Path) -> list[Path]:
+    @classmethod
+    def typed(cls, accuracy: float | None, by_length: dict[str, dict[str, Any]],
+              by_decile: dict[str, dict[str, Any]]) -> TaskResult:
+        deciles = series("accuracy", "depth_decile", "fraction", True, _points(by_decile))
+        return retrieval_result(cls.name, accuracy, by_length, [deciles], {})
+
+    @classmethod
+    def legacy_result(cls, entry: dict[str, Any]) -> TaskResult:
+        """Version 1 spread {by_length, by_depth_decile, accuracy} into the entry."""
+        return cls.typed(entry["accuracy"], entry["by_length"], entry["by_depth_decile"])
+
+    def plots(self, records: list[dict[str, Any]], result: TaskResult, folder: Path) -> list[Path]:
         if not records:
             return []
         lengths = sorted({r["length"] for r in records})
@@ -219,20 +240,8 @@ def sentence_boundaries(text: str) -> list[int]:
 
 class NeedleEvaluator(_Retrieval):
     name = "needle"
-    version = "1"
-    defaults = {"lengths": [1000, 2000, 4000], "depths": list(range(0, 101, 10)), "trials": 1, "seed": 0,
-                "max_new_tokens": 10, "haystack_file": None}
-    selection = ("lengths", "depths", "trials")
-
-    @classmethod
-    def check(cls, o: dict[str, Any]) -> dict[str, Any]:
-        o = super().check(o)
-        o["depths"] = as_int_list("depths", o["depths"], cls.name, minimum=0)
-        if any(d > 100 for d in o["depths"]):
-            raise EvaluatorError(f"needle: depths are percent of the haystack, 0..100; got {o['depths']}")
-        if o["haystack_file"] is not None and not isinstance(o["haystack_file"], str):
-            raise EvaluatorError("needle: haystack_file must be a path to a UTF-8 text file")
-        return o
+    version = "2"  # 2: typed result (evaluators.results)
+    Options = NeedleOptions
 
     def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)
@@ -281,7 +290,7 @@ class NeedleEvaluator(_Retrieval):
             "length": n, "depth_percent": d, "trial": t, "key": key, "haystack_chars": g,
             "prompt_tokens": len(ids), "truncated": False, "over_target": len(ids) > n})
 
-    def aggregate(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+    def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
         cells: dict[tuple[int, int], list] = defaultdict(list)
         for r in records:
             cells[(r["length"], r["depth_percent"])].append(r)
@@ -291,15 +300,44 @@ class NeedleEvaluator(_Retrieval):
         by_length = defaultdict(list)
         for r in records:
             by_length[r["length"]].append(r)
-        return {"grid": dict(grid), "by_length": {str(n): _accuracy(rs) for n, rs in sorted(by_length.items())},
-                "accuracy": _accuracy(records)["accuracy"]}
+        by_depth = defaultdict(list)
+        for r in records:
+            by_depth[r["depth_percent"]].append(r)
+        return self.typed(_accuracy(records)["accuracy"],
+                          {str(n): _accuracy(rs) for n, rs in sorted(by_length.items())}, dict(grid),
+                          {str(d): _accuracy(rs) for d, rs in sorted(by_depth.items())})
 
-    def plots(self, records: list[dict[str, Any]], aggregates: dict[str, Any], folder: Path) -> list[Path]:
+    @classmethod
+    def typed(cls, accuracy: float | None, by_length: dict[str, dict[str, Any]],
+              grid: dict[str, dict[str, dict[str, Any]]], by_depth: dict[str, dict[str, Any]]) -> TaskResult:
+        """The grid (length -> depth -> cell) as one series along length per depth."""
+        depths = sorted({int(d) for cells in grid.values() for d in cells})
+        per_depth = [series("accuracy", "length", "fraction", True,
+                            [(int(n), c[str(d)]["accuracy"], c[str(d)]["n"]) for n, c in grid.items() if str(d) in c],
+                            depth=d) for d in depths]
+        overall = series("accuracy", "depth", "fraction", True, _points(by_depth))
+        return retrieval_result(cls.name, accuracy, by_length, [overall, *per_depth], {})
+
+    @classmethod
+    def legacy_result(cls, entry: dict[str, Any]) -> TaskResult:
+        """Version 1 spread {grid, by_length, accuracy} into the entry (no per-depth totals:
+        they are summed from the grid)."""
+        by_depth: dict[str, dict[str, Any]] = {}
+        for cells in entry["grid"].values():
+            for d, c in cells.items():
+                acc = by_depth.setdefault(d, {"hits": 0.0, "n": 0})
+                acc["hits"] += (c["accuracy"] or 0.0) * c["n"]
+                acc["n"] += c["n"]
+        depth_cells = {d: {"accuracy": v["hits"] / v["n"] if v["n"] else None, "n": v["n"]}
+                       for d, v in sorted(by_depth.items(), key=lambda kv: int(kv[0]))}
+        return cls.typed(entry["accuracy"], entry["by_length"], entry["grid"], depth_cells)
+
+    def plots(self, records: list[dict[str, Any]], result: TaskResult, folder: Path) -> list[Path]:
         if not records:
             return []
         lengths = sorted({r["length"] for r in records})
         depths = sorted({r["depth_percent"] for r in records})
-        g = aggregates["grid"]
-        values = [[g.get(str(n), {}).get(str(d), {}).get("accuracy") for n in lengths] for d in depths]
+        cells = {(p.key, s.at["depth"]): p.value for s in result.series if "depth" in s.at for p in s.points}
+        values = [[cells.get((n, d)) for n in lengths] for d in depths]
         return [heatmap(folder / "needle.png", values, [str(n) for n in lengths], [f"{d}%" for d in depths],
                         "needle accuracy", "length (tokens)", "depth (% of haystack)", vmin=0, vmax=1)]

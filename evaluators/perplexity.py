@@ -13,26 +13,15 @@ import torch
 
 from checkpoints.engine import RollingRequest
 from checkpoints.loading import LoadedModel
-from evaluators.base import Built, Evaluator, EvaluatorError, Sample, as_int, as_int_list
+from evaluators.base import Built, Evaluator, EvaluatorError, Sample
+from evaluators.options import PerplexityOptions
+from evaluators.results import TaskResult, fmt, metric, series
 
 
 class PerplexityEvaluator(Evaluator):
     name = "perplexity"
-    version = "1"
-    defaults = {"lengths": [1024, 2048, 4096], "text_file": None, "stride": None, "windows": 8, "seed": 0}
-    selection = ("lengths", "windows")
-
-    @classmethod
-    def check(cls, o: dict[str, Any]) -> dict[str, Any]:
-        o["lengths"] = as_int_list("lengths", o["lengths"], cls.name, minimum=2)
-        if o["stride"] is not None:
-            o["stride"] = as_int("stride", o["stride"], cls.name, minimum=1)
-        o["windows"] = as_int("windows", o["windows"], cls.name, minimum=1)
-        o["seed"] = as_int("seed", o["seed"], cls.name)
-        if not isinstance(o["text_file"], str) or not o["text_file"]:
-            raise EvaluatorError("perplexity: text_file is required: a local UTF-8 text file (absolute, or "
-                                 "relative to the data directory), e.g. a PG-19 or Proof-Pile document")
-        return o
+    version = "2"  # 2: typed result (evaluators.results)
+    Options = PerplexityOptions
 
     def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)
@@ -81,11 +70,32 @@ class PerplexityEvaluator(Evaluator):
         nll = -float(response[-scored:].sum())  # response: (end - start - 1,) token log-probabilities
         return {"nll": nll, "score": math.exp(nll / scored)}
 
-    def aggregate(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+    def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
         by_length: dict[str, Any] = {}
         for n in self.options["lengths"]:
             rs = [r for r in records if r["length"] == n]
             tokens = sum(r["tokens"] for r in rs)
             by_length[str(n)] = {"perplexity": math.exp(sum(r["nll"] for r in rs) / tokens) if tokens else None,
                                  "windows": len(rs), "tokens": tokens}
-        return {"by_length": by_length, "stride": self.options["stride"]}
+        return self.typed(by_length, self.options["stride"])
+
+    @classmethod
+    def typed(cls, by_length: dict[str, dict[str, Any]], stride: int | None) -> TaskResult:
+        """Perplexity per length (lower is better); the headline is the longest length's."""
+        longest = max(by_length, key=int) if by_length else None
+        top = by_length[longest] if longest else {"perplexity": None, "windows": 0}
+        line = ", ".join(f"{k}: {fmt(v['perplexity'], 2)}" for k, v in by_length.items())
+        return TaskResult(
+            headline="perplexity",
+            metrics=[metric("perplexity", top["perplexity"], False, "perplexity", top["windows"],
+                            f"at the longest length ({longest} tokens)")],
+            series=[series("perplexity", "length", "perplexity", False,
+                           [(int(k), v["perplexity"], v["windows"]) for k, v in by_length.items()])],
+            summary=f"perplexity {line}" + (f" (stride {stride})" if stride else ""),
+            extra={"tokens": {k: v["tokens"] for k, v in by_length.items()}, "stride": stride},
+        )
+
+    @classmethod
+    def legacy_result(cls, entry: dict[str, Any]) -> TaskResult:
+        """Version 1 spread {by_length, stride} into the entry."""
+        return cls.typed(entry["by_length"], entry.get("stride"))

@@ -16,7 +16,7 @@ from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
-from evaluators.base import Built, Evaluator, EvaluatorError, Sample, as_int
+from evaluators.base import Built, Evaluator, EvaluatorError, Sample
 from evaluators.data import group_by_id, load_scrolls
 from evaluators.metrics import (
     ROUGE_KEYS,
@@ -25,6 +25,8 @@ from evaluators.metrics import (
     scrolls_aggregate,
     scrolls_sample_scores,
 )
+from evaluators.options import ScrollsOptions
+from evaluators.results import TaskResult, fmt, metric, series
 
 # Generation lengths (tokens) sized to the references of each task.
 MAX_NEW_TOKENS = {"gov_report": 1024, "summ_screen_fd": 512, "qmsum": 512, "qasper": 128,
@@ -42,34 +44,8 @@ def truncate_end(tokenizer: Tokenizer, text: str, budget: int) -> tuple[list[int
 
 class ScrollsEvaluator(Evaluator):
     name = "scrolls"
-    version = "1"
-    defaults = {"tasks": None, "datasets": None, "split": "validation", "max_length": None, "limit": None,
-                "max_new_tokens": None, "seed": 0}
-    selection = ("tasks", "limit")
-
-    @classmethod
-    def check(cls, o: dict[str, Any]) -> dict[str, Any]:
-        aliased = o.pop("datasets", None)
-        if aliased is not None and o["tasks"] is not None:
-            raise EvaluatorError("scrolls: give tasks or datasets, not both (they mean the same)")
-        tasks = aliased if aliased is not None else o["tasks"]
-        if tasks is None:
-            tasks = list(SCROLLS_METRICS)
-        if isinstance(tasks, str):
-            tasks = [t for t in tasks.split(",") if t]
-        if not isinstance(tasks, list) or not tasks:
-            raise EvaluatorError("scrolls: tasks must be a non-empty list of task names")
-        unknown = [t for t in tasks if t not in SCROLLS_METRICS]
-        if unknown:
-            raise EvaluatorError(f"scrolls: unknown tasks {unknown}; available: {', '.join(SCROLLS_METRICS)}")
-        o["tasks"] = tasks
-        if o["split"] not in SPLITS:
-            raise EvaluatorError(f"scrolls: split must be one of {', '.join(SPLITS)}, got {o['split']!r}")
-        for k, low in (("max_length", 16), ("limit", 1), ("max_new_tokens", 1)):
-            if o[k] is not None:
-                o[k] = as_int(k, o[k], cls.name, minimum=low)
-        o["seed"] = as_int("seed", o["seed"], cls.name)
-        return o
+    version = "2"  # 2: typed result (evaluators.results)
+    Options = ScrollsOptions
 
     def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)
@@ -105,7 +81,7 @@ class ScrollsEvaluator(Evaluator):
             else next(iter(metrics.values()))
         return {"prediction": response.text, "metrics": metrics, "score": score}
 
-    def aggregate(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+    def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
         by_task: dict[str, list[dict]] = defaultdict(list)
         for r in records:
             by_task[r["scrolls_task"]].append(r)
@@ -115,8 +91,27 @@ class ScrollsEvaluator(Evaluator):
             tasks[t] = {**scrolls_aggregate(t, [r["metrics"] for r in rs]), "metric": SCROLLS_METRICS[t],
                         "truncated": sum(r["truncated"] for r in rs)}
         scores = [v["score"] for v in tasks.values() if v["score"] is not None]
-        return {"tasks": tasks, "split": self.options["split"],
-                "score": sum(scores) / len(scores) if scores else None}
+        return self.typed(tasks, self.options["split"], sum(scores) / len(scores) if scores else None)
+
+    @classmethod
+    def typed(cls, tasks: dict[str, dict[str, Any]], split: str, score: float | None) -> TaskResult:
+        """The mean task score (headline) and a score per task (0-100); each task's own
+        metrics (ROUGE-1/2/L, F1, exact match) go to `extra`."""
+        unit = "score (0-100)"
+        n = sum(v["n"] for v in tasks.values())
+        line = ", ".join(f"{t} {fmt(v['score'], 1)}" for t, v in tasks.items())
+        return TaskResult(
+            headline="score",
+            metrics=[metric("score", score, True, unit, n, f"mean of the tasks' official scores ({split} split)")],
+            series=[series("score", "dataset", unit, True, [(t, v["score"], v["n"]) for t, v in tasks.items()])],
+            summary=f"SCROLLS {split} {fmt(score, 2)} over {len(tasks)} tasks ({line})",
+            extra={"split": split, "tasks": tasks},
+        )
+
+    @classmethod
+    def legacy_result(cls, entry: dict[str, Any]) -> TaskResult:
+        """Version 1 spread {tasks, split, score} into the entry."""
+        return cls.typed(entry["tasks"], entry["split"], entry["score"])
 
 
 def official_metrics(task: str, predictions: dict[str, str], references: dict[str, list[str]]) -> dict[str, Any]:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, create_model, field_serializer
 
+from evaluators.options import TASK_OPTIONS, TaskOptions
 from service.paths import NAME_PATTERN
 from service.status import JobStatus
 
@@ -38,20 +39,39 @@ class ErrorOut(BaseModel):
     code: str = "invalid"
 
 
-class TaskSpec(BaseModel):
-    """One evaluation task and its options; options beyond these are passed to the
-    evaluator, which validates them."""
+class _Task:
+    """What every task model of the request adds to its evaluator's option model."""
 
-    model_config = ConfigDict(extra="allow")
-
-    name: Annotated[str, Field(pattern=TASK_PATTERN, examples=["passkey"])]
-    lengths: list[Annotated[int, Field(gt=0, le=10_000_000)]] | None = Field(None, examples=[[256, 512, 1024]])
-    datasets: list[Annotated[str, Field(min_length=1, max_length=128)]] | None = Field(None, examples=[["qasper"]])
-    trials: Annotated[int, Field(gt=0, le=100_000)] | None = None
-    seed: int | None = None
+    name: str
 
     def options(self) -> dict[str, Any]:
-        return self.model_dump(exclude_none=True)
+        """The task as the job records it: its name and every option, defaults filled in."""
+        assert isinstance(self, TaskOptions)
+        return {"name": self.name, **self.as_dict()}
+
+
+def _task_model(name: str, options: type[TaskOptions]) -> type[TaskOptions]:
+    """The request model of one task: the evaluator's option model plus `name`."""
+    model = create_model(f"{name.title().replace('_', '')}Task", __base__=(options, _Task),
+                         __doc__=f"The {name} task and its options (unknown options are refused).",
+                         name=(Literal[name], Field(examples=[name])))
+    return model
+
+
+TASK_MODELS: dict[str, type[TaskOptions]] = {name: _task_model(name, opts) for name, opts in TASK_OPTIONS.items()}
+
+
+def _task_name(value: Any) -> str | None:
+    return value.get("name") if isinstance(value, dict) else getattr(value, "name", None)
+
+
+# One evaluation task, told apart by `name`: OpenAPI lists each task's options, and a bad
+# option is a 422 whose `loc` names the task and the field (body.tasks.0.passkey.lengths.0).
+TaskSpec = Annotated[
+    Union[tuple(Annotated[m, Tag(n)] for n, m in TASK_MODELS.items())],  # noqa: UP007 - built from a tuple
+    Discriminator(_task_name, custom_error_type="unknown_task",
+                  custom_error_message=f"unknown task; available: {', '.join(sorted(TASK_MODELS))}"),
+]
 
 
 class Suite(BaseModel):
@@ -61,6 +81,12 @@ class Suite(BaseModel):
     rope: Rope = None
     backend: Backend = "auto"
     priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
+
+    @field_serializer("tasks")
+    def _as_given(self, tasks: list[Any]) -> list[dict[str, Any]]:
+        """Tasks as they were asked for (defaults belong to the evaluator's version), so a
+        stored suite and its hash do not change when a default does."""
+        return [t.model_dump(mode="json", exclude_unset=True, exclude_none=True) for t in tasks]
 
 
 class JobCreate(Suite):
@@ -146,7 +172,16 @@ class LeaderboardRow(_Out):
     values: dict[str, float | None]
 
 
+class LeaderboardColumn(BaseModel):
+    name: str
+    higher_is_better: bool | None = Field(description="None: a measurement, not a score")
+    unit: str
+    kind: Literal["metric", "point"] = Field(description="a metric of the result, or a point of one of its series")
+
+
 class Leaderboard(BaseModel):
     task: str
     columns: list[str]
+    headline: str | None = Field(None, description="the column rows are sorted by, best first")
+    column_info: list[LeaderboardColumn] = Field(default_factory=list, description="per column, in order")
     rows: list[LeaderboardRow]

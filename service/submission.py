@@ -13,7 +13,7 @@ from checkpoints.config import ModelConfig
 from checkpoints.errors import CheckpointError
 from checkpoints.fingerprint import CheckpointInfo, inspect_checkpoint
 from checkpoints.rope import parse_rope_override
-from evaluators import TASKS, EvaluatorError, validate_task
+from evaluators.options import TASK_OPTIONS
 from service.errors import InvalidRequest
 from service.paths import confine
 from service.schemas import JobCreate, Suite
@@ -64,29 +64,24 @@ def validate_suite(suite: Suite, checkpoint: Path, settings: Settings) -> list[d
 
 
 def validate_tasks(suite: Suite, settings: Settings) -> list[dict[str, Any]]:
-    """Each task's options checked by its evaluator, and file options confined."""
+    """Each task with every option (the request schema, built from the evaluators' option
+    models, has checked them), file options confined."""
     tasks = []
     for i, spec in enumerate(suite.tasks):
-        task = spec.options()
-        if task["name"] not in TASKS:
-            raise InvalidRequest(f"tasks[{i}]: unknown task {task['name']!r}; available: {', '.join(sorted(TASKS))}")
-        try:
-            tasks.append(validate_task(task))  # defaults filled in: the job records every option
-        except (EvaluatorError, TypeError, ValueError, KeyError) as e:
-            raise InvalidRequest(f"tasks[{i}] ({task['name']}): {e}") from e
+        tasks.append(spec.options())  # defaults filled in: the job records every option
         confine_files(tasks[-1], settings, f"tasks[{i}]")
     return tasks
 
 
 def confine_files(task: dict[str, Any], settings: Settings, where: str) -> None:
-    """Options naming a file the evaluator reads (`text_file`, `haystack_file`, any
-    `*_file`) must lie inside the data dir or the checkpoint roots, like checkpoint paths;
-    relative ones are taken relative to the data dir. The option is replaced by the
-    resolved path, so the worker reads exactly the file that was checked."""
+    """Options the task's option model marks as files must lie inside the data dir or the
+    checkpoint roots, like checkpoint paths; relative ones are taken relative to the data
+    dir. The option is replaced by the resolved path, so the worker reads exactly the file
+    that was checked."""
     roots = ([settings.data_dir.absolute()] if settings.data_dir else []) + settings.roots
-    for key, value in task.items():
-        if key.endswith("_file") and isinstance(value, str):
-            task[key] = str(confine(value, roots, f"{where}.{key}"))
+    for key in TASK_OPTIONS[task["name"]].file_options():
+        if isinstance(task.get(key), str):
+            task[key] = str(confine(task[key], roots, f"{where}.{key}"))
 
 
 def job_fields(resolved: ResolvedCheckpoint, suite: Suite, tasks: list[dict[str, Any]]) -> dict[str, Any]:

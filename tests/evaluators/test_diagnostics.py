@@ -13,7 +13,7 @@ import torch
 from checkpoints.attention.stats import stats_from_weights
 from evaluators import run_task
 from evaluators.diagnostics import HEAD_FIGURES, Moments, RowAccumulator, causal_visible, kurtosis, measure
-from tests.evaluators.helpers import tiny_model
+from tests.evaluators.helpers import points, tiny_model, typed
 
 
 def test_row_figures_by_hand() -> None:
@@ -65,7 +65,8 @@ def test_diagnostics_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
     result = run_task(loaded, task, tmp_path / "out")
     lines = (tmp_path / "out" / "samples.jsonl").read_text().splitlines()
     assert len(lines) == 4 and all(json.loads(x)["prompt_tokens"] in (48, 200) for x in lines)
-    short, long = result["by_length"]["48"], result["by_length"]["200"]
+    detail = typed(result).extra["by_length"]
+    short, long = detail["48"], detail["200"]
     assert short["path"] == ["dense"] and long["path"] == ["stats"]
     assert short["stats_vs_dense_max_abs_diff"] < 1e-4
     for entry in (short, long):
@@ -74,6 +75,8 @@ def test_diagnostics_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
         assert len(entry["per_layer"]) == 2 and len(entry["per_layer"][0]["first_weight"]) == 4
         assert len(entry["massive_activations"]["per_layer"]) == 2
         assert entry["massive_activations"]["max"] >= entry["massive_activations"]["min"]
-    assert set(result["summary"]) >= {"sink_rate@0.3", "sparsity", "kurtosis"}
+    assert {m.name for m in typed(result).metrics} >= {"sink_rate@0.3", "sparsity", "kurtosis"}
+    assert all(m.higher_is_better is None and m.n == 2 for m in typed(result).metrics)  # measurements
+    assert points(result, "sparsity", "length")[200].value == long["sparsity"]
     assert len(list((tmp_path / "out" / "plots").glob("diagnostics_*_len[0-9]*.png"))) == 6
     assert (tmp_path / "out" / "plots" / "diagnostics_vs_length.png").is_file()

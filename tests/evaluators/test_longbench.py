@@ -20,7 +20,7 @@ from evaluators.longbench import (
     score_prediction_dir,
     truncate_middle,
 )
-from tests.evaluators.helpers import tiny_model
+from tests.evaluators.helpers import points, tiny_model, typed
 
 DATA = Path(__file__).parent / "data" / "longbench"
 
@@ -224,12 +224,15 @@ def test_longbench_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
         # decode to U+FFFD (3 bytes) at the seam, as they would in LongBench's pred.py
         assert r["prompt_tokens"] + max_gen[r["dataset"]] <= 200 + (6 if r["language"] == "zh" else 0), r["id"]
     assert any(r["truncated"] for r in records)
-    assert set(result["datasets"]) == {"passage_count", "multifieldqa_zh", "trec"}
-    for d, entry in result["datasets"].items():
+    datasets = points(result, "score", "dataset")
+    assert set(datasets) == {"passage_count", "multifieldqa_zh", "trec"}
+    for d, point in datasets.items():
         rs = [r for r in records if r["dataset"] == d]
-        assert entry["score"] == round(100 * sum(r["score"] for r in rs) / len(rs), 2)
-    assert set(result["categories"]) == {"Synthetic Tasks", "Single-Document QA", "Few-shot Learning"}
-    assert result["average"] is not None and result["model"]["rope"] and result["lctx_version"]
+        assert point.value == round(100 * sum(r["score"] for r in rs) / len(rs), 2) and point.n == len(rs)
+    assert set(points(result, "score", "category")) == {"Synthetic Tasks", "Single-Document QA", "Few-shot Learning"}
+    average = typed(result).metric("average")
+    assert average.value is not None and average.higher_is_better and average.n == 3
+    assert result["model"]["rope"] and result["lctx_version"]
 
 
 # LongBench's eval.py dataset2metric, written out to check what lctx derives from lm-eval's YAML.
@@ -283,9 +286,9 @@ def test_longbench_e_run_reports_length_buckets(tmp_path: Path) -> None:
     loaded = tiny_model(tmp_path / "m")
     result = run_task(loaded, {"name": "longbench", "e": True, "datasets": ["lcc"], "max_length": 200},
                       tmp_path / "out", data_dir=DATA)
-    buckets = result["datasets"]["lcc"]["buckets"]
+    buckets = {k: p.value for k, p in points(result, "score", "bucket", dataset="lcc").items()}
     assert buckets["0-4k"] is None and buckets["4-8k"] is None  # the one record has length 9000
-    assert buckets["8k+"] == result["datasets"]["lcc"]["score"]
+    assert buckets["8k+"] == points(result, "score", "dataset")["lcc"].value
 
 
 def test_every_dataset_of_the_shipped_data_runs_through_the_pipeline(tmp_path: Path, monkeypatch) -> None:
@@ -315,16 +318,18 @@ def test_every_dataset_of_the_shipped_data_runs_through_the_pipeline(tmp_path: P
         calls.clear()
         result = run_task(loaded, {"name": "longbench", "e": e, "max_length": 640}, tmp_path / f"out{e}",
                           data_dir=DATA)
-        assert len(result["datasets"]) == n and result["average"] is not None
-        assert set(result["categories"]) == {"Single-Document QA", "Multi-Document QA", "Summarization",
+        datasets = points(result, "score", "dataset")
+        assert len(datasets) == n and typed(result).metric("average").value is not None
+        assert set(points(result, "score", "category")) == {"Single-Document QA", "Multi-Document QA", "Summarization",
                                              "Few-shot Learning", "Synthetic Tasks", "Code Completion"}
         records = [json.loads(x) for x in (tmp_path / f"out{e}" / "samples.jsonl").read_text().splitlines()]
-        assert len(records) == len(calls) == sum(v["n"] for v in result["datasets"].values())
+        assert len(records) == len(calls) == sum(p.n for p in datasets.values())
         for r in records:
             assert r["prompt_tokens"] + OFFICIAL_MAXLEN[r["dataset"]] <= 640 + (6 if r["language"] == "zh" else 0)
         assert {mx for _, mx, _ in calls} == {32, 64, 128, 512}
-        assert [s for _, _, s in calls if s] == [("\n",)] * result["datasets"]["samsum"]["n"]  # samsum only
-        assert result["datasets"]["passage_retrieval_en"]["score"] > 0
+        assert [s for _, _, s in calls if s] == [("\n",)] * datasets["samsum"].n  # samsum only
+        assert datasets["passage_retrieval_en"].value > 0
         if e:  # the LongBench-E files written with lengths in all three buckets report all three
-            full = [d for d, v in result["datasets"].items() if v["n"] == 3]
-            assert len(full) == 11 and all(None not in result["datasets"][d]["buckets"].values() for d in full)
+            full = [d for d, p in datasets.items() if p.n == 3]
+            assert len(full) == 11 and all(
+                None not in [p.value for p in points(result, "score", "bucket", dataset=d).values()] for d in full)

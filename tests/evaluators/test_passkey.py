@@ -12,7 +12,7 @@ import pytest
 from checkpoints.tokenizer import ByteTokenizer
 from evaluators import EvaluationCancelled, EvaluatorError, run_task, validate_task
 from evaluators.passkey import PasskeyEvaluator, fit_length, is_correct, passkey_prompt, sentence_boundaries
-from tests.evaluators.helpers import tiny_model
+from tests.evaluators.helpers import points, tiny_model, typed
 
 EXPECTED = (
     "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
@@ -95,8 +95,14 @@ def test_options_are_validated() -> None:
     assert validate_task({"name": "passkey", "lengths": "100,200"})["lengths"] == [100, 200]
     with pytest.raises(EvaluatorError, match="unknown options"):
         validate_task({"name": "passkey", "lenghts": [5]})
-    with pytest.raises(EvaluatorError, match=">= 1"):
+    with pytest.raises(EvaluatorError, match="lengths.0: Input should be greater than 0"):
         validate_task({"name": "passkey", "lengths": [0]})
+    with pytest.raises(EvaluatorError, match="lengths.0: Input should be a valid integer"):
+        validate_task({"name": "passkey", "lengths": [True]})  # a boolean is not a length
+    with pytest.raises(EvaluatorError, match="lengths.0: Input should be less than or equal to 10000000"):
+        validate_task({"name": "passkey", "lengths": [10**8]})
+    with pytest.raises(EvaluatorError, match="trials: Input should be a valid integer"):
+        validate_task({"name": "passkey", "trials": 2.5})
     with pytest.raises(EvaluatorError, match="unknown task"):
         validate_task({"name": "passkee"})
 
@@ -120,17 +126,21 @@ def test_passkey_runs_aggregates_and_resumes(tmp_path: Path) -> None:
     ids = [r["id"] for r in records]
     assert len(ids) == len(set(ids)) == 6 and "passkey/len=300/trial=2" in ids
     assert all(r["prompt_tokens"] <= r["length"] for r in records)
-    assert set(result["by_length"]) == {"260", "300"} and result["by_length"]["300"]["n"] == 3
-    assert result["accuracy"] == sum(r["score"] for r in records) / 6
-    assert result["model"]["backend"] and result["evaluator_version"] and result["seed"] == 1
-    assert sum(v["n"] for v in result["by_depth_decile"].values()) == 6
+    by_length = points(result, "accuracy", "length")
+    assert set(by_length) == {260, 300} and by_length[300].n == 3
+    assert by_length[300].value == sum(r["score"] for r in records if r["length"] == 300) / 3
+    accuracy = typed(result).metric("accuracy")
+    assert accuracy.value == sum(r["score"] for r in records) / 6 and accuracy.n == 6 and accuracy.higher_is_better
+    assert typed(result).headline == "accuracy" and "passkey accuracy" in typed(result).summary
+    assert result["model"]["backend"] and result["evaluator_version"] == "2" and result["seed"] == 1
+    assert sum(p.n for p in points(result, "accuracy", "depth_decile").values()) == 6
     assert (tmp_path / "out" / "plots" / "passkey.png").is_file()
 
 
 def test_target_below_the_fixed_blocks_is_flagged(tmp_path: Path) -> None:
     loaded = tiny_model(tmp_path / "m")
     result = run_task(loaded, {"name": "passkey", "lengths": [64], "trials": 1}, tmp_path / "out")
-    assert result["by_length"]["64"]["over_target"] == 1
+    assert typed(result).extra["over_target"] == {"64": 1}
 
 
 def test_needle_grid_with_a_haystack_file(tmp_path: Path) -> None:
@@ -138,7 +148,9 @@ def test_needle_grid_with_a_haystack_file(tmp_path: Path) -> None:
     (tmp_path / "hay.txt").write_text("Alpha beta gamma. Delta epsilon! Zeta eta theta?\nIota kappa.")
     task = {"name": "needle", "lengths": [300, 400], "depths": [0, 50, 100], "haystack_file": "hay.txt"}
     result = run_task(loaded, task, tmp_path / "out", data_dir=tmp_path)
-    assert set(result["grid"]) == {"300", "400"} and set(result["grid"]["300"]) == {"0", "50", "100"}
+    for depth in (0, 50, 100):  # the grid: one series along length per depth
+        assert set(points(result, "accuracy", "length", depth=depth)) == {300, 400}
+    assert sum(p.n for p in points(result, "accuracy", "depth").values()) == 6
     assert (tmp_path / "out" / "plots" / "needle.png").is_file()
     recs = [json.loads(x) for x in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
     assert all(r["prompt_tokens"] <= r["length"] for r in recs)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from evaluators import EvaluatorError, run_task, validate_task
-from tests.evaluators.helpers import tiny_model
+from tests.evaluators.helpers import points, tiny_model, typed
 
 
 def direct_nll(model, ids: list[int], scored: int) -> float:
@@ -27,11 +27,14 @@ def test_perplexity_windows_and_stride(tmp_path: Path) -> None:
     r = run_task(loaded, {"name": "perplexity", "lengths": [40], "text_file": str(text), "windows": 2},
                  tmp_path / "a")
     nll = direct_nll(loaded.model, ids[:40], 39) + direct_nll(loaded.model, ids[40:80], 39)
-    assert r["by_length"]["40"]["perplexity"] == pytest.approx(math.exp(nll / 78), rel=1e-4)
+    assert points(r, "perplexity", "length")[40].value == pytest.approx(math.exp(nll / 78), rel=1e-4)
+    headline = typed(r).metric("perplexity")
+    assert headline.higher_is_better is False and headline.n == 2 and headline.value == points(
+        r, "perplexity", "length")[40].value
     r = run_task(loaded, {"name": "perplexity", "lengths": [40], "text_file": str(text), "windows": 2, "stride": 10},
                  tmp_path / "b")
     nll = direct_nll(loaded.model, ids[:40], 39) + direct_nll(loaded.model, ids[10:50], 10)
-    assert r["by_length"]["40"]["perplexity"] == pytest.approx(math.exp(nll / 49), rel=1e-4)
+    assert points(r, "perplexity", "length")[40].value == pytest.approx(math.exp(nll / 49), rel=1e-4)
 
 
 def test_perplexity_needs_a_text(tmp_path: Path) -> None:

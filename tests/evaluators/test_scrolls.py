@@ -12,7 +12,7 @@ from checkpoints.tokenizer import ByteTokenizer
 from evaluators import EvaluatorError, run_task, validate_task
 from evaluators.data import group_by_id, load_scrolls
 from evaluators.scrolls import score_predictions_file, truncate_end
-from tests.evaluators.helpers import tiny_model
+from tests.evaluators.helpers import points, tiny_model, typed
 
 DATA = Path(__file__).parent / "data" / "scrolls"
 
@@ -61,7 +61,7 @@ def test_options() -> None:
     assert validate_task({"name": "scrolls"})["tasks"] == [
         "gov_report", "summ_screen_fd", "qmsum", "qasper", "narrative_qa", "quality", "contract_nli"]
     assert validate_task({"name": "scrolls", "datasets": ["quality"]})["tasks"] == ["quality"]
-    with pytest.raises(EvaluatorError, match="unknown tasks"):
+    with pytest.raises(EvaluatorError, match="tasks.0: Input should be 'gov_report'"):
         validate_task({"name": "scrolls", "tasks": ["squad"]})
     with pytest.raises(EvaluatorError, match="split"):
         validate_task({"name": "scrolls", "split": "dev"})
@@ -78,6 +78,7 @@ def test_scrolls_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
     assert [r["truncated"] for r in records if r["id"] == "scrolls/gov_report/g1"] == [True]
     assert [r["references"] for r in records if r["id"] == "scrolls/narrative_qa/n1"] == [
         ["His daughter.", "The sailor's daughter"]]  # two rows, one example
-    assert len(result["tasks"]) == 7
-    assert set(result["tasks"]["gov_report"]) >= {"rouge1", "rouge2", "rougeL", "score"}
-    assert result["score"] == pytest.approx(sum(t["score"] for t in result["tasks"].values()) / 7)
+    scores = points(result, "score", "dataset")
+    assert len(scores) == 7 and sum(p.n for p in scores.values()) == len(ids) == 8
+    assert set(typed(result).extra["tasks"]["gov_report"]) >= {"rouge1", "rouge2", "rougeL", "score"}
+    assert typed(result).metric("score").value == pytest.approx(sum(p.value for p in scores.values()) / 7)

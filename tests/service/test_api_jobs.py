@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from service.app import create_app
+from tests.evaluators.helpers import points
 from tests.service.helpers import ThreadServer, make_settings, tiny_checkpoint, wait_for, wait_job
 
 PASSKEY = {"name": "passkey", "lengths": [128, 256], "trials": 2, "seed": 0}
@@ -74,7 +75,11 @@ def test_passkey_jobs_run_to_results_samples_plots_and_leaderboard(service) -> N
     board = c.get("/v1/leaderboard", params={"task": "passkey"}).json()
     assert {row["checkpoint"] for row in board["rows"]} == {"tiny-a", "tiny-b"}
     assert board["columns"] and all(set(row["values"]) == set(board["columns"]) for row in board["rows"])
-    assert any("128" in col for col in board["columns"])  # per length
+    assert "accuracy.length=128" in board["columns"]  # per length
+    assert board["headline"] == "accuracy" and board["columns"][0] == "accuracy"  # metrics first
+    assert {c["name"]: c["higher_is_better"] for c in board["column_info"]}["accuracy.length=128"] is True
+    best = [row["values"]["accuracy"] for row in board["rows"]]
+    assert best == sorted(best, reverse=True)  # sorted by the headline, higher is better
 
     metrics = c.get("/metrics").text
     assert 'lctx_jobs{status="succeeded"}' in metrics
@@ -93,12 +98,14 @@ def test_longbench_job_as_in_the_issue(service) -> None:
     assert done["progress"]["longbench"]["done"] == done["progress"]["longbench"]["total"] > 0
     results = c.get(f"/v1/jobs/{job['id']}/results").json()
     assert set(results["results"]) == {"passkey", "longbench"}
-    assert set(results["results"]["longbench"]["datasets"]) == {"qasper", "hotpotqa"}
+    assert set(points(results["results"]["longbench"], "score", "dataset")) == {"qasper", "hotpotqa"}
     assert results["model"]["rope"]["rope_type"] == "yarn"
     records = [json.loads(x) for x in c.get(f"/v1/jobs/{job['id']}/samples", params={"task": "longbench"}).text.splitlines()]
     assert {r["dataset"] for r in records} == {"qasper", "hotpotqa"}
     board = c.get("/v1/leaderboard", params={"task": "longbench/qasper"}).json()
     assert [row["checkpoint"] for row in board["rows"]] == ["tiny-a"] and "score" in board["columns"]
+    assert board["rows"][0]["values"]["score"] == points(results["results"]["longbench"], "score", "dataset")[
+        "qasper"].value
 
 
 def test_cancel_stops_a_running_job_and_others_go_on(service) -> None:

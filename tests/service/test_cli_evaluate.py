@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
-from tests.evaluators.helpers import tiny_model
+from tests.evaluators.helpers import points, tiny_model
 from tests.evaluators.test_lm_eval_adapter import write_tasks
 
 DATA = Path(__file__).parents[1] / "evaluators" / "data"
@@ -22,9 +22,10 @@ def test_eval_passkey_writes_results_and_resumes(tmp_path: Path, capsys) -> None
             "--trials", "2", "--out", str(tmp_path / "out"), "-q"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
-    assert "len 260" in printed and "accuracy" in printed
+    assert "accuracy @ length 260 (n=2)" in printed and "accuracy (fraction, n=4)" in printed
+    assert "passkey: passkey accuracy" in printed  # the result's summary line
     doc = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert doc["results"]["passkey"]["by_length"]["300"]["n"] == 2
+    assert points(doc["results"]["passkey"], "accuracy", "length")[300].n == 2
     assert doc["model"]["backend"] == "auto" and doc["model"]["resolved_backend"] == "torch"
     assert doc["versions"]["lctx"]
     samples = tmp_path / "out" / "passkey" / "samples.jsonl"
@@ -48,11 +49,12 @@ def test_eval_longbench_and_scrolls_from_a_data_dir(tmp_path: Path) -> None:
                  "--max-length", "200", "--data-dir", str(DATA / "longbench"), "--out", str(tmp_path / "o1"),
                  "-q"]) == 0
     doc = json.loads((tmp_path / "o1" / "results.json").read_text())
-    assert doc["results"]["longbench"]["datasets"]["passage_count"]["n"] == 1
+    assert points(doc["results"]["longbench"], "score", "dataset")["passage_count"].n == 1
     assert main(["eval", "--checkpoint", str(tmp_path / "m"), "--task", "scrolls", "--datasets", "quality",
                  "--max-length", "200", "--option", "max_new_tokens=4", "--data-dir", str(DATA / "scrolls"),
                  "--out", str(tmp_path / "o2"), "-q"]) == 0
-    assert "quality" in json.loads((tmp_path / "o2" / "results.json").read_text())["results"]["scrolls"]["tasks"]
+    doc = json.loads((tmp_path / "o2" / "results.json").read_text())
+    assert set(points(doc["results"]["scrolls"], "score", "dataset")) == {"quality"}
 
 
 def test_eval_refuses_bad_options(tmp_path: Path, capsys, monkeypatch) -> None:

@@ -1,0 +1,283 @@
+"""Each task's options, declared once: one pydantic model per evaluator with types,
+bounds, defaults, which options name files and which only select samples.
+
+The evaluator validates with it (`validate_options`), the API builds its request
+schema from it (OpenAPI shows every task's options; a bad value is a 422 naming the
+field), the CLI makes its flags from it and the service confines the options it
+marks as files. This module imports only pydantic, so the API schema and the CLI's
+client commands stay free of torch.
+
+Adding a task: write its model here (a `TaskOptions` subclass), add it to
+`TASK_OPTIONS` and point the evaluator's `Options` at it."""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    model_validator,
+)
+
+from evaluators.errors import EvaluatorError
+
+MAX_LENGTH = 10_000_000  # tokens: a target length beyond this is a typo, not a plan
+MAX_LIST = 1000  # values of a list option (lengths, depths, datasets)
+
+# Marks in the JSON schema of a field (visible in OpenAPI): the option names a file the
+# evaluator reads (confined to the data dir and checkpoint roots at submission), the option
+# only chooses which samples run (kept out of the configuration hash, so a run with more
+# lengths reuses the samples already scored), the option is another name of `x-alias-of`.
+FILE, SELECTS, ALIAS_OF = "x-file", "x-selects", "x-alias-of"
+
+
+def _listed(value: Any) -> Any:
+    """A comma-separated string ("256,512", from a shell) or a lone value as a list;
+    numbers in the string become ints so strict int lists accept them."""
+    if isinstance(value, str):
+        out: list[Any] = []
+        for part in (p.strip() for p in value.split(",")):
+            if part:
+                out.append(int(part) if part.lstrip("-").isdigit() else part)
+        return out
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return [value]
+    return value
+
+
+def Int(ge: int | None = None, le: int | None = None, gt: int | None = None) -> Any:  # noqa: N802 - a type
+    """A strict int (true, 1.5 and "3" are refused) within bounds."""
+    return Annotated[int, Field(strict=True, ge=ge, le=le, gt=gt)]
+
+
+def IntList(minimum: int, maximum: int) -> Any:  # noqa: N802 - a type
+    """A non-empty list of at most MAX_LIST strict ints in [minimum, maximum]."""
+    item = Annotated[int, Field(strict=True, ge=minimum, le=maximum)] if minimum != 1 else \
+        Annotated[int, Field(strict=True, gt=0, le=maximum)]
+    return Annotated[list[item], BeforeValidator(_listed), Field(min_length=1, max_length=MAX_LIST)]
+
+
+Names = Annotated[list[Annotated[str, Field(min_length=1, max_length=128)]], BeforeValidator(_listed),
+                  Field(min_length=1, max_length=MAX_LIST)]
+Seed = Annotated[int, Field(strict=True, ge=-(2**63), le=2**63 - 1, description="seed of every sampled choice")]
+FilePath = Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00]*$")]
+
+
+def option(default: Any = ..., description: str = "", *, file: bool = False, selects: bool = False,
+           alias_of: str | None = None) -> Any:
+    """A field with its description and lctx's marks (see FILE, SELECTS, ALIAS_OF)."""
+    extra: dict[str, Any] = {}
+    if file:
+        extra[FILE] = True
+    if selects:
+        extra[SELECTS] = True
+    if alias_of:
+        extra[ALIAS_OF] = alias_of
+    return Field(default, description=description, json_schema_extra=extra or None)
+
+
+class TaskOptions(BaseModel):
+    """Base of every task's options: unknown options are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: ClassVar[str] = ""
+
+    @classmethod
+    def _marked(cls, mark: str) -> tuple[str, ...]:
+        return tuple(n for n, f in cls.model_fields.items()
+                     if isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get(mark))
+
+    @classmethod
+    def file_options(cls) -> tuple[str, ...]:
+        return cls._marked(FILE)
+
+    @classmethod
+    def selection(cls) -> tuple[str, ...]:
+        return cls._marked(SELECTS)
+
+    @classmethod
+    def aliases(cls) -> tuple[str, ...]:
+        return cls._marked(ALIAS_OF)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every option with defaults filled in (aliases folded into their target)."""
+        return self.model_dump(exclude=set(self.aliases()))
+
+
+def describe_error(cls: type[TaskOptions], err: ValidationError) -> str:
+    """One line per problem, naming the field: `lengths.0: Input should be greater than 0`."""
+    unknown = [str(e["loc"][0]) for e in err.errors() if e["type"] == "extra_forbidden"]
+    lines = []
+    if unknown:
+        lines.append(f"unknown options {sorted(unknown)}; it accepts {sorted(cls.model_fields)}")
+    for e in err.errors():
+        if e["type"] == "extra_forbidden":
+            continue
+        where = ".".join(str(p) for p in e["loc"])
+        field = cls.model_fields.get(str(e["loc"][0])) if e["loc"] else None
+        hint = f" ({field.description})" if field is not None and field.description else ""
+        if e["type"] == "missing":
+            lines.append(f"{where} is required{hint}")
+        else:
+            lines.append(f"{where}: {e['msg'].removeprefix('Value error, ')}{hint}")
+    return f"{cls.task}: " + "; ".join(lines)
+
+
+def validate_options(cls: type[TaskOptions], options: dict[str, Any]) -> dict[str, Any]:
+    """The options with defaults filled in (None means the default); EvaluatorError naming
+    each bad field otherwise."""
+    given = {k: v for k, v in options.items() if v is not None}
+    try:
+        return cls.model_validate(given).as_dict()
+    except ValidationError as e:
+        raise EvaluatorError(describe_error(cls, e)) from None
+
+
+# --- the tasks -------------------------------------------------------------------------
+
+Lengths = IntList(1, MAX_LENGTH)
+MaxNewTokens = Annotated[int, Field(strict=True, ge=1, le=65_536)]
+TDA_LENGTHS = list(range(500, 4001, 500))  # the TDA paper's passkey grid
+
+
+class PasskeyOptions(TaskOptions):
+    task: ClassVar[str] = "passkey"
+
+    lengths: Lengths = option(TDA_LENGTHS, "target prompt lengths in the model's tokens", selects=True)
+    trials: Int(ge=1, le=100_000) = option(100, "trials per length", selects=True)
+    seed: Seed = 0
+    max_new_tokens: MaxNewTokens = option(10, "greedy tokens generated per trial")
+
+
+class NeedleOptions(TaskOptions):
+    task: ClassVar[str] = "needle"
+
+    lengths: Lengths = option([1000, 2000, 4000], "target prompt lengths in the model's tokens", selects=True)
+    depths: IntList(0, 100) = option(list(range(0, 101, 10)), "needle depths, percent of the haystack, 0..100",
+                                     selects=True)
+    trials: Int(ge=1, le=100_000) = option(1, "trials per cell", selects=True)
+    seed: Seed = 0
+    max_new_tokens: MaxNewTokens = option(10, "greedy tokens generated per trial")
+    haystack_file: FilePath | None = option(None, "UTF-8 text repeated as the haystack (default: the passkey "
+                                            "garbage); absolute or relative to the data directory", file=True)
+
+
+class LongBenchOptions(TaskOptions):
+    task: ClassVar[str] = "longbench"
+
+    datasets: Names | None = option(None, "LongBench datasets (default: all of LongBench, or of LongBench-E)",
+                                    selects=True)
+    e: StrictBool = option(False, "LongBench-E: the 13 datasets with length buckets")
+    chat_template: StrictBool = option(False, "apply the tokenizer's chat template")
+    max_length: Int(ge=16, le=MAX_LENGTH) | None = option(None, "token budget (default: the model's context)")
+    limit: Int(ge=1, le=1_000_000) | None = option(None, "first N examples per dataset", selects=True)
+    seed: Seed = 0
+
+    @model_validator(mode="after")
+    def _known_datasets(self) -> LongBenchOptions:
+        from evaluators.longbench import configs  # reads lm-eval's task YAMLs (on first use)
+
+        known = configs(self.e)
+        if self.datasets is None:
+            self.datasets = sorted(known)
+        unknown = [d for d in self.datasets if d not in known]
+        if unknown:
+            which = "LongBench-E" if self.e else "LongBench"
+            raise ValueError(f"unknown {which} datasets {unknown}; available: {', '.join(sorted(known))}")
+        return self
+
+
+ScrollsTask = Literal["gov_report", "summ_screen_fd", "qmsum", "qasper", "narrative_qa", "quality", "contract_nli"]
+SCROLLS_TASKS: tuple[str, ...] = ScrollsTask.__args__  # type: ignore[attr-defined]
+ScrollsTasks = Annotated[list[ScrollsTask], BeforeValidator(_listed), Field(min_length=1, max_length=len(SCROLLS_TASKS))]
+
+
+class ScrollsOptions(TaskOptions):
+    task: ClassVar[str] = "scrolls"
+
+    tasks: ScrollsTasks | None = option(None, "SCROLLS tasks (default: all seven)", selects=True)
+    datasets: ScrollsTasks | None = option(None, "SCROLLS tasks (another name of tasks)", selects=True,
+                                           alias_of="tasks")
+    split: Literal["train", "validation", "test"] = option("validation", "SCROLLS split")
+    max_length: Int(ge=16, le=MAX_LENGTH) | None = option(None, "token budget (default: the model's context)")
+    limit: Int(ge=1, le=1_000_000) | None = option(None, "first N examples per task", selects=True)
+    max_new_tokens: MaxNewTokens | None = option(None, "generated tokens (default: sized to each task)")
+    seed: Seed = 0
+
+    @model_validator(mode="after")
+    def _one_name(self) -> ScrollsOptions:
+        if self.datasets is not None and self.tasks is not None:
+            raise ValueError("give tasks or datasets, not both (they mean the same)")
+        self.tasks = self.tasks or self.datasets or list(SCROLLS_TASKS)
+        self.datasets = None
+        return self
+
+
+class PerplexityOptions(TaskOptions):
+    task: ClassVar[str] = "perplexity"
+
+    lengths: IntList(2, MAX_LENGTH) = option([1024, 2048, 4096], "window lengths in tokens", selects=True)
+    text_file: FilePath = option(..., "a local UTF-8 text file (absolute, or relative to the data directory), "
+                                 "e.g. a PG-19 or Proof-Pile document", file=True)
+    stride: Int(ge=1, le=MAX_LENGTH) | None = option(None, "sliding-window stride (default: non-overlapping "
+                                                     "windows)")
+    windows: Int(ge=1, le=1_000_000) = option(8, "windows per length", selects=True)
+    seed: Seed = 0
+
+
+class DiagnosticsOptions(TaskOptions):
+    task: ClassVar[str] = "diagnostics"
+
+    lengths: IntList(2, MAX_LENGTH) = option([256, 1024, 4096], "input lengths in tokens", selects=True)
+    samples: Int(ge=1, le=10_000) = option(2, "inputs per length", selects=True)
+    seed: Seed = 0
+    text_file: FilePath | None = option(None, "UTF-8 text to read windows from (default: passkey prompts)",
+                                        file=True)
+    dense_max: Int(ge=0, le=MAX_LENGTH) = option(1024, "inputs up to this many tokens use dense weights")
+    chunk_size: Int(ge=16, le=MAX_LENGTH) = option(1024, "prefill chunk of the streaming path")
+
+
+TASK_OPTIONS: dict[str, type[TaskOptions]] = {
+    m.task: m for m in (PasskeyOptions, NeedleOptions, LongBenchOptions, ScrollsOptions, PerplexityOptions,
+                        DiagnosticsOptions)
+}
+
+
+def validate_task(task: dict[str, Any]) -> dict[str, Any]:
+    """A task spec `{"name": ..., **options}` with defaults filled in; raises
+    EvaluatorError naming what is wrong."""
+    if not isinstance(task, dict) or "name" not in task:
+        raise EvaluatorError(f"a task is an object with a 'name' (one of {', '.join(sorted(TASK_OPTIONS))}); "
+                             f"got {task!r}")
+    name = task["name"]
+    if name not in TASK_OPTIONS:
+        raise EvaluatorError(f"unknown task {name!r}; available: {', '.join(sorted(TASK_OPTIONS))}")
+    return {"name": name, **validate_options(TASK_OPTIONS[name], {k: v for k, v in task.items() if k != "name"})}
+
+
+def option_kind(cls: type[TaskOptions], name: str) -> Literal["bool", "int", "list", "str"]:
+    """How a command line spells an option: a switch, an integer, a comma-separated list or text."""
+    def kinds(tp: Any) -> set[str]:
+        origin = typing.get_origin(tp)
+        if origin is Annotated:
+            return kinds(typing.get_args(tp)[0])
+        if origin in (typing.Union, types.UnionType):
+            return set().union(*(kinds(a) for a in typing.get_args(tp) if a is not type(None)))
+        if origin is list:
+            return {"list"}
+        if tp is bool:
+            return {"bool"}
+        if tp is int:
+            return {"int"}
+        return {"str"}
+
+    found = kinds(cls.model_fields[name].annotation)
+    return found.pop() if len(found) == 1 else "str"  # type: ignore[return-value]

@@ -1,0 +1,121 @@
+"""The contract of a task's result: named metrics, series and a summary line.
+
+Every evaluator's `aggregate` returns a `TaskResult`. results.json, the leaderboard,
+the CLI's table and the plots read only this: no per-task branches outside the
+evaluators. Each metric says whether higher is better (None: a measurement with no
+better direction, such as an attention statistic), its unit and how many samples are
+behind it; a series is one metric along an axis (length, dataset, depth, ...), and a
+2-D grid is a series per value of the other axis (`at`, e.g. {"depth": 50}).
+
+`run_evaluator` writes the run metadata (task, version, options, config, model, seed,
+samples, plots) next to the result under the key "result". `task_result` reads an entry
+of either layout: results written before the contract spread each evaluator's
+aggregates into the entry, and each evaluator converts those with `legacy_result`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+Axis = Literal["length", "dataset", "depth", "depth_decile", "category", "bucket", "layer"]
+RESULT_KEY = "result"
+
+
+class Metric(BaseModel):
+    name: str
+    value: float | None
+    higher_is_better: bool | None = Field(description="None: a measurement, not a score")
+    unit: str = Field(description="e.g. 'fraction', 'score (0-100)', 'perplexity'")
+    n: int = Field(ge=0, description="samples behind the value")
+    description: str = ""
+
+
+class Point(BaseModel):
+    key: str | int
+    value: float | None
+    n: int = Field(ge=0)
+
+
+class Series(BaseModel):
+    name: str
+    axis: Axis
+    unit: str
+    higher_is_better: bool | None
+    points: list[Point]
+    at: dict[str, str | int] = Field(default_factory=dict,
+                                     description="the other coordinates of a 2-D grid, e.g. {'depth': 50}")
+
+    def label(self) -> str:
+        """`accuracy` or `accuracy.depth=50`: the series' name with its fixed coordinates."""
+        return ".".join([self.name, *(f"{k}={v}" for k, v in sorted(self.at.items()))])
+
+
+class TaskResult(BaseModel):
+    headline: str = Field(description="the metric a leaderboard sorts by")
+    metrics: list[Metric]
+    series: list[Series] = Field(default_factory=list)
+    summary: str = Field(description="one line for tables")
+    extra: dict[str, Any] = Field(default_factory=dict, description="task-specific detail; not read by the service")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TaskResult:
+        names = [m.name for m in self.metrics]
+        if len(set(names)) != len(names):
+            raise ValueError(f"metric names repeat: {names}")
+        if self.headline not in names:
+            raise ValueError(f"headline {self.headline!r} is none of the metrics {names}")
+        return self
+
+    def metric(self, name: str) -> Metric:
+        return next(m for m in self.metrics if m.name == name)
+
+    def columns(self, select: str | None = None) -> dict[str, tuple[float | None, Metric | Series]]:
+        """Flat named values for tables: each metric, and each series point as
+        `<series label>.<axis>=<key>`. With `select` (a point key such as a dataset name)
+        only the series points at that key, named by their series' label, and the points
+        of series fixed at that key (`at`), named `<name>.<axis>=<key>`."""
+        out: dict[str, tuple[float | None, Metric | Series]] = {}
+        if select is None:
+            for m in self.metrics:
+                out[m.name] = (m.value, m)
+        for s in self.series:
+            for p in s.points:
+                if select is None:
+                    out[f"{s.label()}.{s.axis}={p.key}"] = (p.value, s)
+                elif str(p.key) == select:
+                    out[s.label()] = (p.value, s)
+                elif select in {str(v) for v in s.at.values()}:
+                    out[f"{s.name}.{s.axis}={p.key}"] = (p.value, s)
+        return out
+
+
+def metric(name: str, value: float | None, higher_is_better: bool | None, unit: str, n: int,
+           description: str = "") -> Metric:
+    return Metric(name=name, value=value, higher_is_better=higher_is_better, unit=unit, n=n,
+                  description=description)
+
+
+def series(name: str, axis: Axis, unit: str, higher_is_better: bool | None,
+           points: list[tuple[str | int, float | None, int]], **at: str | int) -> Series:
+    return Series(name=name, axis=axis, unit=unit, higher_is_better=higher_is_better, at=at,
+                  points=[Point(key=k, value=v, n=n) for k, v, n in points])
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}g}" if abs(value) >= 1000 else f"{value:.{digits}f}"
+
+
+def task_result(entry: dict[str, Any], legacy: Callable[[str, dict[str, Any]], TaskResult] | None = None
+                ) -> TaskResult:
+    """The typed result of one task entry of results.json, in either layout. `legacy(task,
+    entry)` converts an entry written before the contract (default: the task's
+    evaluator's `legacy_result`)."""
+    if RESULT_KEY in entry:
+        return TaskResult.model_validate(entry[RESULT_KEY])
+    if legacy is None:
+        from evaluators import TASKS
+
+        return TASKS[entry["task"]].legacy_result(entry)
+    return legacy(entry["task"], entry)

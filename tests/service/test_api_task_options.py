@@ -1,0 +1,113 @@
+"""Task options and results through the API: each task's options in OpenAPI (built from
+the evaluators' option models), bad options refused with a 422 that names the field, and
+the leaderboard reading typed results and results.json of the layout before them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from evaluators import TASK_OPTIONS
+from service.app import create_app
+from service.jobs import job_dir, write_json_atomic
+from service.store import SUCCEEDED, Store
+from tests.evaluators.test_results import OLD
+from tests.service.helpers import ThreadServer, make_settings
+
+
+@pytest.fixture
+def served(tmp_path: Path, models: Path):
+    settings = make_settings(tmp_path)
+    with ThreadServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url) as c:
+        assert c.post("/v1/checkpoints", json={"name": "tiny", "path": str(models / "tiny")}).status_code == 201
+        yield c, settings
+
+
+def test_openapi_shows_each_tasks_options(served) -> None:
+    c, _ = served
+    schemas = c.get("/openapi.json").json()["components"]["schemas"]
+    for name, model in TASK_OPTIONS.items():
+        spec = schemas[f"{name.title()}Task"]
+        assert set(spec["properties"]) == {"name", *model.model_fields}, name
+        assert spec["properties"]["name"]["const"] == name and spec["additionalProperties"] is False
+        for option in model.file_options():
+            assert spec["properties"][option]["x-file"] is True
+    lengths = schemas["PasskeyTask"]["properties"]["lengths"]
+    assert lengths["x-selects"] is True and lengths["maxItems"] == 1000
+    assert lengths["items"] == {"type": "integer", "exclusiveMinimum": 0, "maximum": 10_000_000}
+    assert set(schemas["PerplexityTask"]["required"]) == {"text_file", "name"}
+    tasks = schemas["Suite"]["properties"]["tasks"]["items"]
+    assert {ref["$ref"].rsplit("/", 1)[1] for ref in tasks["oneOf"]} == {f"{n.title()}Task" for n in TASK_OPTIONS}
+
+
+@pytest.mark.parametrize(("task", "loc", "message"), [
+    ({"name": "passkey", "lenghts": [256]}, ["lenghts"], "Extra inputs are not permitted"),
+    ({"name": "passkey", "lengths": [True]}, ["lengths", 0], "valid integer"),
+    ({"name": "passkey", "lengths": [256, 2.5]}, ["lengths", 1], "valid integer"),
+    ({"name": "passkey", "lengths": [100_000_000]}, ["lengths", 0], "less than or equal to 10000000"),
+    ({"name": "passkey", "lengths": list(range(1, 1002))}, ["lengths"], "at most 1000"),
+    ({"name": "passkey", "trials": 0}, ["trials"], "greater than or equal to 1"),
+    ({"name": "passkey", "trials": 1_000_000}, ["trials"], "less than or equal to 100000"),
+    ({"name": "needle", "depths": [101]}, ["depths", 0], "less than or equal to 100"),
+    ({"name": "longbench", "e": "yes"}, ["e"], "valid boolean"),
+    ({"name": "longbench", "datasets": ["dureader"], "e": True}, [], "unknown LongBench-E datasets"),
+    ({"name": "scrolls", "split": "dev"}, ["split"], "'validation'"),
+    ({"name": "perplexity"}, ["text_file"], "Field required"),
+    ({"name": "diagnostics", "samples": 10**6}, ["samples"], "less than or equal to 10000"),
+])
+def test_bad_options_are_422_naming_the_field(served, task: dict, loc: list, message: str) -> None:
+    c, _ = served
+    r = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [{"name": "passkey"}, task]})
+    assert r.status_code == 422, r.text
+    errors = r.json()["detail"]
+    assert any(e["loc"] == ["body", "tasks", 1, task["name"], *loc] and message in e["msg"] for e in errors), errors
+    assert c.get("/v1/jobs").json()["total"] == 0
+
+
+def test_unknown_task_is_422_listing_the_tasks(served) -> None:
+    c, _ = served
+    r = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [{"name": "passkee"}]})
+    assert r.status_code == 422
+    [error] = r.json()["detail"]
+    assert error["loc"] == ["body", "tasks", 0] and "unknown task" in error["msg"] and "passkey" in error["msg"]
+
+
+def test_jobs_record_every_option_and_keep_the_request_shape(served) -> None:
+    c, _ = served
+    r = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [
+        {"name": "passkey", "lengths": [256, 512], "trials": 100}, {"name": "scrolls", "datasets": ["quality"]}]})
+    assert r.status_code == 202, r.text
+    passkey, scrolls = r.json()["tasks"]
+    assert passkey == {"name": "passkey", "lengths": [256, 512], "trials": 100, "seed": 0, "max_new_tokens": 10}
+    assert scrolls["tasks"] == ["quality"] and "datasets" not in scrolls  # the alias folds into its option
+
+
+def test_leaderboard_reads_results_of_the_old_layout(served) -> None:
+    """Jobs finished before the typed results keep showing, with the same numbers."""
+    c, settings = served
+    store = Store(settings.database)
+    try:
+        fingerprint = c.get("/v1/checkpoints/tiny").json()["fingerprint"]
+        for name in ("passkey", "longbench", "perplexity"):
+            job = store.add_job(fingerprint=fingerprint, checkpoint="tiny", checkpoint_path="/m/tiny",
+                                tasks=[{"name": name}], rope=None, backend="auto", priority=0)
+            assert store.claim_next("test").id == job.id and store.finish(job.id, SUCCEEDED)
+            job_dir(settings, job.id).mkdir(parents=True)
+            write_json_atomic(job_dir(settings, job.id) / "results.json", {"job": job.id, "results": {name: OLD[name]}})
+    finally:
+        store.close()
+    board = c.get("/v1/leaderboard", params={"task": "passkey"}).json()
+    assert board["headline"] == "accuracy" and board["rows"][0]["values"]["accuracy"] == 0.75
+    assert board["rows"][0]["values"]["accuracy.length=512"] == 0.5
+    info = {col["name"]: col for col in board["column_info"]}
+    assert info["accuracy"] == {"name": "accuracy", "higher_is_better": True, "unit": "fraction", "kind": "metric"}
+    board = c.get("/v1/leaderboard", params={"task": "longbench/lcc"}).json()
+    assert board["rows"][0]["values"] == {"score": 40.0, "score.bucket=0-4k": 40.0, "score.bucket=4-8k": None,
+                                          "score.bucket=8k+": None}
+    board = c.get("/v1/leaderboard", params={"task": "perplexity"}).json()
+    assert board["rows"][0]["values"]["perplexity"] == 7.5
+    assert {col["name"]: col["higher_is_better"] for col in board["column_info"]}["perplexity.length=40"] is False
+    assert json.dumps(board)  # plain JSON
