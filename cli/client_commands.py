@@ -10,18 +10,18 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evaluators.options import TASK_OPTIONS, option_kind
 from service.status import FINAL, JobStatus
 
 if TYPE_CHECKING:
     from service.client import Client
 
 
-
 def parse_task(text: str) -> dict[str, Any]:
     """`passkey:lengths=256,512:trials=10` -> {"name": "passkey", "lengths": [256, 512], "trials": 10}.
     Options the task's option model declares as lists are lists even with one value; the
     server validates the rest (an unknown task or option is its 422)."""
+    from evaluators.options import TASK_OPTIONS, option_kind  # here: `lctx --help` imports no evaluators
+
     name, *options = text.split(":")
     if not name:
         raise ValueError(f"--task {text!r}: give a task name first, e.g. passkey:lengths=256,512")
