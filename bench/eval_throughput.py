@@ -6,7 +6,7 @@ threads, alternating runs in one process; medians over rounds.
 Workloads: (a) decode-heavy, 32 prompts of ~256 tokens, 64 new tokens; (b)
 prefill-heavy, 8 prompts of ~2048 tokens, 8 new tokens. End to end means
 `lm_eval.simple_evaluate` with the model built inside it (as `lm_eval --model`
-does; process start excluded). The generation loop alone compares
+does; process start excluded), BOS added by both. The generation loop alone compares
 `Engine.generate_until` with transformers' batched `generate` (batch 16, left
 padding) on the same token ids. Generated texts of both are compared.
 
@@ -39,14 +39,27 @@ WORKLOADS = {"decode_heavy": dict(prompts=32, tokens=256, new=64),
 HF_BATCH = 16
 
 
+def write_tokenizer(path: Path) -> None:
+    """A whitespace word-level tokenizer: <unk>, <s> (BOS, 1), </s> (EOS, 2), then w3..w{VOCAB-1};
+    BOS added as a special token. lm-eval's hf model stops on the EOS *text* too, so it
+    must not be a prefix of other tokens (t2 would cut t26120)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, **{f"w{i}": i for i in range(3, VOCAB)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    tok.save(str(path / "tokenizer.json"))
+    (path / "tokenizer_config.json").write_text(json.dumps(
+        {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "tokenizer_class": "PreTrainedTokenizerFast"}))
+
+
 def make_checkpoint(path: Path) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from tests.checkpoints.hf_models import write_tokenizer
-
     torch.manual_seed(0)
     LlamaForCausalLM(LlamaConfig(**ARCH)).save_pretrained(path)
-    write_tokenizer(path, VOCAB)
+    write_tokenizer(path)
 
 
 def make_task(folder: Path, name: str, prompts: int, tokens: int, new: int) -> None:
@@ -54,7 +67,7 @@ def make_task(folder: Path, name: str, prompts: int, tokens: int, new: int) -> N
     (ids 3.. so no BOS/EOS inside), greedy, `new` tokens, no stop string a
     word-level tokenizer could produce."""
     rng = random.Random(hash(name) % 1000)
-    rows = [{"text": " ".join(f"t{rng.randrange(3, VOCAB)}" for _ in range(tokens - 1)), "target": "t3"}
+    rows = [{"text": " ".join(f"w{rng.randrange(3, VOCAB)}" for _ in range(tokens - 1)), "target": "w3"}
             for _ in range(prompts)]
     data = folder / f"{name}.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -84,7 +97,8 @@ def run_lm_eval(impl: str, ckpt: Path, task: str, manager) -> tuple[float, list[
     import evaluators.lm_eval_adapter  # noqa: F401  (registers "lctx")
 
     if impl == "hf":
-        model, args = "hf", f"pretrained={ckpt},dtype=float32,device=cpu"
+        # BOS as lctx adds it (lm-eval's hf model leaves it out unless asked), so prompts are equal
+        model, args = "hf", f"pretrained={ckpt},dtype=float32,device=cpu,add_bos_token=True"
         batch = HF_BATCH
     else:
         model, args = "lctx", {"checkpoint": str(ckpt), "device": "cpu"}
