@@ -12,8 +12,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from checkpoints.attention import KVCache, build_attention, resolve_backend
+from checkpoints.attention.backend import Backend
 from checkpoints.attention.base import AttentionContext
+from checkpoints.attention.cache import KVCache
+from checkpoints.attention.registry import build_attention
 from checkpoints.config import ModelConfig
 from checkpoints.rope import Rotary
 
@@ -85,6 +87,28 @@ class Decoder(nn.Module):
     def dtype(self) -> torch.dtype:
         return self.embed.weight.dtype
 
+    @property
+    def backend(self) -> Backend:
+        """The attention backend asked for (`auto` stays `auto`)."""
+        return self._backend
+
+    @backend.setter
+    def backend(self, name: str | Backend) -> None:
+        """Validate the name and resolve it for the model's device, once."""
+        self._backend = Backend.parse(name)
+        self._resolved_backend = self._backend.resolve(self.device)
+
+    @property
+    def resolved_backend(self) -> Backend:
+        """What runs on this device: `auto` is `triton` on CUDA, `torch` elsewhere."""
+        return self._resolved_backend
+
+    def _apply(self, fn, *args, **kwargs):
+        # `to`, `cuda`, `cpu`, ... move the weights: resolve the backend again for the new device.
+        module = super()._apply(fn, *args, **kwargs)
+        self.backend = self._backend
+        return module
+
     def set_rope(self, config: ModelConfig) -> None:
         """Switch RoPE scaling (a job's override) without touching the weights."""
         self.config = config
@@ -118,7 +142,7 @@ class Decoder(nn.Module):
         ctx = AttentionContext(
             rotary=self.rotary,
             start=start,
-            backend=resolve_backend(self.backend, self.device),
+            backend=self.resolved_backend,
             block_size=self.block_size,
             collect_stats=collect_stats,
             return_weights=return_weights,

@@ -10,7 +10,10 @@ gives the output and (optionally) the row statistics:
 - tda: `w = w_tra(q1, k1) - lam * w_tra(q2, k2)` over one shared v.
 
 Decode (one query token) packs the query heads of a kv group into the rows
-and may split the keys across programs; the partial sums simply add."""
+and may split the keys across programs; the partial sums simply add.
+Formulas in reference.py, the PyTorch twins in chunked.py. The file reads:
+kernels, launcher (`pointwise_attention`), then the public functions
+`rela_attention` and `threshold_attention`."""
 
 from __future__ import annotations
 
@@ -20,9 +23,10 @@ import torch
 import triton
 import triton.language as tl
 
-from checkpoints.attention.base import RowStats
-from checkpoints.attention.triton_nonsoftmax_common import (
+from checkpoints.attention.stats import RowStats
+from checkpoints.attention.triton_common import (
     check_device,
+    check_heads,
     configs,
     decode_splits,
     key_bounds,
@@ -152,8 +156,7 @@ def pointwise_attention(
     check_device(q)
     b, hq, t, d = q.shape
     hkv, s, dv = k.shape[1], k.shape[2], v.shape[-1]
-    if hq % hkv:
-        raise ValueError(f"query heads {hq} must be a multiple of kv heads {hkv}")
+    check_heads(q, k)
     two = len(qs) == 2
     q2, k2 = (qs[1], ks[1]) if two else (q, k)
     q, q2 = same_strides(q, q2)
@@ -187,13 +190,13 @@ def pointwise_attention(
 
 def threshold_attention(qs, ks, v, q_offset, beta, p=2.0, lam=0.0, *, collect_stats=False, layer=0, out=None,
                         splits=None):
-    """TRA (one normalised q/k pair) or TDA (two pairs): see threshold.py."""
+    """TRA (one normalised q/k pair) or TDA (two pairs): see reference.py."""
     lam = float(lam.detach()) if isinstance(lam, torch.Tensor) else float(lam)
     return pointwise_attention(qs, ks, v, q_offset, threshold=True, scale=1.0 / qs[0].shape[-1], beta=beta,
                                p=p, lam=lam, collect_stats=collect_stats, layer=layer, out=out, splits=splits)
 
 
 def rela_attention(q, k, v, q_offset, *, collect_stats=False, layer=0, out=None, splits=None):
-    """ReLA weights `ReLU(q.k / sqrt(d))`: see rela.py."""
+    """ReLA weights `ReLU(q.k / sqrt(d))`: see reference.py."""
     return pointwise_attention([q], [k], v, q_offset, threshold=False, scale=1.0 / math.sqrt(q.shape[-1]),
                                collect_stats=collect_stats, layer=layer, out=out, splits=splits)

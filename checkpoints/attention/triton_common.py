@@ -1,7 +1,9 @@
-"""Pieces shared by the Triton kernels of the non-softmax variants (softpick,
-rela, tra, tda, entmax).
+"""Pieces shared by every Triton kernel (softmax family, softpick, pointwise,
+entmax): autotuning configurations, device and precision checks, statistics
+buffers and the jit helpers that load tiles and accumulate row statistics.
+Imported only when the triton backend runs.
 
-Row layout: a program owns a block of rows of ONE kv head; row r stands for
+Row layout of the non-softmax kernels: a program owns a block of rows of ONE kv head; row r stands for
 query t = r // G of query head h = hk * G + r % G (G = query heads per kv
 head). Prefill (many queries) and decode (one query: the G heads of a group
 become the rows) are the same kernel with different tile sizes, and the K/V
@@ -19,21 +21,26 @@ import torch
 import triton
 import triton.language as tl
 
-from checkpoints.attention.base import RowStats
-from checkpoints.attention.stats import entropy_from_sums
+from checkpoints.attention.stats import RowStats, entropy_from_sums
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 LOG2E = 1.4426950408889634
 MAX_BLOCK_N = 128  # split boundaries are multiples of this, so every BLOCK_N divides them
 
 
-def configs(decode: bool = False) -> list[triton.Config]:
-    if INTERPRET:
-        # Large tiles: the interpreter's cost is per operation, not per element.
-        return [triton.Config({"BLOCK_M": 16 if decode else 128, "BLOCK_N": 128}, num_warps=4, num_stages=1)]
+def configs(decode: bool = False, *, rows: int | None = 16, interpret_tile: int = 128) -> list[triton.Config]:
+    """Autotuning configurations. Prefill tiles BLOCK_M x BLOCK_N; decode tiles
+    BLOCK_N keys for `rows` rows (BLOCK_M; None for kernels whose rows are
+    not a meta-parameter). Under the interpreter one configuration with
+    `interpret_tile`-wide tiles: its cost is per operation, not per element."""
     if decode:
-        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": bn}, num_warps=w, num_stages=2)
+        fixed = {} if rows is None else {"BLOCK_M": rows}
+        if INTERPRET:
+            return [triton.Config({**fixed, "BLOCK_N": interpret_tile}, num_warps=4, num_stages=1)]
+        return [triton.Config({**fixed, "BLOCK_N": bn}, num_warps=w, num_stages=2)
                 for bn, w in [(64, 4), (128, 4), (128, 8)]]
+    if INTERPRET:
+        return [triton.Config({"BLOCK_M": interpret_tile, "BLOCK_N": interpret_tile}, num_warps=4, num_stages=1)]
     return [
         triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
         for bm, bn, w, s in [(128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3), (128, 32, 4, 3)]
@@ -75,6 +82,11 @@ def keys_per_split(s: int, splits: int) -> int:
 def stats_buffers(b: int, hq: int, t: int, device: torch.device) -> list[torch.Tensor]:
     """abs_sum, zeros, first, plogp, visible: NaN-filled so a missed write shows."""
     return [torch.full((b, hq, t), float("nan"), device=device) for _ in range(5)]
+
+
+def check_heads(q: torch.Tensor, k: torch.Tensor) -> None:
+    if q.shape[1] % k.shape[1]:
+        raise ValueError(f"query heads {q.shape[1]} must be a multiple of kv heads {k.shape[1]}")
 
 
 def stats_from_buffers(bufs: list[torch.Tensor], layer: int) -> RowStats:

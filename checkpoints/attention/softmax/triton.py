@@ -1,5 +1,6 @@
 """Triton kernels of the online-softmax family (softmax, ssmax, gated, cog,
-intg, and diff as two softmaxes): a fused causal prefill kernel
+intg, and diff as two softmaxes; formulas in reference.py, the PyTorch twin
+in chunked.py): a fused causal prefill kernel
 (FlashAttention-2 tiling, Dao 2023), a split-key single-token decode kernel
 over the KV cache (flash-decoding), and a statistics kernel that re-streams
 the keys with the final row normalisers.
@@ -10,37 +11,35 @@ form, cog); kernels work in base 2 (`exp2`, logits times log2(e)). Rows with
 no visible key output exactly zero. Inputs may be strided (views are fine).
 
 Under `TRITON_INTERPRET=1` (CPU tests) a single configuration with large
-tiles is used; on CUDA a few configurations are autotuned."""
+tiles is used; on CUDA a few configurations are autotuned.
+
+The file reads: kernels, launchers (`prefill`, `decode`, `attention`,
+`row_stats`), then the family's public function `family_attention`, the twin
+of `chunked.family_attention`."""
 
 from __future__ import annotations
-
-import os
 
 import torch
 import triton
 import triton.language as tl
 
-from checkpoints.attention.base import RowStats
-from checkpoints.attention.stats import entropy_from_sums
+from checkpoints.attention.softmax.chunked import Term
+from checkpoints.attention.stats import RowStats
+from checkpoints.attention.triton_common import (
+    LOG2E,
+    check_device,
+    check_heads,
+    configs,
+    decode_splits,
+    pow2,
+    precision,
+    stats_buffers,
+    stats_from_buffers,
+    stats_store,
+    stats_update,
+)
 
-INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-LOG2E = 1.4426950408889634
-
-
-def _prefill_configs() -> list[triton.Config]:
-    if INTERPRET:
-        return [triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=1)]
-    return [
-        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
-        for bm, bn, w, s in [(128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3), (128, 32, 4, 3)]
-    ]
-
-
-def _decode_configs() -> list[triton.Config]:
-    if INTERPRET:
-        return [triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=1)]
-    return [triton.Config({"BLOCK_N": bn}, num_warps=w, num_stages=2) for bn, w in [(64, 4), (128, 4), (128, 8)]]
-
+_KEY = ["D", "DV", "HAS_BIAS", "SIGNED", "HAS_WINDOW", "PRECISION"]
 
 # --- kernels --------------------------------------------------------------------
 
@@ -83,7 +82,7 @@ def _online_step(a, sign, v_ptrs, vmask, m_i, l_i, acc, SIGNED: tl.constexpr, PR
     return m_new, l_i, acc
 
 
-@triton.autotune(configs=_prefill_configs(), key=["D", "DV", "HAS_BIAS", "SIGNED", "HAS_WINDOW", "PRECISION"])
+@triton.autotune(configs=configs(interpret_tile=64), key=_KEY)
 @triton.jit
 def _prefill_kernel(
     Q, K, V, O, M, L, Slopes,
@@ -145,7 +144,7 @@ def _prefill_kernel(
     tl.store(L + row, l_i, mask=offs_m < T)
 
 
-@triton.autotune(configs=_decode_configs(), key=["D", "DV", "HAS_BIAS", "SIGNED", "HAS_WINDOW", "PRECISION"])
+@triton.autotune(configs=configs(decode=True, rows=None, interpret_tile=64), key=_KEY)
 @triton.jit
 def _decode_kernel(
     Q, K, V, Opart, Mpart, Lpart, Slopes,
@@ -265,50 +264,20 @@ def _stats_kernel(
         vis = (offs_n[None, :] <= qpos[:, None]) & (offs_n[None, :] < S)
         if HAS_WINDOW:
             vis = vis & (offs_n[None, :] > qpos[:, None] - window)
-        aw = tl.where(vis, tl.abs(w), 0.0)
-        abs_sum += tl.sum(aw, 1)
-        plogp += tl.sum(tl.where(aw > 0, aw * tl.log(tl.where(aw > 0, aw, 1.0)), 0.0), 1)
-        zeros += tl.sum(tl.where(vis & (w == 0), 1.0, 0.0), 1)
-        visible += tl.sum(tl.where(vis, 1.0, 0.0), 1)
-        first += tl.sum(tl.where(vis & (offs_n[None, :] == 0), w, 0.0), 1)
-    tl.store(AbsSum + row, abs_sum, mask=rmask)
-    tl.store(Zeros + row, zeros, mask=rmask)
-    tl.store(First + row, first, mask=rmask)
-    tl.store(PlogP + row, plogp, mask=rmask)
-    tl.store(Visible + row, visible, mask=rmask)
+        abs_sum, zeros, first, plogp, visible = stats_update(w, vis, offs_n, abs_sum, zeros, first, plogp, visible)
+    stats_store(AbsSum, Zeros, First, PlogP, Visible, row, rmask, abs_sum, zeros, first, plogp, visible)
 
 
 # --- launchers --------------------------------------------------------------------
 
 
-def _check(q: torch.Tensor) -> None:
-    if q.device.type != "cuda" and not INTERPRET:
-        raise RuntimeError(
-            "the triton attention backend needs CUDA tensors (or TRITON_INTERPRET=1 set before "
-            "triton is imported, for CPU tests); use backend 'torch' on CPU"
-        )
-
-
-def _precision(dtype: torch.dtype) -> str:
-    """fp32 inputs use exact fp32 dots unless torch allows TF32 matmuls."""
-    if dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32:
-        return "ieee"
-    return "tf32"
-
-
-def _pow2(n: int, least: int = 16) -> int:
-    return max(least, triton.next_power_of_2(n))
-
-
 def _common(q, k, v, slopes, window):
-    _check(q)
-    hq, hkv = q.shape[1], k.shape[1]
-    if hq % hkv:
-        raise ValueError(f"query heads {hq} must be a multiple of kv heads {hkv}")
+    check_device(q)
+    check_heads(q, k)
     slopes_t = slopes.to(q.device, torch.float32).contiguous() if slopes is not None else q
     return dict(
-        D=q.shape[-1], DV=v.shape[-1], BLOCK_D=_pow2(q.shape[-1]), BLOCK_DV=_pow2(v.shape[-1]),
-        HAS_BIAS=slopes is not None, HAS_WINDOW=window is not None, PRECISION=_precision(q.dtype),
+        D=q.shape[-1], DV=v.shape[-1], BLOCK_D=pow2(q.shape[-1]), BLOCK_DV=pow2(v.shape[-1]),
+        HAS_BIAS=slopes is not None, HAS_WINDOW=window is not None, PRECISION=precision(q.dtype),
     ), slopes_t
 
 
@@ -332,13 +301,6 @@ def prefill(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False,
     return out, m, l
 
 
-def _splits(b: int, hkv: int, s: int) -> int:
-    if INTERPRET:
-        return 1
-    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
-    return max(1, min(triton.cdiv(2 * sms, b * hkv), triton.cdiv(s, 512)))
-
-
 def decode(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, splits=None, out=None):
     """One query token: q (B, Hq, 1, D) at absolute position q_offset over the
     cache k (B, Hkv, S, D), v (B, Hkv, S, Dv); the keys are split into `splits`
@@ -348,7 +310,7 @@ def decode(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, 
         raise ValueError(f"decode takes one query token, got {t}")
     hkv, s = k.shape[1], k.shape[2]
     meta, slopes_t = _common(q, k, v, slopes, window)
-    splits = splits or _splits(b, hkv, s)
+    splits = splits or decode_splits(b, hkv, s)
     per_split = triton.cdiv(max(s, 1), splits)
     groups = hq // hkv
     # Partials start as NaN (cheap: B x Hq x splits rows) so a missed write cannot pass silently.
@@ -359,7 +321,7 @@ def decode(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, 
     _decode_kernel[(b * hkv, splits)](
         q, k, v, opart, mpart, lpart, slopes_t, qs.stride(0), qs.stride(1), qs.stride(2),
         *k.stride(), *v.stride(), hkv, groups, s, q_offset, window or 0, scale * LOG2E, per_split, splits,
-        BLOCK_H=_pow2(groups), SIGNED=signed, **meta,
+        BLOCK_H=pow2(groups), SIGNED=signed, **meta,
     )
     m = mpart.amax(-1)
     m_safe = torch.where(m == float("-inf"), 0.0, m)
@@ -398,7 +360,7 @@ def row_stats(terms, q_offset, *, scale, slopes=None, window=None, signed=False,
         coef2, q2, k2, m2, l2 = 0.0, q, k, m, l
     b, hq, t, d = q.shape
     meta, slopes_t = _common(q, k, q, slopes, window)
-    outs = [torch.full((b, hq, t), float("nan"), device=q.device) for _ in range(5)]
+    outs = stats_buffers(b, hq, t, q.device)
     block = 64
     _stats_kernel[(triton.cdiv(t, block), b * hq)](
         q, k, q2, k2, m.contiguous(), l.contiguous(), m2.contiguous(), l2.contiguous(), slopes_t, *outs,
@@ -407,6 +369,31 @@ def row_stats(terms, q_offset, *, scale, slopes=None, window=None, signed=False,
         HAS_WINDOW=meta["HAS_WINDOW"], TWO=two, PRECISION=meta["PRECISION"], BLOCK_M=block, BLOCK_N=64,
         num_warps=4,
     )
-    abs_sum, zeros, first, plogp, visible = outs
-    return RowStats(layer=layer, abs_sum=abs_sum, zeros=zeros, first=first,
-                    entropy=entropy_from_sums(abs_sum, plogp), visible=visible)
+    return stats_from_buffers(outs, layer)
+
+
+# --- the family's public function ------------------------------------------------
+
+
+def family_attention(
+    terms: list[Term],
+    v: torch.Tensor,
+    q_offset: int,
+    *,
+    scale: float,
+    slopes: torch.Tensor | None = None,
+    window: int | None = None,
+    signed: bool = False,
+    collect_stats: bool = False,
+    layer: int = 0,
+) -> tuple[list[torch.Tensor], RowStats | None]:
+    """The outputs (B, Hq, T, Dv) of one softmax per term (coef, q (B, Hq, T, D),
+    k (B, Hkv, S, D)) over the shared v (B, Hkv, S, Dv), and, when asked, the
+    RowStats of `w = sum_c coef_c * p_c` (see `chunked.family_attention`)."""
+    kw = dict(scale=scale, slopes=slopes, window=window, signed=signed)
+    runs = [attention(q, k, v, q_offset, **kw) for _, q, k in terms]
+    stats = None
+    if collect_stats:
+        stat_terms = [(coef, q, k, m, l) for (coef, q, k), (_, m, l) in zip(terms, runs, strict=True)]
+        stats = row_stats(stat_terms, q_offset, layer=layer, **kw)
+    return [out for out, _, _ in runs], stats

@@ -1,13 +1,15 @@
 """Triton kernel of softpick attention (Zuhri et al. 2025; formulas in
-softpick.py): online over key blocks like FlashAttention, with a running max
-m that starts at 0 (see softpick.py: weights are unchanged by clamping the
+reference.py, the PyTorch twin in chunked.py): online over key blocks like FlashAttention, with a running max
+m that starts at 0 (see reference.py: weights are unchanged by clamping the
 shift at 0), numerator accumulator and denominator `sum |e^{z-m} - e^{-m}|`
 rescaled by `e^{m_old - m_new}`; base-2 exponentials throughout.
 
 Prefill and decode are one kernel over the grouped row layout of
-triton_nonsoftmax_common.py; decode may split the keys, each split writing
+triton_common.py; decode may split the keys, each split writing
 (acc, m, den) partials that the launcher merges. Statistics re-stream the
-keys inside the same program once the row's final (m, den) are known."""
+keys inside the same program once the row's final (m, den) are known.
+
+The file reads: kernels, launcher and public function `softpick_attention`."""
 
 from __future__ import annotations
 
@@ -17,10 +19,11 @@ import torch
 import triton
 import triton.language as tl
 
-from checkpoints.attention.base import RowStats
-from checkpoints.attention.triton_nonsoftmax_common import (
+from checkpoints.attention.stats import RowStats
+from checkpoints.attention.triton_common import (
     LOG2E,
     check_device,
+    check_heads,
     configs,
     decode_splits,
     key_bounds,
@@ -134,8 +137,7 @@ def softpick_attention(
     check_device(q)
     b, hq, t, d = q.shape
     hkv, s, dv = k.shape[1], k.shape[2], v.shape[-1]
-    if hq % hkv:
-        raise ValueError(f"query heads {hq} must be a multiple of kv heads {hkv}")
+    check_heads(q, k)
     out = q.new_empty(b, hq, t, dv) if out is None else out
     bufs = stats_buffers(b, hq, t, q.device) if collect_stats else [out] * 5
     if t == 0:

@@ -1,6 +1,6 @@
-"""Triton kernel of alpha-entmax attention (formulas and the tau search in
-entmax.py; streaming after AdaSplash, Goncalves et al. 2025). One program owns
-a block of grouped rows (triton_nonsoftmax_common.py) and makes, over the
+"""Triton kernel of alpha-entmax attention (formulas in reference.py, the
+tau search in chunked.py, its PyTorch twin; streaming after AdaSplash, Goncalves et al. 2025). One program owns
+a block of grouped rows (triton_common.py) and makes, over the
 keys it can see:
 
 1. a pass for the row max of x = (alpha - 1) z;
@@ -12,7 +12,8 @@ keys it can see:
    same pass when asked.
 
 Decode is the same kernel with the query heads of a kv group as the rows (no
-key splits: tau needs every key of the row)."""
+key splits: tau needs every key of the row). The file reads: kernels,
+launcher and public function `entmax_attention`."""
 
 from __future__ import annotations
 
@@ -22,10 +23,12 @@ import torch
 import triton
 import triton.language as tl
 
-from checkpoints.attention.base import RowStats
-from checkpoints.attention.entmax import NEWTON_MAX_ITERS, NEWTON_TOL, check_alpha
-from checkpoints.attention.triton_nonsoftmax_common import (
+from checkpoints.attention.entmax.chunked import NEWTON_MAX_ITERS, NEWTON_TOL
+from checkpoints.attention.entmax.reference import check_alpha
+from checkpoints.attention.stats import RowStats
+from checkpoints.attention.triton_common import (
     check_device,
+    check_heads,
     configs,
     key_bounds,
     load_keys_t,
@@ -178,8 +181,7 @@ def entmax_attention(
     r = 1.0 / (alpha - 1.0)
     b, hq, t, d = q.shape
     hkv, s, dv = k.shape[1], k.shape[2], v.shape[-1]
-    if hq % hkv:
-        raise ValueError(f"query heads {hq} must be a multiple of kv heads {hkv}")
+    check_heads(q, k)
     out = q.new_empty(b, hq, t, dv) if out is None else out
     bufs = stats_buffers(b, hq, t, q.device) if collect_stats else [out] * 5
     if t == 0:
