@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
+from checkpoints.attention.backend import Backend as AttentionBackend
+
 # Patterns of text that reaches the database (PostgreSQL refuses NUL characters in text).
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 JOB_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
@@ -14,7 +16,7 @@ TASK_PATTERN = r"^[A-Za-z0-9_.#/-]{1,64}$"
 NO_NUL_PATTERN = r"^[^\x00]*$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN,
                             description="letters, digits, '_', '.', '-'; at most 128 characters")]
-Backend = Literal["auto", "reference", "torch", "triton"]
+Backend = Literal[tuple(b.value for b in AttentionBackend)]
 Status = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 Rope = Annotated[str | dict[str, Any] | None, Field(
     description="RoPE override: 'yarn:4', 'ntk:8', 'none', or a dict such as {'rope_type': 'yarn', 'factor': 4}")]

@@ -11,6 +11,8 @@ from typing import Any
 
 from tqdm import tqdm
 
+from checkpoints.attention.backend import Backend
+
 # Flags of `lctx eval` that become task options (flag dest -> option name).
 OPTION_FLAGS = {
     "lengths": "lengths", "trials": "trials", "seed": "seed", "max_new_tokens": "max_new_tokens",
@@ -209,7 +211,7 @@ def _lm_eval(args: argparse.Namespace) -> int:
 def _model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", required=True, help="checkpoint directory (lctx or Hugging Face safetensors)")
     p.add_argument("--rope", help="RoPE override, e.g. yarn:4")
-    p.add_argument("--backend", default="auto", help="attention backend: auto, reference, torch, triton")
+    p.add_argument("--backend", default="auto", help=f"attention backend: {', '.join(Backend)}")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--dtype", help="float32, bfloat16 or float16 (default: float32 on CPU)")
 
