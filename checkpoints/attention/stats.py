@@ -85,16 +85,42 @@ class StreamingStats:
         )
 
 
-def cat_stats(parts: list[RowStats], b: int, hq: int, t: int, device: torch.device, layer: int) -> RowStats:
-    """Concatenate per-query-block statistics (B, Hkv, G, n) along the rows into
-    (B, Hq, T); no parts (T = 0) gives empty statistics."""
-    if not parts:
-        z = torch.zeros(b, hq, t, device=device)
-        return RowStats(layer=layer, abs_sum=z, zeros=z.clone(), first=z.clone(), entropy=z.clone(),
-                        visible=z.clone())
 
-    def cat(name: str) -> torch.Tensor:
-        return torch.cat([getattr(p, name).reshape(b, hq, -1) for p in parts], dim=2)
+class BlockedStats:
+    """Row statistics of a streaming path that walks query blocks, each over
+    key blocks: `begin` a query block, `update` it key block by key block,
+    `end` it; `result` is the RowStats (B, Hq, T), or None when not collecting
+    (then every call is a no-op)."""
 
-    return RowStats(layer=layer, abs_sum=cat("abs_sum"), zeros=cat("zeros"), first=cat("first"),
-                    entropy=cat("entropy"), visible=cat("visible"))
+    def __init__(self, collect: bool, b: int, hq: int, t: int, device: torch.device, layer: int) -> None:
+        self.collect, self.shape, self.device, self.layer = collect, (b, hq, t), device, layer
+        self.parts: list[RowStats] = []
+        self.block: StreamingStats | None = None
+
+    def begin(self, shape: tuple[int, ...]) -> None:
+        """A query block whose weights are (*shape, keys): (B, Hkv, G, n)."""
+        self.block = StreamingStats(shape, self.device) if self.collect else None
+
+    def update(self, w: torch.Tensor, visible: torch.Tensor, key_start: int) -> None:
+        if self.block is not None:
+            self.block.update(w, visible, key_start)
+
+    def end(self) -> None:
+        if self.block is not None:
+            self.parts.append(self.block.finish(self.layer))
+
+    def result(self) -> RowStats | None:
+        """Per-query-block statistics concatenated along the rows (empty for T = 0)."""
+        if not self.collect:
+            return None
+        b, hq, t = self.shape
+        if not self.parts:
+            z = torch.zeros(b, hq, t, device=self.device)
+            return RowStats(layer=self.layer, abs_sum=z, zeros=z.clone(), first=z.clone(), entropy=z.clone(),
+                            visible=z.clone())
+
+        def cat(name: str) -> torch.Tensor:
+            return torch.cat([getattr(p, name).reshape(b, hq, -1) for p in self.parts], dim=2)
+
+        return RowStats(layer=self.layer, abs_sum=cat("abs_sum"), zeros=cat("zeros"), first=cat("first"),
+                        entropy=cat("entropy"), visible=cat("visible"))

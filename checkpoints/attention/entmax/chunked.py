@@ -14,7 +14,7 @@ import torch
 
 from checkpoints.attention.entmax.reference import check_alpha, dpow_r, pow_r, scale_queries
 from checkpoints.attention.gqa import group_rows, per_head
-from checkpoints.attention.stats import RowStats, StreamingStats, cat_stats
+from checkpoints.attention.stats import BlockedStats, RowStats
 
 NEWTON_MAX_ITERS = 60
 KEEP_SCORES_BYTES = 32 * 2**20  # streaming entmax keeps a query block's scores below this size
@@ -38,7 +38,7 @@ def entmax_chunked(
     out = q.new_empty(b, hq, t, dv) if out is None else out
     # ALiBi in x units: (alpha - 1) slope_h, viewed (Hkv, G, 1, 1) to broadcast over tiles.
     bias = None if slopes is None else per_head(slopes.to(q.device), hkv) * (alpha - 1.0)
-    parts: list[RowStats] = []
+    stats = BlockedStats(collect_stats, b, hq, t, q.device, layer)
     for lo in range(0, t, block):
         hi = min(t, lo + block)
         n = hi - lo
@@ -86,16 +86,12 @@ def entmax_chunked(
             if it > 0 and not (step > NEWTON_TOL * tau.abs().clamp_min(1.0)).any():
                 break
         acc = torch.zeros(b, hkv, g * n, dv, device=q.device)
-        st = StreamingStats((b, hkv, g, n), q.device) if collect_stats else None
-        for klo, khi in ranges:
+        stats.begin((b, hkv, g, n))
+        for klo, khi in ranges:  # the output pass, with the statistics of the final weights
             x, visible = tile(klo, khi)
             w = pow_r(torch.where(visible, torch.relu(x - tau[..., None]), 0.0), r)
             acc += w.view(b, hkv, g * n, -1) @ v[:, :, klo:khi].float()
-            if st is not None:
-                st.update(w, visible, klo)
+            stats.update(w, visible, klo)
         out[:, :, lo:hi] = acc.view(b, hq, n, dv).to(out.dtype)
-        if st is not None:
-            parts.append(st.finish(layer))
-    if not collect_stats:
-        return out, None
-    return out, cat_stats(parts, b, hq, t, q.device, layer)
+        stats.end()
+    return out, stats.result()

@@ -15,7 +15,7 @@ import torch
 
 from checkpoints.attention.gqa import group_rows, per_head
 from checkpoints.attention.pointwise.reference import threshold_weights
-from checkpoints.attention.stats import RowStats, StreamingStats, cat_stats
+from checkpoints.attention.stats import BlockedStats, RowStats
 
 # (dots: one (B, Hkv, G, n, m) fp32 tile of raw q.k per q/k pair, qpos (n,), kpos (m,)) -> weights
 TileWeights = Callable[[list[torch.Tensor], torch.Tensor, torch.Tensor], torch.Tensor]
@@ -43,14 +43,14 @@ def stream_pointwise(
     hkv, s, dv = ks[0].shape[1], ks[0].shape[2], v.shape[-1]
     g = hq // hkv
     out = qs[0].new_empty(b, hq, t, dv) if out is None else out
-    parts: list[RowStats] = []
+    stats = BlockedStats(collect_stats, b, hq, t, v.device, layer)
     for lo in range(0, t, block):
         hi = min(t, lo + block)
         n = hi - lo
         qbs = [group_rows(q[:, :, lo:hi], hkv) for q in qs]
         qpos = torch.arange(q_offset + lo, q_offset + hi, device=v.device)
         acc = torch.zeros(b, hkv, g * n, dv, device=v.device)
-        st = StreamingStats((b, hkv, g, n), v.device) if collect_stats else None
+        stats.begin((b, hkv, g, n))
         end = min(s, q_offset + hi)
         for klo in range(0, end, block):
             khi = min(end, klo + block)
@@ -63,14 +63,10 @@ def stream_pointwise(
                 visible = kpos[None, :] <= qpos[:, None]
                 w = torch.where(visible, w, 0.0)
             acc += w.view(b, hkv, g * n, -1) @ v[:, :, klo:khi].float()
-            if st is not None:
-                st.update(w, visible, klo)
+            stats.update(w, visible, klo)
         out[:, :, lo:hi] = acc.view(b, hq, n, dv).to(out.dtype)
-        if st is not None:
-            parts.append(st.finish(layer))
-    if not collect_stats:
-        return out, None
-    return out, cat_stats(parts, b, hq, t, v.device, layer)
+        stats.end()
+    return out, stats.result()
 
 
 def rela_chunked(

@@ -12,14 +12,21 @@ Rows with no visible key output exactly zero."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
 from checkpoints.attention.gqa import expand_kv, group_rows
 from checkpoints.attention.masks import causal_mask
-from checkpoints.attention.stats import RowStats, StreamingStats, cat_stats
+from checkpoints.attention.softmax.reference import Logits
+from checkpoints.attention.stats import BlockedStats, RowStats
 
 Term = tuple[float, torch.Tensor, torch.Tensor]  # (coef, q (B, Hq, T, D), k (B, Hkv, S, D))
+# One softmax: (q, k) -> (out (B, Hq, T, Dv), m, l (B, Hq, T)).
+Softmax = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+# (coef, q, k, m, l) per term -> RowStats of their weighted sum.
+TermStats = Callable[[list[tuple[float, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]], RowStats]
 
 
 def _tile_logits(
@@ -147,12 +154,12 @@ def family_stats_chunked(
     hkv = terms[0][2].shape[1]
     g = hq // hkv
     slopes = slopes.to(q0.device).float() if slopes is not None else None
-    parts = []
+    stats = BlockedStats(True, b, hq, t, q0.device, layer)
     for lo in range(0, t, block):
         hi = min(t, lo + block)
         n = hi - lo
         qpos = torch.arange(q_offset + lo, q_offset + hi, device=q0.device)
-        acc = StreamingStats((b, hkv, g, n), q0.device)
+        stats.begin((b, hkv, g, n))
         grouped = [
             (coef, group_rows(q[:, :, lo:hi], hkv) * scale, k, m[:, :, lo:hi].reshape(b, hkv, g, n, 1),
              l[:, :, lo:hi].reshape(b, hkv, g, n, 1))
@@ -171,10 +178,10 @@ def family_stats_chunked(
                 w = coef * p if w is None else w + coef * p
             if visible is None:
                 visible = torch.ones(1, dtype=torch.bool, device=q0.device)
-            acc.update(w, visible, klo)
+            stats.update(w, visible, klo)
         # Keys outside [start, end) are hidden from every row: nothing to add.
-        parts.append(acc.finish(layer))
-    return cat_stats(parts, b, hq, t, q0.device, layer)
+        stats.end()
+    return stats.result()
 
 
 def softmax_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_offset: int, scale: float | None = None) -> torch.Tensor:
@@ -218,35 +225,34 @@ def fused_path_applies(q: torch.Tensor, q_offset: int, slopes: torch.Tensor | No
             and q_offset >= 0 and q.dtype in (torch.float32, torch.bfloat16))
 
 
+def run_terms(terms: list[Term], softmax: Softmax, term_stats: TermStats,
+              collect_stats: bool) -> tuple[list[torch.Tensor], RowStats | None]:
+    """One softmax per term and, when asked, the statistics of `sum coef * p`
+    from their (m, l): the loop the chunked and Triton paths share."""
+    runs = [softmax(q, k) for _, q, k in terms]
+    stats = None
+    if collect_stats:
+        stats = term_stats([(coef, q, k, m, l) for (coef, q, k), (_, m, l) in zip(terms, runs, strict=True)])
+    return [out for out, _, _ in runs], stats
+
+
 def family_attention(
-    terms: list[Term],
-    v: torch.Tensor,
-    q_offset: int,
-    *,
-    scale: float,
-    slopes: torch.Tensor | None = None,
-    window: int | None = None,
-    signed: bool = False,
-    block: int = 1024,
-    collect_stats: bool = False,
-    layer: int = 0,
+    terms: list[Term], v: torch.Tensor, q_offset: int, logits: Logits, *,
+    block: int = 1024, collect_stats: bool = False, layer: int = 0,
 ) -> tuple[list[torch.Tensor], RowStats | None]:
     """The outputs (B, Hq, T, Dv) of one softmax per term (coef, q, k) over the
     shared v (B, Hkv, S, Dv) (one term for the one-softmax variants, two for
     diff), and, when asked, the RowStats of `w = sum_c coef_c * p_c`."""
     q0 = terms[0][1]
-    if not collect_stats and fused_path_applies(q0, q_offset, slopes, window, signed):
+    if not collect_stats and fused_path_applies(q0, q_offset, logits.slopes, logits.window, logits.signed):
         # Plain causal softmax with nothing to measure: the fused kernel is the fast path.
         # It wants v as wide as q (diff's v is 2d wide): run it on each slice of v.
         def sdpa(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-            outs = [softmax_sdpa_streaming(q, k, part, q_offset, scale=scale) for part in v.split(q.shape[-1], -1)]
+            outs = [softmax_sdpa_streaming(q, k, part, q_offset, scale=logits.scale)
+                    for part in v.split(q.shape[-1], -1)]
             return outs[0] if len(outs) == 1 else torch.cat(outs, -1)
 
         return [sdpa(q, k) for _, q, k in terms], None
-    kw = dict(scale=scale, slopes=slopes, window=window, signed=signed, block=block)
-    runs = [online_softmax_chunked(q, k, v, q_offset, **kw) for _, q, k in terms]
-    stats = None
-    if collect_stats:
-        stat_terms = [(coef, q, k, m, l) for (coef, q, k), (_, m, l) in zip(terms, runs, strict=True)]
-        stats = family_stats_chunked(stat_terms, q_offset, v.shape[2], layer=layer, **kw)
-    return [out for out, _, _ in runs], stats
+    kw = dict(logits._asdict(), block=block)
+    return run_terms(terms, lambda q, k: online_softmax_chunked(q, k, v, q_offset, **kw),
+                     lambda st: family_stats_chunked(st, q_offset, v.shape[2], layer=layer, **kw), collect_stats)

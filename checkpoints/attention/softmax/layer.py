@@ -18,7 +18,7 @@ import torch
 from checkpoints.attention.base import AttentionLayer
 from checkpoints.attention.softmax import chunked
 from checkpoints.attention.softmax.chunked import Term
-from checkpoints.attention.softmax.reference import softmax_reference
+from checkpoints.attention.softmax.reference import Logits, softmax_reference
 from checkpoints.attention.stats import RowStats
 
 
@@ -41,10 +41,8 @@ class SoftmaxFamilyLayer(AttentionLayer):
     def combine(self, outs: list[torch.Tensor]) -> torch.Tensor:
         return outs[0]
 
-    def logits(self, device: torch.device) -> dict[str, Any]:
-        """How a row's logits are formed: scale, ALiBi slopes, window, sign."""
-        return dict(scale=self.logit_scale(), slopes=self.alibi(device), window=self.config.sliding_window,
-                    signed=self.signed)
+    def logits(self, device: torch.device) -> Logits:
+        return Logits(self.logit_scale(), self.alibi(device), self.config.sliding_window, self.signed)
 
     def reference(self, q_offset: int, q: torch.Tensor, k: torch.Tensor,
                   v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -53,18 +51,16 @@ class SoftmaxFamilyLayer(AttentionLayer):
 
     def chunked(self, q_offset: int, block: int, collect_stats: bool, q: torch.Tensor, k: torch.Tensor,
                 v: torch.Tensor) -> tuple[torch.Tensor, RowStats | None]:
-        outs, stats = chunked.family_attention(self.terms(q_offset, q, k), v, q_offset, block=block,
-                                               collect_stats=collect_stats, layer=self.layer,
-                                               **self.logits(q.device))
+        outs, stats = chunked.family_attention(self.terms(q_offset, q, k), v, q_offset, self.logits(q.device),
+                                               block=block, collect_stats=collect_stats, layer=self.layer)
         return self.combine(outs), stats
 
     def triton(self, q_offset: int, collect_stats: bool, q: torch.Tensor, k: torch.Tensor,
                v: torch.Tensor) -> tuple[torch.Tensor, RowStats | None]:
         from checkpoints.attention.softmax import triton as kernels
 
-        outs, stats = kernels.family_attention(self.terms(q_offset, q, k), v, q_offset,
-                                               collect_stats=collect_stats, layer=self.layer,
-                                               **self.logits(q.device))
+        outs, stats = kernels.family_attention(self.terms(q_offset, q, k), v, q_offset, self.logits(q.device),
+                                               collect_stats=collect_stats, layer=self.layer)
         return self.combine(outs), stats
 
 

@@ -9,12 +9,23 @@ key output exactly zero and have zero weights."""
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 
 from checkpoints.attention.gqa import dense_dots, expand_kv
 from checkpoints.attention.masks import causal_mask
 from checkpoints.attention.position import alibi_bias
+
+
+class Logits(NamedTuple):
+    """How a row's logits are formed: `scale * q.k` (its absolute value when
+    `signed`), plus ALiBi `slopes` (Hq,) times (j - i), inside a sliding `window`."""
+
+    scale: float
+    slopes: torch.Tensor | None = None
+    window: int | None = None
+    signed: bool = False
 
 
 def dense_logits(

@@ -23,22 +23,12 @@ import torch
 import triton
 import triton.language as tl
 
-from checkpoints.attention.softmax.chunked import Term
+from checkpoints.attention import triton_common as tc
+from checkpoints.attention.softmax.chunked import Term, run_terms
+from checkpoints.attention.softmax.reference import Logits
 from checkpoints.attention.stats import RowStats
-from checkpoints.attention.triton_common import (
-    LOG2E,
-    check_device,
-    check_heads,
-    configs,
-    decode_splits,
-    pow2,
-    precision,
-    stats_buffers,
-    stats_from_buffers,
-    stats_store,
-    stats_update,
-)
 
+INTERPRET = tc.INTERPRET  # kernels run in Triton's interpreter (TRITON_INTERPRET=1, CPU tests)
 _KEY = ["D", "DV", "HAS_BIAS", "SIGNED", "HAS_WINDOW", "PRECISION"]
 
 # --- kernels --------------------------------------------------------------------
@@ -69,6 +59,17 @@ def _logits(q, k_ptrs, offs_n, qpos, S, slope, window, kmask_d,
 
 
 @triton.jit
+def _head_program(Hq, GROUPS, BLOCK_M: tl.constexpr):
+    """Program 0 is the query block, program 1 the (batch, query head): returns
+    (pid_m, pid_bh, b, h, kv head hk, query indices offs_m)."""
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // Hq
+    h = pid_bh % Hq
+    return pid_m, pid_bh, b, h, h // GROUPS, pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+
+
+@triton.jit
 def _online_step(a, sign, v_ptrs, vmask, m_i, l_i, acc, SIGNED: tl.constexpr, PRECISION: tl.constexpr):
     m_new = tl.maximum(m_i, tl.max(a, 1))
     m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
@@ -82,7 +83,7 @@ def _online_step(a, sign, v_ptrs, vmask, m_i, l_i, acc, SIGNED: tl.constexpr, PR
     return m_new, l_i, acc
 
 
-@triton.autotune(configs=configs(interpret_tile=64), key=_KEY)
+@triton.autotune(configs=tc.configs(interpret_tile=64), key=_KEY)
 @triton.jit
 def _prefill_kernel(
     Q, K, V, O, M, L, Slopes,
@@ -92,12 +93,7 @@ def _prefill_kernel(
     HAS_BIAS: tl.constexpr, SIGNED: tl.constexpr, HAS_WINDOW: tl.constexpr, PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    pid_m = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    b = pid_bh // Hq
-    h = pid_bh % Hq
-    hk = h // GROUPS
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    pid_m, pid_bh, b, h, hk, offs_m = _head_program(Hq, GROUPS, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
     qmask = (offs_m[:, None] < T) & (offs_d[None, :] < D)
@@ -144,7 +140,7 @@ def _prefill_kernel(
     tl.store(L + row, l_i, mask=offs_m < T)
 
 
-@triton.autotune(configs=configs(decode=True, rows=None, interpret_tile=64), key=_KEY)
+@triton.autotune(configs=tc.configs(decode=True, rows=None, interpret_tile=64), key=_KEY)
 @triton.jit
 def _decode_kernel(
     Q, K, V, Opart, Mpart, Lpart, Slopes,
@@ -217,12 +213,7 @@ def _stats_kernel(
 ):
     """Row statistics of `w = p1 - coef2 * p2` (TWO) or `w = p1`, where
     p = sign * exp2(a - m) / l with the final (m, l) of the forward kernels."""
-    pid_m = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    b = pid_bh // Hq
-    h = pid_bh % Hq
-    hk = h // GROUPS
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    pid_m, pid_bh, b, h, hk, offs_m = _head_program(Hq, GROUPS, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     rmask = offs_m < T
     qoff = b * sqb + h * sqh + offs_m[:, None] * sqt + offs_d[None, :] * sqd
@@ -244,11 +235,7 @@ def _stats_kernel(
         slope = tl.load(Slopes + h).to(tl.float32) * 1.4426950408889634
     koff = b * skb + hk * skh + offs_d[:, None] * skd
     kmask_d = offs_d[:, None] < D
-    abs_sum = tl.zeros([BLOCK_M], tl.float32)
-    zeros = tl.zeros([BLOCK_M], tl.float32)
-    first = tl.zeros([BLOCK_M], tl.float32)
-    plogp = tl.zeros([BLOCK_M], tl.float32)
-    visible = tl.zeros([BLOCK_M], tl.float32)
+    abs_sum, zeros, first, plogp, visible = tc.stats_init(BLOCK_M)
     first_row = q_offset + pid_m * BLOCK_M
     hi = tl.minimum(S, first_row + BLOCK_M)
     lo = 0
@@ -264,20 +251,21 @@ def _stats_kernel(
         vis = (offs_n[None, :] <= qpos[:, None]) & (offs_n[None, :] < S)
         if HAS_WINDOW:
             vis = vis & (offs_n[None, :] > qpos[:, None] - window)
-        abs_sum, zeros, first, plogp, visible = stats_update(w, vis, offs_n, abs_sum, zeros, first, plogp, visible)
-    stats_store(AbsSum, Zeros, First, PlogP, Visible, row, rmask, abs_sum, zeros, first, plogp, visible)
+        abs_sum, zeros, first, plogp, visible = tc.stats_update(w, vis, offs_n, abs_sum, zeros, first, plogp, visible)
+    tc.stats_store(AbsSum, Zeros, First, PlogP, Visible, b, h, offs_m, Hq, T, rmask, abs_sum, zeros, first, plogp,
+                   visible)
 
 
 # --- launchers --------------------------------------------------------------------
 
 
 def _common(q, k, v, slopes, window):
-    check_device(q)
-    check_heads(q, k)
+    tc.check_device(q)
+    tc.check_heads(q, k)
     slopes_t = slopes.to(q.device, torch.float32).contiguous() if slopes is not None else q
     return dict(
-        D=q.shape[-1], DV=v.shape[-1], BLOCK_D=pow2(q.shape[-1]), BLOCK_DV=pow2(v.shape[-1]),
-        HAS_BIAS=slopes is not None, HAS_WINDOW=window is not None, PRECISION=precision(q.dtype),
+        D=q.shape[-1], DV=v.shape[-1], BLOCK_D=tc.pow2(q.shape[-1]), BLOCK_DV=tc.pow2(v.shape[-1]),
+        HAS_BIAS=slopes is not None, HAS_WINDOW=window is not None, PRECISION=tc.precision(q.dtype),
     ), slopes_t
 
 
@@ -295,7 +283,7 @@ def prefill(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False,
     grid = lambda meta_: (triton.cdiv(t, meta_["BLOCK_M"]), b * hq)  # noqa: E731
     _prefill_kernel[grid](
         q, k, v, out, m, l, slopes_t, *q.stride(), *k.stride(), *v.stride(), *out.stride(),
-        hq, hq // k.shape[1], t, k.shape[2], q_offset, window or 0, scale * LOG2E,
+        hq, hq // k.shape[1], t, k.shape[2], q_offset, window or 0, scale * tc.LOG2E,
         SIGNED=signed, **meta,
     )
     return out, m, l
@@ -310,7 +298,7 @@ def decode(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, 
         raise ValueError(f"decode takes one query token, got {t}")
     hkv, s = k.shape[1], k.shape[2]
     meta, slopes_t = _common(q, k, v, slopes, window)
-    splits = splits or decode_splits(b, hkv, s)
+    splits = splits or tc.decode_splits(b, hkv, s)
     per_split = triton.cdiv(max(s, 1), splits)
     groups = hq // hkv
     # Partials start as NaN (cheap: B x Hq x splits rows) so a missed write cannot pass silently.
@@ -320,8 +308,8 @@ def decode(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, 
     qs = q[:, :, 0]
     _decode_kernel[(b * hkv, splits)](
         q, k, v, opart, mpart, lpart, slopes_t, qs.stride(0), qs.stride(1), qs.stride(2),
-        *k.stride(), *v.stride(), hkv, groups, s, q_offset, window or 0, scale * LOG2E, per_split, splits,
-        BLOCK_H=pow2(groups), SIGNED=signed, **meta,
+        *k.stride(), *v.stride(), hkv, groups, s, q_offset, window or 0, scale * tc.LOG2E, per_split, splits,
+        BLOCK_H=tc.pow2(groups), SIGNED=signed, **meta,
     )
     m = mpart.amax(-1)
     m_safe = torch.where(m == float("-inf"), 0.0, m)
@@ -360,40 +348,28 @@ def row_stats(terms, q_offset, *, scale, slopes=None, window=None, signed=False,
         coef2, q2, k2, m2, l2 = 0.0, q, k, m, l
     b, hq, t, d = q.shape
     meta, slopes_t = _common(q, k, q, slopes, window)
-    outs = stats_buffers(b, hq, t, q.device)
+    outs = tc.stats_buffers(b, hq, t, q.device)
     block = 64
     _stats_kernel[(triton.cdiv(t, block), b * hq)](
         q, k, q2, k2, m.contiguous(), l.contiguous(), m2.contiguous(), l2.contiguous(), slopes_t, *outs,
         *q.stride(), *k.stride(), hq, hq // k.shape[1], t, k.shape[2], q_offset, window or 0,
-        scale * LOG2E, coef2, D=d, BLOCK_D=meta["BLOCK_D"], HAS_BIAS=meta["HAS_BIAS"], SIGNED=signed,
+        scale * tc.LOG2E, coef2, D=d, BLOCK_D=meta["BLOCK_D"], HAS_BIAS=meta["HAS_BIAS"], SIGNED=signed,
         HAS_WINDOW=meta["HAS_WINDOW"], TWO=two, PRECISION=meta["PRECISION"], BLOCK_M=block, BLOCK_N=64,
         num_warps=4,
     )
-    return stats_from_buffers(outs, layer)
+    return tc.stats_from_buffers(outs, layer)
 
 
 # --- the family's public function ------------------------------------------------
 
 
 def family_attention(
-    terms: list[Term],
-    v: torch.Tensor,
-    q_offset: int,
-    *,
-    scale: float,
-    slopes: torch.Tensor | None = None,
-    window: int | None = None,
-    signed: bool = False,
-    collect_stats: bool = False,
-    layer: int = 0,
+    terms: list[Term], v: torch.Tensor, q_offset: int, logits: Logits, *,
+    collect_stats: bool = False, layer: int = 0,
 ) -> tuple[list[torch.Tensor], RowStats | None]:
-    """The outputs (B, Hq, T, Dv) of one softmax per term (coef, q (B, Hq, T, D),
-    k (B, Hkv, S, D)) over the shared v (B, Hkv, S, Dv), and, when asked, the
-    RowStats of `w = sum_c coef_c * p_c` (see `chunked.family_attention`)."""
-    kw = dict(scale=scale, slopes=slopes, window=window, signed=signed)
-    runs = [attention(q, k, v, q_offset, **kw) for _, q, k in terms]
-    stats = None
-    if collect_stats:
-        stat_terms = [(coef, q, k, m, l) for (coef, q, k), (_, m, l) in zip(terms, runs, strict=True)]
-        stats = row_stats(stat_terms, q_offset, layer=layer, **kw)
-    return [out for out, _, _ in runs], stats
+    """The twin of `chunked.family_attention`: one softmax per term (coef,
+    q (B, Hq, T, D), k (B, Hkv, S, D)) over the shared v (B, Hkv, S, Dv), and,
+    when asked, the RowStats of `w = sum_c coef_c * p_c`."""
+    kw = logits._asdict()
+    return run_terms(terms, lambda q, k: attention(q, k, v, q_offset, **kw),
+                     lambda st: row_stats(st, q_offset, layer=layer, **kw), collect_stats)

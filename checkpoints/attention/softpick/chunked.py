@@ -11,7 +11,7 @@ import math
 import torch
 
 from checkpoints.attention.gqa import group_rows
-from checkpoints.attention.stats import RowStats, StreamingStats, cat_stats
+from checkpoints.attention.stats import BlockedStats, RowStats
 
 
 def softpick_chunked(
@@ -35,7 +35,7 @@ def softpick_chunked(
     g = hq // hkv
     scale = 1.0 / math.sqrt(d)
     out = q.new_empty(b, hq, t, dv) if out is None else out
-    parts: list[RowStats] = []
+    stats = BlockedStats(collect_stats, b, hq, t, q.device, layer)
     for lo in range(0, t, block):
         hi = min(t, lo + block)
         n = hi - lo
@@ -62,14 +62,12 @@ def softpick_chunked(
             m = m_new
         norm = den + eps
         out[:, :, lo:hi] = (acc / norm.view(b, hkv, g * n, 1)).view(b, hq, n, dv).to(out.dtype)
-        if collect_stats:
-            st = StreamingStats((b, hkv, g, n), q.device)
+        if collect_stats:  # weights are final only now: stream the keys again
+            stats.begin((b, hkv, g, n))
             for klo in range(0, end, block):
                 khi = min(end, klo + block)
                 z, visible = tile(klo, khi)
                 e = torch.exp(z - m[..., None]) - torch.exp(-m)[..., None]
-                st.update(torch.where(visible, torch.relu(e), 0.0) / norm[..., None], visible, klo)
-            parts.append(st.finish(layer))
-    if not collect_stats:
-        return out, None
-    return out, cat_stats(parts, b, hq, t, q.device, layer)
+                stats.update(torch.where(visible, torch.relu(e), 0.0) / norm[..., None], visible, klo)
+            stats.end()
+    return out, stats.result()
