@@ -70,6 +70,15 @@ def _head_program(Hq, GROUPS, BLOCK_M: tl.constexpr):
 
 
 @triton.jit
+def _kv_tiles(K, V, b, hk, skb, skh, skd, svb, svh, svd, offs_d, offs_dv, D, DV):
+    """Base pointers of kv head hk's keys (transposed: (BLOCK_D, keys)) and values,
+    and their feature masks."""
+    kbase = K + b * skb + hk * skh + offs_d[:, None] * skd
+    vbase = V + b * svb + hk * svh + offs_dv[None, :] * svd
+    return kbase, vbase, offs_d[:, None] < D, offs_dv[None, :] < DV
+
+
+@triton.jit
 def _online_step(a, sign, v_ptrs, vmask, m_i, l_i, acc, SIGNED: tl.constexpr, PRECISION: tl.constexpr):
     m_new = tl.maximum(m_i, tl.max(a, 1))
     m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
@@ -81,6 +90,23 @@ def _online_step(a, sign, v_ptrs, vmask, m_i, l_i, acc, SIGNED: tl.constexpr, PR
     v = tl.load(v_ptrs, mask=vmask, other=0.0)
     acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
     return m_new, l_i, acc
+
+
+@triton.jit
+def _stream_keys(q, kbase, vbase, kmask_d, vmask_d, lo, hi, S, sks, svs, qpos, slope, window, qk_scale,
+                 m_i, l_i, acc, HAS_BIAS: tl.constexpr, SIGNED: tl.constexpr, HAS_WINDOW: tl.constexpr,
+                 MASK: tl.constexpr, PRECISION: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Online softmax over keys [lo, hi) (of S; MASK hides keys beyond the causal
+    edge, the window and S): the running (m_i, l_i, acc) after them."""
+    for start_n in range(lo, hi, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        a, sign = _logits(q, kbase + offs_n[None, :] * sks, offs_n, qpos, S, slope, window, kmask_d,
+                          HAS_BIAS, SIGNED, HAS_WINDOW, MASK, PRECISION, qk_scale)
+        vmask = vmask_d
+        if MASK:
+            vmask = vmask_d & (offs_n[:, None] < S)
+        m_i, l_i, acc = _online_step(a, sign, vbase + offs_n[:, None] * svs, vmask, m_i, l_i, acc, SIGNED, PRECISION)
+    return m_i, l_i, acc
 
 
 @triton.autotune(configs=tc.configs(interpret_tile=64), key=_KEY)
@@ -102,10 +128,7 @@ def _prefill_kernel(
     slope = 0.0
     if HAS_BIAS:
         slope = tl.load(Slopes + h).to(tl.float32) * 1.4426950408889634
-    kbase = K + b * skb + hk * skh + offs_d[:, None] * skd
-    vbase = V + b * svb + hk * svh + offs_dv[None, :] * svd
-    kmask_d = offs_d[:, None] < D
-    vmask_d = offs_dv[None, :] < DV
+    kbase, vbase, kmask_d, vmask_d = _kv_tiles(K, V, b, hk, skb, skh, skd, svb, svh, svd, offs_d, offs_dv, D, DV)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
@@ -119,18 +142,10 @@ def _prefill_kernel(
     else:
         # Key blocks entirely at or before the block's first row: visible to every row.
         full_hi = (tl.minimum(S, first_row + 1) // BLOCK_N) * BLOCK_N
-    for start_n in range(lo, full_hi, BLOCK_N):
-        offs_n = start_n + tl.arange(0, BLOCK_N)
-        a, sign = _logits(q, kbase + offs_n[None, :] * sks, offs_n, qpos, S, slope, window, kmask_d,
-                          HAS_BIAS, SIGNED, HAS_WINDOW, False, PRECISION, qk_scale)
-        m_i, l_i, acc = _online_step(a, sign, vbase + offs_n[:, None] * svs, vmask_d, m_i, l_i, acc,
-                                     SIGNED, PRECISION)
-    for start_n in range(full_hi, hi, BLOCK_N):
-        offs_n = start_n + tl.arange(0, BLOCK_N)
-        a, sign = _logits(q, kbase + offs_n[None, :] * sks, offs_n, qpos, S, slope, window, kmask_d,
-                          HAS_BIAS, SIGNED, HAS_WINDOW, True, PRECISION, qk_scale)
-        m_i, l_i, acc = _online_step(a, sign, vbase + offs_n[:, None] * svs,
-                                     vmask_d & (offs_n[:, None] < S), m_i, l_i, acc, SIGNED, PRECISION)
+    m_i, l_i, acc = _stream_keys(q, kbase, vbase, kmask_d, vmask_d, lo, full_hi, S, sks, svs, qpos, slope, window,
+                                 qk_scale, m_i, l_i, acc, HAS_BIAS, SIGNED, HAS_WINDOW, False, PRECISION, BLOCK_N)
+    m_i, l_i, acc = _stream_keys(q, kbase, vbase, kmask_d, vmask_d, full_hi, hi, S, sks, svs, qpos, slope, window,
+                                 qk_scale, m_i, l_i, acc, HAS_BIAS, SIGNED, HAS_WINDOW, True, PRECISION, BLOCK_N)
     out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
     omask = (offs_m[:, None] < T) & (offs_dv[None, :] < DV)
     tl.store(O + b * sob + h * soh + offs_m[:, None] * sot + offs_dv[None, :] * sod,
@@ -166,10 +181,7 @@ def _decode_kernel(
     slope = 0.0
     if HAS_BIAS:
         slope = tl.load(Slopes + h, mask=hmask, other=0.0).to(tl.float32)[:, None] * 1.4426950408889634
-    kbase = K + b * skb + hk * skh + offs_d[:, None] * skd
-    vbase = V + b * svb + hk * svh + offs_dv[None, :] * svd
-    kmask_d = offs_d[:, None] < D
-    vmask_d = offs_dv[None, :] < DV
+    kbase, vbase, kmask_d, vmask_d = _kv_tiles(K, V, b, hk, skb, skh, skd, svb, svh, svd, offs_d, offs_dv, D, DV)
     m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_H], tl.float32)
     acc = tl.zeros([BLOCK_H, BLOCK_DV], tl.float32)
@@ -177,12 +189,8 @@ def _decode_kernel(
     hi = tl.minimum(tl.minimum(lo + keys_per_split, S), q_offset + 1)
     if HAS_WINDOW:
         lo = tl.maximum(lo, ((q_offset - window + 1) // BLOCK_N) * BLOCK_N)
-    for start_n in range(lo, hi, BLOCK_N):
-        offs_n = start_n + tl.arange(0, BLOCK_N)
-        a, sign = _logits(q, kbase + offs_n[None, :] * sks, offs_n, qpos, hi, slope, window, kmask_d,
-                          HAS_BIAS, SIGNED, HAS_WINDOW, True, PRECISION, qk_scale)
-        m_i, l_i, acc = _online_step(a, sign, vbase + offs_n[:, None] * svs,
-                                     vmask_d & (offs_n[:, None] < hi), m_i, l_i, acc, SIGNED, PRECISION)
+    m_i, l_i, acc = _stream_keys(q, kbase, vbase, kmask_d, vmask_d, lo, hi, hi, sks, svs, qpos, slope, window,
+                                 qk_scale, m_i, l_i, acc, HAS_BIAS, SIGNED, HAS_WINDOW, True, PRECISION, BLOCK_N)
     row = (b * Hkv * GROUPS + h) * SPLITS + split
     tl.store(Opart + row[:, None] * DV + offs_dv[None, :], acc, mask=hmask[:, None] & vmask_d)
     tl.store(Mpart + row, m_i, mask=hmask)
