@@ -15,8 +15,9 @@ kernel in fp32) in bf16 and fp32, FLOP/s and percent of the H100 dense bf16
 peak (989.4 TFLOP/s), causal forward FLOPs = 2 * B * H * N^2 * d (softmax
 equivalent; diff runs two softmaxes over a 2d-wide value).
 
-The attention core is timed alone (q, k, v and the layer input x are
-captured from one forward pass of a random layer of the variant).
+The attention is timed alone from `AttentionLayer.attend` (q, k, v, any other
+named tensors and the layer input x are captured from one forward pass of a
+random layer of the variant), with the variant's output treatment (`finish`).
 
 Usage: python bench/attention.py [--quick] [--device cpu|cuda] [--out DIR]
        [--sizes 1024,4096] [--variants softmax,cog] [--block 1024]"""
@@ -55,9 +56,9 @@ class _Captured(Exception):
 
 
 def core_inputs(variant: str, n: int, heads: int, head_dim: int, device: str, dtype: torch.dtype, block: int):
-    """A random layer of the variant and the (q, k, v, ctx, x) its core sees."""
-    from checkpoints.attention import build_attention
+    """A random layer of the variant and the (q, k, v, ..., x) its `attend` sees."""
     from checkpoints.attention.base import AttentionContext
+    from checkpoints.attention.registry import build_attention
     from checkpoints.config import AttentionConfig, ModelConfig
     from checkpoints.rope import Rotary
 
@@ -71,20 +72,21 @@ def core_inputs(variant: str, n: int, heads: int, head_dim: int, device: str, dt
     ctx = AttentionContext(rotary=rotary, start=0, backend="torch", block_size=block)
     captured = {}
 
-    def capture(q, k, v, ctx, x):
-        captured.update(q=q.contiguous(), k=k.contiguous(), v=v.contiguous(), x=x)
+    def capture(ctx, **t):
+        captured.update({name: t_.contiguous() for name, t_ in t.items()})
         raise _Captured
 
-    layer.core = capture
+    layer.attend = capture
     x = torch.randn(1, n, config.hidden_size, device=device, dtype=dtype)
     with torch.no_grad():
         try:
             layer(x, ctx, None)
         except _Captured:
             pass
-    del layer.core
-    if not captured:  # the variant's forward does not route through `core`: time the whole layer
-        captured.update(x=x, whole_layer=True)
+    del layer.attend
+    captured["x"] = x
+    if "q" not in captured:  # the variant's forward does not route through `attend`: time the whole layer
+        captured["whole_layer"] = True
     return layer, captured, ctx
 
 
@@ -92,20 +94,22 @@ def run_path(path: str, layer, c: dict, ctx):
     """One call of an implementation on the captured inputs."""
     import torch.nn.functional as F
 
-    from checkpoints.attention.softmax import online_softmax_chunked
+    from checkpoints.attention.backend import Backend
+    from checkpoints.attention.softmax.chunked import online_softmax_chunked
 
+    backends = {"chunked": Backend.TORCH, "dense": Backend.REFERENCE, "triton": Backend.TRITON}
     if c.get("whole_layer"):
-        ctx.backend = {"chunked": "torch", "dense": "reference", "triton": "triton"}[path]
+        ctx.backend = backends[path]
         with torch.no_grad():
             return layer(c["x"], ctx, None)
-    q, k, v, x = c["q"], c["k"], c["v"], c["x"]
+    q, k, v = c["q"], c["k"], c["v"]
     with torch.no_grad():
         if path == "sdpa":
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=q.shape[1] != k.shape[1])
         if path == "online":
             return online_softmax_chunked(q, k, v, 0, scale=q.shape[-1] ** -0.5, block=ctx.block_size)[0]
-        ctx.backend = {"chunked": "torch", "dense": "reference", "triton": "triton"}[path]
-        return layer.core(q, k, v, ctx, x)
+        ctx.backend = backends[path]
+        return layer.finish(layer.attend(ctx, **{name: t for name, t in c.items() if name != "x"}), c["x"])
 
 
 def worker(spec: dict) -> dict:
@@ -126,12 +130,12 @@ def worker(spec: dict) -> dict:
     assert not torch.isnan(out).any()
     res = {"time_s": elapsed, "peak_extra_mib": peak - base}
     if c.get("whole_layer"):
-        res["note"] = "whole layer timed (its forward does not go through core): projections included"
+        res["note"] = "whole layer timed (its forward does not go through attend): projections included"
     return res
 
 
 def cpu_rows(args) -> list[dict]:
-    from checkpoints.attention import available_variants
+    from checkpoints.attention.registry import available_variants
 
     variants = args.variants or available_variants()
     sizes = args.sizes or (QUICK_SIZES if args.quick else SIZES)
@@ -184,7 +188,7 @@ def cuda_rows(args) -> list[dict]:
     import triton.testing
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from checkpoints.attention import available_variants
+    from checkpoints.attention.registry import available_variants
 
     variants = args.variants or available_variants()
     sizes = args.sizes or (QUICK_SIZES if args.quick else SIZES)
@@ -219,7 +223,7 @@ def cuda_rows(args) -> list[dict]:
                                tflops=flops / (ms / 1e3) / 1e12)
                     row["pct_h100_bf16_peak"] = 100 * flops / (ms / 1e3) / H100_BF16_PEAK
                     if c.get("whole_layer"):
-                        row["note"] = "whole layer timed (its forward does not go through core): projections included"
+                        row["note"] = "whole layer timed (its forward does not go through attend): projections included"
                     del layer, c
                 except Exception as e:  # one failing variant must not hide the others
                     row["note"] = f"failed: {type(e).__name__}: {str(e)[:200]}"

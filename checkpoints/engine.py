@@ -27,8 +27,7 @@ from typing import Any
 
 import torch
 
-from checkpoints.attention import KVCache
-from checkpoints.attention.cache import RaggedKVCache
+from checkpoints.attention.cache import KVCache, RaggedKVCache
 from checkpoints.generate import DEFAULT_CHUNK, Generation, prefill, token_logprobs
 from checkpoints.model import Decoder
 from checkpoints.tokenizer import Tokenizer

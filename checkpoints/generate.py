@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from checkpoints.attention import KVCache
+from checkpoints.attention.cache import KVCache
 from checkpoints.model import Decoder
 from checkpoints.tokenizer import Tokenizer
 

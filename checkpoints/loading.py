@@ -15,7 +15,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from checkpoints.attention import resolve_backend
+from checkpoints.attention.backend import Backend
 from checkpoints.config import ModelConfig
 from checkpoints.errors import LoadError
 from checkpoints.model import Decoder
@@ -65,7 +65,7 @@ class LoadedModel:
             "variant": self.config.attention.variant,
             "attention": self.config.attention.to_dict(),
             "rope": {"rope_theta": self.config.rope_theta, **self.config.rope_scaling.to_dict()},
-            "backend": self.model.backend,
+            "backend": self.model.backend.value,
             "dtype": str(self.model.dtype).removeprefix("torch."),
             "source_format": self.config.source_format,
         }
@@ -178,6 +178,7 @@ def load_model(
 ) -> LoadedModel:
     """Load a checkpoint directory (ours or Hugging Face Llama-family) with an
     optional RoPE override ("yarn:4", a dict, ...) and attention backend."""
+    backend = Backend.parse(backend)  # validates the name before any work is done
     path = Path(path)
     device = torch.device(device)
     config = ModelConfig.from_file(path)
@@ -191,8 +192,7 @@ def load_model(
     if config.tie_word_embeddings:
         model.lm_head.weight = model.embed.weight
     model = model.to(device).eval()
-    resolve_backend(backend, device)  # validates the name before any work is done
-    model.backend = backend
+    model.backend = backend  # resolved for the device the model is on
     return LoadedModel(model=model, tokenizer=load_tokenizer(path, config), config=config, path=path)
 
 

@@ -12,9 +12,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from checkpoints.attention import KVCache, build_attention, resolve_backend
+from checkpoints.attention.backend import Backend
 from checkpoints.attention.base import AttentionContext
-from checkpoints.attention.cache import RaggedKVCache
+from checkpoints.attention.cache import KVCache, RaggedKVCache
+from checkpoints.attention.registry import build_attention
 from checkpoints.config import ModelConfig
 from checkpoints.rope import Rotary
 
@@ -86,6 +87,28 @@ class Decoder(nn.Module):
     def dtype(self) -> torch.dtype:
         return self.embed.weight.dtype
 
+    @property
+    def backend(self) -> Backend:
+        """The attention backend asked for (`auto` stays `auto`)."""
+        return self._backend
+
+    @backend.setter
+    def backend(self, name: str | Backend) -> None:
+        """Validate the name and resolve it for the model's device, once."""
+        self._backend = Backend.parse(name)
+        self._resolved_backend = self._backend.resolve(self.device)
+
+    @property
+    def resolved_backend(self) -> Backend:
+        """What runs on this device: `auto` is `triton` on CUDA, `torch` elsewhere."""
+        return self._resolved_backend
+
+    def _apply(self, fn, *args, **kwargs):
+        # `to`, `cuda`, `cpu`, ... move the weights: resolve the backend again for the new device.
+        module = super()._apply(fn, *args, **kwargs)
+        self.backend = self._backend
+        return module
+
     def new_cache(self) -> KVCache:
         return KVCache(len(self.layers))
 
@@ -112,7 +135,7 @@ class Decoder(nn.Module):
         ctx = AttentionContext(
             rotary=self.rotary,
             start=start,
-            backend=resolve_backend(self.backend, self.device),
+            backend=self.resolved_backend,
             block_size=self.block_size,
             collect_stats=collect_stats,
             return_weights=return_weights,
@@ -129,14 +152,14 @@ class Decoder(nn.Module):
     def decode_step(self, tokens: torch.Tensor, cache: RaggedKVCache) -> torch.Tensor:
         """One decode step of a ragged batch: tokens (B,), row b's after its
         `cache.lengths[b]` cached tokens -> next-token logits (B, V) fp32. Every
-        row uses its own positions and keys (see `AttentionLayer.by_rows`)."""
+        row uses its own positions and keys (see `AttentionLayer.attend_rows`)."""
         if self.rotary.depends_on_length:
             raise ValueError(f"{self.rotary.scaling.type} RoPE depends on each sequence's length: "
                              "decode its rows one at a time (forward with a KVCache)")
         ctx = AttentionContext(
             rotary=self.rotary,
             start=0,
-            backend=resolve_backend(self.backend, self.device),
+            backend=self.resolved_backend,
             block_size=self.block_size,
             row_positions=cache.lengths,
         )

@@ -22,7 +22,8 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from checkpoints.attention import available_variants
+from checkpoints.attention.backend import TRAINING_BACKENDS
+from checkpoints.attention.registry import available_variants
 from checkpoints.config import AttentionConfig, ModelConfig
 from checkpoints.errors import ConfigError
 from checkpoints.loading import save_model
@@ -33,6 +34,7 @@ from checkpoints.tokenizer import ByteTokenizer
 LOG_FILE = "train_log.jsonl"
 INFO_FILE = "train_info.json"
 DEMO_ROOT = Path(__file__).resolve().parent.parent / "demo" / "checkpoints"
+# The kernels are forward-only: training runs on the PyTorch paths.
 
 
 @dataclass
@@ -57,7 +59,7 @@ class TrainConfig:
     intermediate_size: int = 256
     rope_theta: float = 10000.0
     seed: int = 0
-    backend: str = "auto"  # auto | reference | torch
+    backend: str = "auto"  # one of TRAINING_BACKENDS
     texts: list[str] = field(default_factory=list)  # extra local text files
     text_fraction: float = 0.0
     dense_fraction: float = 0.5  # curriculum rows with many needles (copy practice), decayed to 0
@@ -70,8 +72,9 @@ class TrainConfig:
             raise ConfigError(
                 f"unknown attention variant {self.variant!r}; available: {', '.join(available_variants())}"
             )
-        if self.backend not in ("auto", "reference", "torch"):
-            raise ConfigError(f"training backend must be auto, reference or torch, got {self.backend!r}")
+        if self.backend not in TRAINING_BACKENDS:
+            *first, last = TRAINING_BACKENDS
+            raise ConfigError(f"training backend must be {', '.join(first)} or {last}, got {self.backend!r}")
         for name in ("steps", "batch_size", "seq_len", "hidden_size", "num_layers", "num_heads"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from checkpoints.attention.backend import Backend
 from service.status import FINAL, JobStatus
 
 if TYPE_CHECKING:
@@ -126,7 +127,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="task and options, repeatable: passkey:lengths=256,512:trials=10, longbench:datasets=qasper")
     p.add_argument("--file", help="JSON body of POST /v1/jobs instead of the options")
     p.add_argument("--rope", help="RoPE override, e.g. yarn:4")
-    p.add_argument("--backend", default="auto", choices=["auto", "reference", "torch", "triton"])
+    p.add_argument("--backend", default="auto", choices=[b.value for b in Backend])
     p.add_argument("--priority", type=int, default=0)
     p.add_argument("--wait", action="store_true", help="poll until the job ends; exit 0 only if it succeeded")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the job id")

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from checkpoints.attention.backend import Backend
 from evaluators.options import TASK_OPTIONS, option_kind
 
 # Options of the tasks' option models that get no flag of their own (they would clash with
@@ -198,7 +199,7 @@ def _lm_eval(args: argparse.Namespace) -> int:
 def _model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", required=True, help="checkpoint directory (lctx or Hugging Face safetensors)")
     p.add_argument("--rope", help="RoPE override, e.g. yarn:4")
-    p.add_argument("--backend", default="auto", help="attention backend: auto, reference, torch, triton")
+    p.add_argument("--backend", default="auto", help=f"attention backend: {', '.join(Backend)}")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--dtype", help="float32, bfloat16 or float16 (default: float32 on CPU)")
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from checkpoints.attention.backend import Backend
+
 # torch comes with the runtime: imported by the commands that run, not to build the parser.
 
 
@@ -90,7 +92,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--rope", help="RoPE override, e.g. yarn:4 or ntk:8")
     g.add_argument("--max-new-tokens", type=int, default=32)
     g.add_argument("--stop", action="append", help="stop string (repeatable)")
-    g.add_argument("--backend", default="auto", choices=["auto", "reference", "torch", "triton"])
+    g.add_argument("--backend", default="auto", choices=[b.value for b in Backend])
     g.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"])
     g.add_argument("--device", default="cpu")
     g.add_argument("--chunk-size", type=int, default=4096, help="prefill chunk in tokens")

@@ -7,6 +7,8 @@ import json
 import shlex
 import sys
 
+from checkpoints.attention.backend import TRAINING_BACKENDS
+
 # flag dest -> TrainConfig field. The parser leaves these None and TrainConfig's own defaults
 # fill them in when the command runs: importing checkpoints.train (torch) to read its
 # defaults would make every `lctx` command, `lctx --help` included, wait for torch.
@@ -62,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--heads", type=int, default=d.num_heads)
     p.add_argument("--intermediate-size", type=int, default=d.intermediate_size)
     p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--backend", default=d.backend, choices=("auto", "reference", "torch"),
+    p.add_argument("--backend", default=d.backend, choices=TRAINING_BACKENDS,
                    help="PyTorch attention path for training; auto picks torch when it supports autograd")
     p.add_argument("--text", action="append", help="extra local UTF-8 text file to mix in (repeatable)")
     p.add_argument("--text-fraction", type=float, default=0.25, help="share of rows drawn from --text files")

@@ -174,10 +174,8 @@ class SampleLog:
 def describe_run(loaded: LoadedModel) -> dict[str, Any]:
     """The model's description plus what `backend: auto` resolved to on this device (the
     attention implementation that actually ran: triton on CUDA, torch elsewhere)."""
-    from checkpoints.attention import resolve_backend
-
     model = loaded.model
-    return {**loaded.describe(), "resolved_backend": resolve_backend(model.backend, model.device),
+    return {**loaded.describe(), "resolved_backend": model.resolved_backend.value,
             "device": str(model.device)}
 
 

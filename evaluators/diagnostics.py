@@ -24,8 +24,7 @@ from typing import Any
 
 import torch
 
-from checkpoints.attention.base import RowStats
-from checkpoints.attention.stats import stats_from_weights
+from checkpoints.attention.stats import RowStats, stats_from_weights
 from checkpoints.loading import LoadedModel
 from evaluators.base import Evaluator, EvaluatorError, Sample
 from evaluators.options import DiagnosticsOptions

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, create_model, field_serializer
 
+from checkpoints.attention.backend import Backend as AttentionBackend
 from evaluators.options import TASK_OPTIONS, TaskOptions
 from service.paths import NAME_PATTERN
 from service.status import JobStatus
@@ -17,7 +18,7 @@ TASK_PATTERN = r"^[A-Za-z0-9_.#/-]{1,64}$"
 NO_NUL_PATTERN = r"^[^\x00]*$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN,
                             description="letters, digits, '_', '.', '-'; at most 128 characters")]
-Backend = Literal["auto", "reference", "torch", "triton"]
+Backend = Literal[tuple(b.value for b in AttentionBackend)]
 Status = Literal[tuple(s.value for s in JobStatus)]  # the enum's strings, as the API has always listed them
 Rope = Annotated[str | dict[str, Any] | None, Field(
     description="RoPE override: 'yarn:4', 'ntk:8', 'none', or a dict such as {'rope_type': 'yarn', 'factor': 4}")]

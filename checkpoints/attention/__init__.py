@@ -1,42 +1,26 @@
-"""Attention variants: one module per family, a registry by name.
+"""Attention variants, arranged as flash-linear-attention arranges its ops.
 
-Each variant is an `AttentionLayer` subclass registered with `@register`.
-The model builds one layer per block with `build_attention(config, layer)`;
-the variant owns its projections, its extra parameters (and so their
-checkpoint names) and its KV-cache entries. Backends: `reference` (dense),
-`torch` (chunked, streaming) and `triton` (fused kernels); `auto` picks
-Triton on CUDA and the chunked path on CPU."""
+Shared pieces, one module each (none imports a variant):
 
-# Importing the variant modules registers them (one module per family).
-from checkpoints.attention import (  # noqa: F401
-    cog,
-    diff,
-    entmax,
-    gated,
-    intg,
-    rela,
-    softmax,
-    softpick,
-    ssmax,
-    threshold,
-)
-from checkpoints.attention.base import (
-    BACKENDS,
-    AttentionLayer,
-    available_variants,
-    build_attention,
-    register,
-    resolve_backend,
-)
-from checkpoints.attention.cache import KVCache, LayerCache
+    backend.py        Backend: the one list of backend names (no torch)
+    base.py           AttentionContext, AttentionLayer and its one dispatch
+    registry.py       variant name -> layer class; build_attention
+    cache.py          KVCache / LayerCache: named (B, H, T, D) buffers
+    masks.py          the causal (and sliding-window) mask
+    gqa.py            grouped-query layouts: expand_kv, group_rows, ...
+    position.py       NoPE / ALiBi / NAPE slopes and bias
+    stats.py          RowStats from dense weights or streamed block by block
+    triton_common.py  helpers shared by every Triton kernel
 
-__all__ = [
-    "BACKENDS",
-    "AttentionLayer",
-    "KVCache",
-    "LayerCache",
-    "available_variants",
-    "build_attention",
-    "register",
-    "resolve_backend",
-]
+One folder per family, each with `reference.py` (dense: the spec and
+oracle, returns weights), `chunked.py` (PyTorch, streams over key blocks,
+O(N x block) memory) and `triton.py` (fused prefill and decode; imported
+only when the triton backend runs) side by side, and thin layer modules:
+
+    softmax/    online softmax: softmax, ssmax, gated, cog, intg, diff
+    softpick/   softpick (rectified softmax, no sink)
+    pointwise/  weights final per score: rela, tra, tda (threshold)
+    entmax/     alpha-entmax with ASEntmax length scaling
+
+This package imports nothing itself: import what you need from the modules
+above (`checkpoints.attention.registry.build_attention`, ...)."""

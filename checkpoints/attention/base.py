@@ -1,70 +1,38 @@
-"""The attention seam: a registry of variants and the layer they all extend.
+"""The layer every variant extends, the context of one forward pass and the
+one backend dispatch.
 
 A variant subclasses `AttentionLayer`, sets `variant`, and overrides what
-differs: its projections (`__init__`), its positional treatment, or its
-`core` (the map from q, k, v to the per-head output)."""
+differs: its projections (`build_projections`), its positional treatment
+(`rotate`), the output treatment (`finish`) and its three implementations on
+a dict of named tensors (q, k, v and whatever else it caches):
+
+- `reference(q_offset, **t) -> (out, weights (B, Hq, T, S))`: dense, the spec;
+- `chunked(q_offset, block, collect_stats, **t) -> (out, RowStats | None)`:
+  PyTorch, streaming over key blocks;
+- `triton(q_offset, collect_stats, **t) -> (out, RowStats | None)`: fused
+  kernels, imported only when this backend runs.
+
+`attend` picks one of them from the context's (already resolved) backend and
+records weights or statistics when asked; it is the only place that does."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
+from checkpoints.attention.backend import Backend
 from checkpoints.attention.cache import LayerCache
+from checkpoints.attention.masks import causal_mask
+from checkpoints.attention.position import alibi_slopes
+from checkpoints.attention.stats import RowStats, stats_from_weights
 from checkpoints.config import ModelConfig
 from checkpoints.errors import ConfigError
 from checkpoints.rope import Rotary, apply_rotary
 
-BACKENDS = ("auto", "reference", "torch", "triton")
-
-_REGISTRY: dict[str, type[AttentionLayer]] = {}
-
-
-def register(cls: type[AttentionLayer]) -> type[AttentionLayer]:
-    """Class decorator: make a variant buildable by its `variant` name."""
-    _REGISTRY[cls.variant] = cls
-    return cls
-
-
-def available_variants() -> list[str]:
-    return sorted(_REGISTRY)
-
-
-def build_attention(config: ModelConfig, layer: int) -> AttentionLayer:
-    name, params = config.attention.for_layer(layer)
-    cls = _REGISTRY.get(name)
-    if cls is None:
-        raise ConfigError(
-            f"unknown attention variant {name!r} for layer {layer}; "
-            f"available variants: {', '.join(available_variants())}"
-        )
-    return cls(config, layer, params)
-
-
-def resolve_backend(backend: str, device: torch.device) -> str:
-    """`auto` takes Triton on CUDA and the chunked PyTorch path elsewhere."""
-    if backend not in BACKENDS:
-        raise ConfigError(f"unknown attention backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    if backend == "auto":
-        return "triton" if device.type == "cuda" else "torch"
-    return backend
-
-
-@dataclass
-class RowStats:
-    """Per-(batch, head, query row) statistics of one layer's attention weights,
-    accumulated block by block so long inputs never need an N x N matrix.
-    Every tensor is float32 of shape (B, Hq, T); `visible` is the number of keys
-    the row can see (causal, after any window)."""
-
-    layer: int
-    abs_sum: torch.Tensor  # sum_j |w_ij|
-    zeros: torch.Tensor  # count of exact zeros among visible keys
-    first: torch.Tensor  # w_i0, the (signed) weight on key 0
-    entropy: torch.Tensor  # H_i of b_ij = |w_ij| / sum_j |w_ij| (0 for silent rows)
-    visible: torch.Tensor  # n_i
+POSITIONS = ("rope", "nope", "alibi", "nape")
 
 
 @dataclass
@@ -72,11 +40,12 @@ class AttentionContext:
     """What every layer needs to know about the current forward pass.
 
     `start` is the number of tokens already in the cache: query t of this
-    chunk sits at absolute position `start + t` (bottom-right aligned mask)."""
+    chunk sits at absolute position `start + t` (bottom-right aligned mask).
+    `backend` is resolved (never `auto`)."""
 
     rotary: Rotary
     start: int
-    backend: str
+    backend: Backend
     block_size: int = 1024
     collect_stats: bool = False
     return_weights: bool = False
@@ -87,6 +56,11 @@ class AttentionContext:
     # query sits at position `row_positions[b]` (B,) and sees its first
     # `row_positions[b] + 1` cached keys; `start` is unused then.
     row_positions: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        self.backend = Backend.parse(self.backend)
+        if self.backend is Backend.AUTO:
+            raise ValueError("AttentionContext takes a resolved backend: use Backend.resolve(device) on 'auto'")
 
     def positions(self, length: int, device: torch.device) -> torch.Tensor:
         """Absolute positions of this chunk's queries: (T,), or (B, 1) in a ragged decode step."""
@@ -101,12 +75,17 @@ class AttentionContext:
 
 
 class AttentionLayer(nn.Module):
-    """Llama attention: q/k/v/o projections, RoPE, GQA, a KV cache, and a
-    `core` that variants replace."""
+    """Llama attention: q/k/v/o projections, RoPE, GQA, a KV cache, and three
+    implementations of the map from q, k, v to the per-head output."""
 
     variant: ClassVar[str] = ""
     # Default hyper-parameters of the variant; `params` from the config override them.
     defaults: ClassVar[dict[str, Any]] = {}
+    # What the variant's implementations support.
+    supports_positions: ClassVar[tuple[str, ...]] = POSITIONS
+    supports_window: ClassVar[bool] = True
+    # q/k heads of width head_dim per attention head (diff: 2, its q1/q2 and k1/k2).
+    qk_heads_per_head: ClassVar[int] = 1
 
     def __init__(self, config: ModelConfig, layer: int, params: dict[str, Any]) -> None:
         super().__init__()
@@ -123,6 +102,16 @@ class AttentionLayer(nn.Module):
         self.num_kv_heads = config.num_kv_heads
         self.head_dim = config.head_dim
         self.position = config.attention.position
+        if self.position not in self.supports_positions:
+            raise ConfigError(
+                f"attention variant {self.variant!r} supports position {' or '.join(self.supports_positions)}, "
+                f"not {self.position!r} (ALiBi/NAPE are implemented for the softmax family and entmax)"
+            )
+        if not self.supports_window and config.sliding_window is not None:
+            raise ConfigError(
+                f"attention variant {self.variant!r} has no sliding-window form; "
+                "set sliding_window to null or use a softmax-family variant"
+            )
         self.build_projections()
 
     # --- pieces a variant may override ---------------------------------
@@ -149,39 +138,82 @@ class AttentionLayer(nn.Module):
             cos, sin = cos[:, None, None], sin[:, None, None]
         return apply_rotary(x, cos.to(x.device), sin.to(x.device), ctx.rotary.interleaved)
 
-    def core(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        ctx: AttentionContext,
-        x: torch.Tensor,
-    ) -> torch.Tensor:
-        """(B, Hq, T, D) queries over (B, Hkv, S, D) keys/values -> (B, Hq, T, Dv)."""
+    def alibi(self, device: torch.device) -> torch.Tensor | None:
+        """Per-query-head ALiBi slopes (Hq,) for position alibi/nape, else None."""
+        slopes = alibi_slopes(self.num_heads, self.position)
+        return slopes.to(device) if slopes is not None else None
+
+    def reference(self, q_offset: int, **t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
-    def by_rows(self, ctx: AttentionContext, run, queries: dict[str, torch.Tensor],
-                keys: dict[str, torch.Tensor]) -> torch.Tensor:
-        """`run(**queries, **keys)` on the whole batch, or, in a ragged decode step,
-        row by row over each row's own keys (so no row sees another row's padding
-        and every position-dependent term uses the row's own position)."""
-        if ctx.row_positions is None:
-            return run(**queries, **keys)
+    def chunked(self, q_offset: int, block: int, collect_stats: bool,
+                **t: torch.Tensor) -> tuple[torch.Tensor, RowStats | None]:
+        raise NotImplementedError
+
+    def triton(self, q_offset: int, collect_stats: bool, **t: torch.Tensor) -> tuple[torch.Tensor, RowStats | None]:
+        raise NotImplementedError
+
+    def finish(self, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """The per-head output (B, Hq, T, Dv) after the variant's output treatment
+        (gates, norms), computed from the layer input x (B, T, hidden)."""
+        return out
+
+    # --- the one dispatch and the forward pass ----------------------------
+
+    def attend(self, ctx: AttentionContext, **t: torch.Tensor) -> torch.Tensor:
+        """Run the implementation of `ctx.backend` on the named tensors t (q
+        (B, Hq, T, D), k (B, Hkv, S, D), v (B, Hkv, S, Dv), ...); append the dense
+        weights and/or the row statistics to ctx when asked. Dense weights exist
+        only on the reference path, so asking for them selects it."""
+        if ctx.row_positions is not None:
+            return self.attend_rows(ctx, **t)
+        q, k = t["q"], t["k"]
+        q_offset = k.shape[2] - q.shape[2]
+        if ctx.backend is Backend.REFERENCE or ctx.return_weights:
+            out, w = self.reference(q_offset, **t)
+            if ctx.return_weights:
+                ctx.weights.append(w)
+            if ctx.collect_stats:
+                visible = causal_mask(q.shape[2], k.shape[2], q_offset, q.device, self.config.sliding_window)
+                ctx.stats.append(stats_from_weights(w, visible, self.layer))
+            return out
+        if ctx.backend is Backend.TRITON:
+            out, st = self.triton(q_offset, ctx.collect_stats, **t)
+        else:
+            out, st = self.chunked(q_offset, ctx.block_size, ctx.collect_stats, **t)
+        if st is not None:
+            ctx.stats.append(st)
+        return out
+
+    def attend_rows(self, ctx: AttentionContext, **t: torch.Tensor) -> torch.Tensor:
+        """A ragged decode step (one query per row, rows of different lengths): the
+        variant's one-call step when it has one (`ragged_step`), else `attend` row by
+        row over each row's own keys, so no row sees another row's room in the cache
+        and every position-dependent term (ssmax's log n, tra/tda's tau_i, ALiBi)
+        uses the row's own position. Tensors named q* are queries, the rest keys."""
+        fast = self.ragged_step(ctx, **t)
+        if fast is not None:
+            return fast
+        single = replace(ctx, row_positions=None)
         outs = []
         for b, n in enumerate(ctx.row_key_lengths()):
-            row = {name: t[b : b + 1] for name, t in queries.items()}
-            row.update({name: t[b : b + 1, :, :n] for name, t in keys.items()})
-            outs.append(run(**row))
+            row = {name: x[b : b + 1] if name.startswith("q") else x[b : b + 1, :, :n] for name, x in t.items()}
+            outs.append(self.attend(single, **row))
         return torch.cat(outs, dim=0)
 
-    # --- the forward pass ----------------------------------------------
+    def ragged_step(self, ctx: AttentionContext, **t: torch.Tensor) -> torch.Tensor | None:
+        """The whole ragged decode step in one call, or None to run it row by row."""
+        return None
 
     def forward(self, x: torch.Tensor, ctx: AttentionContext, cache: LayerCache | None) -> torch.Tensor:
         """x: (B, T, hidden) -> (B, T, hidden)."""
         b, t, _ = x.shape
-        q = self.rotate(self.split_heads(self.q_proj(x), self.num_heads), ctx)
-        k = self.rotate(self.split_heads(self.k_proj(x), self.num_kv_heads), ctx)
+        n = self.qk_heads_per_head
+        q = self.rotate(self.split_heads(self.q_proj(x), n * self.num_heads), ctx)  # (B, nHq, T, D)
+        k = self.rotate(self.split_heads(self.k_proj(x), n * self.num_kv_heads), ctx)  # (B, nHkv, T, D)
         v = self.split_heads(self.v_proj(x), self.num_kv_heads)
-        kv = cache.append(k=k, v=v) if cache is not None else {"k": k, "v": v}
-        out = self.by_rows(ctx, lambda q, x, k, v: self.core(q, k, v, ctx, x), {"q": q, "x": x}, kv)  # (B, Hq, T, Dv)
+        if cache is not None:
+            kv = cache.append(k=k, v=v)
+            k, v = kv["k"], kv["v"]
+        out = self.finish(self.attend(ctx, q=q, k=k, v=v), x)  # (B, Hq, T, Dv)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))

@@ -1,5 +1,6 @@
-"""Row statistics of attention weights (see `RowStats`): from a dense weight
-matrix (the oracle) or accumulated key block by key block (long inputs).
+"""Row statistics of attention weights (`RowStats`): from a dense weight
+matrix (the oracle) or accumulated key block by key block (long inputs), so
+a diagnostic over a long input never needs an N x N matrix.
 
 The entropy of the l1-normalised |w| streams without a second pass over the
 normaliser: with A = sum |w| and E = sum |w| log |w| (0 log 0 = 0),
@@ -7,9 +8,24 @@ H = -sum (|w|/A) log(|w|/A) = log A - E / A."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from checkpoints.attention.base import RowStats
+
+@dataclass
+class RowStats:
+    """Per-(batch, head, query row) statistics of one layer's attention weights,
+    accumulated block by block so long inputs never need an N x N matrix.
+    Every tensor is float32 of shape (B, Hq, T); `visible` is the number of keys
+    the row can see (causal, after any window)."""
+
+    layer: int
+    abs_sum: torch.Tensor  # sum_j |w_ij|
+    zeros: torch.Tensor  # count of exact zeros among visible keys
+    first: torch.Tensor  # w_i0, the (signed) weight on key 0
+    entropy: torch.Tensor  # H_i of b_ij = |w_ij| / sum_j |w_ij| (0 for silent rows)
+    visible: torch.Tensor  # n_i
 
 
 def _plogp(a: torch.Tensor) -> torch.Tensor:
@@ -67,3 +83,44 @@ class StreamingStats:
             entropy=entropy_from_sums(self.abs_sum, self.plogp),
             visible=self.visible,
         )
+
+
+
+class BlockedStats:
+    """Row statistics of a streaming path that walks query blocks, each over
+    key blocks: `begin` a query block, `update` it key block by key block,
+    `end` it; `result` is the RowStats (B, Hq, T), or None when not collecting
+    (then every call is a no-op)."""
+
+    def __init__(self, collect: bool, b: int, hq: int, t: int, device: torch.device, layer: int) -> None:
+        self.collect, self.shape, self.device, self.layer = collect, (b, hq, t), device, layer
+        self.parts: list[RowStats] = []
+        self.block: StreamingStats | None = None
+
+    def begin(self, shape: tuple[int, ...]) -> None:
+        """A query block whose weights are (*shape, keys): (B, Hkv, G, n)."""
+        self.block = StreamingStats(shape, self.device) if self.collect else None
+
+    def update(self, w: torch.Tensor, visible: torch.Tensor, key_start: int) -> None:
+        if self.block is not None:
+            self.block.update(w, visible, key_start)
+
+    def end(self) -> None:
+        if self.block is not None:
+            self.parts.append(self.block.finish(self.layer))
+
+    def result(self) -> RowStats | None:
+        """Per-query-block statistics concatenated along the rows (empty for T = 0)."""
+        if not self.collect:
+            return None
+        b, hq, t = self.shape
+        if not self.parts:
+            z = torch.zeros(b, hq, t, device=self.device)
+            return RowStats(layer=self.layer, abs_sum=z, zeros=z.clone(), first=z.clone(), entropy=z.clone(),
+                            visible=z.clone())
+
+        def cat(name: str) -> torch.Tensor:
+            return torch.cat([getattr(p, name).reshape(b, hq, -1) for p in self.parts], dim=2)
+
+        return RowStats(layer=self.layer, abs_sum=cat("abs_sum"), zeros=cat("zeros"), first=cat("first"),
+                        entropy=cat("entropy"), visible=cat("visible"))

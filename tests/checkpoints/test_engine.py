@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from checkpoints.attention import available_variants
 from checkpoints.attention.cache import RaggedKVCache
+from checkpoints.attention.registry import available_variants
 from checkpoints.config import AttentionConfig, ModelConfig
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.generate import greedy_generate, loglikelihood, prefill, token_logprobs
@@ -152,7 +152,8 @@ def test_bad_requests_are_refused_when_made():
 def test_ragged_sdpa_step_equals_each_row_alone(window, position):
     """The one-call decode step of a plain softmax against the dense reference per row."""
     from checkpoints.attention.position import alibi_slopes
-    from checkpoints.attention.softmax import ragged_decode_sdpa, softmax_reference
+    from checkpoints.attention.softmax.chunked import ragged_decode_sdpa
+    from checkpoints.attention.softmax.reference import softmax_reference
 
     g = torch.Generator().manual_seed(0)
     positions = torch.tensor([3, 10, 0, 7])

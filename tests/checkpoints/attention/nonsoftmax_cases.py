@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from checkpoints.attention import build_attention
+from checkpoints.attention.registry import build_attention
 from checkpoints.config import AttentionConfig, ModelConfig
 
 NONSOFTMAX = ("softpick", "rela", "tra", "tda", "entmax")

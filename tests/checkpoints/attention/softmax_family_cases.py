@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import torch
 
-from checkpoints.attention import KVCache, build_attention
 from checkpoints.attention.base import AttentionContext
+from checkpoints.attention.cache import KVCache
+from checkpoints.attention.registry import build_attention
 from checkpoints.config import AttentionConfig, ModelConfig
 from checkpoints.rope import Rotary
 

@@ -12,8 +12,9 @@ import torch
 
 entmax_pkg = pytest.importorskip("entmax", reason="the entmax package is the oracle for these tests")
 
-from checkpoints.attention.entmax import entmax_chunked, entmax_reference, length_scale  # noqa: E402
-from checkpoints.attention.softmax import causal_mask  # noqa: E402
+from checkpoints.attention.entmax.chunked import entmax_chunked  # noqa: E402
+from checkpoints.attention.entmax.reference import entmax_reference, length_scale  # noqa: E402
+from checkpoints.attention.masks import causal_mask  # noqa: E402
 from checkpoints.attention.stats import stats_from_weights  # noqa: E402
 from checkpoints.errors import ConfigError  # noqa: E402
 from tests.checkpoints.attention.nonsoftmax_cases import (  # noqa: E402
@@ -125,7 +126,7 @@ def test_gradients_match_the_entmax_package(alpha):
 @pytest.mark.parametrize("alpha,t,s", [(1.5, 70, 130), (2.0, 130, 130), (1.25, 1, 130)])
 def test_chunked_recomputing_scores_matches_reference(alpha, t, s, monkeypatch):
     """Long rows do not keep their scores between Newton passes: recompute path."""
-    import checkpoints.attention.entmax as entmax_module
+    import checkpoints.attention.entmax.chunked as entmax_module
 
     monkeypatch.setattr(entmax_module, "KEEP_SCORES_BYTES", 0)
     q, k, v = qkv(t, s, 32, seed=t, scale=1.5)

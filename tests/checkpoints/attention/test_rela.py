@@ -8,8 +8,10 @@ import math
 import pytest
 import torch
 
-from checkpoints.attention.rela import gated_rms_norm, rela_chunked, rela_reference
-from checkpoints.attention.softmax import causal_mask
+from checkpoints.attention.masks import causal_mask
+from checkpoints.attention.pointwise.chunked import rela_chunked
+from checkpoints.attention.pointwise.reference import rela_reference
+from checkpoints.attention.pointwise.rela import gated_rms_norm
 from checkpoints.attention.stats import stats_from_weights
 from tests.checkpoints.attention.nonsoftmax_cases import (
     SHAPES,

@@ -10,15 +10,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from checkpoints.attention.cog import cog_reference
+from checkpoints.attention.masks import causal_mask
 from checkpoints.attention.position import alibi_slopes
-from checkpoints.attention.softmax import (
-    causal_mask,
-    family_stats_chunked,
-    online_softmax_chunked,
-    softmax_reference,
-    softmax_sdpa,
-)
+from checkpoints.attention.softmax.chunked import family_stats_chunked, online_softmax_chunked, softmax_sdpa
+from checkpoints.attention.softmax.cog import cog_reference
+from checkpoints.attention.softmax.reference import softmax_reference
 from checkpoints.attention.stats import stats_from_weights
 from tests.checkpoints.attention.softmax_family_cases import (
     VARIANTS,

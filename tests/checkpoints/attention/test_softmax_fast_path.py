@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from checkpoints.attention.softmax import softmax_reference, softmax_sdpa_streaming
+from checkpoints.attention.softmax.chunked import softmax_sdpa_streaming
+from checkpoints.attention.softmax.reference import softmax_reference
 
 
 @pytest.mark.parametrize("t, s", [(1, 1), (1, 130), (63, 63), (37, 130), (64, 200)])

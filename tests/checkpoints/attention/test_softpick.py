@@ -8,8 +8,9 @@ import math
 import pytest
 import torch
 
-from checkpoints.attention.softmax import causal_mask
-from checkpoints.attention.softpick import softpick_chunked, softpick_reference
+from checkpoints.attention.masks import causal_mask
+from checkpoints.attention.softpick.chunked import softpick_chunked
+from checkpoints.attention.softpick.reference import softpick_reference
 from checkpoints.attention.stats import stats_from_weights
 from tests.checkpoints.attention.nonsoftmax_cases import (
     SHAPES,

@@ -9,14 +9,11 @@ import math
 import pytest
 import torch
 
-from checkpoints.attention.softmax import causal_mask
+from checkpoints.attention.masks import causal_mask
+from checkpoints.attention.pointwise.chunked import threshold_chunked
+from checkpoints.attention.pointwise.reference import tda_reference, tra_reference
+from checkpoints.attention.pointwise.threshold import rms_normalize
 from checkpoints.attention.stats import stats_from_weights
-from checkpoints.attention.threshold import (
-    rms_normalize,
-    tda_reference,
-    threshold_chunked,
-    tra_reference,
-)
 from checkpoints.errors import ConfigError
 from tests.checkpoints.attention.nonsoftmax_cases import (
     SHAPES,

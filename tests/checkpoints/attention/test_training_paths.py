@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from checkpoints.attention import available_variants
 from checkpoints.attention.base import AttentionContext
+from checkpoints.attention.registry import available_variants
 from checkpoints.rope import Rotary
 from tests.checkpoints.attention import nonsoftmax_cases, softmax_family_cases
 

@@ -11,16 +11,16 @@ import torch
 
 pytest.importorskip("triton", reason="triton is not installed: the Triton backend cannot be tested")
 
-from checkpoints.attention import triton_entmax as te  # noqa: E402
-from checkpoints.attention import triton_nonsoftmax_common as common  # noqa: E402
-from checkpoints.attention import triton_pointwise as tp  # noqa: E402
-from checkpoints.attention import triton_softpick as ts  # noqa: E402
-from checkpoints.attention.entmax import entmax_reference  # noqa: E402
-from checkpoints.attention.rela import rela_reference  # noqa: E402
-from checkpoints.attention.softmax import causal_mask  # noqa: E402
-from checkpoints.attention.softpick import softpick_reference  # noqa: E402
+from checkpoints.attention import triton_common as common  # noqa: E402
+from checkpoints.attention.entmax import triton as te  # noqa: E402
+from checkpoints.attention.entmax.reference import entmax_reference  # noqa: E402
+from checkpoints.attention.masks import causal_mask  # noqa: E402
+from checkpoints.attention.pointwise import triton as tp  # noqa: E402
+from checkpoints.attention.pointwise.reference import rela_reference, tda_reference, tra_reference  # noqa: E402
+from checkpoints.attention.pointwise.threshold import rms_normalize  # noqa: E402
+from checkpoints.attention.softpick import triton as ts  # noqa: E402
+from checkpoints.attention.softpick.reference import softpick_reference  # noqa: E402
 from checkpoints.attention.stats import stats_from_weights  # noqa: E402
-from checkpoints.attention.threshold import rms_normalize, tda_reference, tra_reference  # noqa: E402
 from tests.checkpoints.attention.nonsoftmax_cases import (  # noqa: E402
     SHAPES,
     assert_stats_close,

@@ -12,10 +12,11 @@ import torch.nn.functional as F
 
 pytest.importorskip("triton", reason="triton is not installed: the Triton backend cannot be tested")
 
-from checkpoints.attention import triton_softmax_family as tk  # noqa: E402
-from checkpoints.attention.cog import cog_reference  # noqa: E402
+from checkpoints.attention.masks import causal_mask  # noqa: E402
 from checkpoints.attention.position import alibi_slopes  # noqa: E402
-from checkpoints.attention.softmax import causal_mask, softmax_reference  # noqa: E402
+from checkpoints.attention.softmax import triton as tk  # noqa: E402
+from checkpoints.attention.softmax.cog import cog_reference  # noqa: E402
+from checkpoints.attention.softmax.reference import softmax_reference  # noqa: E402
 from checkpoints.attention.stats import stats_from_weights  # noqa: E402
 from tests.checkpoints.attention.softmax_family_cases import (  # noqa: E402
     VARIANTS,

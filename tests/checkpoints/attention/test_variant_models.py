@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from checkpoints.attention import available_variants
+from checkpoints.attention.registry import available_variants
 from checkpoints.config import AttentionConfig, ModelConfig
 from checkpoints.generate import greedy_generate
 from checkpoints.loading import load_model, save_model

@@ -12,11 +12,9 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from checkpoints.attention.base import register
-from checkpoints.attention.softmax import SoftmaxFamilyLayer
+from checkpoints.attention.softmax.layer import SoftmaxFamilyLayer
 
 
-@register
 class GatedAttention(SoftmaxFamilyLayer):
     variant = "gated"
     defaults: ClassVar[dict[str, Any]] = {}

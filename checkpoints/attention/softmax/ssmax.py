@@ -15,9 +15,10 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from checkpoints.attention.base import register
+from checkpoints.attention.gqa import dense_dots, expand_kv
+from checkpoints.attention.masks import causal_mask
 from checkpoints.attention.position import alibi_bias
-from checkpoints.attention.softmax import SoftmaxFamilyLayer, causal_mask, expand_kv
+from checkpoints.attention.softmax.layer import SoftmaxFamilyLayer
 
 
 def ssmax_factor(s: torch.Tensor, q_offset: int, t: int, log_offset: float) -> torch.Tensor:
@@ -31,17 +32,15 @@ def ssmax_reference(
     log_offset: float = 2.0, slopes: torch.Tensor | None = None, window: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Dense SSMax: (out (B, Hq, T, D), weights (B, Hq, T, S)); s (Hq,)."""
-    kx, vx = expand_kv(k, q.shape[1]), expand_kv(v, q.shape[1])
-    z = (q.float() @ kx.float().transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    z = dense_dots(q, k) / math.sqrt(q.shape[-1])
     z = ssmax_factor(s, q_offset, q.shape[2], log_offset)[None, :, :, None] * z
     if slopes is not None:
         z = z + alibi_bias(slopes, q.shape[2], k.shape[2], q_offset)
     visible = causal_mask(q.shape[2], k.shape[2], q_offset, q.device, window)
     w = torch.softmax(z.masked_fill(~visible, float("-inf")), dim=-1).nan_to_num(0.0)
-    return (w @ vx.float()).to(q.dtype), w
+    return (w @ expand_kv(v, q.shape[1]).float()).to(q.dtype), w
 
 
-@register
 class SSMaxAttention(SoftmaxFamilyLayer):
     variant = "ssmax"
     defaults: ClassVar[dict[str, Any]] = {"log_offset": 2.0, "s_init": 0.3}
@@ -55,5 +54,6 @@ class SSMaxAttention(SoftmaxFamilyLayer):
         f = ssmax_factor(self.ssmax_s, q_offset, q.shape[2], self.params["log_offset"])
         return (q.float() * f[None, :, :, None]).to(q.dtype)
 
-    def reference(self, q, k, v, q_offset, slopes, window):
-        return ssmax_reference(q, k, v, q_offset, self.ssmax_s, self.params["log_offset"], slopes, window)
+    def reference(self, q_offset, q, k, v):
+        return ssmax_reference(q, k, v, q_offset, self.ssmax_s, self.params["log_offset"], self.alibi(q.device),
+                               self.config.sliding_window)

@@ -1,13 +1,15 @@
 """Triton kernel of softpick attention (Zuhri et al. 2025; formulas in
-softpick.py): online over key blocks like FlashAttention, with a running max
-m that starts at 0 (see softpick.py: weights are unchanged by clamping the
+reference.py, the PyTorch twin in chunked.py): online over key blocks like FlashAttention, with a running max
+m that starts at 0 (see reference.py: weights are unchanged by clamping the
 shift at 0), numerator accumulator and denominator `sum |e^{z-m} - e^{-m}|`
 rescaled by `e^{m_old - m_new}`; base-2 exponentials throughout.
 
 Prefill and decode are one kernel over the grouped row layout of
-triton_nonsoftmax_common.py; decode may split the keys, each split writing
+triton_common.py; decode may split the keys, each split writing
 (acc, m, den) partials that the launcher merges. Statistics re-stream the
-keys inside the same program once the row's final (m, den) are known."""
+keys inside the same program once the row's final (m, den) are known.
+
+The file reads: kernels, launcher and public function `softpick_attention`."""
 
 from __future__ import annotations
 
@@ -17,26 +19,8 @@ import torch
 import triton
 import triton.language as tl
 
-from checkpoints.attention.base import RowStats
-from checkpoints.attention.triton_nonsoftmax_common import (
-    LOG2E,
-    check_device,
-    configs,
-    decode_splits,
-    key_bounds,
-    keys_per_split,
-    load_keys_t,
-    load_rows,
-    load_values,
-    pow2,
-    precision,
-    row_layout,
-    stats_buffers,
-    stats_from_buffers,
-    stats_store,
-    stats_update,
-    visibility,
-)
+from checkpoints.attention import triton_common as tc
+from checkpoints.attention.stats import RowStats
 
 _KEY = ["D", "DV", "PARTIAL", "STATS", "PRECISION"]
 
@@ -44,9 +28,9 @@ _KEY = ["D", "DV", "PARTIAL", "STATS", "PRECISION"]
 @triton.jit
 def _scores(q, K, b, hk, offs_n, hi, qpos, skb, skh, sks, skd, offs_d, D, qk_scale, PRECISION: tl.constexpr):
     """(z, vis): the tile's scores in base-2 units and which keys each row sees."""
-    kt = load_keys_t(K, b, hk, offs_n, hi, skb, skh, sks, skd, offs_d, D)
+    kt = tc.load_keys_t(K, b, hk, offs_n, hi, skb, skh, sks, skd, offs_d, D)
     z = tl.dot(q, kt, input_precision=PRECISION) * qk_scale
-    vis = visibility(offs_n, qpos, hi)
+    vis = tc.visibility(offs_n, qpos, hi)
     return z, vis
 
 
@@ -59,18 +43,13 @@ def _softpick_kernel(
     PARTIAL: tl.constexpr, STATS: tl.constexpr, PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    pid_m = tl.program_id(0)
-    pid_bk = tl.program_id(1)
+    pid_m, b, hk, t, h, rmask = tc.group_program(Hq, GROUPS, T, BLOCK_M)
     split = tl.program_id(2)
-    hkv = Hq // GROUPS
-    b = pid_bk // hkv
-    hk = pid_bk % hkv
-    t, h, rmask = row_layout(pid_m, GROUPS, T, hk, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
-    q = load_rows(Q, b, h, t, rmask, sqb, sqh, sqt, sqd, offs_d, D)
+    q = tc.load_rows(Q, b, h, t, rmask, sqb, sqh, sqt, sqd, offs_d, D)
     qpos = q_offset + t
-    lo, hi, full_hi = key_bounds(pid_m, split, GROUPS, T, S, q_offset, keys_per_split, BLOCK_M, BLOCK_N)
+    lo, hi, full_hi = tc.key_bounds(pid_m, split, GROUPS, T, S, q_offset, keys_per_split, BLOCK_M, BLOCK_N)
     m = tl.zeros([BLOCK_M], tl.float32)
     den = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
@@ -81,40 +60,32 @@ def _softpick_kernel(
         alpha = tl.exp2(m - m_new)
         e = tl.where(vis, tl.exp2(z - m_new[:, None]) - tl.exp2(-m_new)[:, None], 0.0)
         den = den * alpha + tl.sum(tl.abs(e), 1)
-        vt = load_values(V, b, hk, offs_n, hi, svb, svh, svs, svd, offs_dv, DV)
+        vt = tc.load_values(V, b, hk, offs_n, hi, svb, svh, svs, svd, offs_dv, DV)
         acc = acc * alpha[:, None] + tl.dot(tl.maximum(e, 0.0).to(vt.dtype), vt, input_precision=PRECISION)
         m = m_new
-    omask = rmask[:, None] & (offs_dv[None, :] < DV)
-    optrs = O + split * sos + b * sob + h[:, None] * soh + t[:, None] * sot + offs_dv[None, :] * sod
-    if PARTIAL:
+    if PARTIAL:  # fp32 partials (acc, m, den) for the launcher to merge
         prow = (split * (tl.num_programs(1) * GROUPS) + b * Hq + h) * T + t
-        tl.store(optrs, acc, mask=omask)
+        tc.store_rows(O + split * sos, acc, b, h, t, rmask, sob, soh, sot, sod, offs_dv, DV)
         tl.store(M + prow, m, mask=rmask)
         tl.store(L + prow, den, mask=rmask)
     else:
         norm = den + eps
-        tl.store(optrs, (acc / norm[:, None]).to(O.dtype.element_ty), mask=omask)
+        tc.store_rows(O + split * sos, acc / norm[:, None], b, h, t, rmask, sob, soh, sot, sod, offs_dv, DV)
         if STATS:
-            abs_sum = tl.zeros([BLOCK_M], tl.float32)
-            zeros = tl.zeros([BLOCK_M], tl.float32)
-            first = tl.zeros([BLOCK_M], tl.float32)
-            plogp = tl.zeros([BLOCK_M], tl.float32)
-            visible = tl.zeros([BLOCK_M], tl.float32)
+            abs_sum, zeros, first, plogp, visible = tc.stats_init(BLOCK_M)
             for start_n in range(lo, hi, BLOCK_N):
                 offs_n = start_n + tl.arange(0, BLOCK_N)
                 z, vis = _scores(q, K, b, hk, offs_n, hi, qpos, skb, skh, sks, skd, offs_d, D, qk_scale,
                                   PRECISION)
                 e = tl.exp2(z - m[:, None]) - tl.exp2(-m)[:, None]
                 w = tl.where(vis, tl.maximum(e, 0.0), 0.0) / norm[:, None]
-                abs_sum, zeros, first, plogp, visible = stats_update(w, vis, offs_n, abs_sum, zeros, first,
+                abs_sum, zeros, first, plogp, visible = tc.stats_update(w, vis, offs_n, abs_sum, zeros, first,
                                                                      plogp, visible)
-            srow = (b * Hq + h) * T + t
-            stats_store(AbsSum, Zeros, First, PlogP, Visible, srow, rmask, abs_sum, zeros, first, plogp,
+            tc.stats_store(AbsSum, Zeros, First, PlogP, Visible, b, h, t, Hq, T, rmask, abs_sum, zeros, first, plogp,
                         visible)
 
 
-_prefill = triton.autotune(configs(), key=_KEY)(_softpick_kernel)
-_decode = triton.autotune(configs(decode=True), key=_KEY)(_softpick_kernel)
+_prefill, _decode = tc.autotuned(_softpick_kernel, _KEY)
 
 
 def softpick_attention(
@@ -131,19 +102,15 @@ def softpick_attention(
 ) -> tuple[torch.Tensor, RowStats | None]:
     """q (B, Hq, T, D), k (B, Hkv, S, D), v (B, Hkv, S, Dv) -> (out in q's dtype,
     RowStats or None). One query token (decode) may split the keys."""
-    check_device(q)
     b, hq, t, d = q.shape
     hkv, s, dv = k.shape[1], k.shape[2], v.shape[-1]
-    if hq % hkv:
-        raise ValueError(f"query heads {hq} must be a multiple of kv heads {hkv}")
-    out = q.new_empty(b, hq, t, dv) if out is None else out
-    bufs = stats_buffers(b, hq, t, q.device) if collect_stats else [out] * 5
+    out, bufs = tc.outputs(q, k, v, out, collect_stats)
     if t == 0:
-        return out, (stats_from_buffers(bufs, layer) if collect_stats else None)
+        return out, (tc.stats_from_buffers(bufs, layer) if collect_stats else None)
     decode = t == 1
-    splits = 1 if (collect_stats or not decode) else (splits or decode_splits(b, hkv, s))
+    splits = 1 if (collect_stats or not decode) else (splits or tc.decode_splits(b, hkv, s))
     partial = splits > 1
-    per = keys_per_split(s, splits)
+    per = tc.keys_per_split(s, splits)
     if partial:
         target = torch.full((splits, b, hq, t, dv), float("nan"), device=q.device)
         m = torch.full((splits, b, hq, t), float("nan"), device=q.device)
@@ -156,13 +123,13 @@ def softpick_attention(
     kernel[grid](
         q, k, v, target, m, den, *bufs,
         *q.stride(), *k.stride(), *v.stride(), *so, sos,
-        hq, hq // hkv, t, s, q_offset, per, LOG2E / math.sqrt(d), float(eps),
-        D=d, DV=dv, BLOCK_D=pow2(d), BLOCK_DV=pow2(dv), PARTIAL=partial, STATS=collect_stats,
-        PRECISION=precision(q.dtype),
+        hq, hq // hkv, t, s, q_offset, per, tc.LOG2E / math.sqrt(d), float(eps),
+        D=d, DV=dv, BLOCK_D=tc.pow2(d), BLOCK_DV=tc.pow2(dv), PARTIAL=partial, STATS=collect_stats,
+        PRECISION=tc.precision(q.dtype),
     )
     if partial:
         m_all = m.amax(0)
         r = torch.exp2(m - m_all)
         norm = (den * r).sum(0) + eps
         out.copy_((target * r[..., None]).sum(0) / norm[..., None])
-    return out, (stats_from_buffers(bufs, layer) if collect_stats else None)
+    return out, (tc.stats_from_buffers(bufs, layer) if collect_stats else None)

@@ -10,7 +10,10 @@ gives the output and (optionally) the row statistics:
 - tda: `w = w_tra(q1, k1) - lam * w_tra(q2, k2)` over one shared v.
 
 Decode (one query token) packs the query heads of a kv group into the rows
-and may split the keys across programs; the partial sums simply add."""
+and may split the keys across programs; the partial sums simply add.
+Formulas in reference.py, the PyTorch twins in chunked.py. The file reads:
+kernels, launcher (`pointwise_attention`), then the public functions
+`rela_attention` and `threshold_attention`."""
 
 from __future__ import annotations
 
@@ -20,39 +23,10 @@ import torch
 import triton
 import triton.language as tl
 
-from checkpoints.attention.base import RowStats
-from checkpoints.attention.triton_nonsoftmax_common import (
-    check_device,
-    configs,
-    decode_splits,
-    key_bounds,
-    keys_per_split,
-    load_keys_t,
-    load_rows,
-    load_values,
-    pow2,
-    precision,
-    row_layout,
-    same_strides,
-    stats_buffers,
-    stats_from_buffers,
-    stats_store,
-    stats_update,
-    visibility,
-)
+from checkpoints.attention import triton_common as tc
+from checkpoints.attention.stats import RowStats
 
 _KEY = ["D", "DV", "THRESHOLD", "TWO", "POW", "STATS", "PRECISION"]
-
-
-@triton.jit
-def _power(y, p, POW: tl.constexpr):
-    """y^p for y >= 0 (POW: 1 -> p = 1, 2 -> p = 2, 0 -> any p > 0)."""
-    if POW == 1:
-        return y
-    elif POW == 2:
-        return y * y
-    else:
-        return tl.where(y > 0, tl.exp2(p * tl.log2(tl.where(y > 0, y, 1.0))), 0.0)
 
 
 @triton.jit
@@ -61,10 +35,10 @@ def _tile_weights(q, q2, kt, k2t, tau, qk_scale, p, lam,
     z = tl.dot(q, kt, input_precision=PRECISION) * qk_scale
     if THRESHOLD:
         z = z - tau[:, None]
-    w = _power(tl.maximum(z, 0.0), p, POW)
+    w = tc.pow_r(tl.maximum(z, 0.0), p, POW)
     if TWO:
         z2 = tl.dot(q2, k2t, input_precision=PRECISION) * qk_scale - tau[:, None]
-        w = w - lam * _power(tl.maximum(z2, 0.0), p, POW)
+        w = w - lam * tc.pow_r(tl.maximum(z2, 0.0), p, POW)
     return w
 
 
@@ -77,56 +51,43 @@ def _pointwise_kernel(
     THRESHOLD: tl.constexpr, TWO: tl.constexpr, POW: tl.constexpr, STATS: tl.constexpr,
     PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    pid_m = tl.program_id(0)
-    pid_bk = tl.program_id(1)
+    pid_m, b, hk, t, h, rmask = tc.group_program(Hq, GROUPS, T, BLOCK_M)
     split = tl.program_id(2)
-    hkv = Hq // GROUPS
-    b = pid_bk // hkv
-    hk = pid_bk % hkv
-    t, h, rmask = row_layout(pid_m, GROUPS, T, hk, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
-    q = load_rows(Q, b, h, t, rmask, sqb, sqh, sqt, sqd, offs_d, D)
+    q = tc.load_rows(Q, b, h, t, rmask, sqb, sqh, sqt, sqd, offs_d, D)
     q2 = q
     if TWO:
-        q2 = load_rows(Q2, b, h, t, rmask, sqb, sqh, sqt, sqd, offs_d, D)
+        q2 = tc.load_rows(Q2, b, h, t, rmask, sqb, sqh, sqt, sqd, offs_d, D)
     qpos = q_offset + t
     tau = tl.zeros([BLOCK_M], tl.float32)
     if THRESHOLD:
         beta = tl.load(Beta + h, mask=rmask, other=0.0)
         tau = beta * tl.sqrt(2.0 * tl.log(qpos.to(tl.float32) + 1.0) * inv_d)
-    lo, hi, full_hi = key_bounds(pid_m, split, GROUPS, T, S, q_offset, keys_per_split, BLOCK_M, BLOCK_N)
+    lo, hi, full_hi = tc.key_bounds(pid_m, split, GROUPS, T, S, q_offset, keys_per_split, BLOCK_M, BLOCK_N)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
-    abs_sum = tl.zeros([BLOCK_M], tl.float32)
-    zeros = tl.zeros([BLOCK_M], tl.float32)
-    first = tl.zeros([BLOCK_M], tl.float32)
-    plogp = tl.zeros([BLOCK_M], tl.float32)
-    visible = tl.zeros([BLOCK_M], tl.float32)
+    abs_sum, zeros, first, plogp, visible = tc.stats_init(BLOCK_M)
     for start_n in range(lo, hi, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        kt = load_keys_t(K, b, hk, offs_n, hi, skb, skh, sks, skd, offs_d, D)
+        kt = tc.load_keys_t(K, b, hk, offs_n, hi, skb, skh, sks, skd, offs_d, D)
         k2t = kt
         if TWO:
-            k2t = load_keys_t(K2, b, hk, offs_n, hi, skb, skh, sks, skd, offs_d, D)
+            k2t = tc.load_keys_t(K2, b, hk, offs_n, hi, skb, skh, sks, skd, offs_d, D)
         w = _tile_weights(q, q2, kt, k2t, tau, qk_scale, p, lam, THRESHOLD, TWO, POW, PRECISION)
-        vis = visibility(offs_n, qpos, hi)
+        vis = tc.visibility(offs_n, qpos, hi)
         if start_n + BLOCK_N > full_hi:  # the diagonal / ragged end: hide what the rows cannot see
             w = tl.where(vis, w, 0.0)
-        vt = load_values(V, b, hk, offs_n, hi, svb, svh, svs, svd, offs_dv, DV)
+        vt = tc.load_values(V, b, hk, offs_n, hi, svb, svh, svs, svd, offs_dv, DV)
         acc += tl.dot(w.to(vt.dtype), vt, input_precision=PRECISION)
         if STATS:
-            abs_sum, zeros, first, plogp, visible = stats_update(w, vis, offs_n, abs_sum, zeros, first,
+            abs_sum, zeros, first, plogp, visible = tc.stats_update(w, vis, offs_n, abs_sum, zeros, first,
                                                                  plogp, visible)
-    omask = rmask[:, None] & (offs_dv[None, :] < DV)
-    tl.store(O + split * sos + b * sob + h[:, None] * soh + t[:, None] * sot + offs_dv[None, :] * sod,
-             acc.to(O.dtype.element_ty), mask=omask)
+    tc.store_rows(O + split * sos, acc, b, h, t, rmask, sob, soh, sot, sod, offs_dv, DV)
     if STATS:
-        srow = (b * Hq + h) * T + t
-        stats_store(AbsSum, Zeros, First, PlogP, Visible, srow, rmask, abs_sum, zeros, first, plogp, visible)
+        tc.stats_store(AbsSum, Zeros, First, PlogP, Visible, b, h, t, Hq, T, rmask, abs_sum, zeros, first, plogp, visible)
 
 
-_prefill = triton.autotune(configs(), key=_KEY)(_pointwise_kernel)
-_decode = triton.autotune(configs(decode=True), key=_KEY)(_pointwise_kernel)
+_prefill, _decode = tc.autotuned(_pointwise_kernel, _KEY)
 
 
 def pointwise_attention(
@@ -149,22 +110,18 @@ def pointwise_attention(
     -> (out (B, Hq, T, Dv) in q's dtype, RowStats or None). `out`, when given,
     is the output buffer. One query token (decode) may split the keys."""
     q, k = qs[0], ks[0]
-    check_device(q)
     b, hq, t, d = q.shape
     hkv, s, dv = k.shape[1], k.shape[2], v.shape[-1]
-    if hq % hkv:
-        raise ValueError(f"query heads {hq} must be a multiple of kv heads {hkv}")
     two = len(qs) == 2
     q2, k2 = (qs[1], ks[1]) if two else (q, k)
-    q, q2 = same_strides(q, q2)
-    k, k2 = same_strides(k, k2)
-    out = q.new_empty(b, hq, t, dv) if out is None else out
-    bufs = stats_buffers(b, hq, t, q.device) if collect_stats else [out] * 5
+    q, q2 = tc.same_strides(q, q2)
+    k, k2 = tc.same_strides(k, k2)
+    out, bufs = tc.outputs(q, k, v, out, collect_stats)
     if t == 0:
-        return out, (stats_from_buffers(bufs, layer) if collect_stats else None)
+        return out, (tc.stats_from_buffers(bufs, layer) if collect_stats else None)
     decode = t == 1
-    splits = 1 if (collect_stats or not decode) else (splits or decode_splits(b, hkv, s))
-    per = keys_per_split(s, splits)
+    splits = 1 if (collect_stats or not decode) else (splits or tc.decode_splits(b, hkv, s))
+    per = tc.keys_per_split(s, splits)
     target = out if splits == 1 else torch.full((splits, b, hq, t, dv), float("nan"), device=q.device)
     sos = 0 if splits == 1 else target.stride(0)
     so = out.stride() if splits == 1 else target.stride()[1:]
@@ -177,23 +134,23 @@ def pointwise_attention(
         q, k, q2, k2, v, target, beta_t, *bufs,
         *q.stride(), *k.stride(), *v.stride(), *so, sos,
         hq, hq // hkv, t, s, q_offset, per, scale, 1.0 / d, pw, float(lam),
-        D=d, DV=dv, BLOCK_D=pow2(d), BLOCK_DV=pow2(dv), THRESHOLD=threshold, TWO=two,
-        POW=1 if pw == 1.0 else (2 if pw == 2.0 else 0), STATS=collect_stats, PRECISION=precision(q.dtype),
+        D=d, DV=dv, BLOCK_D=tc.pow2(d), BLOCK_DV=tc.pow2(dv), THRESHOLD=threshold, TWO=two,
+        POW=tc.pow_code(pw), STATS=collect_stats, PRECISION=tc.precision(q.dtype),
     )
     if splits > 1:
         out.copy_(target.sum(0))
-    return out, (stats_from_buffers(bufs, layer) if collect_stats else None)
+    return out, (tc.stats_from_buffers(bufs, layer) if collect_stats else None)
 
 
 def threshold_attention(qs, ks, v, q_offset, beta, p=2.0, lam=0.0, *, collect_stats=False, layer=0, out=None,
                         splits=None):
-    """TRA (one normalised q/k pair) or TDA (two pairs): see threshold.py."""
+    """TRA (one normalised q/k pair) or TDA (two pairs): see reference.py."""
     lam = float(lam.detach()) if isinstance(lam, torch.Tensor) else float(lam)
     return pointwise_attention(qs, ks, v, q_offset, threshold=True, scale=1.0 / qs[0].shape[-1], beta=beta,
                                p=p, lam=lam, collect_stats=collect_stats, layer=layer, out=out, splits=splits)
 
 
 def rela_attention(q, k, v, q_offset, *, collect_stats=False, layer=0, out=None, splits=None):
-    """ReLA weights `ReLU(q.k / sqrt(d))`: see rela.py."""
+    """ReLA weights `ReLU(q.k / sqrt(d))`: see reference.py."""
     return pointwise_attention([q], [k], v, q_offset, threshold=False, scale=1.0 / math.sqrt(q.shape[-1]),
                                collect_stats=collect_stats, layer=layer, out=out, splits=splits)

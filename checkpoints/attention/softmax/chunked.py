@@ -1,89 +1,32 @@
-"""Standard softmax attention (Vaswani et al. 2017), as in Llama, Mistral, Qwen2,
-and the machinery every online-softmax variant shares (ssmax, gated, cog,
-intg, diff): masks, ALiBi bias, the streaming PyTorch path and the dispatch
-between the three implementations.
+"""Softmax-family attention in PyTorch, streaming over key blocks: the online
+softmax (Milakov & Gimelshein 2018; FlashAttention's tiling) with memory
+O(block^2 + T x D), its row statistics, and PyTorch's fused CPU SDPA kernel
+for plain causal softmax (the model's hot path on CPU).
 
 Shapes: q (B, Hq, T, D); k, v (B, Hkv, S, D) with Hq a multiple of Hkv
-(grouped-query attention); query t sits at absolute position `q_offset + t`
-and sees keys j <= q_offset + t (and, with a sliding window W, j > q_offset + t - W).
-
-A softmax-family row is described by its logits
-`a_ij = z_ij + bias_ij` (z = scale * q.k, bias = ALiBi `slope_h * (j - i)`),
-or for the signed (cog) form `a_ij = |z_ij| + bias_ij` with weights
-`sign(z_ij) * softmax_j(a_ij)`. Rows with no visible key output exactly zero."""
+(grouped-query attention: the G query heads of one kv head form one matrix of
+rows, so a tile of dot products is (B, Hkv, G, n, m)); query t sits at
+absolute position `q_offset + t`. Logits as in `reference.py`; the final
+weights of a row are `sign * exp(a - m) / l` with its max m and normaliser l.
+Rows with no visible key output exactly zero."""
 
 from __future__ import annotations
 
-import math
-from typing import Any, ClassVar
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
-from checkpoints.attention.base import AttentionContext, AttentionLayer, RowStats, register
-from checkpoints.attention.position import alibi_bias, alibi_slopes
-from checkpoints.attention.stats import StreamingStats, stats_from_weights
+from checkpoints.attention.gqa import expand_kv, group_rows
+from checkpoints.attention.masks import causal_mask
+from checkpoints.attention.softmax.reference import Logits
+from checkpoints.attention.stats import BlockedStats, RowStats
 
-
-def causal_mask(
-    tq: int, tk: int, q_offset: int, device: torch.device, window: int | None = None
-) -> torch.Tensor:
-    """Bool (tq, tk): True where query i may see key j (bottom-right aligned)."""
-    qpos = torch.arange(q_offset, q_offset + tq, device=device)[:, None]
-    kpos = torch.arange(tk, device=device)[None, :]
-    visible = kpos <= qpos
-    if window is not None:
-        visible &= kpos > qpos - window
-    return visible
-
-
-def expand_kv(x: torch.Tensor, num_heads: int) -> torch.Tensor:
-    """(B, Hkv, S, D) -> (B, Hq, S, D) by repeating each kv head for its query group."""
-    groups = num_heads // x.shape[1]
-    return x if groups == 1 else x.repeat_interleave(groups, dim=1)
-
-
-def dense_logits(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    q_offset: int,
-    scale: float,
-    slopes: torch.Tensor | None = None,
-    window: int | None = None,
-    signed: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-    """(a, sign, visible): fp32 logits (B, Hq, T, S) with -inf on hidden keys, the
-    sign of z for the signed form (else None), and the bool mask (T, S)."""
-    k = expand_kv(k, q.shape[1])
-    z = (q.float() @ k.float().transpose(-1, -2)) * scale
-    sign = None
-    if signed:
-        sign, z = torch.sign(z), z.abs()
-    if slopes is not None:
-        z = z + alibi_bias(slopes.to(z.device), q.shape[2], k.shape[2], q_offset)
-    visible = causal_mask(q.shape[2], k.shape[2], q_offset, q.device, window)
-    return z.masked_fill(~visible, float("-inf")), sign, visible
-
-
-def softmax_reference(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    q_offset: int,
-    scale: float | None = None,
-    window: int | None = None,
-    slopes: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dense softmax attention, `softmax_j(q.k * scale + bias) v`; returns
-    (out (B, Hq, T, Dv), weights (B, Hq, T, S)). Rows with no visible key give
-    zero output and zero weights."""
-    scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    a, _, _ = dense_logits(q, k, q_offset, scale, slopes, window)
-    w = torch.softmax(a, dim=-1).nan_to_num(0.0)
-    return (w @ expand_kv(v, q.shape[1]).float()).to(q.dtype), w
-
-
-# --- the streaming PyTorch path ----------------------------------------------
+Term = tuple[float, torch.Tensor, torch.Tensor]  # (coef, q (B, Hq, T, D), k (B, Hkv, S, D))
+# One softmax: (q, k) -> (out (B, Hq, T, Dv), m, l (B, Hq, T)).
+Softmax = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+# (coef, q, k, m, l) per term -> RowStats of their weighted sum.
+TermStats = Callable[[list[tuple[float, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]], RowStats]
 
 
 def _tile_logits(
@@ -125,12 +68,6 @@ def _key_range(q_offset: int, lo: int, hi: int, s: int, window: int | None) -> t
     return start, end
 
 
-def _group(x: torch.Tensor, hkv: int) -> torch.Tensor:
-    """(B, Hq, n, D) -> (B, Hkv, G*n, D) fp32: each kv head's query group as one matrix."""
-    b, hq, n, d = x.shape
-    return x.float().reshape(b, hkv, hq // hkv * n, d)
-
-
 def online_softmax_chunked(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -163,7 +100,7 @@ def online_softmax_chunked(
     for lo in range(0, t, block):
         hi = min(t, lo + block)
         n = hi - lo
-        qb = _group(q[:, :, lo:hi], hkv) * scale
+        qb = group_rows(q[:, :, lo:hi], hkv) * scale
         qpos = torch.arange(q_offset + lo, q_offset + hi, device=q.device)
         m = torch.full((b, hkv, g, n), float("-inf"), device=q.device)
         l = torch.zeros(b, hkv, g, n, device=q.device)
@@ -217,14 +154,14 @@ def family_stats_chunked(
     hkv = terms[0][2].shape[1]
     g = hq // hkv
     slopes = slopes.to(q0.device).float() if slopes is not None else None
-    parts = []
+    stats = BlockedStats(True, b, hq, t, q0.device, layer)
     for lo in range(0, t, block):
         hi = min(t, lo + block)
         n = hi - lo
         qpos = torch.arange(q_offset + lo, q_offset + hi, device=q0.device)
-        acc = StreamingStats((b, hkv, g, n), q0.device)
+        stats.begin((b, hkv, g, n))
         grouped = [
-            (coef, _group(q[:, :, lo:hi], hkv) * scale, k, m[:, :, lo:hi].reshape(b, hkv, g, n, 1),
+            (coef, group_rows(q[:, :, lo:hi], hkv) * scale, k, m[:, :, lo:hi].reshape(b, hkv, g, n, 1),
              l[:, :, lo:hi].reshape(b, hkv, g, n, 1))
             for coef, q, k, m, l in terms
         ]
@@ -241,27 +178,10 @@ def family_stats_chunked(
                 w = coef * p if w is None else w + coef * p
             if visible is None:
                 visible = torch.ones(1, dtype=torch.bool, device=q0.device)
-            acc.update(w, visible, klo)
+            stats.update(w, visible, klo)
         # Keys outside [start, end) are hidden from every row: nothing to add.
-        parts.append(acc.finish(layer))
-    cat = lambda name: torch.cat([getattr(p, name).reshape(b, hq, -1) for p in parts], dim=2)  # noqa: E731
-    return RowStats(layer=layer, abs_sum=cat("abs_sum"), zeros=cat("zeros"), first=cat("first"),
-                    entropy=cat("entropy"), visible=cat("visible"))
-
-
-def softmax_chunked(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    q_offset: int,
-    scale: float | None = None,
-    window: int | None = None,
-    block: int = 1024,
-    slopes: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Softmax attention streamed over key blocks (see `online_softmax_chunked`)."""
-    scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    return online_softmax_chunked(q, k, v, q_offset, scale=scale, slopes=slopes, window=window, block=block)[0]
+        stats.end()
+    return stats.result()
 
 
 def softmax_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_offset: int, scale: float | None = None) -> torch.Tensor:
@@ -317,9 +237,6 @@ def ragged_decode_sdpa(
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
 
 
-# --- dispatch between the three implementations --------------------------------
-
-
 def fused_path_applies(q: torch.Tensor, q_offset: int, slopes: torch.Tensor | None, window: int | None,
                        signed: bool) -> bool:
     """Whether `softmax_sdpa_streaming` computes this softmax (CPU, no bias,
@@ -328,108 +245,34 @@ def fused_path_applies(q: torch.Tensor, q_offset: int, slopes: torch.Tensor | No
             and q_offset >= 0 and q.dtype in (torch.float32, torch.bfloat16))
 
 
+def run_terms(terms: list[Term], softmax: Softmax, term_stats: TermStats,
+              collect_stats: bool) -> tuple[list[torch.Tensor], RowStats | None]:
+    """One softmax per term and, when asked, the statistics of `sum coef * p`
+    from their (m, l): the loop the chunked and Triton paths share."""
+    runs = [softmax(q, k) for _, q, k in terms]
+    stats = None
+    if collect_stats:
+        stats = term_stats([(coef, q, k, m, l) for (coef, q, k), (_, m, l) in zip(terms, runs, strict=True)])
+    return [out for out, _, _ in runs], stats
+
 
 def family_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    q_offset: int,
-    ctx: AttentionContext,
-    layer: int,
-    *,
-    scale: float,
-    slopes: torch.Tensor | None,
-    window: int | None,
-    signed: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """The streaming paths (`torch` or `triton`) of a one-softmax variant;
-    appends RowStats to ctx when asked. Returns (out, m, l); m and l are None
-    on the fused SDPA fast path."""
-    if ctx.backend == "triton":
-        from checkpoints.attention import triton_softmax_family as tk
-
-        out, m, l = tk.attention(q, k, v, q_offset, scale=scale, slopes=slopes, window=window, signed=signed)
-        if ctx.collect_stats:
-            ctx.stats.append(tk.row_stats([(1.0, q, k, m, l)], q_offset, scale=scale, slopes=slopes,
-                                          window=window, signed=signed, layer=layer))
-        return out, m, l
-    if not ctx.collect_stats and fused_path_applies(q, q_offset, slopes, window, signed):
+    terms: list[Term], v: torch.Tensor, q_offset: int, logits: Logits, *,
+    block: int = 1024, collect_stats: bool = False, layer: int = 0,
+) -> tuple[list[torch.Tensor], RowStats | None]:
+    """The outputs (B, Hq, T, Dv) of one softmax per term (coef, q, k) over the
+    shared v (B, Hkv, S, Dv) (one term for the one-softmax variants, two for
+    diff), and, when asked, the RowStats of `w = sum_c coef_c * p_c`."""
+    q0 = terms[0][1]
+    if not collect_stats and fused_path_applies(q0, q_offset, logits.slopes, logits.window, logits.signed):
         # Plain causal softmax with nothing to measure: the fused kernel is the fast path.
-        return softmax_sdpa_streaming(q, k, v, q_offset, scale=scale), None, None
-    out, m, l = online_softmax_chunked(q, k, v, q_offset, scale=scale, slopes=slopes, window=window,
-                                       signed=signed, block=ctx.block_size)
-    if ctx.collect_stats:
-        ctx.stats.append(family_stats_chunked([(1.0, q, k, m, l)], q_offset, k.shape[2], scale=scale,
-                                              slopes=slopes, window=window, signed=signed,
-                                              block=ctx.block_size, layer=layer))
-    return out, m, l
+        # It wants v as wide as q (diff's v is 2d wide): run it on each slice of v.
+        def sdpa(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+            outs = [softmax_sdpa_streaming(q, k, part, q_offset, scale=logits.scale)
+                    for part in v.split(q.shape[-1], -1)]
+            return outs[0] if len(outs) == 1 else torch.cat(outs, -1)
 
-
-class SoftmaxFamilyLayer(AttentionLayer):
-    """Shared `core` of the one-softmax variants. A subclass sets `signed`,
-    overrides `logit_scale`, `scale_queries` (per-row factors folded into q),
-    `reference` (the paper's dense formula) and `finish` (output gating)."""
-
-    signed: ClassVar[bool] = False
-
-    def alibi(self, device: torch.device) -> torch.Tensor | None:
-        """Per-query-head ALiBi slopes for position alibi/nape, else None."""
-        slopes = alibi_slopes(self.num_heads, self.position)
-        return slopes.to(device) if slopes is not None else None
-
-    def logit_scale(self) -> float:
-        return 1.0 / math.sqrt(self.head_dim)
-
-    def scale_queries(self, q: torch.Tensor, q_offset: int) -> torch.Tensor:
-        return q
-
-    def reference(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_offset: int,
-        slopes: torch.Tensor | None, window: int | None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return softmax_reference(q, k, v, q_offset, self.logit_scale(), window, slopes)
-
-    def finish(self, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return out
-
-    def by_rows(self, ctx: AttentionContext, run, queries: dict[str, torch.Tensor],
-                keys: dict[str, torch.Tensor]) -> torch.Tensor:
-        """A ragged decode step of a plain (unsigned, unscaled-query) softmax runs as one
-        masked SDPA call over the whole batch; anything else goes row by row."""
-        plain = (type(self).core is SoftmaxFamilyLayer.core and not self.signed
-                 and type(self).scale_queries is SoftmaxFamilyLayer.scale_queries)
-        if (ctx.row_positions is None or not plain or ctx.backend != "torch"
-                or ctx.collect_stats or ctx.return_weights):
-            return super().by_rows(ctx, run, queries, keys)
-        q, x, k, v = queries["q"], queries["x"], keys["k"], keys["v"]
-        out = ragged_decode_sdpa(q, k, v, ctx.row_positions, scale=self.logit_scale(),
-                                 slopes=self.alibi(q.device), window=self.config.sliding_window)
-        return self.finish(out, x)
-
-    def core(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ctx: AttentionContext, x: torch.Tensor
-    ) -> torch.Tensor:
-        window = self.config.sliding_window
-        q_offset = k.shape[2] - q.shape[2]
-        slopes = self.alibi(q.device)
-        if ctx.backend == "reference" or ctx.return_weights:
-            out, w = self.reference(q, k, v, q_offset, slopes, window)
-            if ctx.return_weights:
-                ctx.weights.append(w)
-            if ctx.collect_stats:
-                visible = causal_mask(q.shape[2], k.shape[2], q_offset, q.device, window)
-                ctx.stats.append(stats_from_weights(w, visible, self.layer))
-        else:
-            out, _, _ = family_attention(
-                self.scale_queries(q, q_offset), k, v, q_offset, ctx, self.layer,
-                scale=self.logit_scale(), slopes=slopes, window=window, signed=self.signed,
-            )
-        return self.finish(out, x)
-
-
-@register
-class SoftmaxAttention(SoftmaxFamilyLayer):
-    """softmax_j(q.k / sqrt(d)) v (Vaswani et al. 2017)."""
-
-    variant = "softmax"
-    defaults: ClassVar[dict[str, Any]] = {}
+        return [sdpa(q, k) for _, q, k in terms], None
+    kw = dict(logits._asdict(), block=block)
+    return run_terms(terms, lambda q, k: online_softmax_chunked(q, k, v, q_offset, **kw),
+                     lambda st: family_stats_chunked(st, q_offset, v.shape[2], layer=layer, **kw), collect_stats)

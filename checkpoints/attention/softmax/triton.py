@@ -1,5 +1,6 @@
 """Triton kernels of the online-softmax family (softmax, ssmax, gated, cog,
-intg, and diff as two softmaxes): a fused causal prefill kernel
+intg, and diff as two softmaxes; formulas in reference.py, the PyTorch twin
+in chunked.py): a fused causal prefill kernel
 (FlashAttention-2 tiling, Dao 2023), a split-key single-token decode kernel
 over the KV cache (flash-decoding), and a statistics kernel that re-streams
 the keys with the final row normalisers.
@@ -10,37 +11,25 @@ form, cog); kernels work in base 2 (`exp2`, logits times log2(e)). Rows with
 no visible key output exactly zero. Inputs may be strided (views are fine).
 
 Under `TRITON_INTERPRET=1` (CPU tests) a single configuration with large
-tiles is used; on CUDA a few configurations are autotuned."""
+tiles is used; on CUDA a few configurations are autotuned.
+
+The file reads: kernels, launchers (`prefill`, `decode`, `attention`,
+`row_stats`), then the family's public function `family_attention`, the twin
+of `chunked.family_attention`."""
 
 from __future__ import annotations
-
-import os
 
 import torch
 import triton
 import triton.language as tl
 
-from checkpoints.attention.base import RowStats
-from checkpoints.attention.stats import entropy_from_sums
+from checkpoints.attention import triton_common as tc
+from checkpoints.attention.softmax.chunked import Term, run_terms
+from checkpoints.attention.softmax.reference import Logits
+from checkpoints.attention.stats import RowStats
 
-INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
-LOG2E = 1.4426950408889634
-
-
-def _prefill_configs() -> list[triton.Config]:
-    if INTERPRET:
-        return [triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=1)]
-    return [
-        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
-        for bm, bn, w, s in [(128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3), (128, 32, 4, 3)]
-    ]
-
-
-def _decode_configs() -> list[triton.Config]:
-    if INTERPRET:
-        return [triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=1)]
-    return [triton.Config({"BLOCK_N": bn}, num_warps=w, num_stages=2) for bn, w in [(64, 4), (128, 4), (128, 8)]]
-
+INTERPRET = tc.INTERPRET  # kernels run in Triton's interpreter (TRITON_INTERPRET=1, CPU tests)
+_KEY = ["D", "DV", "HAS_BIAS", "SIGNED", "HAS_WINDOW", "PRECISION"]
 
 # --- kernels --------------------------------------------------------------------
 
@@ -70,6 +59,26 @@ def _logits(q, k_ptrs, offs_n, qpos, S, slope, window, kmask_d,
 
 
 @triton.jit
+def _head_program(Hq, GROUPS, BLOCK_M: tl.constexpr):
+    """Program 0 is the query block, program 1 the (batch, query head): returns
+    (pid_m, pid_bh, b, h, kv head hk, query indices offs_m)."""
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // Hq
+    h = pid_bh % Hq
+    return pid_m, pid_bh, b, h, h // GROUPS, pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+
+
+@triton.jit
+def _kv_tiles(K, V, b, hk, skb, skh, skd, svb, svh, svd, offs_d, offs_dv, D, DV):
+    """Base pointers of kv head hk's keys (transposed: (BLOCK_D, keys)) and values,
+    and their feature masks."""
+    kbase = K + b * skb + hk * skh + offs_d[:, None] * skd
+    vbase = V + b * svb + hk * svh + offs_dv[None, :] * svd
+    return kbase, vbase, offs_d[:, None] < D, offs_dv[None, :] < DV
+
+
+@triton.jit
 def _online_step(a, sign, v_ptrs, vmask, m_i, l_i, acc, SIGNED: tl.constexpr, PRECISION: tl.constexpr):
     m_new = tl.maximum(m_i, tl.max(a, 1))
     m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
@@ -83,7 +92,24 @@ def _online_step(a, sign, v_ptrs, vmask, m_i, l_i, acc, SIGNED: tl.constexpr, PR
     return m_new, l_i, acc
 
 
-@triton.autotune(configs=_prefill_configs(), key=["D", "DV", "HAS_BIAS", "SIGNED", "HAS_WINDOW", "PRECISION"])
+@triton.jit
+def _stream_keys(q, kbase, vbase, kmask_d, vmask_d, lo, hi, S, sks, svs, qpos, slope, window, qk_scale,
+                 m_i, l_i, acc, HAS_BIAS: tl.constexpr, SIGNED: tl.constexpr, HAS_WINDOW: tl.constexpr,
+                 MASK: tl.constexpr, PRECISION: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Online softmax over keys [lo, hi) (of S; MASK hides keys beyond the causal
+    edge, the window and S): the running (m_i, l_i, acc) after them."""
+    for start_n in range(lo, hi, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        a, sign = _logits(q, kbase + offs_n[None, :] * sks, offs_n, qpos, S, slope, window, kmask_d,
+                          HAS_BIAS, SIGNED, HAS_WINDOW, MASK, PRECISION, qk_scale)
+        vmask = vmask_d
+        if MASK:
+            vmask = vmask_d & (offs_n[:, None] < S)
+        m_i, l_i, acc = _online_step(a, sign, vbase + offs_n[:, None] * svs, vmask, m_i, l_i, acc, SIGNED, PRECISION)
+    return m_i, l_i, acc
+
+
+@triton.autotune(configs=tc.configs(interpret_tile=64), key=_KEY)
 @triton.jit
 def _prefill_kernel(
     Q, K, V, O, M, L, Slopes,
@@ -93,12 +119,7 @@ def _prefill_kernel(
     HAS_BIAS: tl.constexpr, SIGNED: tl.constexpr, HAS_WINDOW: tl.constexpr, PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    pid_m = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    b = pid_bh // Hq
-    h = pid_bh % Hq
-    hk = h // GROUPS
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    pid_m, pid_bh, b, h, hk, offs_m = _head_program(Hq, GROUPS, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
     qmask = (offs_m[:, None] < T) & (offs_d[None, :] < D)
@@ -107,10 +128,7 @@ def _prefill_kernel(
     slope = 0.0
     if HAS_BIAS:
         slope = tl.load(Slopes + h).to(tl.float32) * 1.4426950408889634
-    kbase = K + b * skb + hk * skh + offs_d[:, None] * skd
-    vbase = V + b * svb + hk * svh + offs_dv[None, :] * svd
-    kmask_d = offs_d[:, None] < D
-    vmask_d = offs_dv[None, :] < DV
+    kbase, vbase, kmask_d, vmask_d = _kv_tiles(K, V, b, hk, skb, skh, skd, svb, svh, svd, offs_d, offs_dv, D, DV)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
@@ -124,18 +142,10 @@ def _prefill_kernel(
     else:
         # Key blocks entirely at or before the block's first row: visible to every row.
         full_hi = (tl.minimum(S, first_row + 1) // BLOCK_N) * BLOCK_N
-    for start_n in range(lo, full_hi, BLOCK_N):
-        offs_n = start_n + tl.arange(0, BLOCK_N)
-        a, sign = _logits(q, kbase + offs_n[None, :] * sks, offs_n, qpos, S, slope, window, kmask_d,
-                          HAS_BIAS, SIGNED, HAS_WINDOW, False, PRECISION, qk_scale)
-        m_i, l_i, acc = _online_step(a, sign, vbase + offs_n[:, None] * svs, vmask_d, m_i, l_i, acc,
-                                     SIGNED, PRECISION)
-    for start_n in range(full_hi, hi, BLOCK_N):
-        offs_n = start_n + tl.arange(0, BLOCK_N)
-        a, sign = _logits(q, kbase + offs_n[None, :] * sks, offs_n, qpos, S, slope, window, kmask_d,
-                          HAS_BIAS, SIGNED, HAS_WINDOW, True, PRECISION, qk_scale)
-        m_i, l_i, acc = _online_step(a, sign, vbase + offs_n[:, None] * svs,
-                                     vmask_d & (offs_n[:, None] < S), m_i, l_i, acc, SIGNED, PRECISION)
+    m_i, l_i, acc = _stream_keys(q, kbase, vbase, kmask_d, vmask_d, lo, full_hi, S, sks, svs, qpos, slope, window,
+                                 qk_scale, m_i, l_i, acc, HAS_BIAS, SIGNED, HAS_WINDOW, False, PRECISION, BLOCK_N)
+    m_i, l_i, acc = _stream_keys(q, kbase, vbase, kmask_d, vmask_d, full_hi, hi, S, sks, svs, qpos, slope, window,
+                                 qk_scale, m_i, l_i, acc, HAS_BIAS, SIGNED, HAS_WINDOW, True, PRECISION, BLOCK_N)
     out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
     omask = (offs_m[:, None] < T) & (offs_dv[None, :] < DV)
     tl.store(O + b * sob + h * soh + offs_m[:, None] * sot + offs_dv[None, :] * sod,
@@ -145,7 +155,7 @@ def _prefill_kernel(
     tl.store(L + row, l_i, mask=offs_m < T)
 
 
-@triton.autotune(configs=_decode_configs(), key=["D", "DV", "HAS_BIAS", "SIGNED", "HAS_WINDOW", "PRECISION"])
+@triton.autotune(configs=tc.configs(decode=True, rows=None, interpret_tile=64), key=_KEY)
 @triton.jit
 def _decode_kernel(
     Q, K, V, Opart, Mpart, Lpart, Slopes,
@@ -171,10 +181,7 @@ def _decode_kernel(
     slope = 0.0
     if HAS_BIAS:
         slope = tl.load(Slopes + h, mask=hmask, other=0.0).to(tl.float32)[:, None] * 1.4426950408889634
-    kbase = K + b * skb + hk * skh + offs_d[:, None] * skd
-    vbase = V + b * svb + hk * svh + offs_dv[None, :] * svd
-    kmask_d = offs_d[:, None] < D
-    vmask_d = offs_dv[None, :] < DV
+    kbase, vbase, kmask_d, vmask_d = _kv_tiles(K, V, b, hk, skb, skh, skd, svb, svh, svd, offs_d, offs_dv, D, DV)
     m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_H], tl.float32)
     acc = tl.zeros([BLOCK_H, BLOCK_DV], tl.float32)
@@ -182,12 +189,8 @@ def _decode_kernel(
     hi = tl.minimum(tl.minimum(lo + keys_per_split, S), q_offset + 1)
     if HAS_WINDOW:
         lo = tl.maximum(lo, ((q_offset - window + 1) // BLOCK_N) * BLOCK_N)
-    for start_n in range(lo, hi, BLOCK_N):
-        offs_n = start_n + tl.arange(0, BLOCK_N)
-        a, sign = _logits(q, kbase + offs_n[None, :] * sks, offs_n, qpos, hi, slope, window, kmask_d,
-                          HAS_BIAS, SIGNED, HAS_WINDOW, True, PRECISION, qk_scale)
-        m_i, l_i, acc = _online_step(a, sign, vbase + offs_n[:, None] * svs,
-                                     vmask_d & (offs_n[:, None] < hi), m_i, l_i, acc, SIGNED, PRECISION)
+    m_i, l_i, acc = _stream_keys(q, kbase, vbase, kmask_d, vmask_d, lo, hi, hi, sks, svs, qpos, slope, window,
+                                 qk_scale, m_i, l_i, acc, HAS_BIAS, SIGNED, HAS_WINDOW, True, PRECISION, BLOCK_N)
     row = (b * Hkv * GROUPS + h) * SPLITS + split
     tl.store(Opart + row[:, None] * DV + offs_dv[None, :], acc, mask=hmask[:, None] & vmask_d)
     tl.store(Mpart + row, m_i, mask=hmask)
@@ -218,12 +221,7 @@ def _stats_kernel(
 ):
     """Row statistics of `w = p1 - coef2 * p2` (TWO) or `w = p1`, where
     p = sign * exp2(a - m) / l with the final (m, l) of the forward kernels."""
-    pid_m = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    b = pid_bh // Hq
-    h = pid_bh % Hq
-    hk = h // GROUPS
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    pid_m, pid_bh, b, h, hk, offs_m = _head_program(Hq, GROUPS, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     rmask = offs_m < T
     qoff = b * sqb + h * sqh + offs_m[:, None] * sqt + offs_d[None, :] * sqd
@@ -245,11 +243,7 @@ def _stats_kernel(
         slope = tl.load(Slopes + h).to(tl.float32) * 1.4426950408889634
     koff = b * skb + hk * skh + offs_d[:, None] * skd
     kmask_d = offs_d[:, None] < D
-    abs_sum = tl.zeros([BLOCK_M], tl.float32)
-    zeros = tl.zeros([BLOCK_M], tl.float32)
-    first = tl.zeros([BLOCK_M], tl.float32)
-    plogp = tl.zeros([BLOCK_M], tl.float32)
-    visible = tl.zeros([BLOCK_M], tl.float32)
+    abs_sum, zeros, first, plogp, visible = tc.stats_init(BLOCK_M)
     first_row = q_offset + pid_m * BLOCK_M
     hi = tl.minimum(S, first_row + BLOCK_M)
     lo = 0
@@ -265,50 +259,21 @@ def _stats_kernel(
         vis = (offs_n[None, :] <= qpos[:, None]) & (offs_n[None, :] < S)
         if HAS_WINDOW:
             vis = vis & (offs_n[None, :] > qpos[:, None] - window)
-        aw = tl.where(vis, tl.abs(w), 0.0)
-        abs_sum += tl.sum(aw, 1)
-        plogp += tl.sum(tl.where(aw > 0, aw * tl.log(tl.where(aw > 0, aw, 1.0)), 0.0), 1)
-        zeros += tl.sum(tl.where(vis & (w == 0), 1.0, 0.0), 1)
-        visible += tl.sum(tl.where(vis, 1.0, 0.0), 1)
-        first += tl.sum(tl.where(vis & (offs_n[None, :] == 0), w, 0.0), 1)
-    tl.store(AbsSum + row, abs_sum, mask=rmask)
-    tl.store(Zeros + row, zeros, mask=rmask)
-    tl.store(First + row, first, mask=rmask)
-    tl.store(PlogP + row, plogp, mask=rmask)
-    tl.store(Visible + row, visible, mask=rmask)
+        abs_sum, zeros, first, plogp, visible = tc.stats_update(w, vis, offs_n, abs_sum, zeros, first, plogp, visible)
+    tc.stats_store(AbsSum, Zeros, First, PlogP, Visible, b, h, offs_m, Hq, T, rmask, abs_sum, zeros, first, plogp,
+                   visible)
 
 
 # --- launchers --------------------------------------------------------------------
 
 
-def _check(q: torch.Tensor) -> None:
-    if q.device.type != "cuda" and not INTERPRET:
-        raise RuntimeError(
-            "the triton attention backend needs CUDA tensors (or TRITON_INTERPRET=1 set before "
-            "triton is imported, for CPU tests); use backend 'torch' on CPU"
-        )
-
-
-def _precision(dtype: torch.dtype) -> str:
-    """fp32 inputs use exact fp32 dots unless torch allows TF32 matmuls."""
-    if dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32:
-        return "ieee"
-    return "tf32"
-
-
-def _pow2(n: int, least: int = 16) -> int:
-    return max(least, triton.next_power_of_2(n))
-
-
 def _common(q, k, v, slopes, window):
-    _check(q)
-    hq, hkv = q.shape[1], k.shape[1]
-    if hq % hkv:
-        raise ValueError(f"query heads {hq} must be a multiple of kv heads {hkv}")
+    tc.check_device(q)
+    tc.check_heads(q, k)
     slopes_t = slopes.to(q.device, torch.float32).contiguous() if slopes is not None else q
     return dict(
-        D=q.shape[-1], DV=v.shape[-1], BLOCK_D=_pow2(q.shape[-1]), BLOCK_DV=_pow2(v.shape[-1]),
-        HAS_BIAS=slopes is not None, HAS_WINDOW=window is not None, PRECISION=_precision(q.dtype),
+        D=q.shape[-1], DV=v.shape[-1], BLOCK_D=tc.pow2(q.shape[-1]), BLOCK_DV=tc.pow2(v.shape[-1]),
+        HAS_BIAS=slopes is not None, HAS_WINDOW=window is not None, PRECISION=tc.precision(q.dtype),
     ), slopes_t
 
 
@@ -326,17 +291,10 @@ def prefill(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False,
     grid = lambda meta_: (triton.cdiv(t, meta_["BLOCK_M"]), b * hq)  # noqa: E731
     _prefill_kernel[grid](
         q, k, v, out, m, l, slopes_t, *q.stride(), *k.stride(), *v.stride(), *out.stride(),
-        hq, hq // k.shape[1], t, k.shape[2], q_offset, window or 0, scale * LOG2E,
+        hq, hq // k.shape[1], t, k.shape[2], q_offset, window or 0, scale * tc.LOG2E,
         SIGNED=signed, **meta,
     )
     return out, m, l
-
-
-def _splits(b: int, hkv: int, s: int) -> int:
-    if INTERPRET:
-        return 1
-    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
-    return max(1, min(triton.cdiv(2 * sms, b * hkv), triton.cdiv(s, 512)))
 
 
 def decode(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, splits=None, out=None):
@@ -348,7 +306,7 @@ def decode(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, 
         raise ValueError(f"decode takes one query token, got {t}")
     hkv, s = k.shape[1], k.shape[2]
     meta, slopes_t = _common(q, k, v, slopes, window)
-    splits = splits or _splits(b, hkv, s)
+    splits = splits or tc.decode_splits(b, hkv, s)
     per_split = triton.cdiv(max(s, 1), splits)
     groups = hq // hkv
     # Partials start as NaN (cheap: B x Hq x splits rows) so a missed write cannot pass silently.
@@ -358,8 +316,8 @@ def decode(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, 
     qs = q[:, :, 0]
     _decode_kernel[(b * hkv, splits)](
         q, k, v, opart, mpart, lpart, slopes_t, qs.stride(0), qs.stride(1), qs.stride(2),
-        *k.stride(), *v.stride(), hkv, groups, s, q_offset, window or 0, scale * LOG2E, per_split, splits,
-        BLOCK_H=_pow2(groups), SIGNED=signed, **meta,
+        *k.stride(), *v.stride(), hkv, groups, s, q_offset, window or 0, scale * tc.LOG2E, per_split, splits,
+        BLOCK_H=tc.pow2(groups), SIGNED=signed, **meta,
     )
     m = mpart.amax(-1)
     m_safe = torch.where(m == float("-inf"), 0.0, m)
@@ -398,15 +356,28 @@ def row_stats(terms, q_offset, *, scale, slopes=None, window=None, signed=False,
         coef2, q2, k2, m2, l2 = 0.0, q, k, m, l
     b, hq, t, d = q.shape
     meta, slopes_t = _common(q, k, q, slopes, window)
-    outs = [torch.full((b, hq, t), float("nan"), device=q.device) for _ in range(5)]
+    outs = tc.stats_buffers(b, hq, t, q.device)
     block = 64
     _stats_kernel[(triton.cdiv(t, block), b * hq)](
         q, k, q2, k2, m.contiguous(), l.contiguous(), m2.contiguous(), l2.contiguous(), slopes_t, *outs,
         *q.stride(), *k.stride(), hq, hq // k.shape[1], t, k.shape[2], q_offset, window or 0,
-        scale * LOG2E, coef2, D=d, BLOCK_D=meta["BLOCK_D"], HAS_BIAS=meta["HAS_BIAS"], SIGNED=signed,
+        scale * tc.LOG2E, coef2, D=d, BLOCK_D=meta["BLOCK_D"], HAS_BIAS=meta["HAS_BIAS"], SIGNED=signed,
         HAS_WINDOW=meta["HAS_WINDOW"], TWO=two, PRECISION=meta["PRECISION"], BLOCK_M=block, BLOCK_N=64,
         num_warps=4,
     )
-    abs_sum, zeros, first, plogp, visible = outs
-    return RowStats(layer=layer, abs_sum=abs_sum, zeros=zeros, first=first,
-                    entropy=entropy_from_sums(abs_sum, plogp), visible=visible)
+    return tc.stats_from_buffers(outs, layer)
+
+
+# --- the family's public function ------------------------------------------------
+
+
+def family_attention(
+    terms: list[Term], v: torch.Tensor, q_offset: int, logits: Logits, *,
+    collect_stats: bool = False, layer: int = 0,
+) -> tuple[list[torch.Tensor], RowStats | None]:
+    """The twin of `chunked.family_attention`: one softmax per term (coef,
+    q (B, Hq, T, D), k (B, Hkv, S, D)) over the shared v (B, Hkv, S, Dv), and,
+    when asked, the RowStats of `w = sum_c coef_c * p_c`."""
+    kw = logits._asdict()
+    return run_terms(terms, lambda q, k: attention(q, k, v, q_offset, **kw),
+                     lambda st: row_stats(st, q_offset, layer=layer, **kw), collect_stats)

@@ -25,10 +25,10 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from checkpoints.attention.base import AttentionContext, RowStats, register
+from checkpoints.attention.base import AttentionContext, AttentionLayer
 from checkpoints.attention.cache import LayerCache
-from checkpoints.attention.nonsoftmax import NonSoftmaxLayer, dense_dots, per_head, stream_pointwise
-from checkpoints.attention.softmax import causal_mask, expand_kv
+from checkpoints.attention.pointwise.chunked import threshold_chunked
+from checkpoints.attention.pointwise.reference import tda_reference, tra_reference
 from checkpoints.errors import ConfigError
 
 
@@ -41,70 +41,14 @@ def rms_normalize(x: torch.Tensor, gain: torch.Tensor | None, eps: float) -> tor
     return y.to(x.dtype)
 
 
-def threshold_tau(positions: torch.Tensor, beta: torch.Tensor, d: int) -> torch.Tensor:
-    """(Hq, n) fp32: `tau = beta_h * sqrt(2 ln(i + 1) / d)` at absolute positions i."""
-    pos = positions.to(torch.float32)
-    return beta.float()[:, None] * torch.sqrt(2.0 * torch.log(pos + 1.0) / d)[None, :]
-
-
-def threshold_weights(s: torch.Tensor, tau: torch.Tensor, p: float) -> torch.Tensor:
-    """`ReLU(s - tau)^p` (p = 1 skips the power)."""
-    r = torch.relu(s - tau)
-    return r if p == 1.0 else r.pow(p)
-
-
-def tra_reference(
-    qn: torch.Tensor, kn: torch.Tensor, v: torch.Tensor, q_offset: int, beta: torch.Tensor, p: float = 2.0
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dense TRA on normalised qn (B, Hq, T, D), kn (B, Hkv, S, D); beta (Hq,).
-    Returns (out (B, Hq, T, Dv), weights (B, Hq, T, S) fp32)."""
-    d = qn.shape[-1]
-    s = dense_dots(qn, kn) / d
-    tau = threshold_tau(torch.arange(q_offset, q_offset + qn.shape[2], device=qn.device), beta, d)
-    visible = causal_mask(qn.shape[2], kn.shape[2], q_offset, qn.device)
-    w = torch.where(visible, threshold_weights(s, tau[None, :, :, None], p), 0.0)
-    return (w @ expand_kv(v, qn.shape[1]).float()).to(qn.dtype), w
-
-
-def tda_reference(
-    q1: torch.Tensor, k1: torch.Tensor, q2: torch.Tensor, k2: torch.Tensor, v: torch.Tensor, q_offset: int,
-    beta: torch.Tensor, lam: float | torch.Tensor, p: float = 2.0,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dense TDA: `w = TRA weights(q1, k1) - lam * TRA weights(q2, k2)`, `out = w v`."""
-    _, w1 = tra_reference(q1, k1, v, q_offset, beta, p)
-    _, w2 = tra_reference(q2, k2, v, q_offset, beta, p)
-    w = w1 - lam * w2
-    return (w @ expand_kv(v, q1.shape[1]).float()).to(q1.dtype), w
-
-
-def threshold_chunked(
-    qs: list[torch.Tensor], ks: list[torch.Tensor], v: torch.Tensor, q_offset: int, beta: torch.Tensor,
-    p: float = 2.0, lam: float | torch.Tensor = 0.0, *, block: int = 1024, collect_stats: bool = False, layer: int = 0,
-    out: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, RowStats | None]:
-    """TRA (one q/k pair) or TDA (two pairs, `w1 - lam * w2`) streamed over key blocks."""
-    d = qs[0].shape[-1]
-    hkv = ks[0].shape[1]
-    lam = lam.to(v.device) if isinstance(lam, torch.Tensor) else lam
-    beta_t = per_head(beta.to(v.device), hkv)  # (Hkv, G, 1, 1)
-
-    def weights(dots: list[torch.Tensor], qpos: torch.Tensor, kpos: torch.Tensor) -> torch.Tensor:
-        tau = beta_t * torch.sqrt(2.0 * torch.log(qpos.float() + 1.0) / d)[:, None]  # (Hkv, G, n, 1)
-        w = threshold_weights(dots[0] / d, tau, p)
-        if len(dots) == 2:
-            w = w - lam * threshold_weights(dots[1] / d, tau, p)
-        return w
-
-    return stream_pointwise(qs, ks, v, q_offset, weights, block=block, collect_stats=collect_stats,
-                            layer=layer, out=out)
-
-
-class _ThresholdBase(NonSoftmaxLayer):
+class _ThresholdBase(AttentionLayer):
     """Shared projections and parameters of tra and tda."""
 
     defaults: ClassVar[dict[str, Any]] = {
         "beta": 1.0, "p": 2.0, "beta_per_head": False, "learn_gain": False, "norm_eps": 1e-6,
     }
+    supports_positions = ("rope", "nope")
+    supports_window = False
     pairs: ClassVar[tuple[str, ...]] = ("",)  # suffixes of the q/k pairs: "" and "2" for tda
 
     def build_projections(self) -> None:
@@ -144,15 +88,13 @@ class _ThresholdBase(NonSoftmaxLayer):
         for sfx in self.pairs:
             t_in[f"q{sfx}"], t_in[f"k{sfx}"] = self.project(x, ctx, sfx)
         t_in["v"] = self.split_heads(self.v_proj(x), self.num_kv_heads)
-        keys = {name: x_ for name, x_ in t_in.items() if not name.startswith("q")}
         if cache is not None:
-            keys = cache.append(**keys)
-        queries = {name: x_ for name, x_ in t_in.items() if name.startswith("q")}
-        out = self.by_rows(ctx, lambda **t: self.attend(ctx, **t), queries, keys)
+            stored = cache.append(**{name: x_ for name, x_ in t_in.items() if not name.startswith("q")})
+            t_in.update(stored)
+        out = self.attend(ctx, **t_in)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
 
 
-@register
 class ThresholdAttention(_ThresholdBase):
     """TRA: `ReLU(cos(q_i, k_j) - tau_i)^p`, unnormalised."""
 
@@ -166,14 +108,13 @@ class ThresholdAttention(_ThresholdBase):
                                  block=block, collect_stats=collect_stats, layer=self.layer)
 
     def triton(self, q_offset, collect_stats, q, k, v):
-        from checkpoints.attention import triton_pointwise
+        from checkpoints.attention.pointwise import triton as kernels
 
-        return triton_pointwise.threshold_attention([q], [k], v, q_offset, self.beta_heads(),
+        return kernels.threshold_attention([q], [k], v, q_offset, self.beta_heads(),
                                                     float(self.params["p"]), collect_stats=collect_stats,
                                                     layer=self.layer)
 
 
-@register
 class ThresholdDifferentialAttention(_ThresholdBase):
     """TDA: `TRA(q1, k1, v) - lam * TRA(q2, k2, v)` with `lam = clamp(lam_param, 0, 1)`."""
 
@@ -197,8 +138,8 @@ class ThresholdDifferentialAttention(_ThresholdBase):
                                  self.lam_value(), block=block, collect_stats=collect_stats, layer=self.layer)
 
     def triton(self, q_offset, collect_stats, q, k, q2, k2, v):
-        from checkpoints.attention import triton_pointwise
+        from checkpoints.attention.pointwise import triton as kernels
 
-        return triton_pointwise.threshold_attention([q, q2], [k, k2], v, q_offset, self.beta_heads(),
+        return kernels.threshold_attention([q, q2], [k, k2], v, q_offset, self.beta_heads(),
                                                     float(self.params["p"]), self.lam_value(),
                                                     collect_stats=collect_stats, layer=self.layer)

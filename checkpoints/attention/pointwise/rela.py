@@ -14,32 +14,14 @@ final as soon as a score is known: the streaming paths take one pass."""
 
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from checkpoints.attention.base import RowStats, register
-from checkpoints.attention.nonsoftmax import NonSoftmaxLayer, dense_dots, stream_pointwise
-from checkpoints.attention.softmax import causal_mask, expand_kv
-
-
-def rela_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_offset: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dense ReLA weights and per-head output (before the gated norm)."""
-    w = torch.relu(dense_dots(q, k) / math.sqrt(q.shape[-1]))
-    w = w * causal_mask(q.shape[2], k.shape[2], q_offset, q.device)
-    return (w @ expand_kv(v, q.shape[1]).float()).to(q.dtype), w
-
-
-def rela_chunked(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_offset: int, *, block: int = 1024,
-    collect_stats: bool = False, layer: int = 0, out: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, RowStats | None]:
-    """ReLA streamed over key blocks (one pass; statistics in the same pass)."""
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    return stream_pointwise([q], [k], v, q_offset, lambda dots, qpos, kpos: torch.relu(dots[0] * scale),
-                            block=block, collect_stats=collect_stats, layer=layer, out=out)
+from checkpoints.attention.base import AttentionLayer
+from checkpoints.attention.pointwise.chunked import rela_chunked
+from checkpoints.attention.pointwise.reference import rela_reference
 
 
 def gated_rms_norm(x: torch.Tensor, scale: torch.Tensor, gate: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
@@ -49,12 +31,13 @@ def gated_rms_norm(x: torch.Tensor, scale: torch.Tensor, gate: torch.Tensor, eps
     return y.to(x.dtype)
 
 
-@register
-class ReLAAttention(NonSoftmaxLayer):
+class ReLAAttention(AttentionLayer):
     """ReLA with the gated RMSNorm of the concatenated heads."""
 
     variant = "rela"
     defaults: ClassVar[dict[str, Any]] = {"norm_eps": 1e-8}
+    supports_positions = ("rope", "nope")
+    supports_window = False
 
     def build_projections(self) -> None:
         super().build_projections()
@@ -69,9 +52,9 @@ class ReLAAttention(NonSoftmaxLayer):
         return rela_chunked(q, k, v, q_offset, block=block, collect_stats=collect_stats, layer=self.layer)
 
     def triton(self, q_offset, collect_stats, q, k, v):
-        from checkpoints.attention import triton_pointwise
+        from checkpoints.attention.pointwise import triton as kernels
 
-        return triton_pointwise.rela_attention(q, k, v, q_offset, collect_stats=collect_stats, layer=self.layer)
+        return kernels.rela_attention(q, k, v, q_offset, collect_stats=collect_stats, layer=self.layer)
 
     def finish(self, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         b, hq, t, dv = out.shape

@@ -1,6 +1,6 @@
-"""Triton kernel of alpha-entmax attention (formulas and the tau search in
-entmax.py; streaming after AdaSplash, Goncalves et al. 2025). One program owns
-a block of grouped rows (triton_nonsoftmax_common.py) and makes, over the
+"""Triton kernel of alpha-entmax attention (formulas in reference.py, the
+tau search in chunked.py, its PyTorch twin; streaming after AdaSplash, Goncalves et al. 2025). One program owns
+a block of grouped rows (triton_common.py) and makes, over the
 keys it can see:
 
 1. a pass for the row max of x = (alpha - 1) z;
@@ -12,7 +12,8 @@ keys it can see:
    same pass when asked.
 
 Decode is the same kernel with the query heads of a kv group as the rows (no
-key splits: tau needs every key of the row)."""
+key splits: tau needs every key of the row). The file reads: kernels,
+launcher and public function `entmax_attention`."""
 
 from __future__ import annotations
 
@@ -22,37 +23,12 @@ import torch
 import triton
 import triton.language as tl
 
-from checkpoints.attention.base import RowStats
-from checkpoints.attention.entmax import NEWTON_MAX_ITERS, NEWTON_TOL, check_alpha
-from checkpoints.attention.triton_nonsoftmax_common import (
-    check_device,
-    configs,
-    key_bounds,
-    load_keys_t,
-    load_rows,
-    load_values,
-    pow2,
-    precision,
-    row_layout,
-    stats_buffers,
-    stats_from_buffers,
-    stats_store,
-    stats_update,
-    visibility,
-)
+from checkpoints.attention import triton_common as tc
+from checkpoints.attention.entmax.chunked import NEWTON_MAX_ITERS, NEWTON_TOL
+from checkpoints.attention.entmax.reference import check_alpha
+from checkpoints.attention.stats import RowStats
 
 _KEY = ["D", "DV", "POW", "STATS", "HAS_BIAS", "PRECISION"]
-
-
-@triton.jit
-def _pow(y, r, POW: tl.constexpr):
-    """y^r for y >= 0 (POW 1: r = 1, 2: r = 2, 0: any r >= 1)."""
-    if POW == 1:
-        return y
-    elif POW == 2:
-        return y * y
-    else:
-        return tl.where(y > 0, tl.exp2(r * tl.log2(tl.where(y > 0, y, 1.0))), 0.0)
 
 
 @triton.jit
@@ -70,11 +46,11 @@ def _dpow(y, r, POW: tl.constexpr):
 def _tile(q, K, b, hk, offs_n, hi, qpos, skb, skh, sks, skd, offs_d, D, qk_scale, slope,
           HAS_BIAS: tl.constexpr, PRECISION: tl.constexpr):
     """x = (alpha - 1) (z + slope_h (j - i)) of one tile (slope already times alpha - 1)."""
-    kt = load_keys_t(K, b, hk, offs_n, hi, skb, skh, sks, skd, offs_d, D)
+    kt = tc.load_keys_t(K, b, hk, offs_n, hi, skb, skh, sks, skd, offs_d, D)
     x = tl.dot(q, kt, input_precision=PRECISION) * qk_scale
     if HAS_BIAS:
         x += slope[:, None] * (offs_n[None, :] - qpos[:, None]).to(tl.float32)
-    return x, visibility(offs_n, qpos, hi)
+    return x, tc.visibility(offs_n, qpos, hi)
 
 
 @triton.jit
@@ -87,21 +63,16 @@ def _entmax_kernel(
     PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    pid_m = tl.program_id(0)
-    pid_bk = tl.program_id(1)
-    hkv = Hq // GROUPS
-    b = pid_bk // hkv
-    hk = pid_bk % hkv
-    t, h, rmask = row_layout(pid_m, GROUPS, T, hk, BLOCK_M)
+    pid_m, b, hk, t, h, rmask = tc.group_program(Hq, GROUPS, T, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
-    q = load_rows(Q, b, h, t, rmask, sqb, sqh, sqt, sqd, offs_d, D)
+    q = tc.load_rows(Q, b, h, t, rmask, sqb, sqh, sqt, sqd, offs_d, D)
     qpos = q_offset + t
     if HAS_BIAS:  # ALiBi / NAPE slope of each row's query head
         slope = tl.load(Slopes + h, mask=rmask, other=0.0) * bias_scale
     else:
         slope = tl.zeros([BLOCK_M], tl.float32)
-    lo, hi, full_hi = key_bounds(pid_m, 0, GROUPS, T, S, q_offset, S + 1, BLOCK_M, BLOCK_N)
+    lo, hi, full_hi = tc.key_bounds(pid_m, 0, GROUPS, T, S, q_offset, S + 1, BLOCK_M, BLOCK_N)
     top = tl.full([BLOCK_M], float("-inf"), tl.float32)
     for start_n in range(lo, hi, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
@@ -121,7 +92,7 @@ def _entmax_kernel(
             x, vis = _tile(q, K, b, hk, offs_n, hi, qpos, skb, skh, sks, skd, offs_d, D, qk_scale, slope,
                         HAS_BIAS, PRECISION)
             y = tl.where(vis, tl.maximum(x - tau[:, None], 0.0), 0.0)
-            f += tl.sum(_pow(y, r, POW), 1)
+            f += tl.sum(tc.pow_r(y, r, POW), 1)
             fp += tl.sum(_dpow(y, r, POW), 1)
         step = tl.where(fp > 0, f / (r * tl.where(fp > 0, fp, 1.0)), 0.0)
         tau = tl.maximum(tau + step, floor)
@@ -131,31 +102,23 @@ def _entmax_kernel(
         moving = tl.sum(tl.where(big & rmask, 1, 0), 0)
         it += 1
     acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
-    abs_sum = tl.zeros([BLOCK_M], tl.float32)
-    zeros = tl.zeros([BLOCK_M], tl.float32)
-    first = tl.zeros([BLOCK_M], tl.float32)
-    plogp = tl.zeros([BLOCK_M], tl.float32)
-    visible = tl.zeros([BLOCK_M], tl.float32)
+    abs_sum, zeros, first, plogp, visible = tc.stats_init(BLOCK_M)
     for start_n in range(lo, hi, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
         x, vis = _tile(q, K, b, hk, offs_n, hi, qpos, skb, skh, sks, skd, offs_d, D, qk_scale, slope,
                         HAS_BIAS, PRECISION)
-        w = _pow(tl.where(vis, tl.maximum(x - tau[:, None], 0.0), 0.0), r, POW)
-        vt = load_values(V, b, hk, offs_n, hi, svb, svh, svs, svd, offs_dv, DV)
+        w = tc.pow_r(tl.where(vis, tl.maximum(x - tau[:, None], 0.0), 0.0), r, POW)
+        vt = tc.load_values(V, b, hk, offs_n, hi, svb, svh, svs, svd, offs_dv, DV)
         acc += tl.dot(w.to(vt.dtype), vt, input_precision=PRECISION)
         if STATS:
-            abs_sum, zeros, first, plogp, visible = stats_update(w, vis, offs_n, abs_sum, zeros, first,
+            abs_sum, zeros, first, plogp, visible = tc.stats_update(w, vis, offs_n, abs_sum, zeros, first,
                                                                  plogp, visible)
-    omask = rmask[:, None] & (offs_dv[None, :] < DV)
-    tl.store(O + b * sob + h[:, None] * soh + t[:, None] * sot + offs_dv[None, :] * sod,
-             acc.to(O.dtype.element_ty), mask=omask)
+    tc.store_rows(O, acc, b, h, t, rmask, sob, soh, sot, sod, offs_dv, DV)
     if STATS:
-        srow = (b * Hq + h) * T + t
-        stats_store(AbsSum, Zeros, First, PlogP, Visible, srow, rmask, abs_sum, zeros, first, plogp, visible)
+        tc.stats_store(AbsSum, Zeros, First, PlogP, Visible, b, h, t, Hq, T, rmask, abs_sum, zeros, first, plogp, visible)
 
 
-_prefill = triton.autotune(configs(), key=_KEY)(_entmax_kernel)
-_decode = triton.autotune(configs(decode=True), key=_KEY)(_entmax_kernel)
+_prefill, _decode = tc.autotuned(_entmax_kernel, _KEY)
 
 
 def entmax_attention(
@@ -173,24 +136,20 @@ def entmax_attention(
     """q (B, Hq, T, D) (already length-scaled for ASEntmax), k (B, Hkv, S, D),
     v (B, Hkv, S, Dv), optional ALiBi/NAPE slopes (Hq,) added to the scores
     -> (out (B, Hq, T, Dv) in q's dtype, RowStats or None)."""
-    check_device(q)
     alpha = check_alpha(alpha)
     r = 1.0 / (alpha - 1.0)
     b, hq, t, d = q.shape
     hkv, s, dv = k.shape[1], k.shape[2], v.shape[-1]
-    if hq % hkv:
-        raise ValueError(f"query heads {hq} must be a multiple of kv heads {hkv}")
-    out = q.new_empty(b, hq, t, dv) if out is None else out
-    bufs = stats_buffers(b, hq, t, q.device) if collect_stats else [out] * 5
+    out, bufs = tc.outputs(q, k, v, out, collect_stats)
     if t == 0:
-        return out, (stats_from_buffers(bufs, layer) if collect_stats else None)
+        return out, (tc.stats_from_buffers(bufs, layer) if collect_stats else None)
     kernel = _decode if t == 1 else _prefill
     slopes_arg = out if slopes is None else slopes.to(device=q.device, dtype=torch.float32).contiguous()
     grid = lambda meta: (triton.cdiv(t * (hq // hkv), meta["BLOCK_M"]), b * hkv)  # noqa: E731
     kernel[grid](
         q, k, v, out, *bufs, slopes_arg, *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         hq, hq // hkv, t, s, q_offset, (alpha - 1.0) / math.sqrt(d), alpha - 1.0, r, NEWTON_TOL,
-        D=d, DV=dv, BLOCK_D=pow2(d), BLOCK_DV=pow2(dv), POW=1 if r == 1.0 else (2 if r == 2.0 else 0),
-        STATS=collect_stats, HAS_BIAS=slopes is not None, MAX_ITERS=NEWTON_MAX_ITERS, PRECISION=precision(q.dtype),
+        D=d, DV=dv, BLOCK_D=tc.pow2(d), BLOCK_DV=tc.pow2(dv), POW=tc.pow_code(r),
+        STATS=collect_stats, HAS_BIAS=slopes is not None, MAX_ITERS=NEWTON_MAX_ITERS, PRECISION=tc.precision(q.dtype),
     )
-    return out, (stats_from_buffers(bufs, layer) if collect_stats else None)
+    return out, (tc.stats_from_buffers(bufs, layer) if collect_stats else None)

@@ -13,8 +13,9 @@ from typing import Any, ClassVar
 
 import torch
 
-from checkpoints.attention.base import register
-from checkpoints.attention.softmax import SoftmaxFamilyLayer, dense_logits, expand_kv
+from checkpoints.attention.gqa import expand_kv
+from checkpoints.attention.softmax.layer import SoftmaxFamilyLayer
+from checkpoints.attention.softmax.reference import dense_logits
 
 
 def cog_reference(
@@ -28,11 +29,10 @@ def cog_reference(
     return (w @ expand_kv(v, q.shape[1]).float()).to(q.dtype), w
 
 
-@register
 class CogAttention(SoftmaxFamilyLayer):
     variant = "cog"
     defaults: ClassVar[dict[str, Any]] = {}
     signed = True
 
-    def reference(self, q, k, v, q_offset, slopes, window):
-        return cog_reference(q, k, v, q_offset, self.logit_scale(), slopes, window)
+    def reference(self, q_offset, q, k, v):
+        return cog_reference(q, k, v, q_offset, self.logit_scale(), self.alibi(q.device), self.config.sliding_window)

@@ -16,9 +16,11 @@ from typing import Any, ClassVar
 
 import torch
 
-from checkpoints.attention.base import AttentionContext, register
+from checkpoints.attention.base import AttentionContext
+from checkpoints.attention.gqa import expand_kv
+from checkpoints.attention.masks import causal_mask
 from checkpoints.attention.position import alibi_bias
-from checkpoints.attention.softmax import SoftmaxFamilyLayer, causal_mask, expand_kv
+from checkpoints.attention.softmax.layer import SoftmaxFamilyLayer
 from checkpoints.errors import ConfigError
 
 
@@ -40,7 +42,6 @@ def intg_reference(
     return (w @ vx.float()).to(q.dtype), w
 
 
-@register
 class IntegralAttention(SoftmaxFamilyLayer):
     variant = "intg"
     defaults: ClassVar[dict[str, Any]] = {"signals": 8}
@@ -69,5 +70,6 @@ class IntegralAttention(SoftmaxFamilyLayer):
     def logit_scale(self) -> float:
         return 1.0 / math.sqrt(self.head_dim * int(self.params["signals"]))
 
-    def reference(self, q, k, v, q_offset, slopes, window):
-        return intg_reference(q, k, v, q_offset, int(self.params["signals"]), slopes, window)
+    def reference(self, q_offset, q, k, v):
+        return intg_reference(q, k, v, q_offset, int(self.params["signals"]), self.alibi(q.device),
+                              self.config.sliding_window)

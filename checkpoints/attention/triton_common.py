@@ -1,7 +1,9 @@
-"""Pieces shared by the Triton kernels of the non-softmax variants (softpick,
-rela, tra, tda, entmax).
+"""Pieces shared by every Triton kernel (softmax family, softpick, pointwise,
+entmax): autotuning configurations, device and precision checks, statistics
+buffers and the jit helpers that load tiles and accumulate row statistics.
+Imported only when the triton backend runs.
 
-Row layout: a program owns a block of rows of ONE kv head; row r stands for
+Row layout of the non-softmax kernels: a program owns a block of rows of ONE kv head; row r stands for
 query t = r // G of query head h = hk * G + r % G (G = query heads per kv
 head). Prefill (many queries) and decode (one query: the G heads of a group
 become the rows) are the same kernel with different tile sizes, and the K/V
@@ -19,21 +21,26 @@ import torch
 import triton
 import triton.language as tl
 
-from checkpoints.attention.base import RowStats
-from checkpoints.attention.stats import entropy_from_sums
+from checkpoints.attention.stats import RowStats, entropy_from_sums
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 LOG2E = 1.4426950408889634
 MAX_BLOCK_N = 128  # split boundaries are multiples of this, so every BLOCK_N divides them
 
 
-def configs(decode: bool = False) -> list[triton.Config]:
-    if INTERPRET:
-        # Large tiles: the interpreter's cost is per operation, not per element.
-        return [triton.Config({"BLOCK_M": 16 if decode else 128, "BLOCK_N": 128}, num_warps=4, num_stages=1)]
+def configs(decode: bool = False, *, rows: int | None = 16, interpret_tile: int = 128) -> list[triton.Config]:
+    """Autotuning configurations. Prefill tiles BLOCK_M x BLOCK_N; decode tiles
+    BLOCK_N keys for `rows` rows (BLOCK_M; None for kernels whose rows are
+    not a meta-parameter). Under the interpreter one configuration with
+    `interpret_tile`-wide tiles: its cost is per operation, not per element."""
     if decode:
-        return [triton.Config({"BLOCK_M": 16, "BLOCK_N": bn}, num_warps=w, num_stages=2)
+        fixed = {} if rows is None else {"BLOCK_M": rows}
+        if INTERPRET:
+            return [triton.Config({**fixed, "BLOCK_N": interpret_tile}, num_warps=4, num_stages=1)]
+        return [triton.Config({**fixed, "BLOCK_N": bn}, num_warps=w, num_stages=2)
                 for bn, w in [(64, 4), (128, 4), (128, 8)]]
+    if INTERPRET:
+        return [triton.Config({"BLOCK_M": interpret_tile, "BLOCK_N": interpret_tile}, num_warps=4, num_stages=1)]
     return [
         triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
         for bm, bn, w, s in [(128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3), (128, 32, 4, 3)]
@@ -77,6 +84,28 @@ def stats_buffers(b: int, hq: int, t: int, device: torch.device) -> list[torch.T
     return [torch.full((b, hq, t), float("nan"), device=device) for _ in range(5)]
 
 
+def autotuned(kernel, key: list[str]) -> tuple:
+    """(prefill, decode): the kernel autotuned over prefill and decode tiles."""
+    return triton.autotune(configs(), key=key)(kernel), triton.autotune(configs(decode=True), key=key)(kernel)
+
+
+def check_heads(q: torch.Tensor, k: torch.Tensor) -> None:
+    if q.shape[1] % k.shape[1]:
+        raise ValueError(f"query heads {q.shape[1]} must be a multiple of kv heads {k.shape[1]}")
+
+
+def outputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor | None,
+            collect_stats: bool) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Check the inputs of a launcher; return the output buffer (B, Hq, T, Dv)
+    (`out` when given) and the five statistics buffers (B, Hq, T) (the output
+    buffer five times as a placeholder when not collecting)."""
+    check_device(q)
+    check_heads(q, k)
+    b, hq, t, _ = q.shape
+    out = q.new_empty(b, hq, t, v.shape[-1]) if out is None else out
+    return out, (stats_buffers(b, hq, t, q.device) if collect_stats else [out] * 5)
+
+
 def stats_from_buffers(bufs: list[torch.Tensor], layer: int) -> RowStats:
     abs_sum, zeros, first, plogp, visible = bufs
     return RowStats(layer=layer, abs_sum=abs_sum, zeros=zeros, first=first,
@@ -90,7 +119,23 @@ def same_strides(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.
     return a, b
 
 
+def pow_code(r: float) -> int:
+    """The POW constant of `pow_r` for exponent r: 1 and 2 get exact forms, 0 any other."""
+    return 1 if r == 1.0 else (2 if r == 2.0 else 0)
+
+
 # --- jit helpers --------------------------------------------------------------------
+
+
+@triton.jit
+def pow_r(y, r, POW: tl.constexpr):
+    """y^r for y >= 0 (POW 1: r = 1, 2: r = 2, 0: any r > 0 through exp2/log2)."""
+    if POW == 1:
+        return y
+    elif POW == 2:
+        return y * y
+    else:
+        return tl.where(y > 0, tl.exp2(r * tl.log2(tl.where(y > 0, y, 1.0))), 0.0)
 
 
 @triton.jit
@@ -100,6 +145,27 @@ def row_layout(pid_m, GROUPS, T, hk, BLOCK_M: tl.constexpr):
     t = offs_r // GROUPS
     h = hk * GROUPS + offs_r % GROUPS
     return t, h, t < T
+
+
+@triton.jit
+def group_program(Hq, GROUPS, T, BLOCK_M: tl.constexpr):
+    """This program's rows: program 0 is the row block, program 1 the (batch,
+    kv head); returns (pid_m, b, hk, t, h, row mask)."""
+    pid_m = tl.program_id(0)
+    pid_bk = tl.program_id(1)
+    hkv = Hq // GROUPS
+    b = pid_bk // hkv
+    hk = pid_bk % hkv
+    t, h, rmask = row_layout(pid_m, GROUPS, T, hk, BLOCK_M)
+    return pid_m, b, hk, t, h, rmask
+
+
+@triton.jit
+def store_rows(O, acc, b, h, t, rmask, sob, soh, sot, sod, offs_dv, DV):
+    """Store (rows, BLOCK_DV) outputs at O[b, h, t, :DV] in O's dtype."""
+    omask = rmask[:, None] & (offs_dv[None, :] < DV)
+    tl.store(O + b * sob + h[:, None] * soh + t[:, None] * sot + offs_dv[None, :] * sod,
+             acc.to(O.dtype.element_ty), mask=omask)
 
 
 @triton.jit
@@ -141,6 +207,13 @@ def visibility(offs_n, qpos, hi):
 
 
 @triton.jit
+def stats_init(BLOCK_M: tl.constexpr):
+    """Zeroed row-statistics accumulators: abs_sum, zeros, first, plogp, visible."""
+    return (tl.zeros([BLOCK_M], tl.float32), tl.zeros([BLOCK_M], tl.float32), tl.zeros([BLOCK_M], tl.float32),
+            tl.zeros([BLOCK_M], tl.float32), tl.zeros([BLOCK_M], tl.float32))
+
+
+@triton.jit
 def stats_update(w, vis, offs_n, abs_sum, zeros, first, plogp, visible):
     """Add one tile of final weights to the row statistics accumulators."""
     aw = tl.where(vis, tl.abs(w), 0.0)
@@ -153,7 +226,9 @@ def stats_update(w, vis, offs_n, abs_sum, zeros, first, plogp, visible):
 
 
 @triton.jit
-def stats_store(AbsSum, Zeros, First, PlogP, Visible, srow, rmask, abs_sum, zeros, first, plogp, visible):
+def stats_store(AbsSum, Zeros, First, PlogP, Visible, b, h, t, Hq, T, rmask, abs_sum, zeros, first, plogp, visible):
+    """Store the accumulators of rows (b, h, t) into the (B, Hq, T) buffers."""
+    srow = (b * Hq + h) * T + t
     tl.store(AbsSum + srow, abs_sum, mask=rmask)
     tl.store(Zeros + srow, zeros, mask=rmask)
     tl.store(First + srow, first, mask=rmask)

@@ -1,0 +1,83 @@
+"""The layer of the online-softmax family, and plain softmax attention
+(Vaswani et al. 2017) as in Llama, Mistral and Qwen2.
+
+A variant is a small subclass: it sets `signed`, overrides `logit_scale`,
+`scale_queries` (per-row factors folded into q), `reference` (its paper's
+dense formula), `finish` (output gating or norms), or for several softmaxes
+`terms` and `combine` (diff). The streaming and Triton paths are shared.
+
+Shapes: q (B, Hq, T, D); k, v (B, Hkv, S, D)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import torch
+
+from checkpoints.attention.backend import Backend
+from checkpoints.attention.base import AttentionContext, AttentionLayer
+from checkpoints.attention.softmax import chunked
+from checkpoints.attention.softmax.chunked import Term
+from checkpoints.attention.softmax.reference import Logits, softmax_reference
+from checkpoints.attention.stats import RowStats
+
+
+class SoftmaxFamilyLayer(AttentionLayer):
+    """Shared implementations of the online-softmax variants."""
+
+    signed: ClassVar[bool] = False
+
+    def logit_scale(self) -> float:
+        return 1.0 / math.sqrt(self.head_dim)
+
+    def scale_queries(self, q: torch.Tensor, q_offset: int) -> torch.Tensor:
+        return q
+
+    def terms(self, q_offset: int, q: torch.Tensor, k: torch.Tensor) -> list[Term]:
+        """The softmaxes to run, (coef, q, k) each, whose outputs `combine` mixes
+        and whose weights `sum coef * p` the statistics describe: one by default."""
+        return [(1.0, self.scale_queries(q, q_offset), k)]
+
+    def combine(self, outs: list[torch.Tensor]) -> torch.Tensor:
+        return outs[0]
+
+    def logits(self, device: torch.device) -> Logits:
+        return Logits(self.logit_scale(), self.alibi(device), self.config.sliding_window, self.signed)
+
+    def reference(self, q_offset: int, q: torch.Tensor, k: torch.Tensor,
+                  v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return softmax_reference(q, k, v, q_offset, self.logit_scale(), self.config.sliding_window,
+                                 self.alibi(q.device))
+
+    def chunked(self, q_offset: int, block: int, collect_stats: bool, q: torch.Tensor, k: torch.Tensor,
+                v: torch.Tensor) -> tuple[torch.Tensor, RowStats | None]:
+        outs, stats = chunked.family_attention(self.terms(q_offset, q, k), v, q_offset, self.logits(q.device),
+                                               block=block, collect_stats=collect_stats, layer=self.layer)
+        return self.combine(outs), stats
+
+    def ragged_step(self, ctx: AttentionContext, **t: torch.Tensor) -> torch.Tensor | None:
+        """A plain softmax (one unsigned term, queries not rescaled) on the torch backend
+        decodes a ragged batch in one masked SDPA call; other variants go row by row."""
+        cls = type(self)
+        plain = (not self.signed and cls.terms is SoftmaxFamilyLayer.terms
+                 and cls.scale_queries is SoftmaxFamilyLayer.scale_queries)
+        if not plain or ctx.backend is not Backend.TORCH or ctx.collect_stats or ctx.return_weights:
+            return None
+        return chunked.ragged_decode_sdpa(t["q"], t["k"], t["v"], ctx.row_positions, scale=self.logit_scale(),
+                                          slopes=self.alibi(t["q"].device), window=self.config.sliding_window)
+
+    def triton(self, q_offset: int, collect_stats: bool, q: torch.Tensor, k: torch.Tensor,
+               v: torch.Tensor) -> tuple[torch.Tensor, RowStats | None]:
+        from checkpoints.attention.softmax import triton as kernels
+
+        outs, stats = kernels.family_attention(self.terms(q_offset, q, k), v, q_offset, self.logits(q.device),
+                                               collect_stats=collect_stats, layer=self.layer)
+        return self.combine(outs), stats
+
+
+class SoftmaxAttention(SoftmaxFamilyLayer):
+    """softmax_j(q.k / sqrt(d)) v (Vaswani et al. 2017)."""
+
+    variant = "softmax"
+    defaults: ClassVar[dict[str, Any]] = {}
