@@ -1,6 +1,6 @@
 """Shared helpers for the softmax-family tests: tiny layers of each variant,
 run through a KV cache on any backend, and the agreement bound of
-reference/attention.md (max abs error <= 1e-5 relative to the output scale)."""
+docs/protocols/attention.md (max abs error <= 1e-5 relative to the output scale)."""
 
 from __future__ import annotations
 

@@ -122,7 +122,7 @@ def test_layer_triton_matches_reference(variant, d, position):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("signed", [False, True])
 def test_half_precision_on_gpu(dtype, signed):
-    """Relative RMS error < 0.005 against the fp32 reference (reference/attention.md)."""
+    """Relative RMS error < 0.005 against the fp32 reference (docs/protocols/attention.md)."""
     q, k, v = _qkv(1000, 1000, 128, hq=8, hkv=2, seed=11)
     slopes = alibi_slopes(8, "alibi")
     ref_fn = cog_reference if signed else (lambda q, k, v, o, s, sl: softmax_reference(q, k, v, o, s, None, sl))
