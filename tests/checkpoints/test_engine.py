@@ -51,6 +51,15 @@ CASES = [(v, "torch", {}) for v in available_variants()] + [
     ("ssmax", "torch", {"position": "alibi"}),
     ("entmax", "torch", {"position": "alibi"}),
     ("cog", "torch", {"position": "nape"}),
+    # Triton (interpreted on CPU): the decode kernel takes each row's position (softmax, diff,
+    # cog with NAPE, a window); ssmax and the non-softmax kernels run row by row.
+    ("softmax", "triton", {}),
+    ("softmax", "triton", {"sliding_window": 8}),
+    ("diff", "triton", {}),
+    ("cog", "triton", {"position": "nape"}),
+    ("ssmax", "triton", {}),
+    ("tda", "triton", {}),
+    ("softpick", "triton", {}),
 ]
 
 

@@ -57,15 +57,22 @@ class SoftmaxFamilyLayer(AttentionLayer):
         return self.combine(outs), stats
 
     def ragged_step(self, ctx: AttentionContext, **t: torch.Tensor) -> torch.Tensor | None:
-        """A plain softmax (one unsigned term, queries not rescaled) on the torch backend
-        decodes a ragged batch in one masked SDPA call; other variants go row by row."""
-        cls = type(self)
-        plain = (not self.signed and cls.terms is SoftmaxFamilyLayer.terms
-                 and cls.scale_queries is SoftmaxFamilyLayer.scale_queries)
-        if not plain or ctx.backend is not Backend.TORCH or ctx.collect_stats or ctx.return_weights:
+        """A ragged decode step in one call when the queries need no per-row rescaling
+        (`scale_queries` not overridden: not ssmax): on Triton the decode kernel takes
+        each row's position, every term (diff's two, cog's sign) included; on the torch
+        backend a plain softmax is one masked SDPA call. Otherwise None: row by row."""
+        if ctx.collect_stats or ctx.return_weights or type(self).scale_queries is not SoftmaxFamilyLayer.scale_queries:
             return None
-        return chunked.ragged_decode_sdpa(t["q"], t["k"], t["v"], ctx.row_positions, scale=self.logit_scale(),
-                                          slopes=self.alibi(t["q"].device), window=self.config.sliding_window)
+        q, k, v = t["q"], t["k"], t["v"]
+        if ctx.backend is Backend.TRITON:
+            from checkpoints.attention.softmax import triton as kernels
+
+            outs, _ = kernels.family_attention(self.terms(0, q, k), v, ctx.row_positions, self.logits(q.device))
+            return self.combine(outs)
+        if ctx.backend is Backend.TORCH and not self.signed and type(self).terms is SoftmaxFamilyLayer.terms:
+            return chunked.ragged_decode_sdpa(q, k, v, ctx.row_positions, scale=self.logit_scale(),
+                                              slopes=self.alibi(q.device), window=self.config.sliding_window)
+        return None
 
     def triton(self, q_offset: int, collect_stats: bool, q: torch.Tensor, k: torch.Tensor,
                v: torch.Tensor) -> tuple[torch.Tensor, RowStats | None]:

@@ -158,18 +158,22 @@ def _prefill_kernel(
 @triton.autotune(configs=tc.configs(decode=True, rows=None, interpret_tile=64), key=_KEY)
 @triton.jit
 def _decode_kernel(
-    Q, K, V, Opart, Mpart, Lpart, Slopes,
+    Q, K, V, Opart, Mpart, Lpart, Slopes, Qpos,
     sqb, sqh, sqd, skb, skh, sks, skd, svb, svh, svs, svd,
     Hkv, GROUPS, S, q_offset, window, qk_scale, keys_per_split, SPLITS,
     D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_H: tl.constexpr,
     HAS_BIAS: tl.constexpr, SIGNED: tl.constexpr, HAS_WINDOW: tl.constexpr, PRECISION: tl.constexpr,
-    BLOCK_N: tl.constexpr,
+    BLOCK_N: tl.constexpr, RAGGED: tl.constexpr,
 ):
-    """One query token per sequence; the query heads of a kv group form the rows."""
+    """One query token per sequence; the query heads of a kv group form the rows.
+    RAGGED: sequence b's query sits at Qpos[b] and sees keys 0..Qpos[b] (rows of
+    different lengths in one cache); otherwise every query sits at q_offset."""
     pid_bk = tl.program_id(0)
     split = tl.program_id(1)
     b = pid_bk // Hkv
     hk = pid_bk % Hkv
+    if RAGGED:
+        q_offset = tl.load(Qpos + b)
     offs_h = tl.arange(0, BLOCK_H)
     h = hk * GROUPS + offs_h
     hmask = offs_h < GROUPS
@@ -300,7 +304,9 @@ def prefill(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False,
 def decode(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, splits=None, out=None):
     """One query token: q (B, Hq, 1, D) at absolute position q_offset over the
     cache k (B, Hkv, S, D), v (B, Hkv, S, Dv); the keys are split into `splits`
-    ranges reduced afterwards. Returns (out (B, Hq, 1, Dv), m, l (B, Hq, 1))."""
+    ranges reduced afterwards. `q_offset` may be a (B,) tensor: row b's query
+    then sits at q_offset[b] and sees its first q_offset[b] + 1 keys (a ragged
+    batch; keys past them are never read). Returns (out (B, Hq, 1, Dv), m, l (B, Hq, 1))."""
     b, hq, t, _ = q.shape
     if t != 1:
         raise ValueError(f"decode takes one query token, got {t}")
@@ -314,10 +320,12 @@ def decode(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, 
     mpart = torch.full((b, hq, splits), float("nan"), device=q.device)
     lpart = torch.full_like(mpart, float("nan"))
     qs = q[:, :, 0]
+    ragged = torch.is_tensor(q_offset)
+    qpos = q_offset.to(device=q.device, dtype=torch.int32).contiguous() if ragged else slopes_t
     _decode_kernel[(b * hkv, splits)](
-        q, k, v, opart, mpart, lpart, slopes_t, qs.stride(0), qs.stride(1), qs.stride(2),
-        *k.stride(), *v.stride(), hkv, groups, s, q_offset, window or 0, scale * tc.LOG2E, per_split, splits,
-        BLOCK_H=tc.pow2(groups), SIGNED=signed, **meta,
+        q, k, v, opart, mpart, lpart, slopes_t, qpos, qs.stride(0), qs.stride(1), qs.stride(2),
+        *k.stride(), *v.stride(), hkv, groups, s, 0 if ragged else q_offset, window or 0, scale * tc.LOG2E,
+        per_split, splits, BLOCK_H=tc.pow2(groups), SIGNED=signed, RAGGED=ragged, **meta,
     )
     m = mpart.amax(-1)
     m_safe = torch.where(m == float("-inf"), 0.0, m)

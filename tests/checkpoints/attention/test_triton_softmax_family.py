@@ -133,3 +133,20 @@ def test_half_precision_on_gpu(dtype, signed):
                                  slopes=slopes, signed=signed)
         rel = ((out.float() - ref).pow(2).mean().sqrt() / ref.pow(2).mean().sqrt()).item()
         assert rel < 0.005, rel
+
+
+@pytest.mark.parametrize("window,position", [(None, "rope"), (5, "alibi")])
+def test_decode_with_a_position_per_row_equals_each_row_alone(window, position):
+    """A ragged batch: row b's query sits at positions[b] and sees only its first positions[b] + 1
+    keys; the keys after them (another row's room, filled with NaN here) are never read."""
+    g = torch.Generator().manual_seed(3)
+    positions = torch.tensor([6, 0, 12, 3])
+    q = torch.randn(4, 4, 1, 16, generator=g).to(DEVICE)
+    k, v = (torch.randn(4, 2, 13, 16, generator=g).to(DEVICE) for _ in range(2))
+    for b, p in enumerate(positions.tolist()):
+        k[b, :, p + 1:], v[b, :, p + 1:] = float("nan"), float("nan")
+    slopes = alibi_slopes(4, position)
+    out, _, _ = tk.decode(q, k, v, positions.to(DEVICE), scale=0.25, slopes=slopes, window=window, splits=2)
+    for b, p in enumerate(positions.tolist()):
+        want, _ = softmax_reference(q[b:b + 1], k[b:b + 1, :, :p + 1], v[b:b + 1, :, :p + 1], p, 0.25, window, slopes)
+        assert_close(out[b:b + 1], want)
