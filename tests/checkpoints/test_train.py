@@ -142,6 +142,7 @@ def test_demo_checkpoint_retrieves_at_training_length(tmp_path, name) -> None:
     """The README's claim: every demo checkpoint reaches >= 90% passkey accuracy
     at its training length over 100 trials with the lctx evaluator."""
     from evaluators import run_task
+    from tests.evaluators.helpers import points
 
     path = demo_checkpoints()[name]
     info = json.loads((path / "train_info.json").read_text())
@@ -149,4 +150,5 @@ def test_demo_checkpoint_retrieves_at_training_length(tmp_path, name) -> None:
     loaded = load_model(path)
     assert loaded.config.attention.variant == info["train_config"]["variant"]
     result = run_task(loaded, {"name": "passkey", "lengths": [length], "trials": 100}, tmp_path)
-    assert result["by_length"][str(length)]["accuracy"] >= 0.9
+    by_length = points(result, "accuracy", "length")
+    assert by_length[length].n == 100 and by_length[length].value >= 0.9
