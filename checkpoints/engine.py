@@ -160,6 +160,8 @@ class Engine:
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        if memory_budget is not None and memory_budget < 1:
+            raise ValueError(f"memory_budget must be a positive number of bytes, got {memory_budget}")
         self.model = model
         self.tokenizer = tokenizer
         self.memory_budget = memory_budget if memory_budget is not None else default_memory_budget(model.device)

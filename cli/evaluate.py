@@ -93,9 +93,21 @@ def claim_output(out: Path, checkpoint: Path) -> None:
     marker.write_text(json.dumps({"path": str(checkpoint.resolve()), "fingerprint": fingerprint}) + "\n")
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1 (argparse names the flag in its error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def _eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from checkpoints.engine import Engine
     from checkpoints.loading import load_model
     from evaluators import run_task, validate_task
     from evaluators.base import describe_run
@@ -116,6 +128,8 @@ def _eval(args: argparse.Namespace) -> int:
     claim_output(out, Path(args.checkpoint))
     started = datetime.now(UTC).isoformat()
     loaded = load_model(args.checkpoint, rope=args.rope, backend=args.backend, dtype=args.dtype, device=args.device)
+    engine = Engine(loaded.model, loaded.tokenizer, max_batch=args.max_batch,
+                    memory_budget=args.memory_mb << 20 if args.memory_mb is not None else None)
     results: dict[str, Any] = {}
     rows: list[tuple[str, str, str]] = []
     summaries: list[str] = []
@@ -130,7 +144,7 @@ def _eval(args: argparse.Namespace) -> int:
 
         try:
             results[key] = run_task(loaded, spec, out / key.replace("#", "-"), progress=progress,
-                                    data_dir=Path(args.data_dir) if args.data_dir else None)
+                                    data_dir=Path(args.data_dir) if args.data_dir else None, engine=engine)
         finally:
             bar.close()
         rows += summary_rows(key, results[key])
@@ -202,6 +216,9 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="auto", help=f"attention backend: {', '.join(Backend)}")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--dtype", help="float32, bfloat16 or float16 (default: float32 on CPU)")
+    p.add_argument("--max-batch", type=positive_int, default=64, help="most sequences decoded together (default 64)")
+    p.add_argument("--memory-mb", type=positive_int, help="KV-cache budget of a decoding batch in MiB "
+                                                  "(default: a quarter of free GPU memory, 2048 on CPU)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -18,6 +18,7 @@ from evaluators.errors import EvaluationCancelled, EvaluatorError
 from evaluators.options import TASK_OPTIONS, validate_task
 
 if TYPE_CHECKING:
+    from checkpoints.engine import Engine
     from checkpoints.loading import LoadedModel
     from evaluators.base import Evaluator, Progress, ShouldStop
 
@@ -55,19 +56,21 @@ def run_task(
     progress: Progress | None = None,
     should_stop: ShouldStop | None = None,
     data_dir: Path | None = None,
+    engine: Engine | None = None,
 ) -> dict[str, Any]:
     """Run one task on a loaded model; per-sample records go to
     `out_dir/samples.jsonl` (already recorded samples are skipped), plots to
     `out_dir/plots/`. Returns the task's entry of results.json: run metadata and the
     typed result under "result". Raises EvaluationCancelled when `should_stop()` turns
-    true between samples."""
+    true (checked between samples, also inside a batch). `engine` runs the requests
+    (default: an `Engine` of the loaded model with its default memory budget)."""
     from evaluators import TASKS
     from evaluators.base import run_evaluator
 
     spec = validate_task(task)
     options = {k: v for k, v in spec.items() if k != "name"}
     evaluator = TASKS[spec["name"]](options, data_dir=data_dir)
-    return run_evaluator(evaluator, loaded, Path(out_dir), progress=progress, should_stop=should_stop)
+    return run_evaluator(evaluator, loaded, Path(out_dir), progress=progress, should_stop=should_stop, engine=engine)
 
 
 __all__ = ["TASKS", "TASK_OPTIONS", "EvaluationCancelled", "Evaluator", "EvaluatorError", "run_task",

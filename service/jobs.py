@@ -23,6 +23,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from checkpoints.engine import Engine
 from checkpoints.errors import CheckpointError
 from checkpoints.loading import load_model
 from evaluators import EvaluationCancelled, EvaluatorError, run_task
@@ -165,6 +166,8 @@ def run_job(settings: Settings, job_id: str, store: Store | None = None) -> str:
 def _run(settings: Settings, store: Store, job: JobRow, out: Path) -> None:
     started = (job.started_at.replace(tzinfo=UTC) if job.started_at else datetime.now(UTC)).isoformat()
     loaded = load_model(job.checkpoint_path, rope=job.rope, backend=job.backend, device=pick_device(settings.device))
+    budget = settings.engine_memory_mb << 20 if settings.engine_memory_mb else None
+    engine = Engine(loaded.model, loaded.tokenizer, memory_budget=budget, max_batch=settings.engine_max_batch)
     keys = task_keys(job.tasks)
     progress = _Progress(store, job, keys)
     should_stop = _stopper(store, job.id)
@@ -174,7 +177,7 @@ def _run(settings: Settings, store: Store, job: JobRow, out: Path) -> None:
         folder = task_dir(settings, job.id, key)
         folder.mkdir(parents=True, exist_ok=True)
         results[key] = run_task(loaded, task, folder, progress=progress.callback(key),
-                                should_stop=should_stop, data_dir=settings.data_dir)
+                                should_stop=should_stop, data_dir=settings.data_dir, engine=engine)
         progress.flush()
         if should_stop():
             raise Stopped

@@ -155,6 +155,10 @@ def test_bad_requests_are_refused_when_made():
         GenerateRequest((1,), max_new_tokens=-1)
     with pytest.raises(ValueError, match="context token"):
         LoglikelihoodRequest((), (5,))
+    with pytest.raises(ValueError, match="max_batch"):
+        Engine(_model(), TOK, max_batch=0)
+    with pytest.raises(ValueError, match="positive number of bytes"):
+        Engine(_model(), TOK, memory_budget=0)
 
 
 @pytest.mark.parametrize("window,position", [(None, "rope"), (4, "rope"), (None, "alibi"), (3, "nape")])
