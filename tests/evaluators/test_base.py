@@ -106,3 +106,20 @@ def test_results_are_complete(tmp_path: Path, task: dict, data: str | None) -> N
     assert all(k in result["options"] for k in task if k != "name")
     for r in records(tmp_path / "out"):
         assert {"task", "id", "prompt_tokens", "truncated", "prediction", "references", "score"} <= set(r)
+
+
+def test_cancel_inside_a_batch_keeps_what_finished(tmp_path: Path) -> None:
+    """The five trials decode as one batch; a cancel after two answers stops the batch there,
+    keeps those two, and the next run scores only the other three."""
+    from evaluators import EvaluationCancelled
+
+    loaded = tiny_model(tmp_path / "m")
+    out = tmp_path / "out"
+    with pytest.raises(EvaluationCancelled, match="2 of 5"):
+        run_task(loaded, PASSKEY, out, should_stop=lambda: (out / "samples.jsonl").exists() and len(records(out)) >= 2)
+    assert len(records(out)) == 2
+    seen: list[int] = []
+    run_task(loaded, PASSKEY, out, progress=lambda _t, done, _n: seen.append(done))
+    assert seen[0] == 2 and seen[-1] == 5
+    ids = [r["id"] for r in records(out)]
+    assert len(ids) == len(set(ids)) == 5
