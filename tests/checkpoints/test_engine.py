@@ -10,27 +10,14 @@ import torch
 
 from checkpoints.attention.cache import RaggedKVCache
 from checkpoints.attention.registry import available_variants
-from checkpoints.config import AttentionConfig, ModelConfig
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.generate import greedy_generate, loglikelihood, prefill, token_logprobs
 from checkpoints.model import Decoder
 from checkpoints.tokenizer import ByteTokenizer
+from tests.checkpoints.attention.test_variant_models import _model
 
 TOK = ByteTokenizer()
 PROMPT_LENGTHS = (3, 29, 11, 46, 1, 20)
-
-
-def _model(variant: str = "softmax", seed: int = 0, **config) -> Decoder:
-    torch.manual_seed(seed)
-    position = config.pop("position", "rope")
-    cfg = ModelConfig(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=128,
-                      vocab_size=259, attention=AttentionConfig(variant=variant, position=position), **config)
-    model = Decoder(cfg).eval()
-    with torch.no_grad():  # move parameters that start constant away from their initial value
-        for name, p in model.named_parameters():
-            if ".attn." in name and p.ndim <= 1 and "proj" not in name:
-                p.add_(torch.rand_like(p) * 0.3)
-    return model
 
 
 def _prompts(seed: int = 1) -> list[list[int]]:
@@ -100,7 +87,7 @@ def test_decode_step_logits_match_single_rows(variant, backend, config):
 
 
 def test_memory_budget_and_batch_limit_change_nothing_but_speed():
-    model = _model()
+    model = _model("softmax")
     reqs = [GenerateRequest(p, max_new_tokens=6, stop_at_eos=False) for p in _prompts(seed=3)]
     want = [g.token_ids for g in Engine(model, TOK, max_batch=1).generate_until(reqs)]
     assert [g.token_ids for g in Engine(model, TOK, memory_budget=1).generate_until(reqs)] == want
@@ -108,7 +95,7 @@ def test_memory_budget_and_batch_limit_change_nothing_but_speed():
 
 
 def test_stop_strings_min_tokens_suppression_and_eos_per_row():
-    model = _model(seed=4)
+    model = _model("softmax", seed=4)
     prompts = _prompts(seed=5)
     free = Engine(model, TOK).generate_until([GenerateRequest(p, max_new_tokens=12, stop_at_eos=False)
                                               for p in prompts])
@@ -125,7 +112,7 @@ def test_stop_strings_min_tokens_suppression_and_eos_per_row():
 
 
 def test_done_callback_reports_every_request_once():
-    model = _model()
+    model = _model("softmax")
     reqs = [GenerateRequest(p, max_new_tokens=k, stop_at_eos=False) for p, k in zip(_prompts(), range(6), strict=True)]
     seen: list[int] = []
     out = Engine(model, TOK, max_batch=2).generate_until(reqs, done=lambda i, gen: seen.append(i))
@@ -134,7 +121,7 @@ def test_done_callback_reports_every_request_once():
 
 
 def test_loglikelihood_and_rolling_equal_the_single_functions():
-    model = _model(seed=6)
+    model = _model("softmax", seed=6)
     prompts = _prompts(seed=7)
     reqs = [LoglikelihoodRequest(prompts[1], prompts[2]), LoglikelihoodRequest(prompts[3], prompts[0]),
             LoglikelihoodRequest(prompts[1], prompts[5]), LoglikelihoodRequest(prompts[4], ()),
@@ -156,9 +143,9 @@ def test_bad_requests_are_refused_when_made():
     with pytest.raises(ValueError, match="context token"):
         LoglikelihoodRequest((), (5,))
     with pytest.raises(ValueError, match="max_batch"):
-        Engine(_model(), TOK, max_batch=0)
+        Engine(_model("softmax"), TOK, max_batch=0)
     with pytest.raises(ValueError, match="positive number of bytes"):
-        Engine(_model(), TOK, memory_budget=0)
+        Engine(_model("softmax"), TOK, memory_budget=0)
 
 
 @pytest.mark.parametrize("window,position", [(None, "rope"), (4, "rope"), (None, "alibi"), (3, "nape")])

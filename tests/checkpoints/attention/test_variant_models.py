@@ -25,10 +25,12 @@ EXTRA = {
 }
 
 
-def _model(variant: str, params: dict | None = None, seed: int = 0) -> Decoder:
+def _model(variant: str, params: dict | None = None, seed: int = 0, position: str = "rope", **config) -> Decoder:
+    """A tiny random model of `variant` (GQA, 2 layers); `config` overrides ModelConfig fields."""
     torch.manual_seed(seed)
     config = ModelConfig(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=128,
-                         vocab_size=259, attention=AttentionConfig(variant=variant, params=params or {}))
+                         vocab_size=259, **config,
+                         attention=AttentionConfig(variant=variant, params=params or {}, position=position))
     model = Decoder(config).eval()
     with torch.no_grad():  # move parameters that start constant away from their initial value
         for name, p in model.named_parameters():
