@@ -7,8 +7,8 @@ requests in, results out in the same order.
   decoding runs batched over a ragged KV cache (`RaggedKVCache`): every row
   keeps its own length and positions, no row attends to another row's padding,
   finished rows leave the batch at once and waiting rows join it (continuous
-  batching). The batch grows while the KV cache of every row, at its full
-  length (prompt + max new tokens), fits the memory budget.
+  batching). The batch grows while its KV cache, every row as wide as the
+  widest row's full length (prompt + max new tokens), fits the memory budget.
 - `loglikelihood`: log p(continuation | context) and whether greedy decoding
   would produce it. Requests that share a context prefill it once.
 - `loglikelihood_rolling`: per-token log-probabilities of whole texts.
@@ -188,11 +188,12 @@ class Engine:
                 done(row.index, results[row.index])
 
         while waiting or rows:
-            # Admit waiting requests while the batch's whole-length cache fits the budget.
+            # Admit waiting requests while the batch's cache, every row as wide as the widest
+            # row's full length (the buffers are rectangular), fits the budget.
             while waiting and len(rows) < self.max_batch:
                 req = requests[waiting[0]]
-                if rows and bytes_per_token * (sum(r.reserve for r in rows) + len(req.prompt_ids)
-                                               + req.max_new_tokens) > self.memory_budget:
+                width = max(batch.capacity if batch is not None else 0, len(req.prompt_ids) + req.max_new_tokens)
+                if rows and bytes_per_token * (len(rows) + 1) * width > self.memory_budget:
                     break
                 index = waiting.popleft()
                 row, cache = self._start(index, req)
