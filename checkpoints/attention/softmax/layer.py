@@ -60,7 +60,7 @@ class SoftmaxFamilyLayer(AttentionLayer):
         """A ragged decode step in one call when the queries need no per-row rescaling
         (`scale_queries` not overridden: not ssmax): on Triton the decode kernel takes
         each row's position, every term (diff's two, cog's sign) included; on the torch
-        backend a plain softmax is one masked SDPA call. Otherwise None: row by row."""
+        backend each unsigned term is one masked SDPA call. Otherwise None: row by row."""
         if ctx.collect_stats or ctx.return_weights or type(self).scale_queries is not SoftmaxFamilyLayer.scale_queries:
             return None
         q, k, v = t["q"], t["k"], t["v"]
@@ -69,9 +69,10 @@ class SoftmaxFamilyLayer(AttentionLayer):
 
             outs, _ = kernels.family_attention(self.terms(0, q, k), v, ctx.row_positions, self.logits(q.device))
             return self.combine(outs)
-        if ctx.backend is Backend.TORCH and not self.signed and type(self).terms is SoftmaxFamilyLayer.terms:
-            return chunked.ragged_decode_sdpa(q, k, v, ctx.row_positions, scale=self.logit_scale(),
-                                              slopes=self.alibi(q.device), window=self.config.sliding_window)
+        if ctx.backend is Backend.TORCH and not self.signed:
+            kw = dict(scale=self.logit_scale(), slopes=self.alibi(q.device), window=self.config.sliding_window)
+            return self.combine([chunked.ragged_decode_sdpa(tq, tk, v, ctx.row_positions, **kw)
+                                 for _, tq, tk in self.terms(0, q, k)])
         return None
 
     def triton(self, q_offset: int, collect_stats: bool, q: torch.Tensor, k: torch.Tensor,
