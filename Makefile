@@ -29,6 +29,7 @@ bench: install
 	$(BIN)/python bench/prefill.py
 	$(BIN)/python bench/attention.py
 	$(BIN)/python bench/service.py
+	$(BIN)/python bench/eval_throughput.py
 
 lint: install
 	$(BIN)/ruff check checkpoints evaluators service cli tests bench
