@@ -57,10 +57,15 @@ class AttentionContext:
     # `row_positions[b] + 1` cached keys; `start` is unused then.
     row_positions: torch.Tensor | None = None
 
+    # Host copy of `row_positions + 1`, read once per step (not once per layer: a device sync).
+    _row_key_lengths: list[int] = field(default_factory=list, init=False, repr=False)
+
     def __post_init__(self) -> None:
         self.backend = Backend.parse(self.backend)
         if self.backend is Backend.AUTO:
             raise ValueError("AttentionContext takes a resolved backend: use Backend.resolve(device) on 'auto'")
+        if self.row_positions is not None:
+            self._row_key_lengths = [n + 1 for n in self.row_positions.tolist()]
 
     def positions(self, length: int, device: torch.device) -> torch.Tensor:
         """Absolute positions of this chunk's queries: (T,), or (B, 1) in a ragged decode step."""
@@ -70,8 +75,7 @@ class AttentionContext:
 
     def row_key_lengths(self) -> list[int]:
         """Keys each row of a ragged decode step sees (host ints)."""
-        assert self.row_positions is not None
-        return [int(n) + 1 for n in self.row_positions.tolist()]
+        return self._row_key_lengths
 
 
 class AttentionLayer(nn.Module):
