@@ -1,8 +1,13 @@
-"""Model configuration: one dataclass for the Llama family, read from our own
-`config.json` or from Hugging Face Llama / Mistral / Qwen2 configs (transformers
-v4 `rope_scaling` and v5 `rope_parameters` spellings). The RoPE scaling is a
-`checkpoints.rope.RopeScaling` (also importable from here), read by the rules
-of its method's row in `checkpoints.rope.ROPE_METHODS`."""
+"""Model configuration: one dataclass for every decoder lctx runs, read from our
+own `config.json` or from a Hugging Face family's (`checkpoints.families` says
+what each family reads; transformers v4 `rope_scaling` and v5 `rope_parameters`
+spellings). The RoPE scaling is a `checkpoints.rope.RopeScaling` (also
+importable from here), read by the rules of its method's row in
+`checkpoints.rope.ROPE_METHODS`.
+
+The per-layer pattern is explicit when saved: `layer_types` names each layer
+full or sliding, `attention.layers` gives a layer its own variant or position
+(NoPE layers), and `rope_local_theta` is the RoPE base of the sliding layers."""
 
 from __future__ import annotations
 
@@ -15,19 +20,24 @@ from typing import Any
 from checkpoints.errors import ConfigError
 from checkpoints.rope import L0_KEY, RopeScaling, rope_method_of
 
-HF_MODEL_TYPES = ("llama", "mistral", "qwen2")
 OWN_MODEL_TYPE = "lctx"
 ROTARY_LAYOUTS = ("half", "interleaved")
 POSITIONS = ("rope", "nope", "alibi", "nape")
+LAYER_TYPES = ("full_attention", "sliding_attention")
+NORM_PLACEMENTS = ("pre", "sandwich", "post")  # Llama; Gemma 2/3 (pre and post); OLMo 2 (post only)
+QK_NORMS = ("head", "projection")  # per head over head_dim (Qwen3, Gemma 3); over the whole projection (OLMo 2)
+ACTIVATIONS = ("silu", "gelu_pytorch_tanh")
+LAYER_OVERRIDE_KEYS = ("variant", "params", "position")
 
 
 @dataclass
 class AttentionConfig:
     """Which attention variant each layer uses, and its hyper-parameters.
 
-    `variant`/`params` is the default for every layer; `layers` maps a layer
-    index to an override `{"variant": ..., "params": {...}}` (cog, diff and
-    intg are used on a subset of layers in their papers)."""
+    `variant`/`params`/`position` is the default for every layer; `layers` maps
+    a layer index to an override `{"variant": ..., "params": {...}, "position":
+    ...}` (cog, diff and intg are used on a subset of layers in their papers;
+    SmolLM3 drops RoPE on every fourth layer: `{"position": "nope"}`)."""
 
     variant: str = "softmax"
     params: dict[str, Any] = field(default_factory=dict)
@@ -36,15 +46,26 @@ class AttentionConfig:
 
     def __post_init__(self) -> None:
         self.layers = {int(k): dict(v) for k, v in self.layers.items()}
-        if self.position not in POSITIONS:
-            raise ConfigError(f"unknown position {self.position!r}; supported: {', '.join(POSITIONS)}")
+        for position in (self.position, *(o["position"] for o in self.layers.values() if "position" in o)):
+            if position not in POSITIONS:
+                raise ConfigError(f"unknown position {position!r}; supported: {', '.join(POSITIONS)}")
+        for layer, override in self.layers.items():
+            unknown = sorted(set(override) - set(LAYER_OVERRIDE_KEYS))
+            if unknown:
+                raise ConfigError(f"attention.layers[{layer}] has unknown keys {unknown}; "
+                                  f"a layer override takes {', '.join(LAYER_OVERRIDE_KEYS)}")
 
     def for_layer(self, layer: int) -> tuple[str, dict[str, Any]]:
-        """(variant name, params) for one layer, with overrides applied."""
+        """(variant name, params) for one layer, with overrides applied: an override
+        naming a variant brings its own params; one that does not keeps the default's."""
         override = self.layers.get(layer)
-        if override is None:
+        if override is None or ("variant" not in override and "params" not in override):
             return self.variant, dict(self.params)
         return override.get("variant", self.variant), dict(override.get("params", {}))
+
+    def position_for(self, layer: int) -> str:
+        """The positional treatment of one layer (rope, nope, alibi or nape)."""
+        return self.layers.get(layer, {}).get("position", self.position)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,7 +78,9 @@ class AttentionConfig:
 
 @dataclass
 class ModelConfig:
-    """A Llama-family decoder: RMSNorm, SwiGLU, RoPE, grouped-query attention."""
+    """A pre-LN decoder: RMSNorm, gated MLP, RoPE, grouped-query attention, and the
+    options by which the families differ (norm placement, q/k norm, windows per
+    layer, softcapping, ...). The defaults are Llama's."""
 
     hidden_size: int
     num_layers: int
@@ -70,12 +93,23 @@ class ModelConfig:
     tie_word_embeddings: bool = False
     qkv_bias: bool = False
     o_bias: bool = False  # Llama's attention_bias also biases o_proj; Qwen2 biases only q, k, v
+    mlp_bias: bool = False
+    hidden_act: str = "silu"  # of the gated MLP: silu (SwiGLU) or gelu_pytorch_tanh (Gemma's GeGLU)
+    norm_placement: str = "pre"  # one of NORM_PLACEMENTS
+    norm_unit_offset: bool = False  # Gemma's RMSNorm scales by (1 + w)
+    qk_norm: str | None = None  # one of QK_NORMS: RMSNorm of q and k before RoPE
+    embedding_multiplier: float = 1.0  # Gemma scales the embeddings by sqrt(hidden_size)
+    attention_scale: float | None = None  # multiplier of q.k; None: 1/sqrt(head_dim) (Gemma: query_pre_attn_scalar^-1/2)
+    attn_logit_softcapping: float | None = None  # attention logits a -> c tanh(a / c)
+    final_logit_softcapping: float | None = None  # output logits, the same map
     max_position_embeddings: int = 2048
     rope_theta: float = 10000.0
     rope_scaling: RopeScaling = field(default_factory=RopeScaling)
     partial_rotary_factor: float = 1.0
     rotary_layout: str = "half"
     sliding_window: int | None = None
+    layer_types: list[str] | None = None  # per layer, one of LAYER_TYPES; None: every layer full
+    rope_local_theta: float | None = None  # RoPE base of sliding layers, unscaled (Gemma 3); None: as global
     attention: AttentionConfig = field(default_factory=AttentionConfig)
     bos_token_id: int | None = None
     eos_token_id: list[int] = field(default_factory=list)
@@ -109,6 +143,58 @@ class ModelConfig:
         if isinstance(self.eos_token_id, int):
             self.eos_token_id = [self.eos_token_id]
         self.eos_token_id = list(self.eos_token_id or [])
+        self._check_architecture()
+
+    def _check_architecture(self) -> None:
+        """The family options: each a known value, the per-layer lists as long as the model."""
+        for name, value, allowed in (("norm_placement", self.norm_placement, NORM_PLACEMENTS),
+                                     ("hidden_act", self.hidden_act, ACTIVATIONS),
+                                     ("qk_norm", self.qk_norm, (None, *QK_NORMS))):
+            if value not in allowed:
+                raise ConfigError(f"{name} must be one of {', '.join(map(str, allowed))}, got {value!r}")
+        for name in ("attention_scale", "attn_logit_softcapping", "final_logit_softcapping", "rope_local_theta"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and 0 < value < float("inf")):
+                raise ConfigError(f"{name} must be a positive number or null, got {value!r}")
+        if not 0 < self.embedding_multiplier < float("inf"):
+            raise ConfigError(f"embedding_multiplier must be a positive number, got {self.embedding_multiplier!r}")
+        if self.sliding_window is not None and (isinstance(self.sliding_window, bool) or self.sliding_window < 1):
+            raise ConfigError(f"sliding_window must be a positive integer or null, got {self.sliding_window!r}")
+        if self.layer_types is None and self.sliding_window is not None:
+            self.layer_types = ["sliding_attention"] * self.num_layers  # Mistral: every layer windowed
+        if self.layer_types is not None:
+            self.layer_types = list(self.layer_types)
+            if len(self.layer_types) != self.num_layers:
+                raise ConfigError(f"layer_types lists {len(self.layer_types)} layers; the model has {self.num_layers}")
+            unknown = sorted(set(self.layer_types) - set(LAYER_TYPES))
+            if unknown:
+                raise ConfigError(f"layer_types has unknown entries {unknown}; each is one of {', '.join(LAYER_TYPES)}")
+        bad_layers = sorted(i for i in self.attention.layers if not 0 <= i < self.num_layers)
+        if bad_layers:
+            raise ConfigError(f"attention.layers names layers {bad_layers}; the model has layers 0..{self.num_layers - 1}")
+
+    def is_sliding(self, layer: int) -> bool:
+        """Whether `layer` attends within the sliding window (a window must be set)."""
+        return (self.sliding_window is not None and self.layer_types is not None
+                and self.layer_types[layer] == "sliding_attention")
+
+    def window_for(self, layer: int) -> int | None:
+        """The sliding window of one layer, or None for full attention."""
+        return self.sliding_window if self.is_sliding(layer) else None
+
+    def uses_local_rope(self, layer: int) -> bool:
+        """Whether `layer` rotates with the local RoPE (`rope_local_theta`, unscaled)."""
+        return self.rope_local_theta is not None and self.is_sliding(layer)
+
+    def local_rope_config(self) -> ModelConfig:
+        """This config with the sliding layers' RoPE as its own: the local base, no scaling."""
+        return dataclasses.replace(self, rope_theta=self.rope_local_theta, rope_scaling=RopeScaling(),
+                                   rope_local_theta=None)
+
+    @property
+    def logit_scale(self) -> float:
+        """The multiplier of q.k in the attention logits."""
+        return self.attention_scale if self.attention_scale is not None else self.head_dim ** -0.5
 
     @property
     def rotary_dim(self) -> int:
@@ -150,11 +236,9 @@ class ModelConfig:
         model_type = raw.get("model_type", OWN_MODEL_TYPE)
         if model_type == OWN_MODEL_TYPE:
             return _from_own(raw)
-        if model_type in HF_MODEL_TYPES:
-            return _from_hf(raw, model_type)
-        raise ConfigError(
-            f"unsupported model_type {model_type!r}; supported: {', '.join((OWN_MODEL_TYPE, *HF_MODEL_TYPES))}"
-        )
+        from checkpoints.families import from_hf  # the families read this module's helpers
+
+        return from_hf(raw)
 
     @classmethod
     def from_file(cls, path: str | Path) -> ModelConfig:
@@ -175,13 +259,13 @@ class ModelConfig:
             raise ConfigError(f"{path}: {e}") from e
 
 
-def _require(raw: dict[str, Any], keys: tuple[str, ...], what: str) -> None:
+def require_keys(raw: dict[str, Any], keys: tuple[str, ...], what: str) -> None:
     missing = [k for k in keys if k not in raw]
     if missing:
         raise ConfigError(f"{what} config is missing required keys: {', '.join(missing)}")
 
 
-def _rope_from_raw(raw: dict[str, Any]) -> tuple[float, RopeScaling, float]:
+def rope_from_raw(raw: dict[str, Any]) -> tuple[float, RopeScaling, float]:
     """(theta, scaling, partial rotary factor) from either the v5 `rope_parameters`
     (which may hold `rope_theta` and `partial_rotary_factor`) or the v4 keys."""
     if raw.get("rope_parameters"):
@@ -203,10 +287,10 @@ def _rope_from_raw(raw: dict[str, Any]) -> tuple[float, RopeScaling, float]:
 
 
 def _from_own(raw: dict[str, Any]) -> ModelConfig:
-    _require(raw, ("hidden_size", "num_layers", "num_heads", "intermediate_size", "vocab_size"), "lctx")
+    require_keys(raw, ("hidden_size", "num_layers", "num_heads", "intermediate_size", "vocab_size"), "lctx")
     raw = dict(raw)
     raw.pop("model_type", None)
-    theta, scaling, partial = _rope_from_raw(raw)
+    theta, scaling, partial = rope_from_raw(raw)
     raw.pop("rope_parameters", None)
     raw.pop("rope_scaling", None)
     raw["rope_theta"] = theta
@@ -217,72 +301,3 @@ def _from_own(raw: dict[str, Any]) -> ModelConfig:
     if unknown:
         raise ConfigError(f"unknown keys in lctx config: {unknown}")
     return ModelConfig(**raw)
-
-
-def _hf_sliding_window(raw: dict[str, Any], model_type: str) -> int | None:
-    """The window every layer uses, or None. Llama has none; Mistral windows every
-    layer; Qwen2 only with `use_sliding_window`, and then only layers from
-    `max_window_layers` on (transformers writes that out as `layer_types`). One
-    window for some layers and none for others is refused rather than run wrong."""
-    window = raw.get("sliding_window")
-    if model_type == "llama" or window is None:
-        return None
-    if model_type == "mistral":
-        return window
-    if not raw.get("use_sliding_window", False):
-        return None
-    layers = raw["num_hidden_layers"]
-    kinds = raw.get("layer_types") or [
-        "sliding_attention" if i >= raw.get("max_window_layers", 28) else "full_attention" for i in range(layers)
-    ]
-    sliding = [i for i, kind in enumerate(kinds) if kind == "sliding_attention"]
-    if not sliding:
-        return None
-    if len(sliding) == layers:
-        return window
-    raise ConfigError(
-        f"qwen2 config uses a sliding window of {window} on layers {sliding} only (max_window_layers / "
-        "layer_types); lctx runs one window for every layer: set use_sliding_window=false to run every "
-        "layer with full attention, or max_window_layers=0 to window every layer"
-    )
-
-
-def _from_hf(raw: dict[str, Any], model_type: str) -> ModelConfig:
-    _require(
-        raw,
-        ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size"),
-        model_type,
-    )
-    act = raw.get("hidden_act", "silu")
-    if act != "silu":
-        raise ConfigError(f"hidden_act {act!r} is not supported; Llama-family models use 'silu'")
-    if raw.get("mlp_bias"):
-        raise ConfigError("mlp_bias=true is not supported")
-    theta, scaling, partial = _rope_from_raw(raw)
-    attention_bias = bool(raw.get("attention_bias", False))
-    qkv_bias = attention_bias or model_type == "qwen2"
-    window = _hf_sliding_window(raw, model_type)
-    dtype = raw.get("dtype") or raw.get("torch_dtype") or "float32"
-    return ModelConfig(
-        hidden_size=raw["hidden_size"],
-        num_layers=raw["num_hidden_layers"],
-        num_heads=raw["num_attention_heads"],
-        num_kv_heads=raw.get("num_key_value_heads"),
-        head_dim=raw.get("head_dim"),
-        intermediate_size=raw["intermediate_size"],
-        vocab_size=raw["vocab_size"],
-        rms_norm_eps=raw.get("rms_norm_eps", 1e-6),
-        tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
-        qkv_bias=qkv_bias,
-        o_bias=attention_bias and model_type != "qwen2",
-        max_position_embeddings=raw.get("max_position_embeddings", 2048),
-        rope_theta=theta,
-        rope_scaling=scaling,
-        partial_rotary_factor=partial,
-        rotary_layout="half",
-        sliding_window=window,
-        bos_token_id=raw.get("bos_token_id"),
-        eos_token_id=raw.get("eos_token_id") or [],
-        torch_dtype=str(dtype),
-        source_format=model_type,
-    )

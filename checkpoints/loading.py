@@ -2,7 +2,8 @@
 
 Safetensors only (single file or sharded with `model.safetensors.index.json`).
 Pickle-based formats are refused: loading a checkpoint must never run code
-from it. Hugging Face weight names are mapped to ours with one readable table."""
+from it. Hugging Face weight names are mapped to ours by the family's table in
+`checkpoints.families` (fused projections split there)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from safetensors.torch import save_file
 from checkpoints.attention.backend import Backend
 from checkpoints.config import ModelConfig
 from checkpoints.errors import LoadError
+from checkpoints.families import hf_to_lctx_name, split_fused
 from checkpoints.model import Decoder
 from checkpoints.rope import parse_rope_override
 from checkpoints.tokenizer import Tokenizer, load_tokenizer
@@ -25,25 +27,8 @@ from checkpoints.tokenizer import Tokenizer, load_tokenizer
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
-# Hugging Face Llama/Mistral/Qwen2 names -> ours, one regex per row.
-HF_NAME_MAP: list[tuple[str, str]] = [
-    (r"^model\.embed_tokens\.weight$", "embed.weight"),
-    (r"^model\.norm\.weight$", "norm.weight"),
-    (r"^lm_head\.weight$", "lm_head.weight"),
-    (r"^model\.layers\.(\d+)\.input_layernorm\.weight$", r"layers.\1.attn_norm.weight"),
-    (r"^model\.layers\.(\d+)\.post_attention_layernorm\.weight$", r"layers.\1.mlp_norm.weight"),
-    (r"^model\.layers\.(\d+)\.self_attn\.([qkvo])_proj\.(weight|bias)$", r"layers.\1.attn.\2_proj.\3"),
-    (r"^model\.layers\.(\d+)\.mlp\.(gate|up|down)_proj\.weight$", r"layers.\1.mlp.\2_proj.weight"),
-]
 # Buffers some old exports carry; they are recomputed, never loaded.
 IGNORED = re.compile(r"rotary_emb\.inv_freq$")
-
-
-def hf_to_lctx_name(name: str) -> str | None:
-    for pattern, repl in HF_NAME_MAP:
-        if re.match(pattern, name):
-            return re.sub(pattern, repl, name)
-    return None
 
 
 @dataclass
@@ -135,11 +120,13 @@ def read_state_dict(path: Path, config: ModelConfig, dtype: torch.dtype) -> dict
             for name in f.keys():
                 if IGNORED.search(name):
                     continue
-                ours = hf_to_lctx_name(name) if hf else name
+                ours = hf_to_lctx_name(name, config) if hf else name
                 if ours is None:
                     unmapped.append(name)
                     continue
                 state[ours] = f.get_tensor(name).to(dtype)
+    if hf:
+        split_fused(state, config)
     if unmapped:
         state.update({f"<unmapped>{n}": torch.empty(0) for n in unmapped})
     return state
@@ -191,7 +178,7 @@ def load_model(
     dtype: str | torch.dtype | None = None,
     device: str | torch.device = "cpu",
 ) -> LoadedModel:
-    """Load a checkpoint directory (ours or Hugging Face Llama-family) with an
+    """Load a checkpoint directory (ours or a Hugging Face family's) with an
     optional RoPE override ("yarn:4", a dict, ...) and attention backend."""
     backend = Backend.parse(backend)  # validates the name before any work is done
     path = Path(path)

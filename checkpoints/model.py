@@ -1,10 +1,14 @@
-"""The decoder, read top to bottom: norm, MLP, block, model.
+"""The decoder, read top to bottom: MLP, block, model.
 
-A Llama-family decoder (RMSNorm, SwiGLU, RoPE, grouped-query attention) whose
-attention layer comes from the variant registry in `checkpoints.attention`.
-Weight names (ours): `embed.weight`, `layers.{i}.attn_norm.weight`,
-`layers.{i}.attn.{q,k,v,o}_proj.*`, `layers.{i}.mlp_norm.weight`,
-`layers.{i}.mlp.{gate,up,down}_proj.weight`, `norm.weight`, `lm_head.weight`."""
+A decoder (RMSNorm, gated MLP, RoPE, grouped-query attention) whose attention
+layer comes from the variant registry in `checkpoints.attention`, with the
+options by which the families differ read from `ModelConfig`: where the norms
+sit (before, around or after each sublayer), GeGLU or SwiGLU, scaled
+embeddings, a final logit softcap and a second, local RoPE for sliding layers.
+Weight names (ours): `embed.weight`, `layers.{i}.{attn,mlp}_norm.weight` (pre),
+`layers.{i}.{attn,mlp}_post_norm.weight` (post), `layers.{i}.attn.{q,k,v,o}_proj.*`,
+`layers.{i}.attn.{q,k}_norm.weight`, `layers.{i}.mlp.{gate,up,down}_proj.*`,
+`norm.weight`, `lm_head.weight`."""
 
 from __future__ import annotations
 
@@ -17,52 +21,63 @@ from checkpoints.attention.base import AttentionContext
 from checkpoints.attention.cache import KVCache, RaggedKVCache
 from checkpoints.attention.registry import build_attention
 from checkpoints.config import ModelConfig
+from checkpoints.norm import RMSNorm
 from checkpoints.rope import Rotary
 
 
-class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float) -> None:
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Normalise in fp32 like the reference implementations, then cast back.
-        xf = x.float()
-        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * xf.to(x.dtype)
+def softcap(x: torch.Tensor, cap: float | None) -> torch.Tensor:
+    """`cap * tanh(x / cap)` (Gemma 2's logit softcapping); x itself when cap is None."""
+    return x if cap is None else torch.tanh(x / cap) * cap
 
 
 class MLP(nn.Module):
-    """SwiGLU: down(silu(gate(x)) * up(x))."""
+    """Gated MLP: down(act(gate(x)) * up(x)); act silu (SwiGLU) or tanh-GELU (GeGLU)."""
 
-    def __init__(self, hidden: int, intermediate: int) -> None:
+    def __init__(self, hidden: int, intermediate: int, act: str = "silu", bias: bool = False) -> None:
         super().__init__()
-        self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
-        self.up_proj = nn.Linear(hidden, intermediate, bias=False)
-        self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+        self.gate_proj = nn.Linear(hidden, intermediate, bias=bias)
+        self.up_proj = nn.Linear(hidden, intermediate, bias=bias)
+        self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
+        self.act = act
+
+    def activation(self, x: torch.Tensor, inplace: bool) -> torch.Tensor:
+        if self.act == "silu":
+            return F.silu(x, inplace=inplace)
+        return F.gelu(x, approximate="tanh")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if torch.is_grad_enabled():
-            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+            return self.down_proj(self.activation(self.gate_proj(x), False) * self.up_proj(x))
         # Inference: reuse the gate's buffer (T x intermediate) instead of two fresh ones.
-        h = F.silu(self.gate_proj(x), inplace=True)
+        h = self.activation(self.gate_proj(x), True)
         return self.down_proj(h.mul_(self.up_proj(x)))
 
 
 class Block(nn.Module):
+    """One layer. Norm placement (`config.norm_placement`): "pre" normalises each
+    sublayer's input (Llama), "post" its output before the residual add (OLMo 2),
+    "sandwich" both (Gemma 2/3)."""
+
     def __init__(self, config: ModelConfig, layer: int) -> None:
         super().__init__()
-        self.attn_norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        pre = config.norm_placement in ("pre", "sandwich")
+        post = config.norm_placement in ("post", "sandwich")
+
+        def norm(wanted: bool) -> nn.Module:
+            return RMSNorm(config.hidden_size, config.rms_norm_eps, config.norm_unit_offset) if wanted else nn.Identity()
+
+        self.attn_norm = norm(pre)
         self.attn = build_attention(config, layer)
-        self.mlp_norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.mlp = MLP(config.hidden_size, config.intermediate_size)
+        self.attn_post_norm = norm(post)
+        self.mlp_norm = norm(pre)
+        self.mlp = MLP(config.hidden_size, config.intermediate_size, config.hidden_act, config.mlp_bias)
+        self.mlp_post_norm = norm(post)
 
     def forward(self, x: torch.Tensor, ctx: AttentionContext, cache) -> torch.Tensor:
-        h = x + self.attn(self.attn_norm(x), ctx, cache)  # a fresh tensor: x may be kept by the caller
+        h = x + self.attn_post_norm(self.attn(self.attn_norm(x), ctx, cache))  # fresh: x may be kept by the caller
         if torch.is_grad_enabled():
-            return h + self.mlp(self.mlp_norm(h))
-        return h.add_(self.mlp(self.mlp_norm(h)))
+            return h + self.mlp_post_norm(self.mlp(self.mlp_norm(h)))
+        return h.add_(self.mlp_post_norm(self.mlp(self.mlp_norm(h))))
 
 
 class Decoder(nn.Module):
@@ -71,11 +86,13 @@ class Decoder(nn.Module):
         self.config = config
         self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(Block(config, i) for i in range(config.num_layers))
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, config.norm_unit_offset)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.embed.weight
         self.rotary = Rotary(config)
+        # Sliding layers with their own RoPE base (Gemma 3): unscaled, never length-dependent.
+        self.local_rotary = Rotary(config.local_rope_config()) if config.rope_local_theta is not None else None
         self.backend = "auto"
         self.block_size = 1024
 
@@ -134,20 +151,32 @@ class Decoder(nn.Module):
         self._update_rope_length(start, t, rope_length)
         ctx = AttentionContext(
             rotary=self.rotary,
+            local_rotary=self.local_rotary,
             start=start,
             backend=self.resolved_backend,
             block_size=self.block_size,
             collect_stats=collect_stats,
             return_weights=return_weights,
         )
-        x = self.embed(input_ids)  # (B, T, hidden)
+        x = self.embed_tokens(input_ids)  # (B, T, hidden)
         for i, block in enumerate(self.layers):
             x = block(x, ctx, cache.layers[i] if cache is not None else None)
             if hidden_states is not None:
                 hidden_states.append(x)
         if logits_for == "last":
             x = x[:, -1:]
-        return self.lm_head(self.norm(x)).float(), ctx
+        return self.logits(x), ctx
+
+    def embed_tokens(self, ids: torch.Tensor) -> torch.Tensor:
+        """Token embeddings, times `embedding_multiplier` rounded to the model's dtype
+        (Gemma's sqrt(hidden), as transformers rounds it)."""
+        x = self.embed(ids)
+        mult = self.config.embedding_multiplier
+        return x if mult == 1.0 else x * torch.tensor(mult, dtype=x.dtype)
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """The final norm, the LM head and the final softcap: fp32 logits."""
+        return softcap(self.lm_head(self.norm(x)).float(), self.config.final_logit_softcapping)
 
     def decode_step(self, tokens: torch.Tensor, cache: RaggedKVCache) -> torch.Tensor:
         """One decode step of a ragged batch: tokens (B,), row b's after its
@@ -158,16 +187,17 @@ class Decoder(nn.Module):
                              "decode its rows one at a time (forward with a KVCache)")
         ctx = AttentionContext(
             rotary=self.rotary,
+            local_rotary=self.local_rotary,
             start=0,
             backend=self.resolved_backend,
             block_size=self.block_size,
             row_positions=cache.lengths,
         )
-        x = self.embed(tokens[:, None])  # (B, 1, hidden)
+        x = self.embed_tokens(tokens[:, None])  # (B, 1, hidden)
         for block, layer_cache in zip(self.layers, cache.layers, strict=True):
             x = block(x, ctx, layer_cache)
         cache.advance()
-        return self.lm_head(self.norm(x))[:, 0].float()
+        return self.logits(x)[:, 0]
 
     def _update_rope_length(self, start: int, t: int, declared: int | None) -> None:
         """Dynamic NTK and LongRoPE depend on the sequence length (their rows in

@@ -31,7 +31,16 @@ def inspect_checkpoint(path: str, rope: str | None = None) -> dict:
             "vocab_size": c.vocab_size,
             "tied_embeddings": c.tie_word_embeddings,
             "qkv_bias": c.qkv_bias,
+            "mlp_bias": c.mlp_bias,
+            "activation": c.hidden_act,
+            "norm_placement": c.norm_placement,
+            "qk_norm": c.qk_norm,
+            "attention_scale": c.logit_scale,
+            "attn_logit_softcapping": c.attn_logit_softcapping,
+            "final_logit_softcapping": c.final_logit_softcapping,
             "sliding_window": c.sliding_window,
+            "layer_types": c.layer_types,
+            "nope_layers": [i for i in range(c.num_layers) if c.attention.position_for(i) == "nope"],
         },
         "parameters": count_parameters(loaded.model),
         "dtype": c.torch_dtype,
@@ -42,6 +51,7 @@ def inspect_checkpoint(path: str, rope: str | None = None) -> dict:
             "layout": c.rotary_layout,
             "original_context": c.rope_l0,
             "effective_context": c.effective_context,
+            "local_theta": c.rope_local_theta,
         },
         "attention": {**c.attention.to_dict(), "variants_in_use": variants},
     }
@@ -61,9 +71,29 @@ def _inspect(args: argparse.Namespace) -> int:
     )
     print(f"  attention    {', '.join(info['attention']['variants_in_use'])}"
           f"  position {info['attention']['position']}")
+    if a["sliding_window"] is not None:
+        local = [i for i, kind in enumerate(a["layer_types"]) if kind == "sliding_attention"]
+        print(f"  window       {a['sliding_window']} on layers {local}"
+              + (f", local RoPE theta {r['local_theta']:g}" if r["local_theta"] is not None else ""))
+    if a["nope_layers"]:
+        print(f"  no RoPE      layers {a['nope_layers']}")
+    caps = {k: a[k] for k in ("attn_logit_softcapping", "final_logit_softcapping") if a[k] is not None}
+    if caps:
+        print("  softcaps     " + ", ".join(f"{k.removesuffix('_softcapping')} {v:g}" for k, v in caps.items()))
     print(f"  rope         theta {r['theta']:g}, {r['scaling']}, layout {r['layout']}, dim {r['rotary_dim']}")
     print(f"  context      original {r['original_context']}, effective {r['effective_context']}")
     return 0
+
+
+def rope_argument(text: str | None) -> str | dict | None:
+    """`--rope`: a short form (`yarn:4`, `none`) or a JSON object in either transformers
+    spelling (`{"rope_type": "longrope", "short_factor": [...], ...}`)."""
+    if text is None or not text.lstrip().startswith("{"):
+        return text
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"--rope is not valid JSON: {e}") from e
 
 
 def _generate(args: argparse.Namespace) -> int:
@@ -82,14 +112,14 @@ def _generate(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="architecture, parameters, RoPE and attention of a checkpoint")
     p.add_argument("checkpoint", help="checkpoint directory (lctx or Hugging Face safetensors)")
-    p.add_argument("--rope", help="RoPE override to show, e.g. yarn:4")
+    p.add_argument("--rope", type=rope_argument, help="RoPE override to show, e.g. yarn:4 or a JSON object")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_inspect)
 
     g = sub.add_parser("generate", help="greedy generation from a checkpoint")
     g.add_argument("--checkpoint", required=True)
     g.add_argument("--prompt", required=True)
-    g.add_argument("--rope", help="RoPE override, e.g. yarn:4 or ntk:8")
+    g.add_argument("--rope", type=rope_argument, help="RoPE override, e.g. yarn:4, ntk:8 or a JSON object")
     g.add_argument("--max-new-tokens", type=int, default=32)
     g.add_argument("--stop", action="append", help="stop string (repeatable)")
     g.add_argument("--backend", default="auto", choices=[b.value for b in Backend])

@@ -155,7 +155,7 @@ def hidden_of_interest(model: Any, x: torch.Tensor, hidden: list[torch.Tensor], 
     layer but the last, then the final norm's output)."""
     if which == "layers":
         return hidden
-    return [model.embed(x), *hidden[:-1], model.norm(hidden[-1])]
+    return [model.embed_tokens(x), *hidden[:-1], model.norm(hidden[-1])]
 
 
 @torch.inference_mode()
@@ -177,7 +177,7 @@ def measure(loaded: LoadedModel, ids: list[int], dense: bool, chunk: int,
                                  "weights (return_weights=True); it cannot be diagnosed yet")
         dense_acc = [RowAccumulator() for _ in range(n_layers)]
         for layer, w in enumerate(ctx.weights):
-            vis = causal_visible(w.shape[2], w.shape[3], 0, w.device, loaded.config.sliding_window)
+            vis = causal_visible(w.shape[2], w.shape[3], 0, w.device, loaded.config.window_for(layer))
             dense_acc[layer].add(stats_from_weights(w, vis, layer))
         # The streaming statistics on their own pass (asking for weights may route to the dense path).
         _, sctx = model(x, logits_for="last", collect_stats=True)

@@ -30,6 +30,7 @@ from checkpoints.attention.position import alibi_slopes
 from checkpoints.attention.stats import RowStats, stats_from_weights
 from checkpoints.config import ModelConfig
 from checkpoints.errors import ConfigError
+from checkpoints.norm import RMSNorm
 from checkpoints.rope import Rotary, apply_rotary
 
 POSITIONS = ("rope", "nope", "alibi", "nape")
@@ -46,6 +47,7 @@ class AttentionContext:
     rotary: Rotary
     start: int
     backend: Backend
+    local_rotary: Rotary | None = None  # the sliding layers' own RoPE (Gemma 3), if the model has one
     block_size: int = 1024
     collect_stats: bool = False
     return_weights: bool = False
@@ -88,6 +90,11 @@ class AttentionLayer(nn.Module):
     # What the variant's implementations support.
     supports_positions: ClassVar[tuple[str, ...]] = POSITIONS
     supports_window: ClassVar[bool] = True
+    # Attention logit softcapping and a q.k scale other than 1/sqrt(head_dim) (Gemma 2/3):
+    # variants whose every path (reference, chunked, Triton) takes them.
+    supports_logit_options: ClassVar[bool] = False
+    # The family's RMSNorm of q and k (Qwen3, Gemma 3, OLMo 2) on the layer's q/k projections.
+    supports_qk_norm: ClassVar[bool] = True
     # q/k heads of width head_dim per attention head (diff: 2, its q1/q2 and k1/k2).
     qk_heads_per_head: ClassVar[int] = 1
 
@@ -105,18 +112,39 @@ class AttentionLayer(nn.Module):
         self.num_heads = config.num_heads
         self.num_kv_heads = config.num_kv_heads
         self.head_dim = config.head_dim
-        self.position = config.attention.position
+        self.position = config.attention.position_for(layer)
+        self.window = config.window_for(layer)
+        self.softcap = config.attn_logit_softcapping
+        self.scale = config.logit_scale
+        self.local_rope = config.uses_local_rope(layer)
+        self._check_supported(config)
+        self.build_projections()
+        self.build_qk_norm()
+
+    def _check_supported(self, config: ModelConfig) -> None:
+        """Refuse, naming it, a feature of this layer the variant has no form of."""
+        where = f"attention variant {self.variant!r} (layer {self.layer})"
         if self.position not in self.supports_positions:
             raise ConfigError(
-                f"attention variant {self.variant!r} supports position {' or '.join(self.supports_positions)}, "
+                f"{where} supports position {' or '.join(self.supports_positions)}, "
                 f"not {self.position!r} (ALiBi/NAPE are implemented for the softmax family and entmax)"
             )
-        if not self.supports_window and config.sliding_window is not None:
+        if not self.supports_window and self.window is not None:
             raise ConfigError(
-                f"attention variant {self.variant!r} has no sliding-window form; "
-                "set sliding_window to null or use a softmax-family variant"
+                f"{where} has no sliding-window form and this layer is windowed (sliding_window "
+                f"{self.window}); use it on a full-attention layer (layer_types) or use a softmax-family variant"
             )
-        self.build_projections()
+        if not self.supports_logit_options:
+            custom_scale = config.attention_scale is not None and abs(self.scale - self.head_dim ** -0.5) > 1e-12
+            if self.softcap is not None or custom_scale:
+                raise ConfigError(
+                    f"{where} has no form with attention logit softcapping or a q.k scale other than "
+                    f"1/sqrt(head_dim) (attn_logit_softcapping={self.softcap}, attention_scale="
+                    f"{config.attention_scale}); use softmax or gated attention on this layer"
+                )
+        if config.qk_norm is not None and not self.supports_qk_norm:
+            raise ConfigError(f"{where} normalises q and k itself; the family's qk_norm={config.qk_norm!r} "
+                              "cannot be applied on top: use another variant on this layer")
 
     # --- pieces a variant may override ---------------------------------
 
@@ -127,6 +155,28 @@ class AttentionLayer(nn.Module):
         self.v_proj = nn.Linear(c.hidden_size, self.num_kv_heads * d, bias=c.qkv_bias)
         self.o_proj = nn.Linear(self.num_heads * d, c.hidden_size, bias=c.o_bias)
 
+    def build_qk_norm(self) -> None:
+        """`q_norm`/`k_norm`: per head over head_dim ("head") or over the whole
+        projection ("projection"); none without `config.qk_norm`."""
+        c = self.config
+        if c.qk_norm is None:
+            return
+        q_dim, k_dim = (self.head_dim, self.head_dim) if c.qk_norm == "head" else (
+            self.q_proj.out_features, self.k_proj.out_features)
+        self.q_norm = RMSNorm(q_dim, c.rms_norm_eps, c.norm_unit_offset)
+        self.k_norm = RMSNorm(k_dim, c.rms_norm_eps, c.norm_unit_offset)
+
+    def queries_keys(self, x: torch.Tensor, ctx: AttentionContext) -> tuple[torch.Tensor, torch.Tensor]:
+        """Projected, normalised (qk_norm) and rotated q (B, nHq, T, D) and k (B, nHkv, T, D)."""
+        n = self.qk_heads_per_head
+        q, k = self.q_proj(x), self.k_proj(x)
+        if self.config.qk_norm == "projection":
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = self.split_heads(q, n * self.num_heads), self.split_heads(k, n * self.num_kv_heads)
+        if self.config.qk_norm == "head":
+            q, k = self.q_norm(q), self.k_norm(k)
+        return self.rotate(q, ctx), self.rotate(k, ctx)
+
     def split_heads(self, x: torch.Tensor, heads: int) -> torch.Tensor:
         b, t, _ = x.shape
         return x.view(b, t, heads, -1).transpose(1, 2)  # (B, H, T, D)
@@ -136,11 +186,12 @@ class AttentionLayer(nn.Module):
         if self.position != "rope":
             return x
         dim = dim if dim is not None else self.config.rotary_dim
+        rotary = ctx.local_rotary if self.local_rope else ctx.rotary
         positions = ctx.positions(x.shape[2], x.device)
-        cos, sin = ctx.rotary.cos_sin(positions.reshape(-1), dim, x.dtype)
+        cos, sin = rotary.cos_sin(positions.reshape(-1), dim, x.dtype)
         if positions.ndim == 2:  # one position per row: (B, dim) -> (B, 1, 1, dim) over (B, H, 1, D)
             cos, sin = cos[:, None, None], sin[:, None, None]
-        return apply_rotary(x, cos.to(x.device), sin.to(x.device), ctx.rotary.interleaved)
+        return apply_rotary(x, cos.to(x.device), sin.to(x.device), rotary.interleaved)
 
     def alibi(self, device: torch.device) -> torch.Tensor | None:
         """Per-query-head ALiBi slopes (Hq,) for position alibi/nape, else None."""
@@ -178,7 +229,7 @@ class AttentionLayer(nn.Module):
             if ctx.return_weights:
                 ctx.weights.append(w)
             if ctx.collect_stats:
-                visible = causal_mask(q.shape[2], k.shape[2], q_offset, q.device, self.config.sliding_window)
+                visible = causal_mask(q.shape[2], k.shape[2], q_offset, q.device, self.window)
                 ctx.stats.append(stats_from_weights(w, visible, self.layer))
             return out
         if ctx.backend is Backend.TRITON:
@@ -212,9 +263,7 @@ class AttentionLayer(nn.Module):
     def forward(self, x: torch.Tensor, ctx: AttentionContext, cache: LayerCache | None) -> torch.Tensor:
         """x: (B, T, hidden) -> (B, T, hidden)."""
         b, t, _ = x.shape
-        n = self.qk_heads_per_head
-        q = self.rotate(self.split_heads(self.q_proj(x), n * self.num_heads), ctx)  # (B, nHq, T, D)
-        k = self.rotate(self.split_heads(self.k_proj(x), n * self.num_kv_heads), ctx)  # (B, nHkv, T, D)
+        q, k = self.queries_keys(x, ctx)
         v = self.split_heads(self.v_proj(x), self.num_kv_heads)
         if cache is not None:
             kv = cache.append(k=k, v=v)

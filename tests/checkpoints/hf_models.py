@@ -28,7 +28,9 @@ def build_hf_model(
     seed: int = 0,
     **overrides: Any,
 ):
-    """Save a tiny random `{Llama,Mistral,Qwen2}ForCausalLM` under `path`; return the HF model."""
+    """Save a tiny random `<Family>ForCausalLM` under `path`; return the HF model.
+    Families other than the first three also get random norm weights (theirs start at
+    0 or 1, which would hide a norm read the wrong way)."""
     import transformers
 
     torch.manual_seed(seed)
@@ -40,15 +42,23 @@ def build_hf_model(
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=32,
-        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, **(rope_parameters or {})},
+        rope_parameters=(rope_parameters if rope_parameters and "full_attention" in rope_parameters  # Gemma 3
+                         else {"rope_type": "default", "rope_theta": 10000.0, **(rope_parameters or {})}),
         bos_token_id=1,
         eos_token_id=2,
+        pad_token_id=0,
     )
     kwargs.update(overrides)
     config_cls, model_cls = {
         "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
         "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
         "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+        "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
+        "gemma2": (transformers.Gemma2Config, transformers.Gemma2ForCausalLM),
+        "gemma3_text": (transformers.Gemma3TextConfig, transformers.Gemma3ForCausalLM),
+        "phi3": (transformers.Phi3Config, transformers.Phi3ForCausalLM),
+        "olmo2": (transformers.Olmo2Config, transformers.Olmo2ForCausalLM),
+        "smollm3": (transformers.SmolLM3Config, transformers.SmolLM3ForCausalLM),
     }[family]
     config = config_cls(**kwargs)
     config._attn_implementation = "eager"
@@ -58,6 +68,8 @@ def build_hf_model(
         for p in model.parameters():
             if p.dim() > 1:
                 p.normal_(0, 0.2)
+            elif family not in ("llama", "mistral", "qwen2"):
+                p.add_(torch.randn_like(p) * 0.1)
     save_kwargs = {"max_shard_size": max_shard_size} if max_shard_size else {}
     model.save_pretrained(path, **save_kwargs)
     write_tokenizer(path)

@@ -166,8 +166,9 @@ def test_bad_requests_are_refused_when_made():
         Engine(_model("softmax"), TOK, memory_budget=0)
 
 
-@pytest.mark.parametrize("window,position", [(None, "rope"), (4, "rope"), (None, "alibi"), (3, "nape")])
-def test_ragged_sdpa_step_equals_each_row_alone(window, position):
+@pytest.mark.parametrize("window,position,softcap", [(None, "rope", None), (4, "rope", None), (None, "alibi", None),
+                                                     (3, "nape", None), (4, "rope", 0.7), (None, "alibi", 0.7)])
+def test_ragged_sdpa_step_equals_each_row_alone(window, position, softcap):
     """The one-call decode step of a plain softmax against the dense reference per row."""
     from checkpoints.attention.position import alibi_slopes
     from checkpoints.attention.softmax.chunked import ragged_decode_sdpa
@@ -178,7 +179,8 @@ def test_ragged_sdpa_step_equals_each_row_alone(window, position):
     q = torch.randn(4, 4, 1, 8, generator=g)
     k, v = torch.randn(2, 4, 2, 11, 8, generator=g)
     slopes = alibi_slopes(4, position)
-    out = ragged_decode_sdpa(q, k, v, positions, scale=0.3, slopes=slopes, window=window)
+    out = ragged_decode_sdpa(q, k, v, positions, scale=0.3, slopes=slopes, window=window, softcap=softcap)
     for b, p in enumerate(positions.tolist()):
-        want, _ = softmax_reference(q[b:b + 1], k[b:b + 1, :, :p + 1], v[b:b + 1, :, :p + 1], p, 0.3, window, slopes)
+        want, _ = softmax_reference(q[b:b + 1], k[b:b + 1, :, :p + 1], v[b:b + 1, :, :p + 1], p, 0.3, window, slopes,
+                                    softcap)
         torch.testing.assert_close(out[b:b + 1], want, atol=1e-5, rtol=1e-5)

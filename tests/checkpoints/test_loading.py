@@ -192,15 +192,6 @@ def test_scaled_rope_without_factor_is_an_error(tmp_path, kind: str) -> None:
         load_model(tmp_path)
 
 
-def test_qwen2_window_on_some_layers_only_is_refused(tmp_path) -> None:
-    build_hf_model(tmp_path, "qwen2", use_sliding_window=True, sliding_window=24, max_window_layers=1)
-    with pytest.raises(ConfigError, match=r"sliding window of 24 on layers \[1\] only"):
-        load_model(tmp_path)
-    raw = json.loads((tmp_path / "config.json").read_text())
-    raw["use_sliding_window"] = False
-    assert ModelConfig.from_dict(raw).sliding_window is None
-
-
 def test_dynamic_rope_records_which_base_generation_used() -> None:
     cfg = ModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=8, vocab_size=8,
                       rope_scaling={"rope_type": "dynamic", "factor": 2.0})

@@ -49,6 +49,7 @@ class _ThresholdBase(AttentionLayer):
     }
     supports_positions = ("rope", "nope")
     supports_window = False
+    supports_qk_norm = False  # q and k are RMS-normalised by the variant itself (cosine similarity)
     pairs: ClassVar[tuple[str, ...]] = ("",)  # suffixes of the q/k pairs: "" and "2" for tda
 
     def build_projections(self) -> None:

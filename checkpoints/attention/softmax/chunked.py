@@ -17,7 +17,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from checkpoints.attention.gqa import expand_kv, group_rows
+from checkpoints.attention.gqa import dense_dots, expand_kv, group_rows
 from checkpoints.attention.masks import causal_mask
 from checkpoints.attention.softmax.reference import Logits
 from checkpoints.attention.stats import BlockedStats, RowStats
@@ -38,6 +38,7 @@ def _tile_logits(
     slopes: torch.Tensor | None,
     window: int | None,
     signed: bool,
+    softcap: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Logits of one (query block, key block) tile, (B, Hkv, G, n, m) fp32, with
     -inf on hidden keys; also the sign (signed form) and the visibility mask
@@ -45,6 +46,8 @@ def _tile_logits(
     b, hkv, g, n = shape
     m = kb.shape[2]
     z = (qb @ kb.transpose(-1, -2)).view(b, hkv, g, n, m)
+    if softcap is not None:
+        z = torch.tanh(z / softcap) * softcap
     sign = None
     if signed:  # in place unless autograd needs z (training uses this path)
         sign = torch.sign(z)
@@ -78,6 +81,7 @@ def online_softmax_chunked(
     slopes: torch.Tensor | None = None,
     window: int | None = None,
     signed: bool = False,
+    softcap: float | None = None,
     block: int = 1024,
     out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -108,7 +112,8 @@ def online_softmax_chunked(
         start, end = _key_range(q_offset, lo, hi, s, window)
         for klo in range(start, end, block):
             khi = min(end, klo + block)
-            a, sign, _ = _tile_logits(qb, k[:, :, klo:khi].float(), (b, hkv, g, n), qpos, klo, slopes, window, signed)
+            a, sign, _ = _tile_logits(qb, k[:, :, klo:khi].float(), (b, hkv, g, n), qpos, klo, slopes, window, signed,
+                                      softcap)
             m_new = torch.maximum(m, a.amax(-1))
             m_safe = m_new.masked_fill(m_new == float("-inf"), 0.0)
             alpha = torch.exp(m - m_safe)
@@ -141,6 +146,7 @@ def family_stats_chunked(
     slopes: torch.Tensor | None = None,
     window: int | None = None,
     signed: bool = False,
+    softcap: float | None = None,
     block: int = 1024,
     layer: int = 0,
 ) -> RowStats:
@@ -171,7 +177,8 @@ def family_stats_chunked(
             w = None
             visible = None
             for coef, qb, k, m, l in grouped:
-                a, sign, visible = _tile_logits(qb, k[:, :, klo:khi].float(), (b, hkv, g, n), qpos, klo, slopes, window, signed)
+                a, sign, visible = _tile_logits(qb, k[:, :, klo:khi].float(), (b, hkv, g, n), qpos, klo, slopes,
+                                                window, signed, softcap)
                 p = (a - m.masked_fill(m == float("-inf"), 0.0)).exp_() / torch.where(l > 0, l, 1.0)
                 if sign is not None:
                     p = p * sign
@@ -219,16 +226,23 @@ def softmax_sdpa_streaming(
 
 def ragged_decode_sdpa(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor, *, scale: float,
-    slopes: torch.Tensor | None = None, window: int | None = None,
+    slopes: torch.Tensor | None = None, window: int | None = None, softcap: float | None = None,
 ) -> torch.Tensor:
     """One decode step of rows of different lengths in one SDPA call: q (B, Hq, 1, D),
     k/v (B, Hkv, S, D) where row b's keys are its first `positions[b] + 1`; its query
-    sits at `positions[b]`. Keys past a row's length (another row's room) are masked."""
+    sits at `positions[b]`. Keys past a row's length (another row's room) are masked.
+    SDPA has no softcap: with one, the step's (B, Hq, 1, S) logits are formed here."""
     kpos = torch.arange(k.shape[2], device=q.device)
     pos = positions.to(q.device)[:, None]
     visible = kpos[None, :] <= pos  # (B, S)
     if window is not None:
         visible &= kpos[None, :] > pos - window
+    if softcap is not None:
+        a = torch.tanh(dense_dots(q, k) * (scale / softcap)) * softcap
+        if slopes is not None:
+            a = a + slopes.float().to(q.device)[None, :, None, None] * (kpos[None, :] - pos).float()[:, None, None, :]
+        w = torch.softmax(a.masked_fill(~visible[:, None, None, :], float("-inf")), dim=-1)
+        return (w @ expand_kv(v, q.shape[1]).float()).to(q.dtype)
     mask = visible[:, None, None, :]  # (B, 1, 1, S)
     if slopes is not None:  # ALiBi `slope_h * (j - i)` as a float mask with -inf on hidden keys
         bias = slopes.float().to(q.device)[None, :, None, None] * (kpos[None, :] - pos).float()[:, None, None, :]
@@ -237,12 +251,11 @@ def ragged_decode_sdpa(
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
 
 
-def fused_path_applies(q: torch.Tensor, q_offset: int, slopes: torch.Tensor | None, window: int | None,
-                       signed: bool) -> bool:
+def fused_path_applies(q: torch.Tensor, q_offset: int, logits: Logits) -> bool:
     """Whether `softmax_sdpa_streaming` computes this softmax (CPU, no bias,
-    window or sign)."""
-    return (not signed and slopes is None and window is None and q.device.type == "cpu"
-            and q_offset >= 0 and q.dtype in (torch.float32, torch.bfloat16))
+    window, sign or softcap)."""
+    return (not logits.signed and logits.slopes is None and logits.window is None and logits.softcap is None
+            and q.device.type == "cpu" and q_offset >= 0 and q.dtype in (torch.float32, torch.bfloat16))
 
 
 def run_terms(terms: list[Term], softmax: Softmax, term_stats: TermStats,
@@ -264,7 +277,7 @@ def family_attention(
     shared v (B, Hkv, S, Dv) (one term for the one-softmax variants, two for
     diff), and, when asked, the RowStats of `w = sum_c coef_c * p_c`."""
     q0 = terms[0][1]
-    if not collect_stats and fused_path_applies(q0, q_offset, logits.slopes, logits.window, logits.signed):
+    if not collect_stats and fused_path_applies(q0, q_offset, logits):
         # Plain causal softmax with nothing to measure: the fused kernel is the fast path.
         # It wants v as wide as q (diff's v is 2d wide): run it on each slice of v.
         def sdpa(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

@@ -35,4 +35,4 @@ class CogAttention(SoftmaxFamilyLayer):
     signed = True
 
     def reference(self, q_offset, q, k, v):
-        return cog_reference(q, k, v, q_offset, self.logit_scale(), self.alibi(q.device), self.config.sliding_window)
+        return cog_reference(q, k, v, q_offset, self.logit_scale(), self.alibi(q.device), self.window)

@@ -79,7 +79,7 @@ class DiffAttention(SoftmaxFamilyLayer):
 
     def reference(self, q_offset, q, k, v):
         return diff_reference(q[:, 0::2], k[:, 0::2], q[:, 1::2], k[:, 1::2], v, q_offset, self.lam(),
-                              self.alibi(q.device), self.config.sliding_window)
+                              self.alibi(q.device), self.window)
 
     def terms(self, q_offset: int, q: torch.Tensor, k: torch.Tensor) -> list[Term]:
         """softmax(z1) and softmax(z2); the statistics take lam as a number."""

@@ -18,6 +18,7 @@ from checkpoints.attention.softmax.layer import SoftmaxFamilyLayer
 class GatedAttention(SoftmaxFamilyLayer):
     variant = "gated"
     defaults: ClassVar[dict[str, Any]] = {}
+    supports_logit_options = True  # the softmax's reference, chunked and Triton paths, then the gate
 
     def build_projections(self) -> None:
         super().build_projections()

@@ -72,4 +72,4 @@ class IntegralAttention(SoftmaxFamilyLayer):
 
     def reference(self, q_offset, q, k, v):
         return intg_reference(q, k, v, q_offset, int(self.params["signals"]), self.alibi(q.device),
-                              self.config.sliding_window)
+                              self.window)

@@ -10,7 +10,6 @@ Shapes: q (B, Hq, T, D); k, v (B, Hkv, S, D)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar
 
 import torch
@@ -29,7 +28,8 @@ class SoftmaxFamilyLayer(AttentionLayer):
     signed: ClassVar[bool] = False
 
     def logit_scale(self) -> float:
-        return 1.0 / math.sqrt(self.head_dim)
+        """The q.k multiplier: `config.logit_scale` (1/sqrt(head_dim) unless the family sets one)."""
+        return self.scale
 
     def scale_queries(self, q: torch.Tensor, q_offset: int) -> torch.Tensor:
         return q
@@ -43,12 +43,12 @@ class SoftmaxFamilyLayer(AttentionLayer):
         return outs[0]
 
     def logits(self, device: torch.device) -> Logits:
-        return Logits(self.logit_scale(), self.alibi(device), self.config.sliding_window, self.signed)
+        return Logits(self.logit_scale(), self.alibi(device), self.window, self.signed, self.softcap)
 
     def reference(self, q_offset: int, q: torch.Tensor, k: torch.Tensor,
                   v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return softmax_reference(q, k, v, q_offset, self.logit_scale(), self.config.sliding_window,
-                                 self.alibi(q.device))
+        return softmax_reference(q, k, v, q_offset, self.logit_scale(), self.window,
+                                 self.alibi(q.device), self.softcap)
 
     def chunked(self, q_offset: int, block: int, collect_stats: bool, q: torch.Tensor, k: torch.Tensor,
                 v: torch.Tensor) -> tuple[torch.Tensor, RowStats | None]:
@@ -70,7 +70,8 @@ class SoftmaxFamilyLayer(AttentionLayer):
             outs, _ = kernels.family_attention(self.terms(0, q, k), v, ctx.row_positions, self.logits(q.device))
             return self.combine(outs)
         if ctx.backend is Backend.TORCH and not self.signed:
-            kw = dict(scale=self.logit_scale(), slopes=self.alibi(q.device), window=self.config.sliding_window)
+            kw = dict(scale=self.logit_scale(), slopes=self.alibi(q.device), window=self.window,
+                      softcap=self.softcap)
             return self.combine([chunked.ragged_decode_sdpa(tq, tk, v, ctx.row_positions, **kw)
                                  for _, tq, tk in self.terms(0, q, k)])
         return None
@@ -85,7 +86,9 @@ class SoftmaxFamilyLayer(AttentionLayer):
 
 
 class SoftmaxAttention(SoftmaxFamilyLayer):
-    """softmax_j(q.k / sqrt(d)) v (Vaswani et al. 2017)."""
+    """softmax_j(q.k / sqrt(d)) v (Vaswani et al. 2017); with the family's scale and
+    softcap (Gemma 2), softmax_j(c tanh(s q.k / c)) v."""
 
     variant = "softmax"
     defaults: ClassVar[dict[str, Any]] = {}
+    supports_logit_options = True

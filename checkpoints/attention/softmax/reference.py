@@ -3,8 +3,10 @@ paths, returning the weights.
 
 Shapes: q (B, Hq, T, D); k, v (B, Hkv, S, D) with Hq a multiple of Hkv; query
 t sits at absolute position `q_offset + t` and sees keys j <= q_offset + t
-(and, with a sliding window W, j > q_offset + t - W). Rows with no visible
-key output exactly zero and have zero weights."""
+(and, with a sliding window W, j > q_offset + t - W). With a softcap c
+(Gemma 2) the scaled dot product z becomes `c tanh(z / c)` before any bias,
+sign or mask. Rows with no visible key output exactly zero and have zero
+weights."""
 
 from __future__ import annotations
 
@@ -19,13 +21,15 @@ from checkpoints.attention.position import alibi_bias
 
 
 class Logits(NamedTuple):
-    """How a row's logits are formed: `scale * q.k` (its absolute value when
-    `signed`), plus ALiBi `slopes` (Hq,) times (j - i), inside a sliding `window`."""
+    """How a row's logits are formed: `z = scale * q.k`, softcapped to `c tanh(z / c)`
+    when `softcap` is c, its absolute value when `signed`, plus ALiBi `slopes` (Hq,)
+    times (j - i), inside a sliding `window`."""
 
     scale: float
     slopes: torch.Tensor | None = None
     window: int | None = None
     signed: bool = False
+    softcap: float | None = None
 
 
 def dense_logits(
@@ -36,10 +40,13 @@ def dense_logits(
     slopes: torch.Tensor | None = None,
     window: int | None = None,
     signed: bool = False,
+    softcap: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """(a, sign, visible): fp32 logits (B, Hq, T, S) with -inf on hidden keys, the
     sign of z for the signed form (else None), and the bool mask (T, S)."""
     z = dense_dots(q, k) * scale
+    if softcap is not None:
+        z = torch.tanh(z / softcap) * softcap
     sign = None
     if signed:
         sign, z = torch.sign(z), z.abs()
@@ -57,10 +64,11 @@ def softmax_reference(
     scale: float | None = None,
     window: int | None = None,
     slopes: torch.Tensor | None = None,
+    softcap: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dense softmax attention (Vaswani et al. 2017), `softmax_j(q.k * scale + bias) v`;
-    returns (out (B, Hq, T, Dv), weights (B, Hq, T, S))."""
+    """Dense softmax attention (Vaswani et al. 2017), `softmax_j(a_ij) v` with the
+    logits a of `dense_logits`; returns (out (B, Hq, T, Dv), weights (B, Hq, T, S))."""
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    a, _, _ = dense_logits(q, k, q_offset, scale, slopes, window)
+    a, _, _ = dense_logits(q, k, q_offset, scale, slopes, window, softcap=softcap)
     w = torch.softmax(a, dim=-1).nan_to_num(0.0)
     return (w @ expand_kv(v, q.shape[1]).float()).to(q.dtype), w

@@ -60,4 +60,4 @@ class SSMaxAttention(SoftmaxFamilyLayer):
 
     def reference(self, q_offset, q, k, v):
         return ssmax_reference(q, k, v, q_offset, self.ssmax_s, self.params["log_offset"], self.alibi(q.device),
-                               self.config.sliding_window)
+                               self.window)

@@ -7,7 +7,9 @@ the keys with the final row normalisers.
 
 A row's logits are `a = scale * q.k + slope_h * (j - i)` (or `|scale * q.k| +
 slope_h * (j - i)` with weights multiplied by `sign(q.k)` for the signed
-form, cog); kernels work in base 2 (`exp2`, logits times log2(e)). Rows with
+form, cog), with `scale * q.k` softcapped to `c tanh(scale * q.k / c)` first
+when a softcap c is given (Gemma 2); kernels work in base 2 (`exp2`, logits
+times log2(e), the softcap too). Rows with
 no visible key output exactly zero. Inputs may be strided (views are fine).
 
 Under `TRITON_INTERPRET=1` (CPU tests) a single configuration with large
@@ -29,21 +31,32 @@ from checkpoints.attention.softmax.reference import Logits
 from checkpoints.attention.stats import RowStats
 
 INTERPRET = tc.INTERPRET  # kernels run in Triton's interpreter (TRITON_INTERPRET=1, CPU tests)
-_KEY = ["D", "DV", "HAS_BIAS", "SIGNED", "HAS_WINDOW", "PRECISION"]
+_KEY = ["D", "DV", "HAS_BIAS", "SIGNED", "HAS_WINDOW", "SOFTCAP", "PRECISION"]
 
 # --- kernels --------------------------------------------------------------------
 
 
 @triton.jit
+def _tanh(x):
+    """tanh from exp2 (the interpreter and every GPU have it): sign(x) (1 - e) / (1 + e), e = exp(-2|x|)."""
+    e = tl.exp2(-2.8853900817779268 * tl.abs(x))
+    t = (1.0 - e) / (1.0 + e)
+    return tl.where(x < 0, -t, t)
+
+
+@triton.jit
 def _logits(q, k_ptrs, offs_n, qpos, S, slope, window, kmask_d,
             HAS_BIAS: tl.constexpr, SIGNED: tl.constexpr, HAS_WINDOW: tl.constexpr,
-            MASK: tl.constexpr, PRECISION: tl.constexpr, qk_scale):
-    """Scores of a (rows, BLOCK_N) tile in base-2 units, -inf where hidden, and the sign."""
+            MASK: tl.constexpr, PRECISION: tl.constexpr, qk_scale, SOFTCAP: tl.constexpr, softcap):
+    """Scores of a (rows, BLOCK_N) tile in base-2 units, -inf where hidden, and the sign.
+    `softcap` is the cap in base-2 units (c log2(e)): c tanh(z / c) scales with z."""
     if MASK:
         k = tl.load(k_ptrs, mask=kmask_d & (offs_n[None, :] < S), other=0.0)
     else:
         k = tl.load(k_ptrs, mask=kmask_d, other=0.0)
     a = tl.dot(q, k, input_precision=PRECISION) * qk_scale
+    if SOFTCAP:
+        a = softcap * _tanh(a / softcap)
     sign = a
     if SIGNED:
         sign = tl.where(a > 0, 1.0, tl.where(a < 0, -1.0, 0.0))
@@ -95,13 +108,14 @@ def _online_step(a, sign, v_ptrs, vmask, m_i, l_i, acc, SIGNED: tl.constexpr, PR
 @triton.jit
 def _stream_keys(q, kbase, vbase, kmask_d, vmask_d, lo, hi, S, sks, svs, qpos, slope, window, qk_scale,
                  m_i, l_i, acc, HAS_BIAS: tl.constexpr, SIGNED: tl.constexpr, HAS_WINDOW: tl.constexpr,
-                 MASK: tl.constexpr, PRECISION: tl.constexpr, BLOCK_N: tl.constexpr):
+                 MASK: tl.constexpr, PRECISION: tl.constexpr, BLOCK_N: tl.constexpr,
+                 SOFTCAP: tl.constexpr, softcap):
     """Online softmax over keys [lo, hi) (of S; MASK hides keys beyond the causal
     edge, the window and S): the running (m_i, l_i, acc) after them."""
     for start_n in range(lo, hi, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
         a, sign = _logits(q, kbase + offs_n[None, :] * sks, offs_n, qpos, S, slope, window, kmask_d,
-                          HAS_BIAS, SIGNED, HAS_WINDOW, MASK, PRECISION, qk_scale)
+                          HAS_BIAS, SIGNED, HAS_WINDOW, MASK, PRECISION, qk_scale, SOFTCAP, softcap)
         vmask = vmask_d
         if MASK:
             vmask = vmask_d & (offs_n[:, None] < S)
@@ -114,10 +128,10 @@ def _stream_keys(q, kbase, vbase, kmask_d, vmask_d, lo, hi, S, sks, svs, qpos, s
 def _prefill_kernel(
     Q, K, V, O, M, L, Slopes,
     sqb, sqh, sqt, sqd, skb, skh, sks, skd, svb, svh, svs, svd, sob, soh, sot, sod,
-    Hq, GROUPS, T, S, q_offset, window, qk_scale,
+    Hq, GROUPS, T, S, q_offset, window, qk_scale, softcap,
     D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-    HAS_BIAS: tl.constexpr, SIGNED: tl.constexpr, HAS_WINDOW: tl.constexpr, PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HAS_BIAS: tl.constexpr, SIGNED: tl.constexpr, HAS_WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
+    PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     pid_m, pid_bh, b, h, hk, offs_m = _head_program(Hq, GROUPS, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
@@ -143,9 +157,11 @@ def _prefill_kernel(
         # Key blocks entirely at or before the block's first row: visible to every row.
         full_hi = (tl.minimum(S, first_row + 1) // BLOCK_N) * BLOCK_N
     m_i, l_i, acc = _stream_keys(q, kbase, vbase, kmask_d, vmask_d, lo, full_hi, S, sks, svs, qpos, slope, window,
-                                 qk_scale, m_i, l_i, acc, HAS_BIAS, SIGNED, HAS_WINDOW, False, PRECISION, BLOCK_N)
+                                 qk_scale, m_i, l_i, acc, HAS_BIAS, SIGNED, HAS_WINDOW, False, PRECISION, BLOCK_N,
+                                 SOFTCAP, softcap)
     m_i, l_i, acc = _stream_keys(q, kbase, vbase, kmask_d, vmask_d, full_hi, hi, S, sks, svs, qpos, slope, window,
-                                 qk_scale, m_i, l_i, acc, HAS_BIAS, SIGNED, HAS_WINDOW, True, PRECISION, BLOCK_N)
+                                 qk_scale, m_i, l_i, acc, HAS_BIAS, SIGNED, HAS_WINDOW, True, PRECISION, BLOCK_N,
+                                 SOFTCAP, softcap)
     out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
     omask = (offs_m[:, None] < T) & (offs_dv[None, :] < DV)
     tl.store(O + b * sob + h * soh + offs_m[:, None] * sot + offs_dv[None, :] * sod,
@@ -160,10 +176,10 @@ def _prefill_kernel(
 def _decode_kernel(
     Q, K, V, Opart, Mpart, Lpart, Slopes, Qpos,
     sqb, sqh, sqd, skb, skh, sks, skd, svb, svh, svs, svd,
-    Hkv, GROUPS, S, q_offset, window, qk_scale, keys_per_split, SPLITS,
+    Hkv, GROUPS, S, q_offset, window, qk_scale, softcap, keys_per_split, SPLITS,
     D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_H: tl.constexpr,
-    HAS_BIAS: tl.constexpr, SIGNED: tl.constexpr, HAS_WINDOW: tl.constexpr, PRECISION: tl.constexpr,
-    BLOCK_N: tl.constexpr, RAGGED: tl.constexpr,
+    HAS_BIAS: tl.constexpr, SIGNED: tl.constexpr, HAS_WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
+    PRECISION: tl.constexpr, BLOCK_N: tl.constexpr, RAGGED: tl.constexpr,
 ):
     """One query token per sequence; the query heads of a kv group form the rows.
     RAGGED: sequence b's query sits at Qpos[b] and sees keys 0..Qpos[b] (rows of
@@ -194,7 +210,8 @@ def _decode_kernel(
     if HAS_WINDOW:
         lo = tl.maximum(lo, ((q_offset - window + 1) // BLOCK_N) * BLOCK_N)
     m_i, l_i, acc = _stream_keys(q, kbase, vbase, kmask_d, vmask_d, lo, hi, hi, sks, svs, qpos, slope, window,
-                                 qk_scale, m_i, l_i, acc, HAS_BIAS, SIGNED, HAS_WINDOW, True, PRECISION, BLOCK_N)
+                                 qk_scale, m_i, l_i, acc, HAS_BIAS, SIGNED, HAS_WINDOW, True, PRECISION, BLOCK_N,
+                                 SOFTCAP, softcap)
     row = (b * Hkv * GROUPS + h) * SPLITS + split
     tl.store(Opart + row[:, None] * DV + offs_dv[None, :], acc, mask=hmask[:, None] & vmask_d)
     tl.store(Mpart + row, m_i, mask=hmask)
@@ -204,9 +221,9 @@ def _decode_kernel(
 @triton.jit
 def _weights(q, k_ptrs, offs_n, qpos, S, slope, window, kmask_d, m, l,
              HAS_BIAS: tl.constexpr, SIGNED: tl.constexpr, HAS_WINDOW: tl.constexpr,
-             PRECISION: tl.constexpr, qk_scale):
+             PRECISION: tl.constexpr, qk_scale, SOFTCAP: tl.constexpr, softcap):
     a, sign = _logits(q, k_ptrs, offs_n, qpos, S, slope, window, kmask_d,
-                      HAS_BIAS, SIGNED, HAS_WINDOW, True, PRECISION, qk_scale)
+                      HAS_BIAS, SIGNED, HAS_WINDOW, True, PRECISION, qk_scale, SOFTCAP, softcap)
     m_safe = tl.where(m == float("-inf"), 0.0, m)
     p = tl.exp2(a - m_safe[:, None]) / tl.where(l > 0, l, 1.0)[:, None]
     if SIGNED:
@@ -218,9 +235,9 @@ def _weights(q, k_ptrs, offs_n, qpos, S, slope, window, kmask_d, m, l,
 def _stats_kernel(
     Q, K, Q2, K2, M, L, M2, L2, Slopes, AbsSum, Zeros, First, PlogP, Visible,
     sqb, sqh, sqt, sqd, skb, skh, sks, skd,
-    Hq, GROUPS, T, S, q_offset, window, qk_scale, coef2,
+    Hq, GROUPS, T, S, q_offset, window, qk_scale, softcap, coef2,
     D: tl.constexpr, BLOCK_D: tl.constexpr,
-    HAS_BIAS: tl.constexpr, SIGNED: tl.constexpr, HAS_WINDOW: tl.constexpr, TWO: tl.constexpr,
+    HAS_BIAS: tl.constexpr, SIGNED: tl.constexpr, HAS_WINDOW: tl.constexpr, SOFTCAP: tl.constexpr, TWO: tl.constexpr,
     PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """Row statistics of `w = p1 - coef2 * p2` (TWO) or `w = p1`, where
@@ -256,10 +273,11 @@ def _stats_kernel(
     for start_n in range(lo, hi, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
         w = _weights(q, K + koff + offs_n[None, :] * sks, offs_n, qpos, S, slope, window, kmask_d, m, l,
-                     HAS_BIAS, SIGNED, HAS_WINDOW, PRECISION, qk_scale)
+                     HAS_BIAS, SIGNED, HAS_WINDOW, PRECISION, qk_scale, SOFTCAP, softcap)
         if TWO:
             w -= coef2 * _weights(q2, K2 + koff + offs_n[None, :] * sks, offs_n, qpos, S, slope, window,
-                                  kmask_d, m2, l2, HAS_BIAS, SIGNED, HAS_WINDOW, PRECISION, qk_scale)
+                                  kmask_d, m2, l2, HAS_BIAS, SIGNED, HAS_WINDOW, PRECISION, qk_scale, SOFTCAP,
+                                  softcap)
         vis = (offs_n[None, :] <= qpos[:, None]) & (offs_n[None, :] < S)
         if HAS_WINDOW:
             vis = vis & (offs_n[None, :] > qpos[:, None] - window)
@@ -271,22 +289,28 @@ def _stats_kernel(
 # --- launchers --------------------------------------------------------------------
 
 
-def _common(q, k, v, slopes, window):
+def _common(q, k, v, slopes, window, softcap):
     tc.check_device(q)
     tc.check_heads(q, k)
     slopes_t = slopes.to(q.device, torch.float32).contiguous() if slopes is not None else q
     return dict(
         D=q.shape[-1], DV=v.shape[-1], BLOCK_D=tc.pow2(q.shape[-1]), BLOCK_DV=tc.pow2(v.shape[-1]),
-        HAS_BIAS=slopes is not None, HAS_WINDOW=window is not None, PRECISION=tc.precision(q.dtype),
+        HAS_BIAS=slopes is not None, HAS_WINDOW=window is not None, SOFTCAP=softcap is not None,
+        PRECISION=tc.precision(q.dtype),
     ), slopes_t
 
 
-def prefill(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, out=None):
+def _cap(softcap):
+    """The softcap in the kernels' base-2 units (1.0, unused, without one)."""
+    return float(softcap) * tc.LOG2E if softcap is not None else 1.0
+
+
+def prefill(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, softcap=None, out=None):
     """q (B, Hq, T, D), k (B, Hkv, S, D), v (B, Hkv, S, Dv); query t at absolute
     position q_offset + t -> (out (B, Hq, T, Dv) in q's dtype, m, l (B, Hq, T)
     fp32 with m in base-2 units). `out`, when given, is the output buffer."""
     b, hq, t, _ = q.shape
-    meta, slopes_t = _common(q, k, v, slopes, window)
+    meta, slopes_t = _common(q, k, v, slopes, window, softcap)
     out = q.new_empty(b, hq, t, v.shape[-1]) if out is None else out
     m = torch.full((b, hq, t), float("nan"), device=q.device)
     l = torch.full_like(m, float("nan"))
@@ -295,13 +319,13 @@ def prefill(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False,
     grid = lambda meta_: (triton.cdiv(t, meta_["BLOCK_M"]), b * hq)  # noqa: E731
     _prefill_kernel[grid](
         q, k, v, out, m, l, slopes_t, *q.stride(), *k.stride(), *v.stride(), *out.stride(),
-        hq, hq // k.shape[1], t, k.shape[2], q_offset, window or 0, scale * tc.LOG2E,
+        hq, hq // k.shape[1], t, k.shape[2], q_offset, window or 0, scale * tc.LOG2E, _cap(softcap),
         SIGNED=signed, **meta,
     )
     return out, m, l
 
 
-def decode(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, splits=None, out=None):
+def decode(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, softcap=None, splits=None, out=None):
     """One query token: q (B, Hq, 1, D) at absolute position q_offset over the
     cache k (B, Hkv, S, D), v (B, Hkv, S, Dv); the keys are split into `splits`
     ranges reduced afterwards. `q_offset` may be a (B,) tensor: row b's query
@@ -311,7 +335,7 @@ def decode(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, 
     if t != 1:
         raise ValueError(f"decode takes one query token, got {t}")
     hkv, s = k.shape[1], k.shape[2]
-    meta, slopes_t = _common(q, k, v, slopes, window)
+    meta, slopes_t = _common(q, k, v, slopes, window, softcap)
     splits = splits or tc.decode_splits(b, hkv, s)
     per_split = triton.cdiv(max(s, 1), splits)
     groups = hq // hkv
@@ -325,7 +349,7 @@ def decode(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, 
     _decode_kernel[(b * hkv, splits)](
         q, k, v, opart, mpart, lpart, slopes_t, qpos, qs.stride(0), qs.stride(1), qs.stride(2),
         *k.stride(), *v.stride(), hkv, groups, s, 0 if ragged else q_offset, window or 0, scale * tc.LOG2E,
-        per_split, splits, BLOCK_H=tc.pow2(groups), SIGNED=signed, RAGGED=ragged, **meta,
+        _cap(softcap), per_split, splits, BLOCK_H=tc.pow2(groups), SIGNED=signed, RAGGED=ragged, **meta,
     )
     m = mpart.amax(-1)
     m_safe = torch.where(m == float("-inf"), 0.0, m)
@@ -339,13 +363,14 @@ def decode(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, 
     return res, m[:, :, None], l[:, :, None]
 
 
-def attention(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, out=None):
+def attention(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, softcap=None, out=None):
     """Decode kernel for one query token, prefill kernel otherwise."""
     fn = decode if q.shape[2] == 1 else prefill
-    return fn(q, k, v, q_offset, scale=scale, slopes=slopes, window=window, signed=signed, out=out)
+    return fn(q, k, v, q_offset, scale=scale, slopes=slopes, window=window, signed=signed, softcap=softcap, out=out)
 
 
-def row_stats(terms, q_offset, *, scale, slopes=None, window=None, signed=False, layer=0) -> RowStats:
+def row_stats(terms, q_offset, *, scale, slopes=None, window=None, signed=False, softcap=None,
+              layer=0) -> RowStats:
     """`RowStats` of `w = p_1 - coef * p_2` (diff: terms [(1, q1, k1, m1, l1),
     (-coef, q2, k2, m2, l2)]) or `w = p_1` (one term), where m, l come from
     `prefill`/`decode` on the same q, k."""
@@ -363,14 +388,14 @@ def row_stats(terms, q_offset, *, scale, slopes=None, window=None, signed=False,
     else:
         coef2, q2, k2, m2, l2 = 0.0, q, k, m, l
     b, hq, t, d = q.shape
-    meta, slopes_t = _common(q, k, q, slopes, window)
+    meta, slopes_t = _common(q, k, q, slopes, window, softcap)
     outs = tc.stats_buffers(b, hq, t, q.device)
     block = 64
     _stats_kernel[(triton.cdiv(t, block), b * hq)](
         q, k, q2, k2, m.contiguous(), l.contiguous(), m2.contiguous(), l2.contiguous(), slopes_t, *outs,
         *q.stride(), *k.stride(), hq, hq // k.shape[1], t, k.shape[2], q_offset, window or 0,
-        scale * tc.LOG2E, coef2, D=d, BLOCK_D=meta["BLOCK_D"], HAS_BIAS=meta["HAS_BIAS"], SIGNED=signed,
-        HAS_WINDOW=meta["HAS_WINDOW"], TWO=two, PRECISION=meta["PRECISION"], BLOCK_M=block, BLOCK_N=64,
+        scale * tc.LOG2E, _cap(softcap), coef2, D=d, BLOCK_D=meta["BLOCK_D"], HAS_BIAS=meta["HAS_BIAS"],
+        SIGNED=signed, HAS_WINDOW=meta["HAS_WINDOW"], SOFTCAP=meta["SOFTCAP"], TWO=two, PRECISION=meta["PRECISION"], BLOCK_M=block, BLOCK_N=64,
         num_warps=4,
     )
     return tc.stats_from_buffers(outs, layer)

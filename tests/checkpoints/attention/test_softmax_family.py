@@ -90,6 +90,21 @@ def test_streaming_core_with_bias_window_and_sign(position, signed, window):
     assert_stats_close(got, stats_from_weights(w, causal_mask(40, 130, off, q.device, window), 3))
 
 
+@pytest.mark.parametrize("window", [None, 9])
+def test_streaming_core_with_a_softcap(window):
+    """Gemma 2's `c tanh(z / c)` logits, windowed or not: output and statistics."""
+    q, k, v = _qkv(40, 130, 32, seed=6)
+    q = q * 3  # logits well beyond the cap, so capping changes the weights
+    off, scale, cap = 90, 1 / math.sqrt(32), 2.0
+    ref, w = softmax_reference(q, k, v, off, scale, window, None, cap)
+    uncapped, _ = softmax_reference(q, k, v, off, scale, window)
+    assert (ref - uncapped).abs().max() > 0.1
+    out, m, l = online_softmax_chunked(q, k, v, off, scale=scale, window=window, softcap=cap, block=32)
+    assert_close(out, ref)
+    got = family_stats_chunked([(1.0, q, k, m, l)], off, 130, scale=scale, window=window, softcap=cap, block=32)
+    assert_stats_close(got, stats_from_weights(w, causal_mask(40, 130, off, q.device, window), 0))
+
+
 def test_streaming_stats_count_exact_zeros():
     """Large logits make many weights underflow to exactly 0; the count must match."""
     q, k, v = _qkv(70, 70, 32, seed=4)

@@ -90,6 +90,34 @@ def test_decode_steps_over_a_cache(splits, signed, position, window):
         assert_stats_close(got, stats_from_weights(w, causal_mask(1, s, off, q.device, window), 0))
 
 
+@pytest.mark.parametrize("window", [None, 9])
+def test_softcap_prefill_decode_and_stats(window):
+    """Gemma 2's `c tanh(z / c)` logits in every kernel: prefill with an offset, decode
+    over a cache, a ragged decode step, and the statistics."""
+    q, k, v = _qkv(70, 130, 32, seed=7)
+    q = q * 3  # logits well beyond the cap, so capping changes the weights
+    off, scale, cap = 60, 1 / math.sqrt(32), 2.0
+    ref, w = softmax_reference(q, k, v, off, scale, window, None, cap)
+    assert (ref - softmax_reference(q, k, v, off, scale, window)[0]).abs().max() > 0.1
+    out = torch.full_like(ref, float("nan"))
+    _, m, l = tk.prefill(q, k, v, off, scale=scale, window=window, softcap=cap, out=out)
+    assert_close(out, ref)
+    got = tk.row_stats([(1.0, q, k, m, l)], off, scale=scale, window=window, softcap=cap)
+    assert_stats_close(got, stats_from_weights(w, causal_mask(70, 130, off, q.device, window), 0))
+    for s in (1, 65, 130):
+        want, _ = softmax_reference(q[:, :, -1:], k[:, :, :s], v[:, :, :s], s - 1, scale, window, None, cap)
+        got_d, _, _ = tk.decode(q[:, :, -1:], k[:, :, :s], v[:, :, :s], s - 1, scale=scale, window=window,
+                                softcap=cap, splits=2)
+        assert_close(got_d, want)
+    positions = torch.tensor([100, 0, 129])
+    qr, kr, vr = q[:, :, -1:].expand(3, -1, -1, -1), k.expand(3, -1, -1, -1), v.expand(3, -1, -1, -1)
+    ragged, _, _ = tk.decode(qr.contiguous(), kr.contiguous(), vr.contiguous(), positions.to(DEVICE),
+                             scale=scale, window=window, softcap=cap)
+    for b, p in enumerate(positions.tolist()):
+        want, _ = softmax_reference(q[:, :, -1:], k[:, :, :p + 1], v[:, :, :p + 1], p, scale, window, None, cap)
+        assert_close(ragged[b:b + 1], want)
+
+
 def test_rows_without_visible_keys_output_zero():
     q, k, v = _qkv(4, 2, 32, seed=2)
     for signed in (False, True):
