@@ -13,7 +13,7 @@ export function parseColumn(name, info) {
   return { name, group: `${label} by ${axis.replace("_", " ")}`, label, axis, key, info };
 }
 
-/** [{group, axis, label, columns: [parsed]}] in the API's column order. */
+/** [{group, axis, label, columns: [parsed]}]: the API's column order within a group. */
 export function groupColumns(names, infos) {
   const byName = new Map((infos || []).map((c) => [c.name, c]));
   const groups = new Map();
@@ -22,7 +22,9 @@ export function groupColumns(names, infos) {
     if (!groups.has(col.group)) groups.set(col.group, { group: col.group, axis: col.axis, label: col.label, columns: [] });
     groups.get(col.group).columns.push(col);
   }
-  return [...groups.values()];
+  // metrics, then series along length (the axis long-context readers look at first), then the rest
+  const rank = (g) => (g.group === "metrics" ? 0 : g.axis === "length" ? 1 : 2);
+  return [...groups.values()].sort((a, b) => rank(a) - rank(b));
 }
 
 export function unitOf(group) {

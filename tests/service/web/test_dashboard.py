@@ -17,7 +17,7 @@ import pytest
 from service.app import create_app
 from service.schedules import Scheduler
 from tests.service.helpers import ThreadServer, make_settings, tiny_checkpoint, wait_for, wait_job
-from tests.service.web.browser import SCREENSHOTS, browser, new_page, screenshot
+from tests.service.web.browser import SCREENSHOTS, new_page, screenshot
 
 REPO = Path(__file__).resolve().parents[3]
 NIGHTLY = {"tasks": [{"name": "passkey", "lengths": [256, 512], "trials": 2}]}
@@ -32,7 +32,7 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def world(ray_cluster: str, tmp_path_factory: pytest.TempPathFactory):
+def world(ray_cluster: str, chromium, tmp_path_factory: pytest.TempPathFactory):
     """A served app with the demo softmax checkpoint, a nightly schedule whose watch folder
     holds three training steps (already run), and a job that failed."""
     tmp = tmp_path_factory.mktemp("dashboard")
@@ -57,8 +57,7 @@ def world(ray_cluster: str, tmp_path_factory: pytest.TempPathFactory):
         failed = c.post("/v1/jobs", json={"checkpoint": "doomed", "tasks": [NIGHTLY["tasks"][0]]}).json()
         for job in [*nightly, failed]:
             wait_job(c, getattr(job, "id", None) or job["id"], timeout=120)
-        with browser() as b:
-            yield srv.url, c, b, failed["id"]
+        yield srv.url, c, chromium, failed["id"]
 
 
 def test_submit_a_passkey_job_through_the_form_and_follow_it_to_its_samples(world, shots: Path) -> None:
@@ -163,28 +162,27 @@ def test_a_bad_value_shows_the_apis_message_next_to_its_field(world) -> None:
     assert console.refusals(422) == []
 
 
-def test_with_a_token_cancel_is_refused_without_it_and_works_with_it(tmp_path: Path, models: Path) -> None:
+def test_with_a_token_cancel_is_refused_without_it_and_works_with_it(chromium, tmp_path: Path, models: Path) -> None:
     settings = make_settings(tmp_path, api_token="s3cret")  # no executor: the job stays queued
     with ThreadServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
         auth = {"Authorization": "Bearer s3cret"}
         assert c.post("/v1/checkpoints", json={"name": "tiny", "path": str(models / "tiny")}, headers=auth).status_code == 201
         job = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [{"name": "passkey"}]}, headers=auth).json()
-        with browser() as b:
-            page, console = new_page(b, srv.url)
-            page.goto("/")
-            cancel = page.locator(f"#job-{job['id']} button.danger")
-            cancel.click()
-            page.locator("#token-dialog").wait_for()
-            page.click("#token-skip")
-            refused = page.locator("#jobs-message .error")
-            refused.wait_for()
-            assert "HTTP 401" in refused.inner_text() and "LCTX_API_TOKEN" in refused.inner_text()
-            assert c.get(f"/v1/jobs/{job['id']}").json()["status"] == "queued"
-            cancel.click()
-            page.fill("#token-input", "s3cret")
-            page.click("#token-ok")
-            page.locator("#jobs-message .ok").wait_for()
-            assert c.get(f"/v1/jobs/{job['id']}").json()["status"] == "cancelled"
-            wait_for(lambda: page.locator(f"#job-{job['id']}").get_attribute("data-status") == "cancelled", 10,
-                     what="the list to show the cancel")
-            assert console.refusals(401) == []
+        page, console = new_page(chromium, srv.url)
+        page.goto("/")
+        cancel = page.locator(f"#job-{job['id']} button.danger")
+        cancel.click()
+        page.locator("#token-dialog").wait_for()
+        page.click("#token-skip")
+        refused = page.locator("#jobs-message .error")
+        refused.wait_for()
+        assert "HTTP 401" in refused.inner_text() and "LCTX_API_TOKEN" in refused.inner_text()
+        assert c.get(f"/v1/jobs/{job['id']}").json()["status"] == "queued"
+        cancel.click()
+        page.fill("#token-input", "s3cret")
+        page.click("#token-ok")
+        page.locator("#jobs-message .ok").wait_for()
+        assert c.get(f"/v1/jobs/{job['id']}").json()["status"] == "cancelled"
+        wait_for(lambda: page.locator(f"#job-{job['id']}").get_attribute("data-status") == "cancelled", 10,
+                 what="the list to show the cancel")
+        assert console.refusals(401) == []
