@@ -28,8 +28,9 @@ export function groupColumns(names, infos) {
 }
 
 export function unitOf(group) {
-  const unit = group.columns[0]?.info?.unit;
-  return unit ? ` (${unit})` : "";
+  const units = new Set(group.columns.map((c) => c.info?.unit));
+  const [unit] = units;
+  return units.size === 1 && unit ? ` (${unit})` : "";
 }
 
 /**

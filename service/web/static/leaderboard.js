@@ -73,6 +73,7 @@ function boardTable(task, board) {
 /** Per schedule and watch folder: the headline against checkpoint (names in natural order). */
 function nightlyCharts(task, board, schedules, jobsBySchedule) {
   if (!board.headline) return [];
+  const unit = board.column_info.find((c) => c.name === board.headline)?.unit;
   const charts = [];
   for (const sch of schedules) {
     const jobs = jobsBySchedule.get(sch.name) || new Map();
@@ -87,8 +88,8 @@ function nightlyCharts(task, board, schedules, jobsBySchedule) {
       const settings = [...new Set(inside.map((r) => r.setting))];
       charts.push(lineChart({
         title: `Nightly "${sch.name}" in ${watch}: ${task} ${board.headline} by checkpoint`,
-        xLabel: "checkpoint (name order: training step)", yLabel: `${board.headline}`,
-        categories: checkpoints,
+        xLabel: "checkpoint (in name order: the training step)", yLabel: `${board.headline}${unit ? ` (${unit})` : ""}`,
+        categories: checkpoints, yRange: unit === "fraction" ? [0, 1] : null,
         series: settings.map((st) => ({ label: st, points: inside.filter((r) => r.setting === st)
           .map((r) => ({ x: r.checkpoint, y: r.values[board.headline] })) })),
       }));

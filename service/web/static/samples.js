@@ -31,7 +31,7 @@ function select(id, label, values) {
 
 async function openSample(job, r, dialog) {
   const body = h("div", {}, h("p", { class: "muted" }, "Loading the prompt…"));
-  const facts = Object.entries(r).filter(([k]) => !["prediction", "references", "id", "config"].includes(k));
+  const facts = Object.entries(r).filter(([k]) => !k.startsWith("_") && !["prediction", "references", "id", "config"].includes(k));
   dialog.replaceChildren(
     h("h2", { id: "sample-title" }, `Sample ${r.id}`),
     h("dl", { class: "facts" },

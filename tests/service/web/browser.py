@@ -67,7 +67,7 @@ def new_page(b: object, base_url: str) -> tuple[object, Console]:
     return page, console
 
 
-def screenshot(page: object, folder: Path, name: str) -> Path:
+def screenshot(page: object, folder: Path, name: str, full_page: bool = False) -> Path:
     path = folder / f"{name}.png"
-    page.screenshot(path=str(path), full_page=False)
+    page.screenshot(path=str(path), full_page=full_page)
     return path

@@ -88,7 +88,7 @@ def test_submit_a_passkey_job_through_the_form_and_follow_it_to_its_samples(worl
     assert page.locator("#job-results figure.plot img").count() >= 1  # the evaluator's heatmap
     page.select_option("#filter-length", "512")
     assert page.locator("#samples-count").inner_text() == "2 of 4 samples"
-    screenshot(page, shots, "job")
+    screenshot(page, shots, "job", full_page=True)
     page.locator("#samples-table tbody tr button").first.click()
     needle = page.locator("#sample-dialog mark.needle")
     needle.wait_for()
@@ -107,13 +107,13 @@ def test_submit_a_passkey_job_through_the_form_and_follow_it_to_its_samples(worl
     assert nightly.count() == 1 and nightly.locator("svg .series path, svg .series circle, svg .series rect").count() >= 3
     board.locator("input.pick").nth(0).check()
     board.locator("input.pick").nth(1).check()
-    screenshot(page, shots, "leaderboard")
+    screenshot(page, shots, "leaderboard", full_page=True)
     page.click("text=Compare selected")
     page.wait_for_url("**/compare?**")
     page.locator("figure.chart svg").first.wait_for()
     assert "length (tokens)" in page.locator("figure.chart").first.inner_text()
     assert "(baseline)" in page.locator("table.compare").inner_text()
-    screenshot(page, shots, "compare")
+    screenshot(page, shots, "compare", full_page=True)
     assert console.take() == []
 
 
