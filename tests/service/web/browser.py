@@ -31,8 +31,8 @@ class Console:
     def refusals(self, *statuses: int) -> list[str]:
         """The errors, less Chromium's own line for each expected refused request (it logs
         every 4xx answer to fetch as "Failed to load resource")."""
-        expected = re.compile(r"Failed to load resource: the server responded with a status of (%s)\b"
-                              % "|".join(map(str, statuses)))
+        codes = "|".join(map(str, statuses))
+        expected = re.compile(rf"Failed to load resource: the server responded with a status of ({codes})\b")
         return [e for e in self.take() if not expected.search(e)]
 
 
