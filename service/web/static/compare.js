@@ -26,17 +26,15 @@ function comparisonView(cmp) {
       x: numericKeys(g) ? Number(c.key) : c.key, y: r.values[c.name] })) })),
   }));
   const base = cmp.rows[0];
+  const value = (v) => (v == null ? h("td", { class: "num cell-nodata" }, noData()) : h("td", { class: "num" }, fmt(v)));
   const table = h("table", { class: "compare" },
-    h("caption", { class: "muted" }, `Differences are each value minus the baseline's (${label(base)}, job ${cmp.baseline})`),
-    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Column"),
-      cmp.rows.map((r, i) => h("th", { scope: "col", class: "num" }, i ? `${label(r)} (Δ)` : `${label(r)} (baseline)`)),
-      cmp.rows.slice(1).map((r) => h("th", { scope: "col", class: "num" }, `${label(r)}`)))),
+    h("caption", { class: "muted" }, `Δ is each value minus the baseline's (${label(base)}, job ${cmp.baseline})`),
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Column"), h("th", { scope: "col", class: "num" }, `${label(base)} (baseline)`),
+      cmp.rows.slice(1).flatMap((r) => [h("th", { scope: "col", class: "num" }, label(r)),
+        h("th", { scope: "col", class: "num" }, `Δ ${r.checkpoint}`)]))),
     h("tbody", {}, groups.flatMap((g) => g.columns.map((c) => h("tr", {},
-      h("th", { scope: "row" }, g.axis ? `${g.group}: ${c.key}` : c.name),
-      cmp.rows.map((r, i) => (i ? diffCell(r.difference[c.name])
-        : r.values[c.name] == null ? h("td", { class: "num cell-nodata" }, noData()) : h("td", { class: "num" }, fmt(r.values[c.name])))),
-      cmp.rows.slice(1).map((r) => (r.values[c.name] == null ? h("td", { class: "num cell-nodata" }, noData())
-        : h("td", { class: "num" }, fmt(r.values[c.name])))))))));
+      h("th", { scope: "row" }, g.axis ? `${g.group}: ${c.key}` : c.name), value(base.values[c.name]),
+      cmp.rows.slice(1).flatMap((r) => [value(r.values[c.name]), diffCell(r.difference[c.name])]))))));
   return [charts.length ? h("div", {}, charts) : h("p", {}, noData("no series to chart")), h("div", { class: "table-wrap" }, table)];
 }
 
