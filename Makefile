@@ -3,8 +3,10 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+CHROMIUM ?= /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install test serve bench lint clean
+.PHONY: install chromium test serve bench lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -16,7 +18,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-test: install
+# The dashboard tests drive Debian's Chromium through Playwright: nothing is downloaded at run time.
+chromium:
+	test -x $(CHROMIUM) || ($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends chromium)
+
+test: install chromium
 	# pytest exits 5 when it collects no tests; that is not a failure of the suite.
 	$(BIN)/python -m pytest -q tests; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; else exit $$rc; fi
 

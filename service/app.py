@@ -17,6 +17,7 @@ from fastapi_offline import FastAPIOffline
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from service import web
 from service.api import checkpoints, health, jobs, leaderboard, results, schedules
 from service.errors import ServiceError
 from service.execution import Executor
@@ -96,6 +97,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.openapi = lambda: truthful_openapi(app, settings)  # type: ignore[method-assign]
     for module in (checkpoints, jobs, results, leaderboard, schedules, health):
         app.include_router(module.router)
+    web.mount(app)  # the dashboard at /, its assets under /ui
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:

@@ -161,6 +161,10 @@ class CheckpointOut(_Out):
     variant: str
     parameters: int
     created_at: datetime
+    family: str | None = Field(None, description="the config's format: 'lctx' or the Hugging Face model_type it "
+                               "was read from (None: config.json is no longer readable)")
+    rope: dict[str, Any] | None = Field(None, description="the checkpoint's own RoPE: rope_theta and its scaling")
+    context_length: int | None = Field(None, description="max_position_embeddings of its config")
 
 
 class ScheduleCreate(_Strict):
@@ -207,6 +211,14 @@ class Leaderboard(BaseModel):
     headline: str | None = Field(None, description="the column rows are sorted by, best first")
     column_info: list[LeaderboardColumn] = Field(default_factory=list, description="per column, in order")
     rows: list[LeaderboardRow]
+
+
+class SamplePrompt(BaseModel):
+    task: str
+    id: str
+    prompt: str = Field(description="the prompt as the model read it, rebuilt from the sample's record")
+    needle: str = Field(description="the text hidden in the prompt that the answer must retrieve")
+    needle_start: int = Field(description="character offset of the needle in the prompt (-1: not found in it)")
 
 
 class ComparisonRow(LeaderboardRow):

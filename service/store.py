@@ -345,8 +345,10 @@ class Store:
         return row
 
     def list_jobs(self, status: str | None = None, checkpoint: str | None = None, task: str | None = None,
-                  limit: int = 50, offset: int = 0) -> tuple[list[JobRow], int]:
+                  limit: int = 50, offset: int = 0, schedule: str | None = None) -> tuple[list[JobRow], int]:
         where = []
+        if schedule:
+            where.append(JobRow.schedule == schedule)
         if status:
             where.append(JobRow.status == status)
         if checkpoint:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from checkpoints.config import ModelConfig
+from checkpoints.errors import CheckpointError
 from evaluators.options import TASK_OPTIONS
 from service.schemas import CheckpointOut, JobOut, ScheduleOut
 from service.settings import Settings
@@ -45,8 +47,17 @@ def job_out(row: JobRow, settings: Settings) -> JobOut:
 
 
 def checkpoint_out(row: CheckpointRow, settings: Settings) -> CheckpointOut:
+    """The row, with family, RoPE and context read from its config.json now (a config
+    gone or unreadable since registration leaves them None rather than failing a list)."""
     out = CheckpointOut.model_validate(row)
-    return out.model_copy(update={"path": client_path(out.path, settings)})
+    update: dict[str, Any] = {"path": client_path(out.path, settings)}
+    try:
+        config = ModelConfig.from_file(row.path)
+        update.update(family=config.source_format, context_length=config.max_position_embeddings,
+                      rope={"rope_theta": config.rope_theta, **config.rope_scaling.to_dict()})
+    except (CheckpointError, OSError, ValueError, TypeError, KeyError):
+        pass
+    return out.model_copy(update=update)
 
 
 def schedule_out(row: ScheduleRow, settings: Settings) -> ScheduleOut:

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 
 from service.api.deps import ExecutorDep, JobId, Read, SettingsDep, StoreDep, Write
+from service.paths import NAME_PATTERN
 from service.schemas import NO_NUL_PATTERN, TASK_PATTERN, JobCreate, JobList, JobOut, Status, errors
 from service.submission import submit
 from service.views import job_out
@@ -32,8 +33,9 @@ def list_jobs(
     task: Annotated[str | None, Query(pattern=TASK_PATTERN)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    schedule: Annotated[str | None, Query(pattern=NAME_PATTERN, description="jobs submitted by this schedule")] = None,
 ) -> JobList:
-    rows, total = store.list_jobs(status, checkpoint, task, limit, offset)
+    rows, total = store.list_jobs(status, checkpoint, task, limit, offset, schedule)
     return JobList(items=[job_out(r, settings) for r in rows], total=total, limit=limit, offset=offset)
 
 

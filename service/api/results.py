@@ -1,4 +1,4 @@
-"""/v1/jobs/{id}/results, /samples (streamed), /plots/{name}.png."""
+"""/v1/jobs/{id}/results, /samples (streamed), /prompt (one sample's prompt), /plots/{name}.png."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from service.api.deps import JobId, Read, SettingsDep, StoreDep
 from service.errors import Conflict, NotFound
 from service.jobs import job_dir, partial_results, task_dir, task_keys
 from service.paths import NAME_PATTERN, child
-from service.schemas import TASK_PATTERN, errors
+from service.prompts import find_record, rebuild_prompt
+from service.schemas import NO_NUL_PATTERN, TASK_PATTERN, SamplePrompt, errors
 from service.status import CANCELLED, FAILED, SUCCEEDED
 from service.views import client_results
 
@@ -63,6 +64,24 @@ def get_samples(job_id: JobId, store: StoreDep, settings: SettingsDep,
         keys = [task]
     dirs = [task_dir(settings, job.id, k) for k in keys]
     return StreamingResponse(_sample_files(dirs), media_type="application/x-ndjson")
+
+
+@router.get("/prompt", dependencies=Read, response_model=SamplePrompt)
+def get_prompt(job_id: JobId, task: Annotated[str, Query(pattern=TASK_PATTERN, examples=["passkey"])],
+               sample: Annotated[str, Query(min_length=1, max_length=256, pattern=NO_NUL_PATTERN,
+                                            examples=["passkey/len=128/trial=0"])],
+               store: StoreDep, settings: SettingsDep) -> SamplePrompt:
+    """The prompt one recorded sample was given, rebuilt from its record, with the needle
+    it hides and where (passkey and needle samples; available while the job runs)."""
+    job = store.get_job(job_id)
+    keys = task_keys(job.tasks)
+    if task not in keys:
+        raise NotFound(f"job {job.id} has no task {task!r}; its tasks: {', '.join(keys)}")
+    spec = job.tasks[keys.index(task)]
+    record = find_record(task_dir(settings, job.id, task) / "samples.jsonl", sample)
+    options = {k: v for k, v in spec.items() if k != "name"}
+    prompt, needle = rebuild_prompt(spec["name"], record, options, settings.data_dir)
+    return SamplePrompt(task=task, id=sample, prompt=prompt, needle=needle, needle_start=prompt.find(needle))
 
 
 @router.get("/plots/{name}.png", dependencies=Read, responses={200: {"content": {"image/png": {}}}},

@@ -1,0 +1,78 @@
+// Compare: two or more jobs (settings or checkpoints) per task, one chart per series
+// (score against length), and each value's difference from the first job's.
+
+import { api, ApiError, taskNames } from "./api.js";
+import { lineChart } from "./charts.js";
+import { groupColumns, numericKeys, unitOf } from "./columns.js";
+import { errorBox, fmt, h, noData, render, section } from "./dom.js";
+
+const label = (r) => `${r.checkpoint} · ${r.setting}`;
+
+function diffCell(v) {
+  if (v == null) return h("td", { class: "num cell-nodata" }, noData());
+  return h("td", { class: `num${v > 0 ? " diff-pos" : ""}` }, v === 0 ? "0" : fmt(v));
+}
+
+function comparisonView(cmp) {
+  const groups = groupColumns(cmp.columns, cmp.column_info);
+  const names = cmp.rows.map(label).join(" vs ");
+  const charts = groups.filter((g) => g.axis).map((g) => lineChart({
+    title: `${cmp.task}: ${g.group} — ${names}`,
+    xLabel: g.axis === "length" ? "length (tokens)" : g.axis.replace("_", " "),
+    yLabel: `${g.label}${unitOf(g)}`,
+    categories: numericKeys(g) ? null : g.columns.map((c) => c.key),
+    yRange: g.columns[0]?.info?.unit === "fraction" ? [0, 1] : null,
+    series: cmp.rows.map((r) => ({ label: label(r), points: g.columns.map((c) => ({
+      x: numericKeys(g) ? Number(c.key) : c.key, y: r.values[c.name] })) })),
+  }));
+  const base = cmp.rows[0];
+  const value = (v) => (v == null ? h("td", { class: "num cell-nodata" }, noData()) : h("td", { class: "num" }, fmt(v)));
+  const table = h("table", { class: "compare" },
+    h("caption", { class: "muted" }, `Δ is each value minus the baseline's (${label(base)}, job ${cmp.baseline})`),
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Column"), h("th", { scope: "col", class: "num" }, `${label(base)} (baseline)`),
+      cmp.rows.slice(1).flatMap((r) => [h("th", { scope: "col", class: "num" }, label(r)),
+        h("th", { scope: "col", class: "num" }, `Δ ${r.checkpoint}`)]))),
+    h("tbody", {}, groups.flatMap((g) => g.columns.map((c) => h("tr", {},
+      h("th", { scope: "row" }, g.axis ? `${g.group}: ${c.key}` : c.name), value(base.values[c.name]),
+      cmp.rows.slice(1).flatMap((r) => [value(r.values[c.name]), diffCell(r.difference[c.name])]))))));
+  return [charts.length ? h("div", {}, charts) : h("p", {}, noData("no series to chart")), h("div", { class: "table-wrap" }, table)];
+}
+
+/** The picker: a task and the leaderboard rows of it to compare. */
+async function picker(tasks, chosenTask) {
+  const task = chosenTask || tasks[0];
+  const board = await api(`/v1/leaderboard?task=${encodeURIComponent(task)}`);
+  const taskSelect = h("select", { id: "compare-task", name: "task" }, tasks.map((t) => h("option", { value: t, selected: t === task }, t)));
+  taskSelect.addEventListener("change", () => { location.href = `/compare?task=${encodeURIComponent(taskSelect.value)}`; });
+  const boxes = board.rows.map((r, i) => h("div", {}, h("label", {},
+    h("input", { type: "checkbox", name: "jobs", value: r.job, checked: i < 2 }), ` ${label(r)} (job ${r.job})`)));
+  return h("form", { method: "get", action: "/compare", id: "compare-form" },
+    h("div", { class: "filters" }, h("div", {}, h("label", { for: "compare-task" }, "Task"), taskSelect)),
+    h("fieldset", {}, h("legend", {}, "Rows to compare (the first is the baseline)"),
+      boxes.length ? boxes : noData("no results for this task yet")),
+    h("div", { class: "buttons" }, h("button", { type: "submit", class: "primary" }, "Compare")));
+}
+
+export async function show() {
+  const params = new URLSearchParams(location.search);
+  const tasks = await taskNames();
+  const jobs = params.getAll("jobs");
+  const chosen = params.getAll("task").filter((t) => t);
+  const nodes = [h("h1", {}, "Compare")];
+  if (jobs.length >= 2) {
+    for (const task of chosen.length ? chosen : tasks) {
+      try {
+        const cmp = await api(`/v1/compare?task=${encodeURIComponent(task)}&${jobs.map((j) => `jobs=${encodeURIComponent(j)}`).join("&")}`);
+        nodes.push(section(`Task: ${task}`, ...comparisonView(cmp)));
+      } catch (e) {
+        if (!(e instanceof ApiError)) throw e;
+        if (chosen.length) nodes.push(section(`Task: ${task}`, errorBox(e.message)));
+      }
+    }
+    if (nodes.length === 1) nodes.push(noData("These jobs share no task with results."));
+  } else if (jobs.length === 1) {
+    nodes.push(errorBox("Pick two or more jobs to compare."));
+  }
+  nodes.push(section(jobs.length >= 2 ? "Compare other rows" : "Pick rows", await picker(tasks, chosen[0])));
+  render(...nodes);
+}

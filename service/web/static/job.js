@@ -1,0 +1,149 @@
+// A job: its facts and live progress, then its results (summary table, charts of its
+// series, the evaluators' plots), partial results and error of a failed job, and the
+// per-sample table with filters and a sample viewer (prompt with the needle marked).
+
+import { api, ApiError } from "./api.js";
+import { lineChart } from "./charts.js";
+import { duration, errorBox, fmt, h, noData, render, ropeLabel, section, statusBadge, when } from "./dom.js";
+import { ACTIVE, cancelButton, progressCell } from "./progress.js";
+import { samplesSection } from "./samples.js";
+
+const POLL_MS = 1500;
+
+function facts(job) {
+  const rows = [
+    ["Status", statusBadge(job.status)],
+    ["Checkpoint", h("span", {}, h("a", { href: "/checkpoints" }, job.checkpoint), ` (${job.checkpoint_path})`)],
+    ["Fingerprint", h("code", { class: "fp" }, job.fingerprint)],
+    ["Setting", `rope=${ropeLabel(job.rope)} backend=${job.backend}`],
+    ["Tasks", job.tasks.map((t) => t.name).join(", ")],
+    ["Priority", job.priority],
+    ["Schedule", job.schedule || "–"],
+    ["Created", when(job.created_at)], ["Started", when(job.started_at)], ["Finished", when(job.finished_at)],
+    ["Duration", duration(job.duration_s)], ["Attempts", job.attempts],
+  ];
+  return h("dl", { class: "facts" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+}
+
+function metricsTable(result) {
+  return h("table", {},
+    h("thead", {}, h("tr", {}, ["Metric", "Value", "Unit", "n", "Better"].map((t) => h("th", { scope: "col" }, t)))),
+    h("tbody", {}, result.metrics.map((m) => h("tr", {},
+      h("th", { scope: "row" }, m.name === result.headline ? h("strong", {}, `${m.name} (headline)`) : m.name),
+      h("td", { class: "num" }, m.value == null ? noData() : fmt(m.value)), h("td", {}, m.unit),
+      h("td", { class: "num" }, m.n), h("td", {}, m.higher_is_better == null ? "–" : m.higher_is_better ? "higher" : "lower")))));
+}
+
+/** One chart per (series name, axis): the series of a 2-D grid (`at`) are its lines. */
+function seriesCharts(task, result, job) {
+  const groups = new Map();
+  for (const se of result.series || []) {
+    const key = `${se.name} by ${se.axis}`;
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(se);
+  }
+  const charts = [];
+  for (const [key, list] of groups) {
+    const numeric = list.every((se) => se.points.every((p) => typeof p.key === "number"));
+    const categories = numeric ? null : [...new Set(list.flatMap((se) => se.points.map((p) => String(p.key))))];
+    const series = list.map((se) => ({
+      label: Object.keys(se.at).length ? Object.entries(se.at).map(([k, v]) => `${k}=${v}`).join(" ") : se.name,
+      points: se.points.map((p) => ({ x: numeric ? p.key : String(p.key), y: p.value })),
+    }));
+    const axis = list[0].axis.replace("_", " ");
+    charts.push(lineChart({
+      title: `${task}: ${key} — ${job.checkpoint}, rope=${ropeLabel(job.rope)} backend=${job.backend}`,
+      xLabel: axis === "length" ? "length (tokens)" : axis, yLabel: `${list[0].name} (${list[0].unit})`,
+      series, categories, yRange: list[0].unit === "fraction" ? [0, 1] : null,
+    }));
+  }
+  return charts;
+}
+
+function taskSection(key, entry, plots, job) {
+  const result = entry.result;
+  const body = [];
+  if (entry.partial) {
+    body.push(h("p", { class: "muted" }, `Partial: ${entry.samples_done ?? "?"} samples recorded` +
+      (entry.error ? ` (${entry.error})` : "")));
+  }
+  if (result) {
+    body.push(h("p", {}, result.summary), metricsTable(result), h("div", {}, seriesCharts(key, result, job)));
+  } else {
+    body.push(noData("no results for this task"));
+  }
+  const mine = plots.filter((p) => p.task === key);
+  if (mine.length) {
+    body.push(h("h3", {}, "Plots"), h("div", {}, mine.map((p) => h("figure", { class: "plot" },
+      h("img", { src: p.url, alt: `${key} plot ${p.name} of job ${job.id} (${job.checkpoint})`, loading: "lazy" }),
+      h("figcaption", {}, `${p.name} — ${job.checkpoint}, rope=${ropeLabel(job.rope)}`)))));
+  }
+  return section(`Results: ${key}`, ...body);
+}
+
+export async function show() {
+  const id = location.pathname.split("/").pop();
+  let job;
+  try {
+    job = await api(`/v1/jobs/${id}`);
+  } catch (e) {
+    if (!(e instanceof ApiError)) throw e;
+    render(h("h1", {}, `Job ${id}`), errorBox(e.message), h("p", {}, h("a", { href: "/" }, "All jobs")));
+    return;
+  }
+  const message = h("div", { "aria-live": "polite" });
+  const progress = h("div", { id: "job-progress", "aria-live": "polite" }, progressCell(job));
+  const head = h("div", { id: "job-facts" }, facts(job));
+  const actions = h("div", { class: "buttons" });
+  const results = h("div", { id: "job-results" });
+  const raw = h("p", {}, "Raw JSON: ", h("a", { href: `/v1/jobs/${id}` }, "job"), " · ",
+    h("a", { href: `/v1/jobs/${id}/results`, id: "raw-results" }, "results"), " · ",
+    h("a", { href: `/v1/jobs/${id}/samples` }, "samples (JSON lines)"));
+  render(h("h1", {}, `Job ${id}`), head, h("h2", {}, "Progress"), progress, actions, message, raw, results);
+
+  function setActions(j) {
+    actions.replaceChildren(...(ACTIVE.has(j.status) ? [cancelButton(j, message, () => tick())] : []));
+  }
+
+  async function showResults(j) {
+    if (ACTIVE.has(j.status)) {
+      results.replaceChildren(h("p", { class: "muted" }, "Results appear when the job ends."),
+        await samplesSection(j));
+      return;
+    }
+    const nodes = [];
+    if (j.status !== "succeeded") {
+      nodes.push(section("Error", errorBox(j.error || `the job was ${j.status}`),
+        h("p", { class: "muted" }, "What finished before it ended is shown below as partial results.")));
+    }
+    try {
+      const body = await api(`/v1/jobs/${id}/results`);
+      const plots = body.plots || [];
+      for (const [key, entry] of Object.entries(body.results || {})) nodes.push(taskSection(key, entry, plots, j));
+      if (!Object.keys(body.results || {}).length) nodes.push(noData("no results"));
+    } catch (e) {
+      if (!(e instanceof ApiError)) throw e;
+      nodes.push(errorBox(`Results: ${e.message}`));
+    }
+    nodes.push(await samplesSection(j));
+    results.replaceChildren(...nodes);
+  }
+
+  let shown = job.status;
+  setActions(job);
+  await showResults(job);
+  async function tick() {
+    const j = await api(`/v1/jobs/${id}`);
+    progress.replaceChildren(...progressCell(j));
+    if (j.status !== shown) {
+      shown = j.status;
+      head.replaceChildren(facts(j));
+      setActions(j);
+      await showResults(j);
+    }
+    if (!ACTIVE.has(j.status)) clearInterval(timer);
+  }
+  const timer = ACTIVE.has(job.status) ? setInterval(() => tick().catch((e) => {
+    message.replaceChildren(errorBox(`Could not refresh: ${e.message}`));
+  }), POLL_MS) : null;
+}

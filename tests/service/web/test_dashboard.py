@@ -1,0 +1,188 @@
+"""The dashboard in a real browser (Debian's Chromium through Playwright) against a real
+server (uvicorn on loopback, Ray, SQLite): every page loads with no console error; a
+passkey job submitted through the form on a demo checkpoint runs to succeeded while the
+list updates itself; its samples open with the needle marked; the leaderboard shows it
+and the nightly curve; Compare charts two rows; a bad value shows the API's message next
+to its field; with a token, cancel without it is refused and with it works. Screenshots
+of each page are saved (LCTX_SCREENSHOTS=docs/screenshots refreshes the README's)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+
+from service.app import create_app
+from service.schedules import Scheduler
+from tests.service.helpers import ThreadServer, make_settings, tiny_checkpoint, wait_for, wait_job
+from tests.service.web.browser import SCREENSHOTS, new_page, screenshot
+
+REPO = Path(__file__).resolve().parents[3]
+NIGHTLY = {"tasks": [{"name": "passkey", "lengths": [256, 512], "trials": 2}]}
+PAGES = ["/", "/leaderboard", "/compare", "/checkpoints"]
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = Path(SCREENSHOTS) if SCREENSHOTS else tmp_path_factory.mktemp("screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def world(ray_cluster: str, chromium, tmp_path_factory: pytest.TempPathFactory):
+    """A served app with the demo softmax checkpoint, a nightly schedule whose watch folder
+    holds three training steps (already run), and a job that failed."""
+    tmp = tmp_path_factory.mktemp("dashboard")
+    models = tmp / "models"
+    shutil.copytree(REPO / "demo" / "checkpoints" / "softmax", models / "demo-softmax")
+    for step, seed in ((100, 0), (200, 1), (300, 2)):
+        tiny_checkpoint(models / "run" / f"step-{step}", seed=seed)
+    shutil.copytree(REPO / "demo" / "checkpoints" / "softmax", models / "doomed")
+    settings = make_settings(tmp, executor=True, ray_address=ray_cluster, replica_id="dashboard-test")
+    app = create_app(settings)
+    with ThreadServer(app) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
+        for name in ("demo-softmax", "doomed"):
+            assert c.post("/v1/checkpoints", json={"name": name, "path": str(models / name)}).status_code == 201
+        r = c.post("/v1/schedules", json={"name": "nightly", "cron": "0 2 * * *", "watch": [str(models / "run")],
+                                          "suite": NIGHTLY})
+        assert r.status_code == 201, r.text
+        store = app.state.store
+        nightly = Scheduler(settings, store, on_submit=app.state.executor.wake).tick(
+            at=store.get_schedule("nightly").next_run_at)
+        assert len(nightly) == 3
+        (models / "doomed" / "model.safetensors").unlink()  # gone between registration and run
+        failed = c.post("/v1/jobs", json={"checkpoint": "doomed", "tasks": [NIGHTLY["tasks"][0]]}).json()
+        for job in [*nightly, failed]:
+            wait_job(c, getattr(job, "id", None) or job["id"], timeout=120)
+        yield srv.url, c, chromium, failed["id"]
+
+
+def test_submit_a_passkey_job_through_the_form_and_follow_it_to_its_samples(world, shots: Path) -> None:
+    url, c, b, _ = world
+    page, console = new_page(b, url)
+    page.goto("/")
+    page.fill("#f-checkpoint", "demo-softmax")
+    page.check("#task-passkey")
+    page.fill("#opt-passkey-lengths", "256,512")
+    page.fill("#opt-passkey-trials", "2")
+    page.click("#submit-form button[type=submit]")
+    link = page.locator("#form-message a")
+    link.wait_for()
+    job_id = link.inner_text()
+    row = page.locator(f"#job-{job_id}")
+    row.wait_for()  # the list picked the job up without a reload
+    page.wait_for_function(f"document.querySelector('#job-{job_id}')?.dataset.status === 'succeeded'", timeout=120_000)
+    assert row.locator(".count").inner_text() == "4/4"
+    assert c.get(f"/v1/jobs/{job_id}").json()["status"] == "succeeded"
+    screenshot(page, shots, "jobs")
+
+    page.click(f"#job-{job_id} a")
+    page.wait_for_url(f"**/jobs/{job_id}")
+    page.locator("#samples-table tbody tr").first.wait_for()
+    assert page.locator("#samples-table tbody tr").count() == 4
+    assert "accuracy (headline)" in page.locator("#job-results table").first.inner_text()
+    assert page.locator("#job-results figure.chart svg").count() >= 1  # accuracy by length, by depth decile
+    assert page.locator("#job-results figure.plot img").count() >= 1  # the evaluator's heatmap
+    page.select_option("#filter-length", "512")
+    assert page.locator("#samples-count").inner_text() == "2 of 4 samples"
+    screenshot(page, shots, "job", full_page=True)
+    page.locator("#samples-table tbody tr button").first.click()
+    needle = page.locator("#sample-dialog mark.needle")
+    needle.wait_for()
+    record = next(r for r in map(__import__("json").loads, c.get(f"/v1/jobs/{job_id}/samples").text.splitlines())
+                  if r["length"] == 512)
+    assert needle.inner_text() == f"The pass key is {record['key']}. Remember it. {record['key']} is the pass key."
+    assert page.locator("#sample-references").inner_text() == str(record["key"])
+    screenshot(page, shots, "sample")
+    page.keyboard.press("Escape")
+
+    page.goto("/leaderboard")
+    board = page.locator("#board-passkey")
+    board.wait_for()
+    assert "demo-softmax" in board.inner_text() and job_id in board.inner_text()
+    nightly = page.locator("figure.chart", has_text='Nightly "nightly"')
+    assert nightly.count() == 1 and nightly.locator("svg .series path, svg .series circle, svg .series rect").count() >= 3
+    board.locator("input.pick").nth(0).check()
+    board.locator("input.pick").nth(1).check()
+    screenshot(page, shots, "leaderboard", full_page=True)
+    page.click("text=Compare selected")
+    page.wait_for_url("**/compare?**")
+    page.locator("figure.chart svg").first.wait_for()
+    assert "length (tokens)" in page.locator("figure.chart").first.inner_text()
+    assert "(baseline)" in page.locator("table.compare").inner_text()
+    screenshot(page, shots, "compare", full_page=True)
+    assert console.take() == []
+
+
+def test_every_page_loads_without_console_errors(world, shots: Path) -> None:
+    url, c, b, failed = world
+    page, console = new_page(b, url)
+    some_job = c.get("/v1/jobs", params={"status": "succeeded", "limit": 1}).json()["items"][0]["id"]
+    for path in [*PAGES, f"/jobs/{some_job}", f"/jobs/{failed}"]:
+        page.goto(path)
+        page.wait_for_load_state("networkidle")
+        assert page.locator("main h1").count() == 1, path
+        assert "could not load" not in page.locator("main").inner_text(), path
+        assert console.take() == [], path
+    # the failed job: its error and what it left, with the raw JSON a click away
+    assert "no weights" in page.locator("#job-results .error").first.inner_text()
+    assert page.locator("#raw-results").get_attribute("href") == f"/v1/jobs/{failed}/results"
+    page.goto("/checkpoints")
+    page.locator("#schedules-table").wait_for()
+    text = page.locator("#checkpoints-table").inner_text()
+    assert "demo-softmax" in text and "softmax" in text and "lctx" in text  # name, variant, family
+    assert "step-300" in page.locator("#schedules-table").inner_text()  # the jobs the schedule submitted
+    screenshot(page, shots, "checkpoints")
+    # keyboard: the skip link is the first stop and every nav link is reachable
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "skip"
+    assert console.take() == []
+
+
+def test_a_bad_value_shows_the_apis_message_next_to_its_field(world) -> None:
+    url, c, b, _ = world
+    page, console = new_page(b, url)
+    page.goto("/")
+    page.fill("#f-checkpoint", "demo-softmax")
+    page.fill("#opt-passkey-lengths", "0")
+    page.click("#submit-form button[type=submit]")
+    error = page.locator("#opt-passkey-lengths-error")
+    error.wait_for(state="visible")
+    assert error.inner_text() == "Input should be greater than 0"
+    assert page.get_attribute("#opt-passkey-lengths", "aria-invalid") == "true"
+    page.fill("#opt-passkey-lengths", "256")
+    page.fill("#f-checkpoint", "no-such-model")
+    page.click("#submit-form button[type=submit]")
+    page.locator("#f-checkpoint-error").wait_for(state="visible")
+    assert "neither a registered name" in page.locator("#f-checkpoint-error").inner_text()
+    assert page.locator("#opt-passkey-lengths-error").inner_text() == ""  # the earlier error is gone
+    assert console.refusals(422) == []
+
+
+def test_with_a_token_cancel_is_refused_without_it_and_works_with_it(chromium, tmp_path: Path, models: Path) -> None:
+    settings = make_settings(tmp_path, api_token="s3cret")  # no executor: the job stays queued
+    with ThreadServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
+        auth = {"Authorization": "Bearer s3cret"}
+        assert c.post("/v1/checkpoints", json={"name": "tiny", "path": str(models / "tiny")}, headers=auth).status_code == 201
+        job = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [{"name": "passkey"}]}, headers=auth).json()
+        page, console = new_page(chromium, srv.url)
+        page.goto("/")
+        cancel = page.locator(f"#job-{job['id']} button.danger")
+        cancel.click()
+        page.locator("#token-dialog").wait_for()
+        page.click("#token-skip")
+        refused = page.locator("#jobs-message .error")
+        refused.wait_for()
+        assert "HTTP 401" in refused.inner_text() and "LCTX_API_TOKEN" in refused.inner_text()
+        assert c.get(f"/v1/jobs/{job['id']}").json()["status"] == "queued"
+        cancel.click()
+        page.fill("#token-input", "s3cret")
+        page.click("#token-ok")
+        page.locator("#jobs-message .ok").wait_for()
+        assert c.get(f"/v1/jobs/{job['id']}").json()["status"] == "cancelled"
+        wait_for(lambda: page.locator(f"#job-{job['id']}").get_attribute("data-status") == "cancelled", 10,
+                 what="the list to show the cancel")
+        assert console.refusals(401) == []
