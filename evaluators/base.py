@@ -130,6 +130,13 @@ class Evaluator:
     def plots(self, records: list[dict[str, Any]], result: TaskResult, folder: Path) -> list[Path]:
         return []
 
+    def sample_prompt(self, record: dict[str, Any]) -> tuple[str, str] | None:
+        """(prompt, needle) a recorded sample was given, rebuilt from its record, for
+        tasks whose records say enough (passkey, needle: a 1M-token prompt on every line
+        would swell samples.jsonl); None where prompts are not rebuilt. The dashboard
+        shows it with the needle highlighted."""
+        return None
+
     def prepare(self, loaded: LoadedModel) -> None:
         """Work done once before the first sample (loading data files, ...)."""
 

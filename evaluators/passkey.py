@@ -156,6 +156,10 @@ class PasskeyEvaluator(_Retrieval):
         super().__init__(options, data_dir)
         self._fitted: dict[int, int] = {}
 
+    def sample_prompt(self, record: dict[str, Any]) -> tuple[str, str]:
+        key = int(record["key"])
+        return passkey_prompt(key, int(record["garbage_chars"]), int(record["depth_chars"])), needle_text(key)
+
     def plan(self, loaded: LoadedModel) -> list[Sample]:
         return [Sample(f"passkey/len={n}/trial={t}", {"length": n, "trial": t})
                 for n in self.options["lengths"] for t in range(self.options["trials"])]
@@ -272,6 +276,11 @@ class NeedleEvaluator(_Retrieval):
         target = g * depth_pct / 100
         b = min(sentence_boundaries(text), key=lambda x: (abs(x - target), x))
         return "\n".join([INTRO, text[:b], needle_text(key), text[b:], QUESTION])
+
+    def sample_prompt(self, record: dict[str, Any]) -> tuple[str, str]:
+        self.prepare(None)  # type: ignore[arg-type]  # reads only the haystack file option
+        key = int(record["key"])
+        return self.prompt(key, int(record["haystack_chars"]), int(record["depth_percent"])), needle_text(key)
 
     def plan(self, loaded: LoadedModel) -> list[Sample]:
         o = self.options

@@ -1,39 +1,18 @@
-"""The prompt of one recorded sample, rebuilt from its record. Passkey and needle samples
-record the key, the haystack length and the needle's position, not the prompt itself (a
-1M-token prompt on every line would swell samples.jsonl); their evaluators' own prompt
-functions rebuild it exactly, and the needle's offsets let the dashboard highlight it.
-
-The rebuild lives here, one function per task, because the evaluators expose no hook for
-it yet; a task without one answers 404 with a message saying so."""
+"""The prompt of one recorded sample, rebuilt from its record by its evaluator's
+`sample_prompt` hook (passkey and needle record the key, the haystack length and the
+needle's position, not the prompt itself); the needle's offset lets the dashboard
+highlight it. A task without the hook answers 404 with a message saying so."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from evaluators.errors import EvaluatorError
-from evaluators.passkey import NeedleEvaluator, needle_text, passkey_prompt
 from service.errors import NotFound
 
 Rebuilt = tuple[str, str]  # (prompt, needle)
-
-
-def _passkey(record: dict[str, Any], options: dict[str, Any], data_dir: Path | None) -> Rebuilt:
-    key = int(record["key"])
-    return passkey_prompt(key, int(record["garbage_chars"]), int(record["depth_chars"])), needle_text(key)
-
-
-def _needle(record: dict[str, Any], options: dict[str, Any], data_dir: Path | None) -> Rebuilt:
-    evaluator = NeedleEvaluator(options, data_dir)
-    evaluator.prepare(None)  # type: ignore[arg-type]  # reads only the haystack file option
-    key = int(record["key"])
-    return evaluator.prompt(key, int(record["haystack_chars"]), int(record["depth_percent"])), needle_text(key)
-
-
-REBUILD: dict[str, Callable[[dict[str, Any], dict[str, Any], Path | None], Rebuilt]] = {
-    "passkey": _passkey, "needle": _needle}
 
 
 def find_record(samples: Path, sample_id: str) -> dict[str, Any]:
@@ -55,12 +34,17 @@ def find_record(samples: Path, sample_id: str) -> dict[str, Any]:
 
 def rebuild_prompt(task: str, record: dict[str, Any], options: dict[str, Any], data_dir: Path | None) -> Rebuilt:
     """The sample's prompt and its needle; NotFound for a task whose prompts are not rebuilt."""
-    rebuild = REBUILD.get(task)
-    if rebuild is None:
-        raise NotFound(f"{task} samples do not record their prompt and it is not rebuilt; prompts are rebuilt for "
-                       f"{', '.join(sorted(REBUILD))}")
+    import evaluators  # the evaluators load torch: on first use, not with the API
+    from evaluators.base import Evaluator
+
+    cls = evaluators.TASKS[task]
     try:
-        return rebuild(record, options, data_dir)
+        rebuilt = cls(options, data_dir).sample_prompt(record)
+        if rebuilt is None:
+            rebuilding = sorted(n for n, c in evaluators.TASKS.items() if c.sample_prompt is not Evaluator.sample_prompt)
+            raise NotFound(f"{task} samples do not record their prompt and it is not rebuilt; prompts are rebuilt "
+                           f"for {', '.join(rebuilding)}")
+        return rebuilt
     except (KeyError, TypeError, ValueError) as e:
         raise NotFound(f"sample {record.get('id')!r} lacks what its prompt is rebuilt from ({e})") from e
     except EvaluatorError as e:  # the needle's haystack file is gone since the run
