@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from checkpoints.config import LAYER_TYPES, ModelConfig, require_keys, rope_from_raw
+from checkpoints.config import ACTIVATIONS, LAYER_TYPES, ModelConfig, require_keys, rope_from_raw
 from checkpoints.errors import ConfigError
 from checkpoints.rope import rope_method_of
 
@@ -31,7 +31,7 @@ def _common(raw: dict[str, Any], model_type: str, **family: Any) -> dict[str, An
         raise ConfigError(f"{model_type} config sets use_bidirectional_attention=true (an encoder); "
                           "lctx evaluates causal decoders")
     act = raw.get("hidden_activation") or raw.get("hidden_act") or "silu"
-    if act not in ("silu", "gelu_pytorch_tanh"):
+    if act not in ACTIVATIONS:
         raise ConfigError(f"{model_type} config: hidden activation {act!r} is not supported; "
                           "lctx runs silu (SwiGLU) and gelu_pytorch_tanh (GeGLU) MLPs")
     theta, scaling, partial = rope_from_raw(raw)
@@ -97,10 +97,9 @@ def llama(raw: dict[str, Any]) -> ModelConfig:
 
 
 def mistral(raw: dict[str, Any]) -> ModelConfig:
-    """Mistral: `sliding_window` on every layer, an explicit `head_dim` (Mistral NeMo)."""
-    window = raw.get("sliding_window")
-    types = ["sliding_attention"] * raw.get("num_hidden_layers", 0) if window else None
-    return ModelConfig(**_common(raw, "mistral", **_windowed(raw, window, types)))
+    """Mistral: `sliding_window` on every layer (ModelConfig's default pattern), an explicit
+    `head_dim` (Mistral NeMo)."""
+    return ModelConfig(**_common(raw, "mistral", sliding_window=raw.get("sliding_window")))
 
 
 def _qwen_windows(raw: dict[str, Any]) -> dict[str, Any]:
@@ -194,9 +193,7 @@ def phi3(raw: dict[str, Any]) -> ModelConfig:
         if params and (params.get("rope_type") or params.get("type")) in ("su", "yarn"):
             raw[key] = {**params, "rope_type": "longrope"}
             raw[key].pop("type", None)
-    window = raw.get("sliding_window")
-    types = ["sliding_attention"] * raw.get("num_hidden_layers", 0) if window else None
-    return ModelConfig(**_common(raw, "phi3", **_windowed(raw, window, types)))
+    return ModelConfig(**_common(raw, "phi3", sliding_window=raw.get("sliding_window")))
 
 
 def olmo2(raw: dict[str, Any]) -> ModelConfig:

@@ -20,14 +20,10 @@ from checkpoints.attention.backend import Backend
 from checkpoints.attention.base import AttentionContext
 from checkpoints.attention.cache import KVCache, RaggedKVCache
 from checkpoints.attention.registry import build_attention
+from checkpoints.attention.softmax.reference import softcap_logits
 from checkpoints.config import ModelConfig
 from checkpoints.norm import RMSNorm
 from checkpoints.rope import Rotary
-
-
-def softcap(x: torch.Tensor, cap: float | None) -> torch.Tensor:
-    """`cap * tanh(x / cap)` (Gemma 2's logit softcapping); x itself when cap is None."""
-    return x if cap is None else torch.tanh(x / cap) * cap
 
 
 class MLP(nn.Module):
@@ -176,7 +172,7 @@ class Decoder(nn.Module):
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         """The final norm, the LM head and the final softcap: fp32 logits."""
-        return softcap(self.lm_head(self.norm(x)).float(), self.config.final_logit_softcapping)
+        return softcap_logits(self.lm_head(self.norm(x)).float(), self.config.final_logit_softcapping)
 
     def decode_step(self, tokens: torch.Tensor, cache: RaggedKVCache) -> torch.Tensor:
         """One decode step of a ragged batch: tokens (B,), row b's after its

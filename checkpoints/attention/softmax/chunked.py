@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from checkpoints.attention.gqa import dense_dots, expand_kv, group_rows
 from checkpoints.attention.masks import causal_mask
-from checkpoints.attention.softmax.reference import Logits
+from checkpoints.attention.softmax.reference import Logits, softcap_logits
 from checkpoints.attention.stats import BlockedStats, RowStats
 
 Term = tuple[float, torch.Tensor, torch.Tensor]  # (coef, q (B, Hq, T, D), k (B, Hkv, S, D))
@@ -46,8 +46,8 @@ def _tile_logits(
     b, hkv, g, n = shape
     m = kb.shape[2]
     z = (qb @ kb.transpose(-1, -2)).view(b, hkv, g, n, m)
-    if softcap is not None:  # in place unless autograd needs z
-        z = torch.tanh(z / softcap) * softcap if z.requires_grad else z.div_(softcap).tanh_().mul_(softcap)
+    if softcap is not None:  # `softcap_logits`, in place unless autograd needs z
+        z = softcap_logits(z, softcap) if z.requires_grad else z.div_(softcap).tanh_().mul_(softcap)
     sign = None
     if signed:  # in place unless autograd needs z (training uses this path)
         sign = torch.sign(z)
@@ -256,7 +256,7 @@ def ragged_decode_sdpa(
     if window is not None:
         visible &= kpos[None, :] > pos - window
     if softcap is not None:
-        a = torch.tanh(dense_dots(q, k) * (scale / softcap)) * softcap
+        a = softcap_logits(dense_dots(q, k) * scale, softcap)
         if slopes is not None:
             a = a + slopes.float().to(q.device)[None, :, None, None] * (kpos[None, :] - pos).float()[:, None, None, :]
         w = torch.softmax(a.masked_fill(~visible[:, None, None, :], float("-inf")), dim=-1)

@@ -32,6 +32,11 @@ class Logits(NamedTuple):
     softcap: float | None = None
 
 
+def softcap_logits(z: torch.Tensor, cap: float | None) -> torch.Tensor:
+    """`cap * tanh(z / cap)` (Gemma 2's logit softcapping); z itself when cap is None."""
+    return z if cap is None else torch.tanh(z / cap) * cap
+
+
 def dense_logits(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -44,9 +49,7 @@ def dense_logits(
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """(a, sign, visible): fp32 logits (B, Hq, T, S) with -inf on hidden keys, the
     sign of z for the signed form (else None), and the bool mask (T, S)."""
-    z = dense_dots(q, k) * scale
-    if softcap is not None:
-        z = torch.tanh(z / softcap) * softcap
+    z = softcap_logits(dense_dots(q, k) * scale, softcap)
     sign = None
     if signed:
         sign, z = torch.sign(z), z.abs()
