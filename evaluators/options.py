@@ -311,7 +311,8 @@ class PerplexityOptions(TaskOptions):
     max_tokens: Int(ge=2, le=MAX_LENGTH) = option(32_768, "tokens scored per document (its first max_tokens): "
                                                   "the same tokens at every length", tokens=True)
     stride: Int(ge=1, le=MAX_LENGTH) | None = option(None, "sliding-window stride in tokens, as YaRN's "
-                                                     "evaluation (default: non-overlapping windows)")
+                                                     "evaluation (default: L - 1, windows back to back after a BOS; without a "
+                                                     "BOS they overlap by one context token)")
     seed: Seed = 0
 
     @model_validator(mode="after")

@@ -3,11 +3,14 @@ as YaRN's evaluation (jquesnelle/yarn, eval/perplexity.py) computes it.
 
 Documents: a .txt file, a .jsonl of {"text": ...} or a folder of .txt files; each is
 tokenized and cut to its first `max_tokens` tokens. At every length L the same tokens
-are scored (all of them; without a BOS the first token of a document has no context and
-is left out), so the curve measures context length, not text position. A window of L
-tokens is BOS (for models that have one) plus L - 1 text tokens; windows start every
-`stride` tokens (default: L - 1, non-overlapping) and each scores only the tokens past
-the previous window's end, YaRN's `trg_len`. One sample per window.
+are scored, so the curve measures context length, not text position: every token of a
+document when the model has a BOS (put before every window, as YaRN's evaluation does),
+and every token but the document's first when it has none (that token has no context).
+A window is L tokens: BOS plus L - 1 text tokens, or L text tokens without a BOS, whose
+first token is then only context. Windows start every `stride` text tokens (default
+L - 1: back to back with a BOS, overlapping by that one context token without) and each
+scores only the tokens past the previous window's end, YaRN's `trg_len`. One sample per
+window.
 
 Reported per length: the token-weighted perplexity exp(sum NLL / tokens) (headline) and
 YaRN's figure, exp of the mean over windows of each window's mean NLL."""
@@ -53,24 +56,34 @@ def read_documents(path: Path) -> list[tuple[str, str]]:
 def windows(n: int, text_len: int, stride: int, bos: bool) -> list[tuple[int, int, int]]:
     """YaRN's loop over a document of n tokens: (begin, end, scored) per window of up to
     `text_len` text tokens starting every `stride`; each scores its last `scored` tokens,
-    those past the previous window's end (the first token needs BOS to be scored)."""
+    those past the previous window's end. A token needs context to be scored: BOS, or
+    without one an earlier token of its own window (so a window's first text token is
+    scored only when a BOS precedes it)."""
     out = []
-    prev_end = 0 if bos else 1
+    prev_end = 0
     for begin in range(0, n, stride):
         end = min(begin + text_len, n)
-        if end > prev_end:
-            out.append((begin, end, end - prev_end))
+        first = max(prev_end, begin + (0 if bos else 1))
+        if end > first:
+            out.append((begin, end, end - first))
         prev_end = max(prev_end, end)
         if end == n:
             break
     return out
 
 
+def default_stride(length: int) -> int:
+    """L - 1 text tokens: with a BOS the windows lie back to back; without one they overlap
+    by the one token that gives the next window's first scored token its context."""
+    return length - 1
+
+
 class PerplexityEvaluator(Evaluator):
     name = "perplexity"
     # 2: typed result; 3: the same tokens at every length (whole documents up to max_tokens), BOS per window,
-    #    several documents, token-weighted and YaRN's mean-over-windows figures
-    version = "3"
+    #    several documents, token-weighted and YaRN's mean-over-windows figures; 4: without a BOS, windows
+    #    overlap by one context token so every token but the document's first is scored (and counted) once
+    version = "4"
     Options = PerplexityOptions
 
     def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
@@ -100,16 +113,16 @@ class PerplexityEvaluator(Evaluator):
                                  f"tokens (up to max_tokens), fewer than the {need} text tokens of the longest "
                                  "length; give longer documents or shorter lengths")
         stride = self.options["stride"]
-        shortest = min(self.options["lengths"]) - len(self.bos)
+        shortest = default_stride(min(self.options["lengths"]))
         if stride is not None and stride > shortest:
-            raise EvaluatorError(f"perplexity: stride {stride} is longer than the {shortest} text tokens of the "
-                                 "shortest window, so tokens between windows would go unscored; lower stride")
+            raise EvaluatorError(f"perplexity: stride {stride} is longer than the {shortest} tokens the shortest "
+                                 "window can score, so tokens between windows would go unscored; lower stride")
 
     def plan(self, loaded: LoadedModel) -> list[Sample]:
         out = []
         for n in self.options["lengths"]:
             text_len = n - len(self.bos)
-            stride = self.options["stride"] or text_len
+            stride = self.options["stride"] or default_stride(n)
             for d, (_, ids) in enumerate(self.docs):
                 for i, w in enumerate(windows(len(ids), text_len, stride, bool(self.bos))):
                     out.append(Sample(f"perplexity/len={n}/doc={d}/window={i}", {"length": n, "doc": d, "window": w}))

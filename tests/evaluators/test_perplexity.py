@@ -91,3 +91,33 @@ def test_perplexity_refuses_what_cannot_work(tmp_path: Path) -> None:
     bad.write_text('{"text": "ok"}\n{"txt": "no"}\n')
     with pytest.raises(EvaluatorError, match="bad.jsonl:2"):
         run_task(loaded, {"name": "perplexity", "text_file": str(bad), "lengths": [2]}, tmp_path / "o")
+
+
+def test_without_bos_every_token_but_the_first_against_transformers(tmp_path: Path) -> None:
+    """A tokenizer with no BOS: windows of L tokens overlapping by one context token score every
+    token but the document's first, once, at every length; the NLL summed and the count agree
+    with transformers run over those windows (written out here, independently of lctx's loop)."""
+    from checkpoints.loading import load_model
+    from tests.checkpoints.hf_models import build_hf_model, write_tokenizer
+
+    path = tmp_path / "nobos"
+    hf = build_hf_model(path, bos_token_id=None).eval()
+    write_tokenizer(path)
+    (path / "tokenizer_config.json").write_text('{"eos_token": "t2"}')
+    loaded = load_model(path)
+    assert loaded.tokenizer.bos_id is None
+    gen = torch.Generator().manual_seed(0)
+    doc = [int(i) for i in torch.randint(3, 96, (61,), generator=gen)]
+    (tmp_path / "doc.txt").write_text(" ".join(f"t{i}" for i in doc))
+    r = run_task(loaded, {"name": "perplexity", "lengths": [8, 20], "text_file": str(tmp_path / "doc.txt"),
+                          "max_tokens": 61}, tmp_path / "out")
+    for n in (8, 20):
+        nll, count = 0.0, 0
+        for start in range(0, len(doc) - 1, n - 1):
+            ids = torch.tensor([doc[start:start + n]])
+            with torch.no_grad():
+                logp = torch.log_softmax(hf(ids).logits[0, :-1].float(), -1)
+            nll -= float(logp.gather(1, ids[0, 1:, None]).sum())
+            count += ids.shape[1] - 1
+        assert count == len(doc) - 1 and typed(r).extra["tokens"][str(n)] == count
+        assert points(r, "perplexity", "length")[n].value == pytest.approx(math.exp(nll / count), rel=1e-4)
