@@ -15,8 +15,10 @@ layout. All scaling maths lives here and nowhere else."""
 
 from __future__ import annotations
 
+
 import dataclasses
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -398,6 +400,9 @@ def inv_freq_and_factor(
     return inv, factor
 
 
+ASCII_NUMBER = re.compile(r"[0-9]+(\.[0-9]+)?|\.[0-9]+")
+
+
 def parse_rope_override(value: str | dict[str, Any] | RopeScaling | None, config: ModelConfig) -> RopeScaling:
     """A job's RoPE override: `"yarn:4"`, `"ntk:8"`, `"none"`, or a dict in
     either transformers spelling. A method that takes an original length gets the
@@ -420,10 +425,11 @@ def parse_rope_override(value: str | dict[str, Any] | RopeScaling | None, config
         kind, _, factor = text.partition(":")
         raw = {"rope_type": kind}
         if factor:
-            try:
-                raw["factor"] = float(factor)
-            except ValueError as e:
-                raise ConfigError(f"rope override {value!r}: factor {factor!r} is not a number") from e
+            # ASCII digits only: float() also reads '٤' (Arabic-Indic four), '1_0', 'inf' and 'nan'
+            if not ASCII_NUMBER.fullmatch(factor):
+                raise ConfigError(f"rope override {value!r}: factor {factor!r} is not a number written in "
+                                  "ASCII digits, like '4' or '2.5'")
+            raw["factor"] = float(factor)
         elif rope_method(kind).uses_factor:
             raise ConfigError(f"rope override {value!r} needs a factor, for example '{kind}:4'")
     else:

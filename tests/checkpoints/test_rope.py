@@ -161,6 +161,9 @@ def test_override_strings_and_dicts() -> None:
         ("yarn:0.5", "factor must be >= 1"),
         ("yarn", "needs a factor, for example 'yarn:4'"),
         ("yarn:abc", "factor 'abc' is not a number"),
+        ("yarn:\u0664", "factor '\u0664' is not a number written in ASCII digits"),  # an Arabic-Indic four
+        ("yarn:1_0", "factor '1_0' is not a number"),
+        ("ntk:inf", "factor 'inf' is not a number"),
         ({"rope_type": "yarn", "factor": 2, "betafast": 3}, "unknown rope scaling keys ['betafast']"),
     ],
 )
