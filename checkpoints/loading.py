@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import torch
 from safetensors import safe_open
@@ -22,7 +23,7 @@ from checkpoints.errors import LoadError
 from checkpoints.families import hf_to_lctx_name, split_fused
 from checkpoints.model import Decoder
 from checkpoints.rope import parse_rope_override
-from checkpoints.tokenizer import Tokenizer, load_tokenizer
+from checkpoints.tokenizer import BYTE_TOKENIZER_FILE, Tokenizer, load_tokenizer
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -81,6 +82,13 @@ def weight_files(path: Path) -> list[Path]:
             weight_map = json.loads(index.read_text())["weight_map"]
         except (json.JSONDecodeError, KeyError) as e:
             raise LoadError(f"{index} is not a valid safetensors index (needs 'weight_map'): {e}") from e
+        if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
+            raise LoadError(f"{index.name}: 'weight_map' must map tensor names to shard file names")
+        for name in sorted(set(weight_map.values())):
+            shard = PurePosixPath(name)
+            if shard.is_absolute() or ".." in shard.parts or "\\" in name or not name.endswith(".safetensors"):
+                raise LoadError(f"{index.name} names shard {name!r}: shards must be .safetensors files inside "
+                                "the checkpoint folder, named relative to it without '..'")
         files = sorted({path / f for f in weight_map.values()})
         missing = [str(f) for f in files if not f.is_file()]
         if missing:
@@ -104,6 +112,23 @@ def weight_files(path: Path) -> list[Path]:
     raise LoadError(
         f"no weights in {path}: expected model.safetensors or model.safetensors.index.json with its shards"
     )
+
+
+# Files a checkpoint folder may have that lctx reads besides its weights (config, tokenizer,
+# generation defaults, chat template).
+SIDE_FILES = ("config.json", "model.safetensors.index.json", "tokenizer.json", BYTE_TOKENIZER_FILE,
+              "tokenizer_config.json", "generation_config.json", "special_tokens_map.json", "chat_template.jinja")
+
+
+def checkpoint_files(path: Path) -> Iterator[Path]:
+    """Every file lctx reads for the checkpoint in `path` (those that exist), so a caller can
+    confine each one before anything reads it: the fixed-name files first (the shard index
+    among them), then the weight files, which are listed only when the generator reaches
+    them, after the index was yielded and checked."""
+    for name in SIDE_FILES:
+        if (path / name).is_file():
+            yield path / name
+    yield from (f for f in weight_files(path) if f.name != "model.safetensors.index.json")
 
 
 def read_state_dict(path: Path, config: ModelConfig, dtype: torch.dtype) -> dict[str, torch.Tensor]:

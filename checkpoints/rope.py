@@ -15,7 +15,6 @@ layout. All scaling maths lives here and nowhere else."""
 
 from __future__ import annotations
 
-
 import dataclasses
 import math
 import re
@@ -400,7 +399,7 @@ def inv_freq_and_factor(
     return inv, factor
 
 
-ASCII_NUMBER = re.compile(r"[0-9]+(\.[0-9]+)?|\.[0-9]+")
+ASCII_NUMBER = re.compile(r"([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 def parse_rope_override(value: str | dict[str, Any] | RopeScaling | None, config: ModelConfig) -> RopeScaling:
@@ -427,7 +426,7 @@ def parse_rope_override(value: str | dict[str, Any] | RopeScaling | None, config
         if factor:
             # ASCII digits only: float() also reads '٤' (Arabic-Indic four), '1_0', 'inf' and 'nan'
             if not ASCII_NUMBER.fullmatch(factor):
-                raise ConfigError(f"rope override {value!r}: factor {factor!r} is not a number written in "
+                raise ConfigError(f"rope override {value!r}: factor {factor!r} is not a finite number written in "
                                   "ASCII digits, like '4' or '2.5'")
             raw["factor"] = float(factor)
         elif rope_method(kind).uses_factor:

@@ -29,11 +29,68 @@ SCROLLS_FIELDS: dict[str, tuple] = {"id": (str,), "pid": (str, int, type(None)),
 
 LONGBENCH_HF = "Xnhyacinth/LongBench"
 SCROLLS_HF = "tau/scrolls"
+# The first bytes a submission reads of a text option's file (the run reads the whole file).
+SNIFF_BYTES = 1 << 20
+
+
+def text_problem(path: Path, limit: int | None = None) -> str | None:
+    """Why `path` is not plain UTF-8 text (None when it is): undecodable bytes, or NUL bytes,
+    which no text has and every binary (safetensors, pickles, archives) does. `limit`: look
+    at the first bytes only (a character cut at the limit is not counted against the file)."""
+    with path.open("rb") as f:
+        data = f.read(limit) if limit else f.read()
+    cut = limit is not None and len(data) == limit
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        return f"it holds NUL bytes from offset {nul} (a binary file, not text)"
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if not (cut and e.reason == "unexpected end of data"):
+            return f"it is not UTF-8 (byte {e.start}: {e.reason})"
+    return None
+
+
+def read_text(path: Path, what: str) -> str:
+    """A text option's file as a string; an EvaluatorError naming the option and saying why
+    when it is binary or not UTF-8 (never decoded with replacement characters: garbage in
+    would be scored as if it were text)."""
+    problem = text_problem(path)
+    if problem:
+        raise EvaluatorError(f"{what} {path.name} cannot be read as text: {problem}; give a UTF-8 text file")
+    return path.read_text(encoding="utf-8")
+
+
+def sniff_text_option(path: Path) -> str | None:
+    """Why a file option's path does not look like what text options take (None when it
+    does), from its first bytes: every .txt of a folder, or the file, must be UTF-8 text,
+    and a .jsonl must start with a JSON object. Run at submission, so a job on a binary
+    (a model.safetensors given as text_file) is refused before it is queued."""
+    files = sorted(p for p in path.iterdir() if p.suffix == ".txt" and p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        problem = text_problem(f, SNIFF_BYTES)
+        if problem:
+            return f"{f.name}: {problem}"
+        if f.suffix == ".jsonl":
+            with f.open("rb") as fh:
+                first = next((line for line in fh.read(SNIFF_BYTES).splitlines() if line.strip()), b"")
+            try:
+                ok = isinstance(json.loads(first), dict)
+            except ValueError:
+                ok = False
+            if first and not ok:
+                return f"{f.name}: its first line is not a JSON object (a .jsonl needs one object per line)"
+    return None
+
+
 def json_objects(path: Path, what: str = "a record") -> list[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line of a JSONL file; an EvaluatorError naming
     the file and line for one that is not a JSON object."""
     out = []
-    with path.open(encoding="utf-8") as f:
+    problem = text_problem(path, SNIFF_BYTES)
+    if problem:
+        raise EvaluatorError(f"{path.name} cannot be read as JSONL: {problem}; write one JSON object per line")
+    with path.open(encoding="utf-8", errors="strict") as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue

@@ -36,6 +36,7 @@ import torch
 from checkpoints.attention.stats import RowStats, stats_from_weights
 from checkpoints.loading import LoadedModel
 from evaluators.base import Evaluator, EvaluatorError, Sample
+from evaluators.data import read_text
 from evaluators.options import DiagnosticsOptions
 from evaluators.passkey import PasskeyEvaluator
 from evaluators.plots import heatmap, lines
@@ -275,7 +276,7 @@ class DiagnosticsEvaluator(Evaluator):
         if self.options["inputs"] != "text":
             return
         path = self.text_path()
-        self.text_ids = loaded.tokenizer.encode(path.read_text(encoding="utf-8", errors="replace"),
+        self.text_ids = loaded.tokenizer.encode(read_text(path, "diagnostics: text_file"),
                                                 add_special_tokens=False)
         longest = max(self.options["lengths"])
         if len(self.text_ids) < longest:

@@ -26,6 +26,7 @@ from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
 from evaluators.base import Built, Evaluator, EvaluatorError, Sample
+from evaluators.data import read_text
 from evaluators.options import NeedleOptions, PasskeyOptions
 from evaluators.plots import heatmap
 from evaluators.results import TaskResult, fmt, metric, series
@@ -262,7 +263,7 @@ class NeedleEvaluator(_Retrieval):
         if not path.is_file():
             raise EvaluatorError(f"needle: haystack_file {name} not found (looked at {path}); "
                                  "give a UTF-8 text file, absolute or relative to the data directory")
-        text = path.read_text(encoding="utf-8", errors="replace").strip()
+        text = read_text(path, "needle: haystack_file").strip()
         if not text:
             raise EvaluatorError(f"needle: haystack_file {path} is empty")
         self.haystack_unit = text

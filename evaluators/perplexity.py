@@ -26,7 +26,7 @@ import torch
 from checkpoints.engine import RollingRequest
 from checkpoints.loading import LoadedModel
 from evaluators.base import Built, Evaluator, EvaluatorError, Sample
-from evaluators.data import json_objects
+from evaluators.data import json_objects, read_text
 from evaluators.options import PerplexityOptions
 from evaluators.plots import lines
 from evaluators.results import TaskResult, fmt, metric, series
@@ -39,7 +39,7 @@ def read_documents(path: Path) -> list[tuple[str, str]]:
         files = sorted(p for p in path.iterdir() if p.suffix == ".txt" and p.is_file())
         if not files:
             raise EvaluatorError(f"perplexity: folder {path} has no .txt files; put one document per .txt file")
-        return [(p.name, p.read_text(encoding="utf-8", errors="replace")) for p in files]
+        return [(p.name, read_text(p, "perplexity: text_file")) for p in files]
     if path.suffix == ".jsonl":
         docs = []
         for lineno, rec in json_objects(path, "a document"):
@@ -50,7 +50,7 @@ def read_documents(path: Path) -> list[tuple[str, str]]:
         if not docs:
             raise EvaluatorError(f"perplexity: {path} has no documents; write one {{\"text\": ...}} per line")
         return docs
-    return [(path.name, path.read_text(encoding="utf-8", errors="replace"))]
+    return [(path.name, read_text(path, "perplexity: text_file"))]
 
 
 def windows(n: int, text_len: int, stride: int, bos: bool) -> list[tuple[int, int, int]]:

@@ -39,7 +39,7 @@ def _install_copy(source: Path, target: Path, fingerprint: str) -> str:
     if target.exists() and not (target / MARKER).is_file():
         return f"skipped: {target} exists and is not an lctx demo copy"
     if target.exists():
-        if checkpoint_info(target).fingerprint == fingerprint:
+        if checkpoint_info(target, [target.parent]).fingerprint == fingerprint:
             return "kept"
         shutil.rmtree(target)
         action = "refreshed"
@@ -62,7 +62,7 @@ def install_demo_checkpoints(store: Store, root: Path, source: Path | None = Non
     installed = []
     for name, src in demo_checkpoints(source).items():
         target = root / name
-        info = checkpoint_info(src)  # the copy holds the same bytes: same fingerprint
+        info = checkpoint_info(src, [src.parent])  # the copy holds the same bytes: same fingerprint
         try:
             action = _install_copy(src, target, info.fingerprint)
         except OSError as e:  # a read-only checkpoint volume (docker-compose mounts it so)

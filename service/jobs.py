@@ -32,6 +32,7 @@ from service.errors import ServiceError
 from service.settings import Settings
 from service.status import FAILED, RUNNING, SUCCEEDED
 from service.store import JobRow, Store
+from service.submission import confine_checkpoint_files
 
 log = logging.getLogger("lctx.jobs")
 
@@ -166,6 +167,7 @@ def run_job(settings: Settings, job_id: str, store: Store | None = None) -> str:
 
 def _run(settings: Settings, store: Store, job: JobRow, out: Path) -> None:
     started = (job.started_at.replace(tzinfo=UTC) if job.started_at else datetime.now(UTC)).isoformat()
+    confine_checkpoint_files(Path(job.checkpoint_path), settings.roots)  # a file swapped for a link since submission
     loaded = load_model(job.checkpoint_path, rope=job.rope, backend=job.backend, device=pick_device(settings.device))
     budget = settings.engine_memory_mb << 20 if settings.engine_memory_mb else None
     engine = Engine(loaded.model, loaded.tokenizer, memory_budget=budget, max_batch=settings.engine_max_batch)

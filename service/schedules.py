@@ -161,7 +161,7 @@ class Scheduler:
 
     def _submit_once(self, schedule: ScheduleRow, suite: Suite, path: Path) -> JobRow | None:
         path = confine(str(path), self.settings.roots, "checkpoint path")  # a symlink may point out
-        info = checkpoint_info(path)
+        info = checkpoint_info(path, self.settings.roots)
         known = self.store.checkpoint_by_path(str(path))
         if known is None:
             name = path.name if self.store.find_checkpoint(path.name) is None else f"{path.name}-{info.fingerprint[:8]}"

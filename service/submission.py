@@ -13,22 +13,40 @@ from typing import Any
 from checkpoints.config import ModelConfig
 from checkpoints.errors import CheckpointError
 from checkpoints.fingerprint import CheckpointInfo, inspect_checkpoint
+from checkpoints.loading import checkpoint_files
 from checkpoints.rope import parse_rope_override
+from evaluators.data import sniff_text_option
 from evaluators.options import TASK_OPTIONS, TaskOptions
-from service.errors import InvalidRequest
+from service.errors import Forbidden, InvalidRequest
 from service.paths import confine
 from service.schemas import JobCreate, Suite
 from service.settings import Settings
 from service.store import JobRow, Store
 
 
-def checkpoint_info(path: Path) -> CheckpointInfo:
-    """Validate and fingerprint a checkpoint folder; the runtime's refusal becomes a 422
-    with its message (config unreadable, weights missing or pickled, not safetensors)."""
+def checkpoint_info(path: Path, roots: list[Path]) -> CheckpointInfo:
+    """Validate and fingerprint a checkpoint folder whose every file lies inside `roots`; the
+    runtime's refusal becomes a 422 with its message (config unreadable, weights missing or
+    pickled, not safetensors), a file that escapes the roots a 403."""
     try:
+        confine_checkpoint_files(path, roots)
         return inspect_checkpoint(path)
     except CheckpointError as e:
         raise InvalidRequest(str(e)) from e
+
+
+def confine_checkpoint_files(path: Path, roots: list[Path]) -> None:
+    """Every file read for the checkpoint (config, tokenizer files, chat template, the shard
+    index and every shard it names) resolves inside an allowed root, each checked before it
+    is read: a model.safetensors symlinked to a file elsewhere, or a shard named '/etc/x',
+    is refused, not fingerprinted and loaded. Raises Forbidden naming the file."""
+    resolved_roots = [r.resolve() for r in roots]
+    for file in checkpoint_files(path):
+        target = file.resolve()
+        if not any(target.is_relative_to(r) for r in resolved_roots):
+            raise Forbidden(f"checkpoint file {file.name} of {path.name} resolves outside the allowed checkpoint "
+                            "roots (a symlink or shard name pointing elsewhere); copy the file into the checkpoint "
+                            "folder")
 
 
 @dataclass(frozen=True)
@@ -48,7 +66,7 @@ def resolve_checkpoint(store: Store, settings: Settings, ref: str) -> ResolvedCh
         raise InvalidRequest(f"checkpoint {ref!r} is neither a registered name (registered: {names}) nor a path; "
                              "register it with POST /v1/checkpoints or give its directory")
     path = confine(ref, settings.roots, "checkpoint path")
-    info = checkpoint_info(path)
+    info = checkpoint_info(path, settings.roots)
     known = store.checkpoint_by_path(str(path))
     return ResolvedCheckpoint(known.name if known else str(path), path, info.fingerprint)
 
@@ -89,6 +107,10 @@ def validate_tasks(suite: Suite, settings: Settings, cluster_gpus: int | None = 
         check_data(spec, settings, where)
         tasks.append(spec.options())  # defaults filled in: the job records every option
         confine_files(tasks[-1], settings, f"tasks[{i}]")
+        twin = next((j for j, t in enumerate(tasks[:-1]) if t == tasks[-1]), None)
+        if twin is not None:
+            raise InvalidRequest(f"{where} repeats tasks[{twin}] with the same options: it would run the same "
+                                 "samples twice; drop the copy (a task may repeat only with different options)")
     if planned > settings.max_samples_per_job:
         raise InvalidRequest(f"the job plans {planned} samples; this service runs at most {settings.max_samples_per_job} "
                              "per job (LCTX_MAX_SAMPLES_PER_JOB): ask for fewer lengths or trials, or split it into jobs")
@@ -134,7 +156,12 @@ def confine_files(task: dict[str, Any], settings: Settings, where: str) -> None:
     roots = ([settings.data_dir.absolute()] if settings.data_dir else []) + settings.roots
     for key in TASK_OPTIONS[task["name"]].file_options():
         if isinstance(task.get(key), str):
-            task[key] = str(confine(task[key], roots, f"{where}.{key}"))
+            path = confine(task[key], roots, f"{where}.{key}")
+            task[key] = str(path)
+            problem = sniff_text_option(path) if path.exists() else None
+            if problem:
+                raise InvalidRequest(f"{where}.{key}: {problem}; give a UTF-8 text file (.txt) or, where the "
+                                     "option takes one, a .jsonl of objects")
 
 
 def job_fields(resolved: ResolvedCheckpoint, suite: Suite, tasks: list[dict[str, Any]]) -> dict[str, Any]:

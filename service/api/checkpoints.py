@@ -22,7 +22,7 @@ def register_checkpoint(body: CheckpointCreate, store: StoreDep, settings: Setti
     if not path.is_dir():
         raise InvalidRequest(f"checkpoint path {body.path} ({path}) is not a directory; give the folder that "
                              "holds config.json and the safetensors weights")
-    info = checkpoint_info(path)
+    info = checkpoint_info(path, settings.roots)
     row = store.add_checkpoint(body.name, str(path), info.fingerprint, info.variant, info.parameters)
     return checkpoint_out(row, settings)
 

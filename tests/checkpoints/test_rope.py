@@ -160,10 +160,10 @@ def test_override_strings_and_dicts() -> None:
         ("spiral:4", "unknown rope type 'spiral'; supported rope types: default, linear, ntk, dynamic, yarn"),
         ("yarn:0.5", "factor must be >= 1"),
         ("yarn", "needs a factor, for example 'yarn:4'"),
-        ("yarn:abc", "factor 'abc' is not a number"),
-        ("yarn:\u0664", "factor '\u0664' is not a number written in ASCII digits"),  # an Arabic-Indic four
-        ("yarn:1_0", "factor '1_0' is not a number"),
-        ("ntk:inf", "factor 'inf' is not a number"),
+        ("yarn:abc", "factor 'abc' is not a finite number"),
+        ("yarn:\u0664", "factor '\u0664' is not a finite number written in ASCII digits"),  # an Arabic-Indic four
+        ("yarn:1_0", "factor '1_0' is not a finite number"),
+        ("ntk:inf", "factor 'inf' is not a finite number"),
         ({"rope_type": "yarn", "factor": 2, "betafast": 3}, "unknown rope scaling keys ['betafast']"),
     ],
 )
