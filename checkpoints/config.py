@@ -76,6 +76,16 @@ class AttentionConfig:
         }
 
 
+# Largest value each size field may take: far above any released decoder (Llama 3.1 405B:
+# hidden 16384, 126 layers, 128 heads, intermediate 53248, vocab 128256), low enough that a
+# config cannot make a worker build layers or embeddings without bound.
+SIZE_LIMITS: dict[str, int] = {
+    "hidden_size": 65_536, "num_layers": 1_024, "num_heads": 1_024, "num_kv_heads": 1_024, "head_dim": 4_096,
+    "intermediate_size": 1 << 20, "vocab_size": 1 << 22, "max_position_embeddings": 1 << 24,
+    "sliding_window": 1 << 24,
+}
+
+
 @dataclass
 class ModelConfig:
     """A pre-LN decoder: RMSNorm, gated MLP, RoPE, grouped-query attention, and the
@@ -117,6 +127,7 @@ class ModelConfig:
     source_format: str = OWN_MODEL_TYPE  # "lctx" or the HF model_type it was read from
 
     def __post_init__(self) -> None:
+        self._check_sizes()
         if isinstance(self.rope_scaling, dict):
             self.rope_scaling = RopeScaling.from_dict(self.rope_scaling)
         if isinstance(self.attention, dict):
@@ -144,6 +155,25 @@ class ModelConfig:
             self.eos_token_id = [self.eos_token_id]
         self.eos_token_id = list(self.eos_token_id or [])
         self._check_architecture()
+
+    def _check_sizes(self) -> None:
+        """Every size a positive integer within SIZE_LIMITS, checked before anything is built."""
+        for name, limit in SIZE_LIMITS.items():
+            value = getattr(self, name)
+            if value is None and name in ("num_kv_heads", "head_dim", "sliding_window"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+                raise ConfigError(f"{name} must be an integer from 1 to {limit:,}, got {value!r}")
+
+    def matrix_parameters(self) -> int:
+        """Parameters of the embedding, attention, MLP and output matrices this config
+        describes: a lower bound of the real count (norms, biases and variant gains are left
+        out), so weights holding fewer parameters than this cannot be this model."""
+        h, hd = self.hidden_size, self.head_dim
+        attention = h * hd * (2 * self.num_heads + 2 * self.num_kv_heads)
+        mlp = 3 * h * self.intermediate_size
+        embeddings = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
+        return embeddings + self.num_layers * (attention + mlp)
 
     def _check_architecture(self) -> None:
         """The family options: each a known value, the per-layer lists as long as the model."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ class CheckpointInfo:
     variant: str
     parameters: int
     files: list[str]
+    dtype: str = "float32"  # the config's torch_dtype: what jobs on GPU load it in
 
 
 def _header(file: Path) -> bytes:
@@ -85,14 +87,31 @@ def _sampled_data(file: Path, data_start: int) -> bytes:
         return b"".join(chunks)
 
 
-def _parameters(header: bytes) -> int:
+# Bytes per element of the safetensors dtypes.
+DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
+               "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8}
+
+
+def _parameters(file: Path, header: bytes) -> int:
+    """Elements of every tensor, each tensor's shape checked against the bytes its offsets
+    span (a header claiming a [10^12, 10^12] tensor in a few bytes is refused here, not
+    counted): the count is then bounded by the file's size."""
     total = 0
     for name, meta in json.loads(header).items():
-        if name != "__metadata__" and isinstance(meta, dict):
-            n = 1
-            for d in meta.get("shape", []):
-                n *= int(d)
-            total += n
+        if name == "__metadata__":
+            continue
+        shape, dtype = meta.get("shape"), meta.get("dtype")
+        if dtype not in DTYPE_BYTES or not isinstance(shape, list) or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+            raise LoadError(f"{file.name}: tensor {name!r} has dtype {dtype!r} and shape {shape!r}; not a valid "
+                            "safetensors entry")
+        n = math.prod(shape)
+        begin, end = meta["data_offsets"]
+        if n * DTYPE_BYTES[dtype] != end - begin:
+            raise LoadError(f"{file.name}: tensor {name!r} of shape {shape} ({dtype}) needs "
+                            f"{n * DTYPE_BYTES[dtype]:,} bytes but its offsets span {end - begin:,}; the file is "
+                            "not a valid safetensors file")
+        total += n
     return total
 
 
@@ -114,12 +133,18 @@ def inspect_checkpoint(path: Path) -> CheckpointInfo:
     for file in files:
         header = _header(file)
         _check_complete(file, header)
-        parameters += _parameters(header)
+        parameters += _parameters(file, header)
         h.update(f"file\0{file.name}\0{file.stat().st_size}\0".encode() + header)
         h.update(hashlib.sha256(_sampled_data(file, 8 + len(header))).digest())
+    described = config.matrix_parameters()
+    if described > parameters:
+        raise LoadError(f"checkpoint {path.name}: config.json describes at least {described:,} parameters "
+                        f"({config.num_layers} layers, hidden_size {config.hidden_size}, vocab_size "
+                        f"{config.vocab_size}) but the weights hold {parameters:,}; the config does not match them")
     return CheckpointInfo(
         fingerprint=h.hexdigest(),
         variant=config.attention.variant,
         parameters=parameters,
         files=[f.name for f in files],
+        dtype=config.torch_dtype,
     )

@@ -45,6 +45,10 @@ class Settings(BaseSettings):
     device: str = Field("auto", description="device jobs load models on: auto (cuda when a GPU was given), cpu, cuda")
     engine_memory_mb: int | None = Field(None, ge=1, description="KV-cache budget of one decoding batch in MiB; "
                                          "default a quarter of free GPU memory, 2048 on CPU")
+    max_model_memory_mb: int | None = Field(None, ge=1, description="most MiB a checkpoint's weights may take "
+                                            "at the dtype jobs load them in (float32 on CPU, the checkpoint's "
+                                            "own on GPU), checked at registration and submission; default this "
+                                            "machine's physical memory")
     engine_max_batch: int = Field(64, ge=1, le=4096, description="most sequences decoded together by a job")
     max_attempts: int = Field(3, ge=1, description="runs of a job whose worker died before it is failed")
     lease_seconds: float = Field(120.0, gt=0, description="a running job with no heartbeat this long is requeued")
@@ -92,6 +96,12 @@ class Settings(BaseSettings):
     @property
     def token(self) -> str | None:
         return self.api_token.get_secret_value() if self.api_token else None
+
+    def model_memory_limit(self) -> int:
+        """Bytes a checkpoint's weights may take (LCTX_MAX_MODEL_MEMORY_MB, or physical memory)."""
+        if self.max_model_memory_mb:
+            return self.max_model_memory_mb << 20
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
     def prepare(self) -> None:
         """Create the embedded default folders (idempotent)."""

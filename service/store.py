@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     DateTime,
     Float,
     ForeignKey,
@@ -64,7 +65,7 @@ class CheckpointRow(Base):
     path: Mapped[str] = mapped_column(Text)
     fingerprint: Mapped[str] = mapped_column(String(64), index=True)
     variant: Mapped[str] = mapped_column(String(64))
-    parameters: Mapped[int] = mapped_column(Integer)
+    parameters: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=now)
 
 

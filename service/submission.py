@@ -35,6 +35,25 @@ def checkpoint_info(path: Path, roots: list[Path]) -> CheckpointInfo:
         raise InvalidRequest(str(e)) from e
 
 
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+def check_model_memory(parameters: int, config_dtype: str, settings: Settings, name: str) -> None:
+    """The weights fit the memory this service allows a model (LCTX_MAX_MODEL_MEMORY_MB,
+    default the machine's): jobs load float32 on CPU and the checkpoint's dtype on GPU."""
+    per = 4 if settings.device == "cpu" or config_dtype not in DTYPE_BYTES else DTYPE_BYTES[config_dtype]
+    need, limit = parameters * per, settings.model_memory_limit()
+    if need > limit:
+        raise InvalidRequest(f"checkpoint {name}: its {parameters:,} parameters take {_size(need)} at "
+                             f"{per * 8}-bit, more than the {_size(limit)} this service allows a model "
+                             "(LCTX_MAX_MODEL_MEMORY_MB, default this machine's memory); evaluate it on a larger "
+                             "machine or through a served endpoint")
+
+
 def confine_checkpoint_files(path: Path, roots: list[Path]) -> None:
     """Every file read for the checkpoint (config, tokenizer files, chat template, the shard
     index and every shard it names) resolves inside an allowed root, each checked before it
@@ -60,6 +79,7 @@ def resolve_checkpoint(store: Store, settings: Settings, ref: str) -> ResolvedCh
     """A registered name, or a path inside the checkpoint roots (validated and fingerprinted)."""
     row = store.find_checkpoint(ref)
     if row is not None:
+        check_model_memory(row.parameters or 0, _dtype_of(Path(row.path)), settings, row.name)
         return ResolvedCheckpoint(row.name, Path(row.path), row.fingerprint)
     if "/" not in ref and not ref.startswith("."):
         names = ", ".join(c.name for c in store.list_checkpoints()[:20]) or "none yet"
@@ -67,8 +87,17 @@ def resolve_checkpoint(store: Store, settings: Settings, ref: str) -> ResolvedCh
                              "register it with POST /v1/checkpoints or give its directory")
     path = confine(ref, settings.roots, "checkpoint path")
     info = checkpoint_info(path, settings.roots)
+    check_model_memory(info.parameters, info.dtype, settings, path.name)
     known = store.checkpoint_by_path(str(path))
     return ResolvedCheckpoint(known.name if known else str(path), path, info.fingerprint)
+
+
+def _dtype_of(path: Path) -> str:
+    """The checkpoint's stored dtype ("float32" when its config cannot be read any more)."""
+    try:
+        return ModelConfig.from_file(path).torch_dtype
+    except CheckpointError:
+        return "float32"
 
 
 def validate_suite(suite: Suite, checkpoint: Path, settings: Settings,

@@ -8,7 +8,7 @@ from service.api.deps import NameParam, Read, SettingsDep, StoreDep, Write
 from service.errors import InvalidRequest
 from service.paths import confine
 from service.schemas import CheckpointCreate, CheckpointOut, errors
-from service.submission import checkpoint_info
+from service.submission import check_model_memory, checkpoint_info
 from service.views import checkpoint_out
 
 router = APIRouter(prefix="/v1/checkpoints", tags=["checkpoints"], responses=errors(400, 403, 404, 409))
@@ -23,6 +23,7 @@ def register_checkpoint(body: CheckpointCreate, store: StoreDep, settings: Setti
         raise InvalidRequest(f"checkpoint path {body.path} ({path}) is not a directory; give the folder that "
                              "holds config.json and the safetensors weights")
     info = checkpoint_info(path, settings.roots)
+    check_model_memory(info.parameters, info.dtype, settings, body.name)
     row = store.add_checkpoint(body.name, str(path), info.fingerprint, info.variant, info.parameters)
     return checkpoint_out(row, settings)
 

@@ -106,3 +106,58 @@ def test_rope_digits_and_duplicate_tasks_are_refused(api: httpx.Client, models: 
     r = api.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [task, {**task, "lengths": [128]}]})
     assert r.status_code == 202, r.text  # the same task with other options is a different task
     assert api.get("/v1/jobs").json()["total"] == 1
+
+
+def test_registrations_are_bounded(api: httpx.Client, models: Path, tmp_path: Path) -> None:
+    """Sizes a worker could not build, shapes the bytes cannot hold, configs the weights do not
+    match: 422 naming the field and the figure, at registration (never a 500 or a worker that
+    grows without bound)."""
+    def variant(name: str, **config: object) -> Path:
+        path = models / name
+        shutil.copytree(models / "tiny", path)
+        cfg = json.loads((path / "config.json").read_text())
+        cfg.update(config)
+        (path / "config.json").write_text(json.dumps(cfg))
+        return path
+
+    huge = variant("huge-shape")
+    header = json.dumps({"w": {"dtype": "F32", "shape": [10**12, 10**12], "data_offsets": [0, 4]}}).encode()
+    (huge / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + b"\0" * 4)
+    cases = [
+        (huge, "shape [1000000000000, 1000000000000] (F32) needs"),
+        (variant("deep", num_layers=10**8), "num_layers must be an integer from 1 to 1,024, got 100000000"),
+        (variant("wide", hidden_size=10**9), "hidden_size must be an integer from 1 to 65,536"),
+        (variant("big-vocab", vocab_size=10**9), "vocab_size must be an integer from 1 to 4,194,304"),
+        (variant("more-layers", num_layers=6), "config.json describes at least"),
+    ]
+    for path, why in cases:
+        r = api.post("/v1/checkpoints", json={"name": path.name, "path": str(path)})
+        assert r.status_code == 422 and why in r.json()["detail"], (path.name, r.text)
+        r = api.post("/v1/jobs", json={"checkpoint": str(path), "tasks": [{"name": "passkey"}]})
+        assert r.status_code == 422 and why in r.json()["detail"], (path.name, r.text)
+    assert api.get("/v1/checkpoints").json() == []
+
+
+def test_models_larger_than_the_memory_setting_are_refused(tmp_path: Path) -> None:
+    """LCTX_MAX_MODEL_MEMORY_MB bounds the weights at the dtype jobs load them in: refused at
+    registration, and at submission for a checkpoint registered under a larger limit."""
+    import torch
+
+    from checkpoints.config import ModelConfig
+    from checkpoints.loading import save_model
+    from checkpoints.model import Decoder
+    from checkpoints.tokenizer import ByteTokenizer
+
+    torch.manual_seed(0)
+    path = tmp_path / "models" / "medium"  # 2.2 M parameters: 8.5 MiB in float32
+    save_model(Decoder(ModelConfig(hidden_size=256, num_layers=2, num_heads=4, intermediate_size=1024,
+                                   vocab_size=259)), path, ByteTokenizer())
+    with ThreadServer(create_app(make_settings(tmp_path))) as srv, httpx.Client(base_url=srv.url) as c:
+        assert c.post("/v1/checkpoints", json={"name": "medium", "path": str(path)}).status_code == 201
+    with ThreadServer(create_app(make_settings(tmp_path, max_model_memory_mb=4))) as srv, \
+            httpx.Client(base_url=srv.url) as c:
+        for r in (c.post("/v1/jobs", json={"checkpoint": "medium", "tasks": [{"name": "passkey"}]}),
+                  c.post("/v1/checkpoints", json={"name": "again", "path": str(path)})):
+            assert r.status_code == 422, r.text
+            assert "its 2,231,040 parameters take 8.5 MiB at 32-bit, more than the 4.0 MiB" in r.json()["detail"]
+            assert "LCTX_MAX_MODEL_MEMORY_MB" in r.json()["detail"]
