@@ -67,8 +67,10 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from service.app import create_app
+    from service.redact import install_log_redaction, redact
     from service.settings import get_settings
 
+    install_log_redaction()
     settings = get_settings()
     settings = settings.model_copy(update={"host": args.host or settings.host, "port": args.port or settings.port})
     settings.prepare()
@@ -78,7 +80,7 @@ def _serve(args: argparse.Namespace) -> int:
     demos = _install_demos(settings) if settings.demo_checkpoints else []
     registered = [d.name for d in demos if not d.action.startswith("skipped")]
     demo = None if registered else example_checkpoint(settings.roots[0])
-    print(f"lctx API on {url}  (docs {url}/docs; database {settings.database}; results {settings.results};"
+    print(f"lctx API on {url}  (docs {url}/docs; database {redact(settings.database)}; results {settings.results};"
           f" checkpoint roots {', '.join(map(str, settings.roots))}). Ready when {url}/readyz answers 200.")
     if demos:
         print(f"registered demo checkpoints: {', '.join(registered)} (trained passkey models, 256-token context);"

@@ -22,6 +22,7 @@ from service.api import checkpoints, health, jobs, leaderboard, results, schedul
 from service.errors import ServiceError
 from service.execution import Executor
 from service.metrics import Metrics
+from service.redact import install_log_redaction, redact
 from service.schedules import Scheduler, ensure_configured_schedule
 from service.schemas import errors
 from service.settings import Settings, get_settings
@@ -58,6 +59,7 @@ def truthful_openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    install_log_redaction()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -102,7 +104,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return JSONResponse({"detail": exc.message, "code": exc.code}, status_code=exc.status, headers=headers)
+        return JSONResponse({"detail": redact(exc.message), "code": exc.code}, status_code=exc.status,
+                            headers=headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
