@@ -27,6 +27,7 @@ from service.schedules import Scheduler, ensure_configured_schedule
 from service.schemas import errors
 from service.settings import Settings, get_settings
 from service.store import Store
+from service.views import client_text
 
 log = logging.getLogger("lctx.api")
 
@@ -104,7 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return JSONResponse({"detail": redact(exc.message), "code": exc.code}, status_code=exc.status,
+        return JSONResponse({"detail": client_text(redact(exc.message), settings), "code": exc.code}, status_code=exc.status,
                             headers=headers)
 
     @app.exception_handler(StarletteHTTPException)

@@ -4,6 +4,7 @@ is what it would pass back: checkpoint paths are taken relative to the first roo
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,20 @@ def client_path(path: str | Path, settings: Settings, base: Path | None = None) 
     return p.name
 
 
+def client_text(text: str, settings: Settings) -> str:
+    """A message with server paths made client paths: a path under a configured root
+    becomes relative to it, a root itself is named by the setting that configures it
+    (error messages and job errors; clients never see the server's directories)."""
+    named = [(r, "LCTX_CHECKPOINT_ROOTS") for r in settings.roots] + [(settings.results, "LCTX_RESULTS_DIR")]
+    if settings.data_dir:
+        named.append((settings.data_dir.absolute(), "LCTX_DATA_DIR"))
+    named.append((settings.home.absolute(), "LCTX_HOME"))
+    forms = {(str(f), name) for root, name in named for f in (root, root.resolve()) if str(f) != "/"}
+    for root, name in sorted(forms, key=lambda f: -len(f[0])):  # the deepest root first
+        text = re.sub(re.escape(root) + r"(/+|(?![\w.-]))", lambda m, n=name: "" if m.group(1) else n, text)
+    return text
+
+
 def client_task(task: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """A task's options with its file options (resolved at submission) shown relative."""
     model = TASK_OPTIONS.get(task.get("name", ""))
@@ -43,7 +58,8 @@ def client_task(task: dict[str, Any], settings: Settings) -> dict[str, Any]:
 def job_out(row: JobRow, settings: Settings) -> JobOut:
     job = JobOut.model_validate(row)
     return job.model_copy(update={"checkpoint_path": client_path(job.checkpoint_path, settings),
-                                  "tasks": [client_task(t, settings) for t in job.tasks]})
+                                  "tasks": [client_task(t, settings) for t in job.tasks],
+                                  "error": client_text(job.error, settings) if job.error else job.error})
 
 
 def checkpoint_out(row: CheckpointRow, settings: Settings) -> CheckpointOut:
