@@ -26,8 +26,9 @@ test: install chromium
 	# pytest exits 5 when it collects no tests; that is not a failure of the suite.
 	$(BIN)/python -m pytest -q tests; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; else exit $$rc; fi
 
+# `make serve PORT=8124 HOST=127.0.0.1` passes them on; otherwise LCTX_HOST:LCTX_PORT (default 127.0.0.1:8000).
 serve: install
-	$(BIN)/lctx serve  # on LCTX_HOST:LCTX_PORT (default 127.0.0.1:8000), like every other setting
+	$(BIN)/lctx serve $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT))
 
 bench: install
 	$(BIN)/python bench/prefill.py

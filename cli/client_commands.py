@@ -147,6 +147,8 @@ def _status(args: argparse.Namespace) -> int:
             print(jobs.model_dump_json(indent=2))
         for job in [] if args.json else jobs.items:
             _print_job(job)
+        if not args.json and jobs.total > len(jobs.items):
+            print(f"({len(jobs.items)} of {jobs.total} jobs shown, newest first; --limit N shows more)")
     return 0
 
 

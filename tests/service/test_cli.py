@@ -93,3 +93,28 @@ def test_readme_comparison_loop_shows_every_setting(ray_cluster: str, tmp_path: 
         piped = subprocess.run(f"{sys.executable} -m cli.main results {a} --samples --url {srv.url} | head -1",
                                shell=True, capture_output=True, text=True, timeout=60)
         assert json.loads(piped.stdout) and piped.stderr == "", piped.stderr
+
+
+def test_status_says_when_it_shows_only_some_jobs(tmp_path: Path, models: Path, capsys: pytest.CaptureFixture) -> None:
+    with ThreadServer(create_app(make_settings(tmp_path))) as srv:  # no executor: the jobs stay queued
+        url = ["--url", srv.url]
+        assert main(["checkpoints", "add", "tiny", str(models / "tiny"), *url]) == 0
+        for seed in range(3):
+            assert main(["submit", "tiny", "--task", f"passkey:lengths=128:trials=2:seed={seed}", "-q", *url]) == 0
+        capsys.readouterr()
+        assert main(["status", "--limit", "2", *url]) == 0
+        out = capsys.readouterr().out
+        assert out.count("queued") == 2 and "(2 of 3 jobs shown, newest first; --limit N shows more)" in out
+        assert main(["status", *url]) == 0
+        assert "jobs shown" not in capsys.readouterr().out
+
+
+def test_make_serve_passes_port_and_host_on() -> None:
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(["make", "-n", "-C", str(root), "serve", "PORT=8124", "HOST=127.0.0.2"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "lctx serve --host 127.0.0.2 --port 8124" in out
+    plain = subprocess.run(["make", "-n", "-C", str(root), "serve"], capture_output=True, text=True, check=True).stdout
+    assert "lctx serve" in plain and "--port" not in plain  # LCTX_PORT (default 8000) decides
