@@ -55,6 +55,14 @@ function axisLabel(v) {
  * A line chart. `series`: [{label, points: [{x, y}]}]; x numeric (log2 scale when it spans
  * 4x or more) or categorical (`categories` in order). `yRange` fixes the value axis.
  */
+/** The value axis a unit fixes: fractions on 0..1 and 0-100 scores on 0..100, so an all-zero or
+ * nearly flat series is drawn where it lies on the scale, not stretched around its mean. */
+export function unitRange(unit) {
+  if (unit === "fraction") return [0, 1];
+  if (/\b0-100\b/.test(unit || "")) return [0, 100];
+  return null;
+}
+
 export function lineChart({ title, xLabel, yLabel, series, categories = null, yRange = null, width = 640, height = 300 }) {
   const fig = h("figure", { class: "chart" }, h("figcaption", {}, title));
   const points = series.flatMap((se) => se.points.filter((p) => p.y != null && Number.isFinite(p.y)));

@@ -2,7 +2,7 @@
 // (score against length), and each value's difference from the first job's.
 
 import { api, ApiError, taskNames } from "./api.js";
-import { lineChart } from "./charts.js";
+import { lineChart, unitRange } from "./charts.js";
 import { groupColumns, numericKeys, unitOf } from "./columns.js";
 import { errorBox, fmt, h, noData, render, section } from "./dom.js";
 
@@ -21,7 +21,7 @@ function comparisonView(cmp) {
     xLabel: g.axis === "length" ? "length (tokens)" : g.axis.replace("_", " "),
     yLabel: `${g.label}${unitOf(g)}`,
     categories: numericKeys(g) ? null : g.columns.map((c) => c.key),
-    yRange: g.columns[0]?.info?.unit === "fraction" ? [0, 1] : null,
+    yRange: unitRange(g.columns[0]?.info?.unit),
     series: cmp.rows.map((r) => ({ label: label(r), points: g.columns.map((c) => ({
       x: numericKeys(g) ? Number(c.key) : c.key, y: r.values[c.name] })) })),
   }));

@@ -4,7 +4,7 @@
 // a curve of the headline score against checkpoint.
 
 import { api, taskNames } from "./api.js";
-import { lineChart } from "./charts.js";
+import { lineChart, unitRange } from "./charts.js";
 import { groupColumns, heatFor, unitOf } from "./columns.js";
 import { collator, fmt, h, noData, render, section, when } from "./dom.js";
 
@@ -89,7 +89,7 @@ function nightlyCharts(task, board, schedules, jobsBySchedule) {
       charts.push(lineChart({
         title: `Nightly "${sch.name}" in ${watch}: ${task} ${board.headline} by checkpoint`,
         xLabel: "checkpoint (in name order: the training step)", yLabel: `${board.headline}${unit ? ` (${unit})` : ""}`,
-        categories: checkpoints, yRange: unit === "fraction" ? [0, 1] : null,
+        categories: checkpoints, yRange: unitRange(unit),
         series: settings.map((st) => ({ label: st, points: inside.filter((r) => r.setting === st)
           .map((r) => ({ x: r.checkpoint, y: r.values[board.headline] })) })),
       }));

@@ -13,6 +13,13 @@ function depthOf(r) {
   return null;
 }
 
+/** Task, then length, then depth (needle's percent or passkey's decile), then id (natural order). */
+function bySampleOrder(a, b) {
+  const depth = (r) => r.depth_percent ?? (r.depth_decile != null ? r.depth_decile * 10 : -1);
+  return collator.compare(a._key, b._key) || (a.length ?? 0) - (b.length ?? 0) || depth(a) - depth(b)
+    || collator.compare(String(a.id), String(b.id));
+}
+
 function outcome(r) {
   if (r.error) return "error";
   if (typeof r.score !== "number") return "unscored";
@@ -74,6 +81,7 @@ export async function samplesSection(job) {
     return section("Samples", errorBox(e.message));
   }
   if (!all.length) return section("Samples", noData("no samples recorded yet"));
+  all.sort(bySampleOrder);  // records arrive in completion order; read them by task, length, depth, id
   const lengths = [...new Set(all.map((r) => r.length).filter((v) => v != null))].sort((a, b) => a - b);
   const depths = [...new Set(all.map(depthOf).filter((v) => v != null))].sort(collator.compare);
   const fTask = select("filter-task", "Task", keys);

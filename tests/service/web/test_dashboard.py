@@ -92,8 +92,12 @@ def test_submit_a_passkey_job_through_the_form_and_follow_it_to_its_samples(worl
     page.locator("#samples-table tbody tr button").first.click()
     needle = page.locator("#sample-dialog mark.needle")
     needle.wait_for()
-    record = next(r for r in map(__import__("json").loads, c.get(f"/v1/jobs/{job_id}/samples").text.splitlines())
-                  if r["length"] == 512)
+    records = [__import__("json").loads(x) for x in c.get(f"/v1/jobs/{job_id}/samples").text.splitlines()]
+    shown = page.locator("#sample-title").inner_text().removeprefix("Sample ")
+    record = next(r for r in records if str(r["id"]) == shown)
+    # rows in sample order (length, depth, id), not completion order: the first 512 row is the shallowest
+    first = min((r for r in records if r["length"] == 512), key=lambda r: (r["depth_decile"], str(r["id"])))
+    assert record["length"] == 512 and record["id"] == first["id"]
     assert needle.inner_text() == f"The pass key is {record['key']}. Remember it. {record['key']} is the pass key."
     assert page.locator("#sample-references").inner_text() == str(record["key"])
     screenshot(page, shots, "sample")
@@ -186,3 +190,23 @@ def test_with_a_token_cancel_is_refused_without_it_and_works_with_it(chromium, t
         wait_for(lambda: page.locator(f"#job-{job['id']}").get_attribute("data-status") == "cancelled", 10,
                  what="the list to show the cancel")
         assert console.refusals(401) == []
+
+
+def test_score_charts_keep_their_scale_in_the_browser(world) -> None:
+    """A RULER curve (0-100) that is all zeros sits on a 0..100 axis, not one stretched around
+    zero (-0.6..0.4 before); fractions sit on 0..1; other units follow their data."""
+    url, _, b, _ = world
+    page, console = new_page(b, url)
+    page.goto("/")
+    ticks = page.evaluate("""async () => {
+      const m = await import('/ui/charts.js');
+      const labels = (unit, ys) => [...m.lineChart({ title: 't', xLabel: 'length', yLabel: unit, yRange: m.unitRange(unit),
+          series: [{ label: 's', points: ys.map((y, i) => ({ x: 1024 << i, y })) }] })
+        .querySelectorAll('svg .grid text')].map((t) => t.textContent);
+      return { ruler: labels('score (0-100)', [0, 0, 0]), fraction: labels('fraction', [0.5, 0.5]),
+               ppl: labels('perplexity', [12, 30]) };
+    }""")
+    assert "0" in ticks["ruler"] and "100" in ticks["ruler"] and not any(t.startswith("-") for t in ticks["ruler"])
+    assert "0" in ticks["fraction"] and "1" in ticks["fraction"]
+    assert "100" not in ticks["ppl"]
+    assert console.take() == []
