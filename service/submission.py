@@ -97,7 +97,7 @@ def resolve_checkpoint(store: Store, settings: Settings, ref: str) -> ResolvedCh
 def _dtype_of(path: Path) -> str:
     """The checkpoint's stored dtype ("float32" when its config cannot be read any more)."""
     try:
-        return ModelConfig.from_file(path).torch_dtype
+        return load_config(path).torch_dtype
     except CheckpointError:
         return "float32"
 
