@@ -77,6 +77,18 @@ class Settings(BaseSettings):
             return [p.strip() for p in value.replace(os.pathsep, ",").split(",") if p.strip()]
         return value
 
+    @field_validator("home", "results_dir", "data_dir", mode="after")
+    @classmethod
+    def _absolute(cls, value: Path | None) -> Path | None:
+        """Relative folders are taken relative to where `lctx serve` starts, once: a Ray worker
+        on another node, or in another working directory, must find the same files."""
+        return value.absolute() if value is not None else None
+
+    @field_validator("checkpoint_roots", mode="after")
+    @classmethod
+    def _absolute_roots(cls, value: list[Path]) -> list[Path]:
+        return [p.absolute() for p in value]
+
     @property
     def database(self) -> str:
         return self.database_url or f"sqlite:///{(self.home / 'lctx.db').absolute()}"

@@ -1,0 +1,111 @@
+"""Every command block of the README, run as written against a real `lctx serve` on a fresh
+home, in README order; the test fails on the first block that fails.
+
+What the test changes, and only that:
+- the API's port: `127.0.0.1:8000` becomes a free port (LCTX_PORT is set for the CLI too);
+- `curl` fails on an HTTP error (`--fail-with-body`), as a person reading the answer would;
+- `make` is a dry run (`make -n`): `make serve` would not return and `make test` runs this test;
+- a block may be scaled down by a marker on the line above its fence,
+  `<!-- readme-test: OLD => NEW -->` (e.g. fewer trials), visible in the README's source;
+- a block whose line above starts with "Needs " says what it needs that a fresh `make serve`
+  on this machine does not have (Docker, a GPU node, data files): it is not run, and the test
+  checks that such a line is there rather than letting a block fail.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.service.helpers import free_port, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+MARKER = re.compile(r"<!--\s*readme-test:\s*(.*?)\s*=>\s*(.*?)\s*-->")
+PRELUDE = """
+curl() { command curl --fail-with-body "$@"; }
+make() { command make -n -C "$LCTX_REPO" "$@"; }
+"""
+
+
+@dataclass
+class Block:
+    line: int  # of the opening fence, 1-based
+    code: str
+    needs: str | None  # the "Needs ..." line above, when there is one
+    replacements: list[tuple[str, str]]
+
+
+def readme_blocks(text: str) -> list[Block]:
+    lines = text.splitlines()
+    blocks, i = [], 0
+    while i < len(lines):
+        if lines[i].strip() == "```bash":
+            start, body = i, []
+            i += 1
+            while lines[i].strip() != "```":
+                body.append(lines[i])
+                i += 1
+            above = [x for x in lines[max(0, start - 4):start] if x.strip()]
+            replacements = [m.groups() for x in above for m in [MARKER.search(x)] if m]
+            prose = [x for x in above if not MARKER.search(x)]
+            needs = prose[-1] if prose and prose[-1].startswith("Needs ") else None
+            blocks.append(Block(start + 1, "\n".join(body), needs, replacements))
+        i += 1
+    return blocks
+
+
+def test_blocks_are_found_and_markers_parse() -> None:
+    blocks = readme_blocks((REPO / "README.md").read_text(encoding="utf-8"))
+    assert blocks[0].line == 3 and "make serve" in blocks[0].code and blocks[0].needs is None
+    assert any(b.replacements for b in blocks) and any(b.needs for b in blocks)
+    for b in blocks:
+        for old, _ in b.replacements:
+            assert old in b.code, f"README line {b.line}: the marker replaces {old!r}, which the block lacks"
+
+
+@pytest.mark.slow
+def test_every_readme_command_block_runs_against_a_fresh_server(ray_cluster: str, tmp_path: Path) -> None:
+    port = free_port()
+    work = tmp_path / "clone"  # where a user's `make serve` runs: var/ is made here
+    work.mkdir()
+    (work / ".venv").symlink_to(Path(sys.executable).parents[1])
+    env = dict(os.environ, LCTX_PORT=str(port), LCTX_HOST="127.0.0.1", LCTX_RAY_ADDRESS=ray_cluster,
+               LCTX_REPO=str(REPO), LCTX_POLL_INTERVAL="0.1")
+    for key in ("LCTX_HOME", "LCTX_CHECKPOINT_ROOTS", "LCTX_DATA_DIR", "LCTX_DATABASE_URL", "LCTX_API_TOKEN"):
+        env.pop(key, None)
+    log = tmp_path / "serve.log"
+    server = subprocess.Popen([str(work / ".venv" / "bin" / "lctx"), "serve", "--log-level", "warning"], cwd=work,
+                              env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    try:
+        def ready() -> bool:
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200 \
+                    or server.poll() is not None
+            except httpx.HTTPError:
+                return False
+
+        wait_for(ready, 120, 0.2, "lctx serve ready")
+        assert server.poll() is None, log.read_text()
+        ran = 0
+        for block in readme_blocks((REPO / "README.md").read_text(encoding="utf-8")):
+            if block.needs:
+                continue
+            code = block.code.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
+            for old, new in block.replacements:
+                code = code.replace(old, new)
+            proc = subprocess.run(["bash", "-euo", "pipefail", "-c", PRELUDE + code], cwd=work, env=env,
+                                  capture_output=True, text=True, timeout=600)
+            assert proc.returncode == 0, (f"README block at line {block.line} failed ({proc.returncode}):\n{code}\n"
+                                          f"--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}")
+            ran += 1
+        assert ran >= 5
+    finally:
+        server.terminate()
+        server.wait(60)
