@@ -48,7 +48,8 @@ def _scalar(raw: str) -> Any:
 
 def _print_job(job: Any) -> None:
     progress = ", ".join(f"{k} {p.done}/{p.total}" for k, p in job.progress.items()) or "-"
-    print(f"{job.id}  {job.status:<9}  {job.checkpoint}  tasks: {', '.join(t['name'] for t in job.tasks)}"
+    print(f"{job.id}  {job.status:<9}  {job.checkpoint}  rope: {job.rope_label}  "
+          f"tasks: {', '.join(t['name'] for t in job.tasks)}"
           f"  progress: {progress}" + (f"\n  error: {job.error}" if job.error else ""))
 
 

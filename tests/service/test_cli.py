@@ -99,12 +99,14 @@ def test_status_says_when_it_shows_only_some_jobs(tmp_path: Path, models: Path, 
     with ThreadServer(create_app(make_settings(tmp_path))) as srv:  # no executor: the jobs stay queued
         url = ["--url", srv.url]
         assert main(["checkpoints", "add", "tiny", str(models / "tiny"), *url]) == 0
-        for seed in range(3):
-            assert main(["submit", "tiny", "--task", f"passkey:lengths=128:trials=2:seed={seed}", "-q", *url]) == 0
+        for seed, rope in enumerate(("yarn:4", "ntk:4", "none")):
+            assert main(["submit", "tiny", "--task", f"passkey:lengths=128:trials=2:seed={seed}", "--rope", rope,
+                         "-q", *url]) == 0
         capsys.readouterr()
         assert main(["status", "--limit", "2", *url]) == 0
         out = capsys.readouterr().out
         assert out.count("queued") == 2 and "(2 of 3 jobs shown, newest first; --limit N shows more)" in out
+        assert "rope: none" in out and "rope: ntk:4" in out and "yarn" not in out  # the newest two, told apart
         assert main(["status", *url]) == 0
         assert "jobs shown" not in capsys.readouterr().out
 
