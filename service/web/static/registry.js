@@ -14,7 +14,8 @@ async function latest(checkpoint) {
   if (!job) return noData("no results yet");
   try {
     const body = await api(`/v1/jobs/${job.id}/results`);
-    return h("div", {}, h("a", { href: `/jobs/${job.id}` }, `job ${job.id}`), ` (${when(job.finished_at)})`,
+    return h("div", { class: "latest" }, h("a", { href: `/jobs/${job.id}` }, `job ${job.id}`), ` (${when(job.finished_at)})`,
+      h("div", { class: "setting" }, `rope=${job.rope_label} backend=${job.backend}`),
       h("ul", {}, Object.entries(body.results || {}).map(([k, e]) => h("li", {}, e.result?.summary || k))));
   } catch (e) {
     if (!(e instanceof ApiError)) throw e;

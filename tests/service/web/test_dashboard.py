@@ -138,6 +138,9 @@ def test_every_page_loads_without_console_errors(world, shots: Path) -> None:
     page.locator("#schedules-table").wait_for()
     text = page.locator("#checkpoints-table").inner_text()
     assert "demo-softmax" in text and "softmax" in text and "lctx" in text  # name, variant, family
+    # the latest results say under which setting they were made
+    latest = page.locator("#checkpoints-table tbody tr", has_text="step-300").locator(".latest .setting")
+    assert latest.inner_text() == "rope=checkpoint backend=auto"
     assert "step-300" in page.locator("#schedules-table").inner_text()  # the jobs the schedule submitted
     screenshot(page, shots, "checkpoints")
     # keyboard: the skip link is the first stop and every nav link is reachable
