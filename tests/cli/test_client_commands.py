@@ -10,7 +10,7 @@ import pytest
 from cli.client_commands import parse_task
 from cli.main import main
 from service.app import create_app
-from tests.service.helpers import ThreadServer, make_settings
+from tests.helpers import ThreadServer, make_settings
 
 
 def test_parse_task_options() -> None:
@@ -53,7 +53,7 @@ def test_readme_comparison_loop_shows_every_setting(ray_cluster: str, tmp_path: 
     import subprocess
     import sys
 
-    from tests.service.helpers import tiny_checkpoint
+    from tests.helpers import tiny_checkpoint
 
     tiny_checkpoint(models / "tiny2", seed=3)
     settings = make_settings(tmp_path, executor=True, ray_address=ray_cluster, replica_id="loop-test")

@@ -14,8 +14,8 @@ from evaluators import TASK_OPTIONS
 from service.app import create_app
 from service.jobs import job_dir, write_json_atomic
 from service.store import SUCCEEDED, Store
-from tests.evaluators.test_results import OLD
-from tests.service.helpers import ThreadServer, make_settings
+from tests.helpers import OLD_RESULTS as OLD
+from tests.helpers import ThreadServer, make_settings
 
 
 @pytest.fixture
