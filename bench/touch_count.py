@@ -217,12 +217,13 @@ def measure(name: str) -> dict[str, object]:
         repo = Path(tmp) / "repo"
         subprocess.run(["git", "clone", "-q", str(ROOT), str(repo)], check=True)
         check = CHANGES[name](repo)
+        counted = count(repo)  # before the check writes its own files (a database, var/)
         env = {**os.environ, "PYTHONPATH": str(repo)}
         out = subprocess.run([sys.executable, "-c", check], cwd=repo, env=env, capture_output=True, text=True,
                              timeout=300)
         if out.returncode != 0:
             raise SystemExit(f"{name}: the change did not take effect:\n{out.stderr[-2000:]}")
-        return {"change": name, **count(repo), "checked": True, "before": BEFORE[name]}
+        return {"change": name, **counted, "checked": True, "before": BEFORE[name]}
 
 
 def main() -> None:
