@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from service.app import create_app
-from tests.service.helpers import ThreadServer, make_settings
+from tests.helpers import ThreadServer, make_settings
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.service.helpers import free_port, wait_for
+from tests.helpers import free_port, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"<!--\s*readme-test:\s*(.*?)\s*=>\s*(.*?)\s*-->")

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from service.redact import install_log_redaction, redact
-from tests.service.helpers import free_port, wait_for
+from tests.helpers import free_port, wait_for
 
 SECRET = "SeCrEt-pw-42"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from service.views import client_text
-from tests.service.helpers import make_settings
+from tests.helpers import make_settings
 
 
 def test_client_text_makes_server_paths_relative(tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """checkpoints.parameters as a 64-bit integer: an 8B-parameter model overflows PostgreSQL's
 32-bit INTEGER (SQLite's INTEGER was already 64-bit; the type change is recorded for both).
 
-Revision ID: 0002
-Revises: 0001
+Revision ID: 0003
+Revises: 0002
 Create Date: 2026-11-25
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "0003"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 
