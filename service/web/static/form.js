@@ -102,6 +102,28 @@ export async function submitForm(onSubmitted) {
   tasks.get("passkey").box.checked = true;
   tasks.get("passkey").fieldset.hidden = false;
 
+  // Lengths and trials fitted to the chosen checkpoint's context (the evaluators' defaults, 500-4000
+  // tokens x 100 trials, say nothing about a 256-token model and take minutes on a CPU): half, one and
+  // two times the context (at least 256 tokens), 20 trials. Only fields the user has not typed in change.
+  function fitToCheckpoint() {
+    const ck = checkpoints.find((c) => c.name === checkpoint.input.value.trim());
+    const ctx = ck?.context_length;
+    for (const { controls } of tasks.values()) {
+      for (const c of controls) {
+        if (c.input.dataset.typed) continue;
+        if (c.name === "lengths") {
+          c.input.value = ctx ? [...new Set([Math.max(256, Math.floor(ctx / 2)), ctx, 2 * ctx])].join(",") : "";
+        } else if (c.name === "trials" && c.input.placeholder && Number(c.input.placeholder) > 20) {
+          c.input.value = ctx ? "20" : "";
+        }
+      }
+    }
+  }
+  for (const c of fields.values()) c.input.addEventListener("input", () => { c.input.dataset.typed = "1"; });
+  checkpoint.input.addEventListener("input", fitToCheckpoint);
+  checkpoint.input.addEventListener("change", fitToCheckpoint);
+  fitToCheckpoint();
+
   const submit = h("button", { type: "submit", class: "primary" }, "Submit job");
   const form = h("form", { id: "submit-form", novalidate: true },
     h("datalist", { id: "checkpoint-names" }, checkpoints.map((c) => h("option", { value: c.name }, `${c.variant}`))),

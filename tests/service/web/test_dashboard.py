@@ -65,6 +65,10 @@ def test_submit_a_passkey_job_through_the_form_and_follow_it_to_its_samples(worl
     page, console = new_page(b, url)
     page.goto("/")
     page.fill("#f-checkpoint", "demo-softmax")
+    # lengths and trials fitted to the checkpoint's 256-token context, not 500-4000 x 100
+    assert page.input_value("#opt-passkey-lengths") == "256,512"
+    assert page.input_value("#opt-passkey-trials") == "20"
+    assert page.input_value("#opt-needle-lengths") == "256,512"
     page.check("#task-passkey")
     page.fill("#opt-passkey-lengths", "256,512")
     page.fill("#opt-passkey-trials", "2")
@@ -154,6 +158,10 @@ def test_a_bad_value_shows_the_apis_message_next_to_its_field(world) -> None:
     page, console = new_page(b, url)
     page.goto("/")
     page.fill("#f-checkpoint", "demo-softmax")
+    # lengths and trials fitted to the checkpoint's 256-token context, not 500-4000 x 100
+    assert page.input_value("#opt-passkey-lengths") == "256,512"
+    assert page.input_value("#opt-passkey-trials") == "20"
+    assert page.input_value("#opt-needle-lengths") == "256,512"
     page.fill("#opt-passkey-lengths", "0")
     page.click("#submit-form button[type=submit]")
     error = page.locator("#opt-passkey-lengths-error")
