@@ -11,3 +11,7 @@ class ConfigError(CheckpointError, ValueError):
 
 class LoadError(CheckpointError):
     """Weights that are missing, mis-shaped, or in a format we refuse to read."""
+
+
+class OutsideCheckpoint(LoadError):
+    """A file the checkpoint names (a shard in the index) that lies outside its folder."""

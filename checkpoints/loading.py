@@ -20,7 +20,7 @@ from safetensors.torch import save_file
 from checkpoints.attention.backend import Backend
 from checkpoints.config import ModelConfig
 from checkpoints.config_reader import load_config
-from checkpoints.errors import LoadError
+from checkpoints.errors import LoadError, OutsideCheckpoint
 from checkpoints.families import hf_to_lctx_name, split_fused
 from checkpoints.model import Decoder
 from checkpoints.rope import parse_rope_override
@@ -87,9 +87,11 @@ def weight_files(path: Path) -> list[Path]:
             raise LoadError(f"{index.name}: 'weight_map' must map tensor names to shard file names")
         for name in sorted(set(weight_map.values())):
             shard = PurePosixPath(name)
-            if shard.is_absolute() or ".." in shard.parts or "\\" in name or not name.endswith(".safetensors"):
-                raise LoadError(f"{index.name} names shard {name!r}: shards must be .safetensors files inside "
-                                "the checkpoint folder, named relative to it without '..'")
+            if shard.is_absolute() or ".." in shard.parts or "\\" in name:
+                raise OutsideCheckpoint(f"{index.name} names shard {name!r}, outside the checkpoint folder: shards "
+                                        "must be files inside it, named relative to it without '..'")
+            if not name.endswith(".safetensors"):
+                raise LoadError(f"{index.name} names shard {name!r}: shards must be .safetensors files")
         files = sorted({path / f for f in weight_map.values()})
         missing = [str(f) for f in files if not f.is_file()]
         if missing:

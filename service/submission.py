@@ -12,7 +12,7 @@ from typing import Any
 
 from checkpoints.config import ModelConfig
 from checkpoints.config_reader import load_config
-from checkpoints.errors import CheckpointError
+from checkpoints.errors import CheckpointError, OutsideCheckpoint
 from checkpoints.fingerprint import CheckpointInfo, inspect_checkpoint
 from checkpoints.loading import checkpoint_files
 from checkpoints.rope import parse_rope_override
@@ -33,6 +33,8 @@ def checkpoint_info(path: Path, roots: list[Path]) -> CheckpointInfo:
     try:
         confine_checkpoint_files(path, roots)
         return inspect_checkpoint(path)
+    except OutsideCheckpoint as e:
+        raise Forbidden(str(e)) from e
     except CheckpointError as e:
         raise InvalidRequest(str(e)) from e
 
