@@ -83,7 +83,7 @@ def resolve_checkpoint(store: Store, settings: Settings, ref: str) -> ResolvedCh
     """A registered name, or a path inside the checkpoint roots (validated and fingerprinted)."""
     row = store.find_checkpoint(ref)
     if row is not None:
-        check_model_memory(row.parameters or 0, _dtype_of(Path(row.path)), settings, row.name)
+        check_model_memory(row.parameters or 0, _dtype_of(Path(row.path), row.name), settings, row.name)
         return ResolvedCheckpoint(row.name, Path(row.path), row.fingerprint)
     if "/" not in ref and not ref.startswith("."):
         names = ", ".join(c.name for c in store.list_checkpoints()[:20]) or "none yet"
@@ -96,12 +96,13 @@ def resolve_checkpoint(store: Store, settings: Settings, ref: str) -> ResolvedCh
     return ResolvedCheckpoint(known.name if known else str(path), path, info.fingerprint)
 
 
-def _dtype_of(path: Path) -> str:
-    """The checkpoint's stored dtype ("float32" when its config cannot be read any more)."""
+def _dtype_of(path: Path, name: str) -> str:
+    """The registered checkpoint's stored dtype, its config read (and its sizes checked) again:
+    a config.json edited since registration is refused now, not when a worker builds it."""
     try:
         return load_config(path).torch_dtype
-    except CheckpointError:
-        return "float32"
+    except CheckpointError as e:
+        raise InvalidRequest(f"checkpoint {name}: {e}; fix its config.json or register it again") from e
 
 
 def validate_suite(suite: Suite, checkpoint: Path, settings: Settings,

@@ -136,6 +136,12 @@ def test_registrations_are_bounded(api: httpx.Client, models: Path, tmp_path: Pa
         r = api.post("/v1/jobs", json={"checkpoint": str(path), "tasks": [{"name": "passkey"}]})
         assert r.status_code == 422 and why in r.json()["detail"], (path.name, r.text)
     assert api.get("/v1/checkpoints").json() == []
+    # A config edited after registration is refused at submission, not when a worker builds the model.
+    assert api.post("/v1/checkpoints", json={"name": "tiny", "path": str(models / "tiny")}).status_code == 201
+    cfg = json.loads((models / "tiny" / "config.json").read_text())
+    (models / "tiny" / "config.json").write_text(json.dumps({**cfg, "num_layers": 10**8}))
+    r = api.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [{"name": "passkey"}]})
+    assert r.status_code == 422 and "tiny/config.json: num_layers must be an integer from 1 to 1,024" in r.text, r.text
 
 
 def test_models_larger_than_the_memory_setting_are_refused(tmp_path: Path) -> None:
