@@ -168,7 +168,8 @@ def _run(settings: Settings, store: Store, job: JobRow, out: Path) -> None:
     started = (job.started_at.replace(tzinfo=UTC) if job.started_at else datetime.now(UTC)).isoformat()
     loaded = load_model(job.checkpoint_path, rope=job.rope, backend=job.backend, device=pick_device(settings.device))
     budget = settings.engine_memory_mb << 20 if settings.engine_memory_mb else None
-    engine = Engine(loaded.model, loaded.tokenizer, memory_budget=budget, max_batch=settings.engine_max_batch)
+    engine = Engine(loaded.model, loaded.tokenizer, memory_budget=budget, max_batch=settings.engine_max_batch,
+                    prefix_cache=settings.engine_prefix_cache)
     keys = task_keys(job.tasks)
     progress = _Progress(store, job, keys)
     should_stop = _stopper(store, job.id)
