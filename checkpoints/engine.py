@@ -40,7 +40,7 @@ import torch
 from checkpoints.attention.cache import KVCache, RaggedKVCache
 from checkpoints.generate import DEFAULT_CHUNK, Generation, prefill, token_logprobs
 from checkpoints.model import Decoder
-from checkpoints.prefix_cache import PrefixCache, PrefixStats, reuse_order
+from checkpoints.prefix_cache import PrefixCache, PrefixStats, common_prefix, reuse_order
 from checkpoints.tokenizer import Tokenizer
 
 log = logging.getLogger("lctx.engine")
@@ -55,7 +55,7 @@ PREFIX_CACHE_SHARE = 0.5
 # forward. On CUDA always below a few thousand tokens; on CPU as measured by
 # bench/batched_prefill.py (bench/results/batched_prefill.md).
 CUDA_BATCH_PREFILL_TOKENS = 2048
-CPU_BATCH_PREFILL_TOKENS = 0
+CPU_BATCH_PREFILL_TOKENS = 128
 # Most tokens (rows x padded width) one batched prefill runs at once: bounds its activations.
 BATCH_PREFILL_MAX_TOKENS = 16384
 
@@ -218,21 +218,26 @@ class Engine:
         """Whether a prompt of n tokens prefills in a padded batch."""
         return 0 < n <= self.batch_prefill_tokens
 
-    def _order(self, prompts: Sequence[Sequence[int]]) -> list[int]:
-        """Run order: prompts that share prefixes together (with the prefix cache), else
-        longest first so the memory peak comes early; short (batch-prefilled) prompts
-        last, longest first, so each padded batch holds similar lengths."""
-        short = [i for i, p in enumerate(prompts) if self._short(len(p))]
-        if short:
-            taken = set(short)
-            rest = [i for i in range(len(prompts)) if i not in taken]
-        else:
-            rest = list(range(len(prompts)))
+    def _plan(self, prompts: Sequence[Sequence[int]]) -> tuple[list[int], set[int]]:
+        """Run order and the prompts that prefill in padded batches. Those are the short
+        ones, except, with the prefix cache, those sharing at least half their tokens with
+        another prompt (they gain more from reuse). Order: with the prefix cache, prompts
+        that share prefixes together (`reuse_order`), else longest first so the memory
+        peak comes early; batched prompts last, longest first, so each padded batch
+        holds similar lengths."""
+        n = len(prompts)
         if self.prefix is not None:
-            rest = [rest[j] for j in reuse_order([prompts[i] for i in rest])]
+            order = reuse_order(prompts)
+            shared = [0] * n
+            for a, b in zip(order, order[1:], strict=False):
+                common = common_prefix(prompts[a], prompts[b])
+                shared[a], shared[b] = max(shared[a], common), max(shared[b], common)
         else:
-            rest.sort(key=lambda i: -len(prompts[i]))
-        return rest + sorted(short, key=lambda i: -len(prompts[i]))
+            order = sorted(range(n), key=lambda i: -len(prompts[i]))
+            shared = [0] * n
+        batched = {i for i in range(n) if self._short(len(prompts[i])) and 2 * shared[i] < len(prompts[i])}
+        return ([i for i in order if i not in batched]
+                + sorted(batched, key=lambda i: -len(prompts[i])), batched)
 
     def _fits(self, rows: int, width: int, bytes_per_token: int) -> bool:
         held = self.prefix.nbytes if self.prefix is not None else 0
@@ -247,7 +252,8 @@ class Engine:
             # Dynamic NTK / LongRoPE tables follow each sequence's length: one row at a time.
             return [self._generate_alone(i, req, done) for i, req in enumerate(requests)]
         results: list[Generation | None] = [None] * len(requests)
-        waiting = deque(self._order([r.prompt_ids for r in requests]))
+        order, batched = self._plan([r.prompt_ids for r in requests])
+        waiting = deque(order)
         rows: list[_Row] = []
         batch: RaggedKVCache | None = None
         bytes_per_token = 0
@@ -268,11 +274,11 @@ class Engine:
                     wider = max(width, len(req.prompt_ids) + req.max_new_tokens)
                     if (rows or group) and not self._fits(len(rows) + len(group) + 1, wider, bytes_per_token):
                         break
-                    if group and not self._joins_batch(group, req, requests):
+                    if group and not self._joins_batch(group, waiting[0], batched, requests):
                         break
                     group.append(waiting.popleft())
                     width = wider
-                    if not self._short(len(req.prompt_ids)):
+                    if group[-1] not in batched:
                         break
                 if not group:
                     break
@@ -305,11 +311,12 @@ class Engine:
                 rows = [rows[i] for i in keep]
         return results  # type: ignore[return-value]
 
-    def _joins_batch(self, group: list[int], req: GenerateRequest, requests: Sequence[GenerateRequest]) -> bool:
-        """Whether `req` prefills in the same padded forward as the short prompts `group`."""
-        if not self._short(len(req.prompt_ids)):
+    def _joins_batch(self, group: list[int], index: int, batched: set[int],
+                     requests: Sequence[GenerateRequest]) -> bool:
+        """Whether request `index` prefills in the same padded forward as the short prompts `group`."""
+        if index not in batched:
             return False
-        width = max(len(req.prompt_ids), *(len(requests[i].prompt_ids) for i in group))
+        width = max(len(requests[i].prompt_ids) for i in [*group, index])
         return (len(group) + 1) * width <= BATCH_PREFILL_MAX_TOKENS
 
     def _generate_alone(self, index: int, req: GenerateRequest, done: Done | None) -> Generation:
@@ -388,7 +395,9 @@ class Engine:
             else:
                 by_context.setdefault(req.context_ids, []).append(i)
         contexts = list(by_context)
-        for k in self._order(contexts):
+        order = reuse_order(contexts) if self.prefix is not None else sorted(
+            range(len(contexts)), key=lambda k: -len(contexts[k]))
+        for k in order:
             context = contexts[k]
             shared = self._prefilled(context[:-1])
             for i in by_context[context]:

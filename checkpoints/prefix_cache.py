@@ -71,7 +71,8 @@ def _slice(kv: Entries, lo: int, hi: int) -> Entries:
     return [{name: x[:, :, lo:hi].clone() for name, x in layer.items()} for layer in kv]
 
 
-def _common(a: Sequence[int], b: Sequence[int]) -> int:
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token sequences."""
     n = min(len(a), len(b))
     for i in range(n):
         if a[i] != b[i]:
@@ -105,7 +106,7 @@ class PrefixCache:
             child = node.children.get(ids[pos])
             if child is None:
                 break
-            used = _common(child.tokens, ids[pos:pos + len(child.tokens)])
+            used = common_prefix(child.tokens, ids[pos:pos + len(child.tokens)])
             path.append((child, used))
             pos += used
             if used < len(child.tokens):
@@ -158,7 +159,7 @@ class PrefixCache:
                 self.nbytes += leaf.nbytes
                 node = leaf
                 break
-            used = _common(child.tokens, ids[pos:pos + len(child.tokens)])
+            used = common_prefix(child.tokens, ids[pos:pos + len(child.tokens)])
             if used < len(child.tokens):
                 child = self._split(child, used)
             pos += used

@@ -176,3 +176,17 @@ def test_turning_the_prefix_cache_off():
     assert engine.prefix is None
     engine.generate_until([GenerateRequest(p, max_new_tokens=1) for p in _needle_prompts()])
     assert engine.stats.reused_tokens == 0 and engine.stats.prompt_tokens == sum(map(len, _needle_prompts()))
+
+
+def test_shared_prompts_reuse_the_cache_and_unique_short_ones_prefill_in_a_batch():
+    model = _model("gated", seed=7)
+    g = torch.Generator().manual_seed(8)
+    unique = [torch.randint(3, 259, (n,), generator=g).tolist() for n in (9, 30, 17)]
+    prompts = [*_needle_prompts(seed=7), *unique]
+    reqs = [GenerateRequest(p, max_new_tokens=3, stop_at_eos=False) for p in prompts]
+    engine = Engine(model, TOK, batch_prefill_tokens=100)
+    order, batched = engine._plan([r.prompt_ids for r in reqs])
+    assert batched == {6, 7, 8} and order[-3:] == [7, 8, 6]  # unique ones last, longest first
+    for req, gen in zip(reqs, engine.generate_until(reqs), strict=True):
+        assert gen.token_ids == _single(model, req).token_ids
+    assert engine.stats.reused_tokens >= sum(sorted(DEPTHS)[:-1])
