@@ -148,6 +148,11 @@ def write(report: dict, out: Path) -> None:
             hf_c, ours_c = sum(r["hf"]["cpu_seconds"] for r in with_hf), sum(r["cached_cpu_s"] for r in with_hf)
             lines.append(f"Rows with lm-eval hf: hf {hf_s:.0f} s (cpu {hf_c:.0f} s), lctx with the cache "
                          f"{ours:.0f} s (cpu {ours_c:.0f} s): {hf_s / ours:.2f}x wall, {hf_c / ours_c:.2f}x cpu.")
+    done = {(r["length"], r["workload"]) for r in rows}
+    missing = [f"{name} at {length}" for length in report.get("lengths", []) for name in workloads(length, False)
+               if (length, name) not in done]
+    if missing:
+        lines += ["", f"Not measured (the run was stopped before them): {', '.join(missing)}."]
     lines += ["", "## Targets", "", *report.get("notes", [])]
     (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
 
@@ -180,7 +185,14 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: best on a shared, busy CPU)")
     ap.add_argument("--no-hf", dest="hf", action="store_false", help="skip lm-eval's hf backend")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    ap.add_argument("--render", type=Path, default=None, help="only rewrite the .md of a saved .json")
     args = ap.parse_args()
+    if args.render is not None:
+        report = json.loads(args.render.read_text())
+        report.setdefault("lengths", sorted({r["length"] for r in report["rows"]}))
+        report["notes"] = target_notes(report["rows"])
+        write(report, args.out)
+        return
     torch.set_num_threads(args.threads)
     from checkpoints.loading import load_model
 
@@ -194,7 +206,8 @@ def main() -> None:
     report: dict[str, Any] = {
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "threads": args.threads,
                     "torch": torch.__version__, "load_start": [round(x, 1) for x in os.getloadavg()]},
-        "checkpoint": Path(args.checkpoint).name, "quick": args.quick, "hf_batch_size": 1, "rows": []}
+        "checkpoint": Path(args.checkpoint).name, "quick": args.quick, "hf_batch_size": 1, "lengths": lengths,
+        "rows": []}
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = ruler_data(Path(tmp))
         for length in lengths:
