@@ -16,7 +16,7 @@ from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest
 from checkpoints.generate import greedy_generate, loglikelihood, prefill
 from checkpoints.prefix_cache import PrefixCache, reuse_order
 from checkpoints.tokenizer import ByteTokenizer
-from tests.checkpoints.attention.test_variant_models import _model
+from tests.helpers import variant_model as _model
 
 TOK = ByteTokenizer()
 HAYSTACK = 70
