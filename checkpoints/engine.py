@@ -2,20 +2,30 @@
 requests in, results out in the same order.
 
 - `generate_until`: greedy decoding with per-request stop strings, max / min
-  new tokens and suppressed ids. Requests are sorted by length (longest first,
-  so the memory peak comes early), each prompt is prefilled on its own, and
-  decoding runs batched over a ragged KV cache (`RaggedKVCache`): every row
-  keeps its own length and positions, no row attends to another row's padding,
-  finished rows leave the batch at once and waiting rows join it (continuous
-  batching). The batch grows while its KV cache, every row as wide as the
-  widest row's full length (prompt + max new tokens), fits the memory budget.
+  new tokens and suppressed ids. Prompts are prefilled one at a time, reusing
+  the longest prefix already in the prefix cache (`checkpoints.prefix_cache`:
+  a token-id radix tree of KV entries, LRU under the memory budget) and
+  prefilling only the rest; short prompts prefill together in one right-padded
+  forward instead (batched prefill). Decoding runs batched over a ragged KV
+  cache (`RaggedKVCache`): every row keeps its own length and positions, no row
+  attends to another row's padding, finished rows leave the batch at once and
+  waiting rows join it (continuous batching). The batch grows while its KV
+  cache, every row as wide as the widest row's full length (prompt + max new
+  tokens), and the prefix cache together fit the memory budget.
 - `loglikelihood`: log p(continuation | context) and whether greedy decoding
-  would produce it. Requests that share a context prefill it once.
-- `loglikelihood_rolling`: per-token log-probabilities of whole texts.
+  would produce it. Requests that share a context prefill it once, contexts
+  reuse cached prefixes, and short requests run together in one padded forward.
+- `loglikelihood_rolling`: per-token log-probabilities of whole texts (no
+  prefix reuse: the answer needs every position's logits, which cached KV
+  entries do not keep).
 
-Greedy outputs equal one-at-a-time outputs (`checkpoints.generate`): the
-batched decode step computes each row exactly as a single-row step would, up
-to float rounding (tests compare tokens, and logits within 1e-4 in fp32)."""
+Requests run in the order that maximises reuse (prompts sharing a prefix next
+to each other, `reuse_order`), then longest first; results come back in request
+order. Greedy outputs equal one-at-a-time outputs (`checkpoints.generate`): a
+cached prefix, a padded batch and the batched decode step compute each row as
+a single uncached row would, up to float rounding (tests compare tokens, and
+logits within 1e-4 in fp32). The prefix cache and batched prefill are off where
+the RoPE table follows the sequence length (dynamic NTK, LongRoPE)."""
 
 from __future__ import annotations
 
@@ -30,6 +40,7 @@ import torch
 from checkpoints.attention.cache import KVCache, RaggedKVCache
 from checkpoints.generate import DEFAULT_CHUNK, Generation, prefill, token_logprobs
 from checkpoints.model import Decoder
+from checkpoints.prefix_cache import PrefixCache, PrefixStats, common_prefix, reuse_order
 from checkpoints.tokenizer import Tokenizer
 
 log = logging.getLogger("lctx.engine")
@@ -37,6 +48,16 @@ log = logging.getLogger("lctx.engine")
 # Default KV-cache budget of one batch: a quarter of free GPU memory on CUDA, 2 GiB on CPU.
 CPU_MEMORY_BUDGET = 2 << 30
 DEFAULT_MAX_BATCH = 64
+# Share of the memory budget the prefix cache may hold (the decoding batch gets the rest,
+# and all of it while the prefix cache is empty).
+PREFIX_CACHE_SHARE = 0.5
+# Batched prefill: prompts up to this many tokens prefill together in one right-padded
+# forward. On CUDA always below a few thousand tokens; on CPU as measured by
+# bench/batched_prefill.py (bench/results/batched_prefill.md).
+CUDA_BATCH_PREFILL_TOKENS = 2048
+CPU_BATCH_PREFILL_TOKENS = 128
+# Most tokens (rows x padded width) one batched prefill runs at once: bounds its activations.
+BATCH_PREFILL_MAX_TOKENS = 16384
 
 Done = Callable[[int, Any], None]  # (index, result) of each request the moment it finishes
 
@@ -148,9 +169,17 @@ def default_memory_budget(device: torch.device) -> int:
     return CPU_MEMORY_BUDGET
 
 
+def default_batch_prefill_tokens(device: torch.device) -> int:
+    """Longest prompt that prefills in a padded batch by default (0: never)."""
+    return CUDA_BATCH_PREFILL_TOKENS if device.type == "cuda" else CPU_BATCH_PREFILL_TOKENS
+
+
 class Engine:
     """Runs request lists on one model. `memory_budget` (bytes) bounds the KV
-    cache of a decoding batch; `max_batch` bounds its rows."""
+    cache of a decoding batch plus the prefix cache; `max_batch` bounds the rows.
+    `prefix_cache=False` turns prefix reuse off (it is off anyway where the RoPE
+    table follows the length); `batch_prefill_tokens` is the longest prompt that
+    prefills in a padded batch (None: the device's default, 0: never)."""
 
     def __init__(
         self,
@@ -160,16 +189,59 @@ class Engine:
         memory_budget: int | None = None,
         max_batch: int = DEFAULT_MAX_BATCH,
         chunk_size: int = DEFAULT_CHUNK,
+        prefix_cache: bool = True,
+        batch_prefill_tokens: int | None = None,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         if memory_budget is not None and memory_budget < 1:
             raise ValueError(f"memory_budget must be a positive number of bytes, got {memory_budget}")
+        if batch_prefill_tokens is not None and batch_prefill_tokens < 0:
+            raise ValueError(f"batch_prefill_tokens must be >= 0 (0: off), got {batch_prefill_tokens}")
         self.model = model
         self.tokenizer = tokenizer
         self.memory_budget = memory_budget if memory_budget is not None else default_memory_budget(model.device)
         self.max_batch = max_batch
         self.chunk_size = chunk_size
+        exact = not model.rotary.depends_on_length  # a prefix's keys do not depend on what follows
+        self.prefix = PrefixCache(int(self.memory_budget * PREFIX_CACHE_SHARE)) if prefix_cache and exact else None
+        if batch_prefill_tokens is None:
+            batch_prefill_tokens = default_batch_prefill_tokens(model.device)
+        self.batch_prefill_tokens = batch_prefill_tokens if exact else 0
+        self.stats = PrefixStats()  # prompt tokens asked for and served from the prefix cache, over all calls
+
+    def clear_prefix_cache(self) -> None:
+        if self.prefix is not None:
+            self.prefix.clear()
+
+    def _short(self, n: int) -> bool:
+        """Whether a prompt of n tokens prefills in a padded batch."""
+        return 0 < n <= self.batch_prefill_tokens
+
+    def _plan(self, prompts: Sequence[Sequence[int]]) -> tuple[list[int], set[int]]:
+        """Run order and the prompts that prefill in padded batches. Those are the short
+        ones, except, with the prefix cache, those sharing at least half their tokens with
+        another prompt (they gain more from reuse). Order: with the prefix cache, prompts
+        that share prefixes together (`reuse_order`), else longest first so the memory
+        peak comes early; batched prompts last, longest first, so each padded batch
+        holds similar lengths."""
+        n = len(prompts)
+        if self.prefix is not None:
+            order = reuse_order(prompts)
+            shared = [0] * n
+            for a, b in zip(order, order[1:], strict=False):
+                common = common_prefix(prompts[a], prompts[b])
+                shared[a], shared[b] = max(shared[a], common), max(shared[b], common)
+        else:
+            order = sorted(range(n), key=lambda i: -len(prompts[i]))
+            shared = [0] * n
+        batched = {i for i in range(n) if self._short(len(prompts[i])) and 2 * shared[i] < len(prompts[i])}
+        return ([i for i in order if i not in batched]
+                + sorted(batched, key=lambda i: -len(prompts[i])), batched)
+
+    def _fits(self, rows: int, width: int, bytes_per_token: int) -> bool:
+        held = self.prefix.nbytes if self.prefix is not None else 0
+        return bytes_per_token * rows * width + held <= self.memory_budget
 
     # --- generate until -------------------------------------------------------
 
@@ -180,7 +252,8 @@ class Engine:
             # Dynamic NTK / LongRoPE tables follow each sequence's length: one row at a time.
             return [self._generate_alone(i, req, done) for i, req in enumerate(requests)]
         results: list[Generation | None] = [None] * len(requests)
-        waiting = deque(sorted(range(len(requests)), key=lambda i: -len(requests[i].prompt_ids)))
+        order, batched = self._plan([r.prompt_ids for r in requests])
+        waiting = deque(order)
         rows: list[_Row] = []
         batch: RaggedKVCache | None = None
         bytes_per_token = 0
@@ -192,22 +265,36 @@ class Engine:
 
         while waiting or rows:
             # Admit waiting requests while the batch's cache, every row as wide as the widest
-            # row's full length (the buffers are rectangular), fits the budget.
+            # row's full length (the buffers are rectangular), and the prefix cache fit the budget.
             while waiting and len(rows) < self.max_batch:
-                req = requests[waiting[0]]
-                width = max(batch.capacity if batch is not None else 0, len(req.prompt_ids) + req.max_new_tokens)
-                if rows and bytes_per_token * (len(rows) + 1) * width > self.memory_budget:
+                width = batch.capacity if batch is not None else 0
+                group: list[int] = []
+                while waiting and len(rows) + len(group) < self.max_batch:
+                    req = requests[waiting[0]]
+                    wider = max(width, len(req.prompt_ids) + req.max_new_tokens)
+                    if (rows or group) and not self._fits(len(rows) + len(group) + 1, wider, bytes_per_token):
+                        break
+                    if group and not self._joins_batch(group, waiting[0], batched, requests):
+                        break
+                    group.append(waiting.popleft())
+                    width = wider
+                    if group[-1] not in batched:
+                        break
+                if not group:
                     break
-                index = waiting.popleft()
-                row, cache = self._start(index, req)
-                if row.step(self.tokenizer):
-                    finish(row)
-                    continue
-                bytes_per_token = bytes_per_token or cache.bytes_per_token()
-                if batch is None:
-                    batch = RaggedKVCache.empty_like(cache)
-                batch.join(cache, reserve=row.reserve)
-                rows.append(row)
+                if len(group) == 1:
+                    started = [self._start(group[0], requests[group[0]], bytes_per_token * (len(rows) + 1) * width)]
+                else:
+                    started = self._start_batch(group, requests)
+                for row, cache in started:
+                    if row.step(self.tokenizer):
+                        finish(row)
+                        continue
+                    bytes_per_token = bytes_per_token or cache.bytes_per_token()
+                    if batch is None:
+                        batch = RaggedKVCache.empty_like(cache)
+                    batch.join(cache, reserve=row.reserve)
+                    rows.append(row)
             if not rows:
                 continue
             tokens = torch.tensor([r.tokens[-1] for r in rows], dtype=torch.long, device=self.model.device)
@@ -224,8 +311,16 @@ class Engine:
                 rows = [rows[i] for i in keep]
         return results  # type: ignore[return-value]
 
+    def _joins_batch(self, group: list[int], index: int, batched: set[int],
+                     requests: Sequence[GenerateRequest]) -> bool:
+        """Whether request `index` prefills in the same padded forward as the short prompts `group`."""
+        if index not in batched:
+            return False
+        width = max(len(requests[i].prompt_ids) for i in [*group, index])
+        return (len(group) + 1) * width <= BATCH_PREFILL_MAX_TOKENS
+
     def _generate_alone(self, index: int, req: GenerateRequest, done: Done | None) -> Generation:
-        row, cache = self._start(index, req)
+        row, cache = self._start(index, req, 0)
         while not row.step(self.tokenizer):
             token = torch.tensor([[row.tokens[-1]]], dtype=torch.long, device=self.model.device)
             logits, _ = self.model(token, cache, logits_for="last")
@@ -235,47 +330,129 @@ class Engine:
             done(index, result)
         return result
 
-    def _start(self, index: int, req: GenerateRequest) -> tuple[_Row, KVCache]:
-        cache = self.model.new_cache()
-        logits = prefill(self.model, req.prompt_ids, cache, self.chunk_size).float()
+    def _row(self, index: int, req: GenerateRequest, logits: torch.Tensor) -> _Row:
         eos = frozenset(self.tokenizer.eos_ids) if req.stop_at_eos else frozenset()
         eos |= frozenset(req.stop_ids)
-        return _Row(index=index, request=req, logits=logits, eos=eos), cache
+        return _Row(index=index, request=req, logits=logits.float(), eos=eos)
+
+    def _start(self, index: int, req: GenerateRequest, batch_bytes: int) -> tuple[_Row, KVCache]:
+        """Prefill one prompt, from its longest cached prefix (at least its last token runs,
+        for its logits); its KV entries then go into the prefix cache, which keeps at most
+        what the budget leaves beside `batch_bytes` of decoding batch."""
+        ids = req.prompt_ids
+        self.stats.prompt_tokens += len(ids)
+        if self.prefix is None:
+            cache = self.model.new_cache()
+            return self._row(index, req, prefill(self.model, ids, cache, self.chunk_size)), cache
+        cache = self.prefix.load(ids[:-1], len(self.model.layers), capacity=len(ids))
+        self.stats.reused_tokens += cache.length
+        logits = prefill(self.model, ids[cache.length:], cache, self.chunk_size)
+        self.prefix.insert(ids, cache.entries(len(ids)), limit=self.memory_budget - batch_bytes)
+        return self._row(index, req, logits), cache
+
+    def _start_batch(self, indices: list[int], requests: Sequence[GenerateRequest]) -> list[tuple[_Row, KVCache]]:
+        """Prefill short prompts together: right-padded to the longest, so every real
+        token sees only real tokens before it (causal), one forward; each row then
+        keeps its own first len(prompt) cache entries."""
+        prompts = [requests[i].prompt_ids for i in indices]
+        ids, last = self._padded(prompts)
+        cache = self.model.new_cache()
+        logits, _ = self.model(ids, cache, logits_for=last)  # (B, 1, V)
+        self.stats.prompt_tokens += sum(map(len, prompts))
+        return [(self._row(i, requests[i], logits[b, 0]), cache.row(b, len(prompts[b])))
+                for b, i in enumerate(indices)]
+
+    def _padded(self, seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, width) ids right-padded with token 0, and each row's last position (B,)."""
+        width = max(map(len, seqs))
+        ids = torch.zeros(len(seqs), width, dtype=torch.long)
+        for b, seq in enumerate(seqs):
+            ids[b, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        last = torch.tensor([len(s) - 1 for s in seqs], dtype=torch.long)
+        return ids.to(self.model.device), last.to(self.model.device)
 
     # --- log-likelihoods --------------------------------------------------------
 
     @torch.inference_mode()
     def loglikelihood(self, requests: Sequence[LoglikelihoodRequest], done: Done | None = None) -> list[tuple[float, bool]]:
         """(sum of log p(continuation | context), whether greedy decoding gives it), in order.
-        Requests sharing a context reuse one prefill of it (multiple choice)."""
+        Requests sharing a context reuse one prefill of it (multiple choice); longer
+        contexts reuse cached prefixes; short requests run in padded batches."""
         results: list[tuple[float, bool] | None] = [None] * len(requests)
+
+        def answer(i: int, result: tuple[float, bool]) -> None:
+            results[i] = result
+            if done is not None:
+                done(i, result)
+
+        short: list[int] = []
         by_context: dict[tuple[int, ...], list[int]] = {}
         for i, req in enumerate(requests):
-            by_context.setdefault(req.context_ids, []).append(i)
-        for context, members in sorted(by_context.items(), key=lambda kv: -len(kv[0])):
-            shared: KVCache | None = None
-            for i in members:
-                cont = requests[i].continuation_ids
-                if not cont:
-                    results[i] = (0.0, True)
-                else:
-                    if shared is None:
-                        shared = self.model.new_cache()
-                        if len(context) > 1:
-                            prefill(self.model, context[:-1], shared, self.chunk_size)
-                    results[i] = self._continuation(shared.fork(), context, cont)
-                if done is not None:
-                    done(i, results[i])
+            if not req.continuation_ids:
+                answer(i, (0.0, True))
+            elif self._short(len(req.context_ids) + len(req.continuation_ids)):
+                short.append(i)
+            else:
+                by_context.setdefault(req.context_ids, []).append(i)
+        contexts = list(by_context)
+        order = reuse_order(contexts) if self.prefix is not None else sorted(
+            range(len(contexts)), key=lambda k: -len(contexts[k]))
+        for k in order:
+            context = contexts[k]
+            shared = self._prefilled(context[:-1])
+            for i in by_context[context]:
+                answer(i, self._continuation(shared.fork(), context, requests[i].continuation_ids))
+        short.sort(key=lambda i: -len(requests[i].context_ids) - len(requests[i].continuation_ids))
+        group: list[int] = []
+        for i in short:
+            req = requests[i]
+            width = max([len(req.context_ids) + len(req.continuation_ids)]
+                        + [len(requests[j].context_ids) + len(requests[j].continuation_ids) for j in group[:1]])
+            if group and (len(group) + 1) * width > BATCH_PREFILL_MAX_TOKENS:
+                for j, result in zip(group, self._continuations_batch([requests[j] for j in group]), strict=True):
+                    answer(j, result)
+                group = []
+            group.append(i)
+        if group:
+            for j, result in zip(group, self._continuations_batch([requests[j] for j in group]), strict=True):
+                answer(j, result)
         return results  # type: ignore[return-value]
+
+    def _prefilled(self, ids: tuple[int, ...]) -> KVCache:
+        """A cache holding `ids` (a context minus its last token), from the prefix cache
+        as far as it reaches."""
+        self.stats.prompt_tokens += len(ids)
+        if self.prefix is None:
+            cache = self.model.new_cache()
+            if ids:
+                prefill(self.model, ids, cache, self.chunk_size)
+            return cache
+        cache = self.prefix.load(ids, len(self.model.layers), capacity=len(ids))
+        self.stats.reused_tokens += cache.length
+        if cache.length < len(ids):
+            prefill(self.model, ids[cache.length:], cache, self.chunk_size)
+            self.prefix.insert(ids, cache.entries())
+        return cache
 
     def _continuation(self, cache: KVCache, context: tuple[int, ...], cont: tuple[int, ...]) -> tuple[float, bool]:
         # The last context token and the continuation (minus its last token) predict the continuation.
         tail = torch.tensor([[context[-1], *cont[:-1]]], dtype=torch.long, device=self.model.device)
         logits, _ = self.model(tail, cache, rope_length=len(context) + len(cont))
-        logp = torch.log_softmax(logits[0].float(), dim=-1)  # (len(cont), V)
-        targets = torch.tensor(cont, device=logp.device)
-        picked = logp.gather(1, targets[:, None]).squeeze(1)
-        return float(picked.sum()), bool((logp.argmax(-1) == targets).all())
+        return _scored(logits[0], cont)
+
+    def _continuations_batch(self, requests: Sequence[LoglikelihoodRequest]) -> list[tuple[float, bool]]:
+        """Score short requests in one right-padded forward of context + continuation[:-1],
+        reading the logits only at the positions that predict continuation tokens."""
+        seqs = [(*r.context_ids, *r.continuation_ids[:-1]) for r in requests]
+        ids, _ = self._padded(seqs)
+        k = max(len(r.continuation_ids) for r in requests)
+        at = torch.zeros(len(requests), k, dtype=torch.long)
+        for b, r in enumerate(requests):
+            n = len(r.continuation_ids)
+            at[b, :n] = torch.arange(len(r.context_ids) - 1, len(r.context_ids) - 1 + n)
+        self.stats.prompt_tokens += sum(len(r.context_ids) - 1 for r in requests)
+        logits, _ = self.model(ids, None, logits_for=at.to(ids.device))  # (B, k, V)
+        return [_scored(logits[b, : len(r.continuation_ids)], r.continuation_ids) for b, r in enumerate(requests)]
 
     @torch.inference_mode()
     def loglikelihood_rolling(self, requests: Sequence[RollingRequest], done: Done | None = None) -> list[torch.Tensor]:
@@ -286,3 +463,11 @@ class Engine:
             if done is not None:
                 done(i, out[-1])
         return out
+
+
+def _scored(logits: torch.Tensor, cont: tuple[int, ...]) -> tuple[float, bool]:
+    """(sum of log p of `cont`, whether each is the argmax) from logits (len(cont), V)."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    targets = torch.tensor(cont, device=logp.device)
+    picked = logp.gather(1, targets[:, None]).squeeze(1)
+    return float(picked.sum()), bool((logp.argmax(-1) == targets).all())

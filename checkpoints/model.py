@@ -130,15 +130,17 @@ class Decoder(nn.Module):
         input_ids: torch.Tensor,
         cache: KVCache | None = None,
         *,
-        logits_for: str = "all",
+        logits_for: str | torch.Tensor = "all",
         collect_stats: bool = False,
         return_weights: bool = False,
         hidden_states: list[torch.Tensor] | None = None,
         rope_length: int | None = None,
     ) -> tuple[torch.Tensor, AttentionContext]:
         """input_ids (B, T) after `cache.length` cached tokens -> logits (B, T, V)
-        (or (B, 1, V) with `logits_for="last"`) and the attention context, which
-        carries any statistics or weights the layers were asked for. When
+        (or (B, 1, V) with `logits_for="last"`, or (B, K, V) at row b's positions
+        `logits_for[b]` when it is a (B,) or (B, K) tensor: a right-padded batch) and
+        the attention context, which carries any statistics or weights the layers
+        were asked for. When
         `hidden_states` is a list, the residual stream after each layer is appended.
         `rope_length` declares the whole prompt's length when it is prefilled in
         chunks (dynamic NTK sets its base from it)."""
@@ -159,7 +161,10 @@ class Decoder(nn.Module):
             x = block(x, ctx, cache.layers[i] if cache is not None else None)
             if hidden_states is not None:
                 hidden_states.append(x)
-        if logits_for == "last":
+        if isinstance(logits_for, torch.Tensor):  # (B,) or (B, K) positions per row
+            at = logits_for.to(x.device).reshape(x.shape[0], -1)
+            x = x[torch.arange(x.shape[0], device=x.device)[:, None], at]  # (B, K, hidden)
+        elif logits_for == "last":
             x = x[:, -1:]
         return self.logits(x), ctx
 

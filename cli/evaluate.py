@@ -115,7 +115,7 @@ def _eval(args: argparse.Namespace) -> int:
     claim_output(out, Path(args.checkpoint))
     started = datetime.now(UTC).isoformat()
     loaded = load_model(args.checkpoint, rope=args.rope, backend=args.backend, dtype=args.dtype, device=args.device)
-    engine = Engine(loaded.model, loaded.tokenizer, max_batch=args.max_batch,
+    engine = Engine(loaded.model, loaded.tokenizer, max_batch=args.max_batch, prefix_cache=args.prefix_cache,
                     memory_budget=args.memory_mb << 20 if args.memory_mb is not None else None)
     bars: dict[str, tqdm] = {}
 
@@ -213,8 +213,10 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--dtype", help="float32, bfloat16 or float16 (default: float32 on CPU)")
     p.add_argument("--max-batch", type=positive_int, default=64, help="most sequences decoded together (default 64)")
-    p.add_argument("--memory-mb", type=positive_int, help="KV-cache budget of a decoding batch in MiB "
-                                                  "(default: a quarter of free GPU memory, 2048 on CPU)")
+    p.add_argument("--memory-mb", type=positive_int, help="KV-cache budget of a decoding batch and the prefix "
+                                                  "cache in MiB (default: a quarter of free GPU memory, 2048 on CPU)")
+    p.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
+                   help="prefill every prompt from scratch (default: reuse cached prompt prefixes where exact)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -18,7 +18,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, ClassVar
@@ -237,6 +237,7 @@ def run_evaluator(
         if should_stop is not None and should_stop():
             raise EvaluationCancelled(f"{evaluator.name}: stopped after {len(done)} of {total} samples")
 
+    reuse: dict[str, Any] | None = None  # prompt tokens of this run served from the engine's prefix cache
     if evaluator.run_sample is not None:
         for sample in pending:
             check_stop()
@@ -247,9 +248,11 @@ def run_evaluator(
             check_stop()  # a cancel lands mid-batch; every answered sample is already recorded
 
         engine = engine or Engine(loaded.model, loaded.tokenizer)
+        before = replace(engine.stats)
         for lo in range(0, len(pending), BUILD_GROUP):
             check_stop()
             run_built(engine, [evaluator.build(loaded, s) for s in pending[lo:lo + BUILD_GROUP]], finished)
+        reuse = {**engine.stats.since(before).as_dict(), "enabled": engine.prefix is not None}
     records = [done[i] for i in ids]
     scored = [r for r in records if "error" not in r]
     errors = len(records) - len(scored)
@@ -273,6 +276,7 @@ def run_evaluator(
         "samples_file": str(out_dir / SAMPLES_FILE),
         "plots": [str(p) for p in plot_paths],
         "sample_errors": errors,
+        "prefix_cache": reuse,
         RESULT_KEY: finite_json(result.model_dump(mode="json")),
     }
 

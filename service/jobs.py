@@ -140,7 +140,8 @@ def _run(settings: Settings, store: Store, job: JobRow, out: Path) -> None:
     confine_checkpoint_files(Path(job.checkpoint_path), settings.roots)  # a file swapped for a link since submission
     loaded = load_model(job.checkpoint_path, rope=job.rope, backend=job.backend, device=pick_device(settings.device))
     budget = settings.engine_memory_mb << 20 if settings.engine_memory_mb else None
-    engine = Engine(loaded.model, loaded.tokenizer, memory_budget=budget, max_batch=settings.engine_max_batch)
+    engine = Engine(loaded.model, loaded.tokenizer, memory_budget=budget, max_batch=settings.engine_max_batch,
+                    prefix_cache=settings.engine_prefix_cache)
     progress = _Progress(store, job, task_keys(job.tasks))
     should_stop = _stopper(store, job.id)
     plots: list[dict[str, str]] = []

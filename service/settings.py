@@ -43,13 +43,15 @@ class Settings(BaseSettings):
     job_cpus: float = Field(1.0, gt=0, description="CPUs a job asks Ray for (on GPU nodes it also asks for 1 GPU)")
     max_running_jobs: int | None = Field(None, ge=1, description="cap on running jobs; default what Ray's resources allow")
     device: str = Field("auto", description="device jobs load models on: auto (cuda when a GPU was given), cpu, cuda")
-    engine_memory_mb: int | None = Field(None, ge=1, description="KV-cache budget of one decoding batch in MiB; "
+    engine_memory_mb: int | None = Field(None, ge=1, description="KV-cache budget of one decoding batch and the "
+                                         "prefix cache in MiB; "
                                          "default a quarter of free GPU memory, 2048 on CPU")
     max_model_memory_mb: int | None = Field(None, ge=1, description="most MiB a checkpoint's weights may take "
                                             "at the dtype jobs load them in (float32 on CPU, the checkpoint's "
                                             "own on GPU), checked at registration and submission; default this "
                                             "machine's physical memory")
     engine_max_batch: int = Field(64, ge=1, le=4096, description="most sequences decoded together by a job")
+    engine_prefix_cache: bool = Field(True, description="reuse cached prompt prefixes (prefix KV cache) where exact")
     max_attempts: int = Field(3, ge=1, description="runs of a job whose worker died before it is failed")
     lease_seconds: float = Field(120.0, gt=0, description="a running job with no heartbeat this long is requeued")
     executor: bool = Field(True, description="run jobs in this process's executor (off: API only)")

@@ -35,6 +35,20 @@ class LayerCache:
     def get(self, name: str) -> torch.Tensor:
         return self._buffers[name][:, :, : self.length]
 
+    def preload(self, entries: dict[str, torch.Tensor], capacity: int) -> None:
+        """Start from `entries` (B, H, n, D) each (a cached prefix), with room for
+        `capacity` tokens so the prefill of the rest does not regrow the buffers."""
+        n = next(iter(entries.values())).shape[2]
+        for name, x in entries.items():
+            buf = x.new_empty(*x.shape[:2], max(capacity, n, 16), *x.shape[3:])
+            buf[:, :, :n] = x
+            self._buffers[name] = buf
+        self.length = n
+
+    def entries(self) -> dict[str, torch.Tensor]:
+        """Views of everything stored, (B, H, length, D) per name."""
+        return {name: buf[:, :, : self.length] for name, buf in self._buffers.items()}
+
 
 class KVCache:
     """One `LayerCache` per layer; `length` is the number of tokens seen."""
@@ -53,6 +67,20 @@ class KVCache:
             theirs._buffers = {name: buf[:, :, : mine.length].clone() for name, buf in mine._buffers.items()}
             theirs.length = mine.length
         return copy
+
+    def entries(self, length: int | None = None) -> list[dict[str, torch.Tensor]]:
+        """Views of the first `length` tokens (default: all) of every layer's entries."""
+        n = self.length if length is None else length
+        return [{name: x[:, :, :n] for name, x in layer.entries().items()} for layer in self.layers]
+
+    def row(self, b: int, length: int) -> KVCache:
+        """Row b of a batched cache, its first `length` tokens, as a single-row cache
+        (views: a right-padded batched prefill hands each prompt its own cache)."""
+        out = KVCache(len(self.layers))
+        for mine, theirs in zip(self.layers, out.layers, strict=True):
+            theirs._buffers = {name: buf[b : b + 1, :, :length] for name, buf in mine._buffers.items()}
+            theirs.length = length
+        return out
 
     def bytes_per_token(self) -> int:
         """Cache bytes one token of one row takes, over every layer and entry."""

@@ -141,6 +141,10 @@ def test_passkey_runs_aggregates_and_resumes(tmp_path: Path) -> None:
     assert result["model"]["backend"] and result["evaluator_version"] == "2" and result["seed"] == 1
     assert sum(p.n for p in points(result, "accuracy", "depth_decile").values()) == 6
     assert (tmp_path / "out" / "plots" / "passkey.png").is_file()
+    # The four samples of the second run share the intro and the garbage up to their needles.
+    reuse = result["prefix_cache"]
+    assert reuse["enabled"] and reuse["prompt_tokens"] == sum(r["prompt_tokens"] for r in records[2:])
+    assert 0.2 < reuse["reused_fraction"] < 1 and reuse["reused_tokens"] > 0
 
 
 def test_target_below_the_fixed_blocks_is_flagged(tmp_path: Path) -> None:

@@ -1,0 +1,194 @@
+"""Prefix reuse and batched prefill change nothing but speed: for every registered
+attention variant (fp32), a prompt prefilled from a cached prefix gives the logits
+of an uncached prefill within 1e-4 and the engine's greedy tokens equal uncached
+one-at-a-time decoding; short prompts prefilled in one padded batch give what each
+gives alone. Also: LRU eviction under a tiny budget, the cache is off for dynamic
+NTK, and requests run in reuse order come back in request order."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from checkpoints.attention.registry import available_variants
+from checkpoints.config import RopeScaling
+from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest
+from checkpoints.generate import greedy_generate, loglikelihood, prefill
+from checkpoints.prefix_cache import PrefixCache, reuse_order
+from checkpoints.tokenizer import ByteTokenizer
+from tests.helpers import variant_model as _model
+
+TOK = ByteTokenizer()
+HAYSTACK = 70
+DEPTHS = (55, 12, 40, 0, 70, 40)  # one repeated: a prompt served whole from the cache
+
+
+def _needle_prompts(seed: int = 0) -> list[list[int]]:
+    """One haystack with a short needle at several depths (a passkey/needle grid in small)."""
+    g = torch.Generator().manual_seed(seed)
+    hay = torch.randint(3, 259, (HAYSTACK,), generator=g).tolist()
+    needle = [7, 8, 9, 10]
+    return [[1, *hay[:d], *needle, *hay[d:]] for d in DEPTHS]
+
+
+def _single(model, req: GenerateRequest):
+    return greedy_generate(model, TOK, req.prompt_ids, req.max_new_tokens, stop_at_eos=False)
+
+
+CASES = [(v, "torch") for v in available_variants()] + [("softmax", "reference"), ("softmax", "triton"),
+                                                         ("tda", "triton")]
+
+
+@pytest.mark.parametrize("variant,backend", CASES, ids=lambda x: str(x))
+def test_prefill_from_a_cached_prefix_equals_a_full_prefill(variant, backend):
+    model = _model(variant)
+    model.backend = backend
+    prompts = _needle_prompts()
+    cache = PrefixCache(1 << 30)
+    with torch.inference_mode():
+        for ids in prompts:
+            kv = cache.load(ids[:-1], len(model.layers), capacity=len(ids))
+            got = prefill(model, ids[kv.length:], kv)
+            cache.insert(ids, kv.entries())
+            want = prefill(model, ids, model.new_cache())
+            torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+            # The next step reads the cached keys too.
+            nxt = torch.tensor([[int(want.argmax())]])
+            fresh = model.new_cache()
+            prefill(model, ids, fresh)
+            step_got, _ = model(nxt, kv, logits_for="last")
+            step_want, _ = model(nxt, fresh, logits_for="last")
+            torch.testing.assert_close(step_got, step_want, atol=1e-4, rtol=1e-4)
+    assert cache.match(prompts[0]) == len(prompts[0])
+
+
+@pytest.mark.parametrize("variant", available_variants())
+def test_cached_engine_generates_what_uncached_decoding_generates(variant):
+    model = _model(variant, seed=1)
+    model.backend = "torch"
+    reqs = [GenerateRequest(p, max_new_tokens=n, stop_at_eos=False)
+            for p, n in zip(_needle_prompts(seed=1), (4, 7, 1, 5, 3, 6), strict=True)]
+    engine = Engine(model, TOK, max_batch=3, batch_prefill_tokens=0)
+    got = engine.generate_until(reqs)
+    for req, gen in zip(reqs, got, strict=True):
+        assert gen.token_ids == _single(model, req).token_ids
+    # Every prompt after the first reuses the haystack up to its needle; the repeated one all but its last token.
+    assert engine.stats.reused_tokens >= sum(sorted(DEPTHS)[:-1])
+    assert 0 < engine.stats.reused_fraction < 1
+
+
+@pytest.mark.parametrize("variant", available_variants())
+def test_batched_prefill_equals_one_at_a_time(variant):
+    model = _model(variant, seed=2)
+    model.backend = "torch"
+    g = torch.Generator().manual_seed(3)
+    prompts = [torch.randint(3, 259, (n,), generator=g).tolist() for n in (5, 23, 1, 17, 23, 9)]
+    reqs = [GenerateRequest(p, max_new_tokens=4, stop_at_eos=False) for p in prompts]
+    engine = Engine(model, TOK, prefix_cache=False, batch_prefill_tokens=32)
+    for req, gen in zip(reqs, engine.generate_until(reqs), strict=True):
+        assert gen.token_ids == _single(model, req).token_ids
+    ll = [LoglikelihoodRequest(p, q) for p, q in zip(prompts, prompts[1:] + prompts[:1], strict=True) if q]
+    for req, (lp, greedy) in zip(ll, engine.loglikelihood(ll), strict=True):
+        want_lp, want_greedy = loglikelihood(model, req.context_ids, req.continuation_ids)
+        assert lp == pytest.approx(want_lp, abs=1e-4) and greedy == want_greedy
+
+
+def test_cached_loglikelihood_equals_the_single_function():
+    model = _model("softmax", seed=4)
+    prompts = _needle_prompts(seed=4)
+    reqs = [LoglikelihoodRequest(p[:-5], p[-5:]) for p in prompts] + [LoglikelihoodRequest(prompts[0][:-5], (3, 4))]
+    engine = Engine(model, TOK, batch_prefill_tokens=0)
+    for req, (lp, greedy) in zip(reqs, engine.loglikelihood(reqs), strict=True):
+        want_lp, want_greedy = loglikelihood(model, req.context_ids, req.continuation_ids)
+        assert lp == pytest.approx(want_lp, abs=1e-4) and greedy == want_greedy
+    assert engine.stats.reused_tokens > 0
+
+
+def test_lru_eviction_keeps_recent_prefixes_under_the_budget():
+    model = _model("softmax")
+    a, b, c = _needle_prompts()[:3]
+    with torch.inference_mode():
+        kvs = {}
+        for name, ids in (("a", a), ("b", b), ("c", c)):
+            kv = model.new_cache()
+            prefill(model, ids, kv)
+            kvs[name] = kv.entries()
+    per_token = model.new_cache()
+    prefill(model, [1], per_token)
+    one = per_token.bytes_per_token()
+    cache = PrefixCache(capacity=len(a) * one + 5 * one)  # a whole prompt and a little more
+    cache.insert(a, kvs["a"])
+    cache.insert(b, kvs["b"])  # shares a's first tokens, then over budget: a's tail (older) goes
+    assert cache.nbytes <= cache.capacity
+    assert cache.match(b) == len(b) and cache.match(a) < len(a)
+    cache.load(b, len(model.layers))  # b used again
+    cache.insert(c, kvs["c"])
+    assert cache.nbytes <= cache.capacity and cache.match(c) == len(c)
+    cache.insert(a, kvs["a"], limit=0)
+    assert cache.nbytes == 0 and cache.match(a) == 0
+
+
+def test_tiny_budget_evicts_but_changes_no_output():
+    model = _model("softmax", seed=5)
+    reqs = [GenerateRequest(p, max_new_tokens=5, stop_at_eos=False) for p in _needle_prompts(seed=5)]
+    want = [g.token_ids for g in Engine(model, TOK, prefix_cache=False).generate_until(reqs)]
+    probe = model.new_cache()
+    with torch.inference_mode():
+        prefill(model, [1], probe)
+    budget = 3 * (HAYSTACK + 12) * probe.bytes_per_token()  # the prefix cache holds ~1.5 prompts
+    engine = Engine(model, TOK, memory_budget=budget, batch_prefill_tokens=0)
+    assert [g.token_ids for g in engine.generate_until(reqs)] == want
+    assert engine.prefix.nbytes <= engine.prefix.capacity
+    assert engine.prefix.cached_tokens < sum(map(len, _needle_prompts(seed=5)))
+
+
+def test_dynamic_ntk_turns_prefix_reuse_and_batched_prefill_off():
+    model = _model("softmax", max_position_embeddings=16, rope_scaling=RopeScaling(type="dynamic", factor=2.0))
+    engine = Engine(model, TOK, batch_prefill_tokens=64)
+    assert engine.prefix is None and engine.batch_prefill_tokens == 0
+    reqs = [GenerateRequest(p, max_new_tokens=3, stop_at_eos=False) for p in _needle_prompts()[:3]]
+    for req, gen in zip(reqs, engine.generate_until(reqs), strict=True):
+        assert gen.token_ids == _single(model, req).token_ids
+    assert engine.stats.reused_tokens == 0
+
+
+def test_reuse_order_runs_shared_prefixes_together_and_results_keep_request_order():
+    g = torch.Generator().manual_seed(106)
+    other = torch.randint(3, 259, (60,), generator=g).tolist()
+    prompts = _needle_prompts(seed=6)
+    mixed = [prompts[0], [1, *other], prompts[1], [1, *other[:30], 9], prompts[2]]
+    order = reuse_order(mixed)
+    assert sorted(order) == list(range(5))
+    ranks = sorted(order.index(i) for i in (1, 3))
+    assert ranks[1] - ranks[0] == 1  # the two prompts of the other haystack are neighbours
+    model = _model("softmax", seed=6)
+    reqs = [GenerateRequest(p, max_new_tokens=n, stop_at_eos=False) for p, n in zip(mixed, (2, 5, 3, 1, 4), strict=True)]
+    seen: list[int] = []
+    got = Engine(model, TOK, max_batch=1, batch_prefill_tokens=0).generate_until(reqs, done=lambda i, _: seen.append(i))
+    assert seen == order  # one row at a time: finished in run order
+    assert [len(x.token_ids) for x in got] == [2, 5, 3, 1, 4]
+    for req, gen in zip(reqs, got, strict=True):
+        assert gen.token_ids == _single(model, req).token_ids
+
+
+def test_turning_the_prefix_cache_off():
+    engine = Engine(_model("softmax"), TOK, prefix_cache=False)
+    assert engine.prefix is None
+    engine.generate_until([GenerateRequest(p, max_new_tokens=1) for p in _needle_prompts()])
+    assert engine.stats.reused_tokens == 0 and engine.stats.prompt_tokens == sum(map(len, _needle_prompts()))
+
+
+def test_shared_prompts_reuse_the_cache_and_unique_short_ones_prefill_in_a_batch():
+    model = _model("gated", seed=7)
+    g = torch.Generator().manual_seed(8)
+    unique = [torch.randint(3, 259, (n,), generator=g).tolist() for n in (9, 30, 17)]
+    prompts = [*_needle_prompts(seed=7), *unique]
+    reqs = [GenerateRequest(p, max_new_tokens=3, stop_at_eos=False) for p in prompts]
+    engine = Engine(model, TOK, batch_prefill_tokens=100)
+    order, batched = engine._plan([r.prompt_ids for r in reqs])
+    # Batched: the unique prompts and the needles at depths 0 and 12 (they share under half their
+    # tokens); last, longest first. Depths 40, 40, 55 and 70 share more and reuse the cache.
+    assert batched == {1, 3, 6, 7, 8} and order[-5:] == [1, 3, 7, 8, 6]
+    for req, gen in zip(reqs, engine.generate_until(reqs), strict=True):
+        assert gen.token_ids == _single(model, req).token_ids
+    assert engine.stats.reused_tokens >= 41 + 56  # the repeated depth-40 prompt and one of 55/70
