@@ -1,0 +1,135 @@
+"""`checkpoints.pull`: the hub through huggingface_hub's own cache with HF_HUB_OFFLINE
+(a cache laid out as the library lays it out, built here), and GGUF refusals. The GGUF
+conversion itself runs on the real SmolLM2 GGUF in tests/checkpoints/test_real_model.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from checkpoints.loading import load_model
+from checkpoints.pull import SOURCE_FILE, PullError, gguf_architecture, pull_gguf, pull_hub
+from tests.checkpoints.hf_models import build_hf_model
+
+REPO = "lctx-test/tiny-llama"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, torch.nn.Module]:
+    folder = tmp_path_factory.mktemp("hf")
+    model = build_hf_model(folder)
+    (folder / "chat_template.jinja").write_text("{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    return folder, model
+
+
+def hub_cache(root: Path, model_dir: Path, extra: dict[str, bytes] | None = None, skip: tuple[str, ...] = ()) -> Path:
+    """huggingface_hub's cache layout: models--owner--name/{blobs,refs/main,snapshots/<commit>}
+    with snapshot files linking to blobs named by content."""
+    repo = root / ("models--" + REPO.replace("/", "--"))
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(COMMIT)
+    snapshot = repo / "snapshots" / COMMIT
+    snapshot.mkdir(parents=True)
+    (repo / "blobs").mkdir()
+    files = {p.name: p.read_bytes() for p in model_dir.iterdir() if p.is_file() and p.name not in skip}
+    for name, data in {**files, **(extra or {})}.items():
+        import hashlib
+
+        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        (snapshot / name).symlink_to(Path("../../blobs") / blob.name)
+    return root
+
+
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # read at import; set for this test too
+
+
+def test_hub_pull_copies_data_files_records_commit_and_loads(tmp_path, tiny_model, offline) -> None:
+    folder, hf = tiny_model
+    cache = hub_cache(tmp_path / "cache", folder, extra={"modeling_evil.py": b"import os\n",
+                                                        "pytorch_model.bin": b"pickle"})
+    pulled = pull_hub(REPO, tmp_path / "roots" / "tiny", revision="main", cache_dir=cache)
+    names = sorted(p.name for p in pulled.path.iterdir())
+    assert "modeling_evil.py" not in names and "pytorch_model.bin" not in names
+    assert {"config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja", SOURCE_FILE} <= set(names)
+    assert not any(p.is_symlink() for p in pulled.path.iterdir())
+    source = json.loads((pulled.path / SOURCE_FILE).read_text())
+    assert source["kind"] == "hub" and source["repo_id"] == REPO and source["commit"] == COMMIT
+    assert source["revision"] == "main"
+    loaded = load_model(pulled.path)
+    ids = torch.tensor([[1, 5, 9, 17, 33]])
+    with torch.no_grad():
+        ours, _ = loaded.model(ids)
+        theirs = hf(ids).logits
+    torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
+    assert loaded.tokenizer.chat_template is not None  # read from chat_template.jinja
+
+
+def test_hub_pull_by_commit(tmp_path, tiny_model, offline) -> None:
+    cache = hub_cache(tmp_path / "cache", tiny_model[0])
+    pulled = pull_hub(REPO, tmp_path / "tiny", revision=COMMIT, cache_dir=cache)
+    assert pulled.source["commit"] == COMMIT
+
+
+def test_hub_refusals(tmp_path, tiny_model, offline) -> None:
+    cache = hub_cache(tmp_path / "cache", tiny_model[0], skip=("model.safetensors",),
+                      extra={"pytorch_model.bin": b"pickle"})
+    with pytest.raises(PullError, match="not a hub repository id"):
+        pull_hub("no//such", tmp_path / "a", cache_dir=cache)
+    with pytest.raises(PullError, match="not in the hub cache"):
+        pull_hub("lctx-test/absent", tmp_path / "b", cache_dir=cache)
+    with pytest.raises(PullError, match=r"lacks \*\.safetensors weights.*pytorch_model\.bin"):
+        pull_hub(REPO, tmp_path / "c", cache_dir=cache)
+    assert not (tmp_path / "c").exists()
+    good = hub_cache(tmp_path / "cache2", tiny_model[0])
+    pull_hub(REPO, tmp_path / "d", cache_dir=good)
+    with pytest.raises(PullError, match="already exists"):
+        pull_hub(REPO, tmp_path / "d", cache_dir=good)
+
+
+def test_hub_pull_of_an_unloadable_config_is_refused_and_leaves_nothing(tmp_path, tiny_model, offline) -> None:
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model[0], folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "model_type": "bert"}))
+    cache = hub_cache(tmp_path / "cache", folder)
+    with pytest.raises(PullError, match="unsupported model_type 'bert'"):
+        pull_hub(REPO, tmp_path / "x", cache_dir=cache)
+    assert not (tmp_path / "x").exists() and not list(tmp_path.glob(".x*"))
+
+
+def _gguf(path: Path, arch: str) -> Path:
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_block_count(1)
+    writer.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_gguf_refusals(tmp_path) -> None:
+    mamba = _gguf(tmp_path / "m.gguf", "mamba")
+    assert gguf_architecture(mamba) == "mamba"
+    with pytest.raises(PullError, match="GGUF architecture 'mamba' is not supported; lctx converts llama"):
+        pull_gguf(mamba, tmp_path / "out")
+    (tmp_path / "bad.gguf").write_bytes(b"not a gguf file at all")
+    with pytest.raises(PullError, match="not a readable GGUF file"):
+        pull_gguf(tmp_path / "bad.gguf", tmp_path / "out")
+    with pytest.raises(PullError, match="does not exist"):
+        pull_gguf(tmp_path / "absent.gguf", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
