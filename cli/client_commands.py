@@ -167,6 +167,19 @@ def _checkpoints_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pull(args: argparse.Namespace) -> int:
+    hub, gguf = (None, args.source) if args.source.endswith(".gguf") else (args.source, None)
+    name = args.name or (Path(args.source).stem if gguf else args.source.rsplit("/", 1)[-1]).lower()
+    print(f"pulling {args.source} into the server's checkpoint root as {name} ...", flush=True)
+    with _client(args) as c:
+        ck = c.pull(name, hub=hub, revision=args.revision, gguf=gguf, path=args.path)
+    src = ck.source or {}
+    origin = f"commit {src.get('commit')}" if src.get("kind") == "hub" else f"sha256 {src.get('sha256')}"
+    print(f"{ck.name}  {ck.path}  {ck.family}  {ck.parameters:,} parameters  context {ck.context_length}  "
+          f"chat template: {ck.chat_template or 'none'}  ({origin})")
+    return 0
+
+
 def _checkpoints_list(args: argparse.Namespace) -> int:
     with _client(args) as c:
         for ck in c.checkpoints():
@@ -224,6 +237,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true")
     _client_args(p)
     p.set_defaults(func=_compare)
+
+    p = sub.add_parser("pull", help="bring a checkpoint from the Hugging Face hub or a GGUF file into the "
+                       "server's checkpoint root and register it")
+    p.add_argument("source", help="hub repository id (owner/name) or a .gguf file on the server (inside its "
+                   "checkpoint roots or data directory)")
+    p.add_argument("--revision", default="main", help="hub branch, tag or commit (default main)")
+    p.add_argument("--name", help="registered name (default: the repository's or file's name, lower case)")
+    p.add_argument("--path", help="folder to write inside the checkpoint roots (default: the name)")
+    _client_args(p)
+    p.set_defaults(func=_pull)
 
     p = sub.add_parser("checkpoints", help="register and list checkpoints")
     csub = p.add_subparsers(dest="checkpoints_command", required=True, metavar="ACTION")

@@ -5,7 +5,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, create_model, field_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    create_model,
+    field_serializer,
+    model_validator,
+)
 
 from checkpoints.attention.backend import Backend as AttentionBackend
 from evaluators.options import TASK_OPTIONS, TaskOptions
@@ -154,6 +163,30 @@ class CheckpointCreate(_Strict):
     path: Annotated[str, Field(min_length=1, max_length=4096, pattern=NO_NUL_PATTERN, examples=["/models/demo-tda"])]
 
 
+class CheckpointPull(_Strict):
+    """Bring a checkpoint into the first checkpoint root and register it: from the Hugging
+    Face hub (`hub`, `revision`) or from a GGUF file on the server (`gguf`), never both."""
+
+    name: Name
+    hub: Annotated[str | None, Field(min_length=3, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+$",
+                                     description="hub repository id, owner/name",
+                                     examples=["HuggingFaceTB/SmolLM2-135M-Instruct"])] = None
+    revision: Annotated[str, Field(min_length=1, max_length=200, pattern=NO_NUL_PATTERN,
+                                   description="branch, tag or commit of the hub repository")] = "main"
+    gguf: Annotated[str | None, Field(min_length=1, max_length=4096, pattern=NO_NUL_PATTERN,
+                                      description="a .gguf file inside the checkpoint roots or the data directory "
+                                      "(relative: to the first checkpoint root), dequantised to float32")] = None
+    path: Annotated[str | None, Field(min_length=1, max_length=4096, pattern=NO_NUL_PATTERN,
+                                      description="folder to write, inside the checkpoint roots (default: <first "
+                                      "root>/<name>)")] = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CheckpointPull:
+        if (self.hub is None) == (self.gguf is None):
+            raise ValueError("give exactly one of hub (a repository id) or gguf (a file)")
+        return self
+
+
 class CheckpointOut(_Out):
     name: str
     path: str
@@ -165,6 +198,10 @@ class CheckpointOut(_Out):
                                "was read from (None: config.json is no longer readable)")
     rope: dict[str, Any] | None = Field(None, description="the checkpoint's own RoPE: rope_theta and its scaling")
     context_length: int | None = Field(None, description="max_position_embeddings of its config")
+    chat_template: str | None = Field(None, description="the file its chat template is read from "
+                                      "(chat_template.jinja or tokenizer_config.json); None: it has none")
+    source: dict[str, Any] | None = Field(None, description="where `lctx pull` brought it from (lctx_source.json): "
+                                          "hub repository, revision and commit, or GGUF file and sha256")
 
 
 class ScheduleCreate(_Strict):

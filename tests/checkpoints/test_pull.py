@@ -14,10 +14,7 @@ import torch
 
 from checkpoints.loading import load_model
 from checkpoints.pull import SOURCE_FILE, PullError, gguf_architecture, pull_gguf, pull_hub
-from tests.checkpoints.hf_models import build_hf_model
-
-REPO = "lctx-test/tiny-llama"
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
+from tests.checkpoints.hf_models import COMMIT, REPO, build_hf_model, hub_cache, hub_offline
 
 
 @pytest.fixture(scope="module")
@@ -28,31 +25,9 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, torch.nn
     return folder, model
 
 
-def hub_cache(root: Path, model_dir: Path, extra: dict[str, bytes] | None = None, skip: tuple[str, ...] = ()) -> Path:
-    """huggingface_hub's cache layout: models--owner--name/{blobs,refs/main,snapshots/<commit>}
-    with snapshot files linking to blobs named by content."""
-    repo = root / ("models--" + REPO.replace("/", "--"))
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(COMMIT)
-    snapshot = repo / "snapshots" / COMMIT
-    snapshot.mkdir(parents=True)
-    (repo / "blobs").mkdir()
-    files = {p.name: p.read_bytes() for p in model_dir.iterdir() if p.is_file() and p.name not in skip}
-    for name, data in {**files, **(extra or {})}.items():
-        import hashlib
-
-        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
-        blob.write_bytes(data)
-        (snapshot / name).symlink_to(Path("../../blobs") / blob.name)
-    return root
-
-
 @pytest.fixture
 def offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    import huggingface_hub.constants as constants
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # read at import; set for this test too
+    hub_offline(monkeypatch)
 
 
 def test_hub_pull_copies_data_files_records_commit_and_loads(tmp_path, tiny_model, offline) -> None:
