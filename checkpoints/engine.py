@@ -39,6 +39,7 @@ CPU_MEMORY_BUDGET = 2 << 30
 DEFAULT_MAX_BATCH = 64
 
 Done = Callable[[int, Any], None]  # (index, result) of each request the moment it finishes
+Prefilled = Callable[[int], None]  # tokens just prefilled (after each chunk): progress before any request ends
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,9 @@ def default_memory_budget(device: torch.device) -> int:
 
 class Engine:
     """Runs request lists on one model. `memory_budget` (bytes) bounds the KV
-    cache of a decoding batch; `max_batch` bounds its rows."""
+    cache of a decoding batch; `max_batch` bounds its rows. `on_prefill(tokens)`, when set,
+    runs after every prefilled chunk: a batch admits all its prompts before its first decode
+    step, so minutes can pass before any request finishes."""
 
     def __init__(
         self,
@@ -170,6 +173,7 @@ class Engine:
         self.memory_budget = memory_budget if memory_budget is not None else default_memory_budget(model.device)
         self.max_batch = max_batch
         self.chunk_size = chunk_size
+        self.on_prefill: Prefilled | None = None
 
     # --- generate until -------------------------------------------------------
 
@@ -237,7 +241,7 @@ class Engine:
 
     def _start(self, index: int, req: GenerateRequest) -> tuple[_Row, KVCache]:
         cache = self.model.new_cache()
-        logits = prefill(self.model, req.prompt_ids, cache, self.chunk_size).float()
+        logits = prefill(self.model, req.prompt_ids, cache, self.chunk_size, self.on_prefill).float()
         eos = frozenset(self.tokenizer.eos_ids) if req.stop_at_eos else frozenset()
         eos |= frozenset(req.stop_ids)
         return _Row(index=index, request=req, logits=logits, eos=eos), cache
@@ -262,7 +266,7 @@ class Engine:
                     if shared is None:
                         shared = self.model.new_cache()
                         if len(context) > 1:
-                            prefill(self.model, context[:-1], shared, self.chunk_size)
+                            prefill(self.model, context[:-1], shared, self.chunk_size, self.on_prefill)
                     results[i] = self._continuation(shared.fork(), context, cont)
                 if done is not None:
                     done(i, results[i])
