@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.loading import LoadedModel
+from checkpoints.tokenizer import Tokenizer
 from evaluators.errors import EvaluationCancelled, EvaluatorError  # noqa: F401 - re-exported
 from evaluators.options import TaskOptions, validate_options
 from evaluators.results import RESULT_KEY, TaskResult
@@ -80,6 +81,18 @@ class Evaluator:
     def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
         self.options = options
         self.data_dir = Path(data_dir) if data_dir is not None else None
+        self._chat: tuple[str, str] | None = None
+
+    def wrap(self, tokenizer: Tokenizer, prompt: str) -> str:
+        """`prompt` in the checkpoint's chat template when the task's `chat_template` option
+        is true (rendered once per run), else as it is."""
+        if not self.options.get("chat_template"):
+            return prompt
+        if self._chat is None:
+            from evaluators.chat import chat_parts, missing_template
+
+            self._chat = chat_parts(tokenizer, missing_template(self.name), self.name)
+        return self._chat[0] + prompt + self._chat[1]
 
     # --- options ----------------------------------------------------------
 
@@ -292,6 +305,8 @@ def run_evaluator(
         "options": evaluator.options,
         "config": config,
         "model": describe_run(loaded),
+        "chat_template": {"applied": bool(evaluator.options.get("chat_template")),
+                          "file": getattr(loaded.tokenizer, "chat_template_source", None)},
         "lctx_version": lctx_version(),
         "samples": total,
         "samples_file": str(out_dir / SAMPLES_FILE),

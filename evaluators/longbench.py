@@ -35,6 +35,7 @@ from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
 from evaluators.base import Built, Evaluator, EvaluatorError, Sample
+from evaluators.chat import apply_chat_template, missing_template
 from evaluators.data import load_longbench
 from evaluators.metrics import longbench_dataset_score, longbench_e_scores, longbench_sample_score
 from evaluators.options import LongBenchOptions
@@ -154,17 +155,6 @@ def truncate_middle(tokenizer: Tokenizer, prompt: str, budget: int) -> tuple[str
     return tokenizer.decode(ids[:half]) + tokenizer.decode(ids[-half:]), True
 
 
-def apply_chat_template(tokenizer: Tokenizer, prompt: str) -> str:
-    template = getattr(tokenizer, "chat_template", None)
-    if not template:
-        raise EvaluatorError("longbench: chat_template=true but the checkpoint's tokenizer has no chat template "
-                             "(tokenizer_config.json 'chat_template'); run without chat_template")
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    env.globals["raise_exception"] = lambda msg: (_ for _ in ()).throw(EvaluatorError(msg))
-    return env.from_string(template).render(messages=[{"role": "user", "content": prompt}],
-                                            add_generation_prompt=True, bos_token="", eos_token="")
-
-
 class LongBenchEvaluator(Evaluator):
     name = "longbench"
     # 2: code similarity, prompt whitespace, BOS in the budget; 3: samsum never ends at once; 4: typed result;
@@ -209,7 +199,7 @@ class LongBenchEvaluator(Evaluator):
                    max_length: int) -> tuple[list[int], bool]:
         prompt, truncated = truncate_middle(tokenizer, render_prompt(cfg.template, record), max_length)
         if self.options["chat_template"] and cfg.name not in NO_CHAT_TEMPLATE:
-            prompt = apply_chat_template(tokenizer, prompt)
+            prompt = apply_chat_template(tokenizer, prompt, missing_template(self.name))
         return tokenizer.encode(prompt), truncated
 
     def build(self, loaded: LoadedModel, sample: Sample) -> Built:
@@ -223,6 +213,7 @@ class LongBenchEvaluator(Evaluator):
             end = {"stop_ids": (newline_id(loaded.tokenizer),), "min_new_tokens": 1}
         return Built(sample, GenerateRequest(ids, max_new_tokens=cfg.max_gen, **end),
                      {"dataset": d, "prompt_tokens": len(ids), "truncated": truncated, "max_length": max_length,
+                      "chat_template": bool(self.options["chat_template"]) and d not in NO_CHAT_TEMPLATE,
                       "references": record["answers"], "all_classes": record.get("all_classes"),
                       "length": record["length"], "language": record.get("language")},
                      keep=(cfg.metric, record))

@@ -39,6 +39,11 @@ MAX_LIST = 1000  # values of a list option (lengths, depths, datasets)
 # lengths reuses the samples already scored), the option is another name of `x-alias-of`.
 # The option counts tokens (`x-tokens`): the service bounds it by LCTX_MAX_LENGTH.
 FILE, SELECTS, ALIAS_OF, TOKENS = "x-file", "x-selects", "x-alias-of", "x-tokens"
+# The task's `chat_template` option (`x-chat-template`): the service checks at submission that
+# the checkpoint has a template when it is true. Where a checkpoint keeps one, as transformers
+# reads it (checkpoints.tokenizer.read_chat_template):
+CHAT = "x-chat-template"
+CHAT_TEMPLATE_FILES = "chat_template.jinja, then tokenizer_config.json's 'chat_template'"
 
 
 def _listed(value: Any) -> Any:
@@ -88,6 +93,15 @@ def option(default: Any = ..., description: str = "", *, file: bool = False, sel
     return Field(default, description=description, json_schema_extra=extra or None)
 
 
+def chat_template_option(default: bool, official: str) -> Any:
+    """The one `chat_template` option of every generation task, with the task's default and
+    the reason for it (the benchmark's own practice)."""
+    return Field(default, description=f"wrap each prompt, as one user message with the generation prompt "
+                 f"added, in the checkpoint's chat template ({CHAT_TEMPLATE_FILES}); a job asking for it on a "
+                 f"checkpoint without one is refused. Default {str(default).lower()}: {official}",
+                 json_schema_extra={CHAT: True})
+
+
 class TaskOptions(BaseModel):
     """Base of every task's options: unknown options are refused."""
 
@@ -111,6 +125,10 @@ class TaskOptions(BaseModel):
     @classmethod
     def aliases(cls) -> tuple[str, ...]:
         return cls._marked(ALIAS_OF)
+
+    def chat_template_wanted(self) -> bool:
+        """Whether these options apply the checkpoint's chat template."""
+        return any(bool(getattr(self, name)) for name in self._marked(CHAT))
 
     def token_counts(self) -> dict[str, int]:
         """The largest value of every option that counts tokens (lengths, budgets,
@@ -200,6 +218,8 @@ class PasskeyOptions(TaskOptions):
     trials: Int(ge=1, le=100_000) = option(100, "trials per length", selects=True)
     seed: Seed = 0
     max_new_tokens: MaxNewTokens = option(10, "greedy tokens generated per trial", tokens=True)
+    chat_template: StrictBool = chat_template_option(False, "the landmark/TDA protocol prompts the model as "
+                                                     "plain text")
 
     def planned_samples(self) -> int:
         return len(self.lengths) * self.trials
@@ -217,6 +237,8 @@ class NeedleOptions(TaskOptions):
     max_new_tokens: MaxNewTokens = option(10, "greedy tokens generated per trial", tokens=True)
     haystack_file: FilePath | None = option(None, "UTF-8 text repeated as the haystack (default: the passkey "
                                             "garbage); absolute or relative to the data directory", file=True)
+    chat_template: StrictBool = chat_template_option(False, "the needle-in-a-haystack grid prompts the model as "
+                                                     "plain text, as passkey does")
 
     def planned_samples(self) -> int:
         return len(self.lengths) * len(self.depths) * self.trials
@@ -228,7 +250,11 @@ class LongBenchOptions(TaskOptions):
     datasets: Names | None = option(None, "LongBench datasets (default: all of LongBench, or of LongBench-E)",
                                     selects=True)
     e: StrictBool = option(False, "LongBench-E: the 13 datasets with length buckets")
-    chat_template: StrictBool = option(False, "apply the tokenizer's chat template")
+    chat_template: StrictBool = chat_template_option(False, "lm-eval's LongBench tasks, whose prompts lctx "
+                                                     "follows, apply none unless asked (LongBench's pred.py wraps "
+                                                     "chat models' prompts: set true for an instruct model, as "
+                                                     "pred.py does; trec, triviaqa, samsum, lsht, lcc and "
+                                                     "repobench-p stay plain as there)")
     max_length: Int(ge=16, le=MAX_LENGTH) | None = option(
         None, "prompt budget in tokens, BOS included, whatever the dataset's generation length (default: the "
         "model's effective context minus 500, as LongBench's model2maxlen: 3500 for a 4k model)", tokens=True)
@@ -281,6 +307,8 @@ class ScrollsOptions(TaskOptions):
                                                  "lm-eval's max_gen_toks; 1024 with official, the official "
                                                  "baselines' cap)", tokens=True)
     seed: Seed = 0
+    chat_template: StrictBool = chat_template_option(False, "SCROLLS' baselines and lm-eval's scrolls tasks "
+                                                     "prompt without one")
 
     data_howto: ClassVar[str] = datafiles.SCROLLS_HOWTO
     hub_data: ClassVar[bool] = True
@@ -426,8 +454,10 @@ class RulerOptions(TaskOptions):
                               "budget", selects=True, tokens=True)
     samples: Int(ge=1, le=100_000) = option(500, "samples per task and length (RULER: 500)", selects=True)
     seed: Seed = option(42, "RULER's random_seed (42)")
-    template: RulerTemplate = option("base", "prompt wrapper: base (none), chat (the tokenizer's chat template) "
-                                     "or one of RULER's model_template_type names")
+    template: RulerTemplate = option("base", "prompt wrapper: base (none), chat (the checkpoint's chat template: "
+                                     "the same as chat_template=true) or one of RULER's model_template_type names")
+    chat_template: StrictBool = chat_template_option(False, "RULER's model_template_type is 'base' for base "
+                                                     "models; true is template=chat")
     threshold: Annotated[float, Field(ge=0, le=100)] = option(85.6, "effective-length threshold on the "
                                                                "per-length average (0-100)")
     bootstrap: Int(ge=0, le=100_000) = option(1000, "bootstrap resamples of the 95% intervals (0: none)")
@@ -440,6 +470,11 @@ class RulerOptions(TaskOptions):
         self.tasks = [t for t in RULER_TASKS if t in chosen]  # synthetic.yaml's order, once each
         self.datasets = None
         self.lengths = sorted(set(self.lengths))
+        if self.chat_template and self.template not in ("base", "chat"):
+            raise ValueError(f"chat_template=true wraps prompts in the checkpoint's template; template="
+                             f"{self.template} names another wrapper: give one of them")
+        if self.chat_template or self.template == "chat":  # one setting, two spellings
+            self.chat_template, self.template = True, "chat"
         return self
 
     def planned_samples(self) -> int:

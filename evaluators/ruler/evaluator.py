@@ -25,7 +25,6 @@ from evaluators.ruler.protocol import TASKS, WRAPPERS, split_wrapper
 from evaluators.ruler.synthetic import RulerSample, generate
 
 UNIT = "score (0-100)"
-_SENTINEL = "\x00lctx-task-template\x00"
 
 
 def wrapper_for(template: str, tokenizer: Tokenizer) -> tuple[str, str]:
@@ -34,13 +33,9 @@ def wrapper_for(template: str, tokenizer: Tokenizer) -> tuple[str, str]:
     the tokenizer)."""
     if template != "chat":
         return split_wrapper(WRAPPERS[template])
-    from evaluators.longbench import apply_chat_template
+    from evaluators.chat import chat_parts, missing_template
 
-    rendered = apply_chat_template(tokenizer, _SENTINEL)
-    before, sep, after = rendered.partition(_SENTINEL)
-    if not sep:
-        raise EvaluatorError("ruler: the tokenizer's chat template does not show the user message; use template=base")
-    return before, after
+    return chat_parts(tokenizer, missing_template("ruler", "chat_template=true (template=chat)"), "ruler")
 
 
 class RulerEvaluator(Evaluator):

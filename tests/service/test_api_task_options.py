@@ -85,7 +85,8 @@ def test_jobs_record_every_option_and_keep_the_request_shape(served) -> None:
         {"name": "passkey", "lengths": [256, 512], "trials": 100}, {"name": "scrolls", "datasets": ["quality"]}]})
     assert r.status_code == 202, r.text
     passkey, scrolls = r.json()["tasks"]
-    assert passkey == {"name": "passkey", "lengths": [256, 512], "trials": 100, "seed": 0, "max_new_tokens": 10}
+    assert passkey == {"name": "passkey", "lengths": [256, 512], "trials": 100, "seed": 0, "max_new_tokens": 10,
+                       "chat_template": False}
     assert scrolls["tasks"] == ["quality"] and "datasets" not in scrolls  # the alias folds into its option
 
 
@@ -115,3 +116,32 @@ def test_leaderboard_reads_results_of_the_old_layout(served) -> None:
     assert board["rows"][0]["values"]["perplexity"] == 7.5
     assert {col["name"]: col["higher_is_better"] for col in board["column_info"]}["perplexity.length=40"] is False
     assert json.dumps(board)  # plain JSON
+
+
+GENERATION_TASKS = ("passkey", "needle", "ruler", "longbench", "scrolls")
+
+
+def test_every_generation_task_takes_the_one_chat_template_option(served) -> None:
+    """Declared once (same type, same mark, one wording of where the template is looked
+    for), each task with its benchmark's default; asking for it on a checkpoint without a
+    template is refused at submission, naming the task, the option and the files."""
+    from evaluators.options import CHAT
+
+    c, _ = served
+    schemas = c.get("/openapi.json").json()["components"]["schemas"]
+    for name in GENERATION_TASKS:
+        field = TASK_OPTIONS[name].model_fields["chat_template"]
+        assert field.default is False and field.json_schema_extra == {CHAT: True}
+        shown = schemas[f"{name.title()}Task"]["properties"]["chat_template"]
+        assert shown["type"] == "boolean" and "chat_template.jinja" in shown["description"], shown
+    for name, extra in (("passkey", {"lengths": [256], "trials": 1}), ("ruler", {"tasks": ["niah_single_1"],
+                                                                           "lengths": [256], "samples": 1}),
+                        ("scrolls", {"datasets": ["quality"]})):
+        r = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [{"name": name, "chat_template": True, **extra}]})
+        assert r.status_code == 422, r.text
+        detail = r.json()["detail"]
+        assert detail.startswith(f"tasks[0] ({name}).chat_template: true, but checkpoint tiny has no chat template")
+        assert "chat_template.jinja" in detail and "tokenizer_config.json" in detail
+    r = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [{"name": "ruler", "template": "chat",
+                                                                   "tasks": ["niah_single_1"], "lengths": [256]}]})
+    assert r.status_code == 422 and "(ruler).chat_template: true" in r.json()["detail"]  # template=chat is the same
