@@ -1,4 +1,4 @@
-"""`lctx submit | status | results | leaderboard | compare | checkpoints add|list`: talk to the API (base URL and
+"""`lctx submit | status | results | leaderboard | compare | pull | checkpoints add|list`: talk to the API (base URL and
 token from settings: LCTX_BASE_URL, LCTX_API_TOKEN). These import the HTTP client and
 the API's pydantic models only: no torch, no Ray, no database."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,9 +47,38 @@ def _scalar(raw: str) -> Any:
 
 
 def _print_job(job: Any) -> None:
-    progress = ", ".join(f"{k} {p.done}/{p.total}" for k, p in job.progress.items()) or "-"
+    progress = progress_line(job).split(": ", 1)[1]
     print(f"{job.id}  {job.status:<9}  {job.checkpoint}  tasks: {', '.join(t['name'] for t in job.tasks)}"
           f"  progress: {progress}" + (f"\n  error: {job.error}" if job.error else ""))
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def progress_line(job: Any) -> str:
+    """A job's progress on one line: per task samples, tokens prefilled, speed; the job's ETA."""
+    parts, eta, known = [], 0.0, True
+    for key, p in job.progress.items():
+        text = f"{key} {p.done}/{p.total}"
+        if p.tokens:
+            planned = f"/{p.planned_tokens:,}" if p.planned_tokens else ""
+            text += f", {p.tokens:,}{planned} tokens prefilled"
+        if p.tokens_per_s:
+            text += f" ({p.tokens_per_s:,.0f} tok/s)"
+        parts.append(text)
+        if p.done < p.total:
+            if p.eta_s is None:
+                known = False
+            else:
+                eta += p.eta_s
+    left = "" if job.status != JobStatus.RUNNING else (f"; ETA {_duration(eta)}" if known else "; ETA: measuring")
+    return f"{job.status}: " + ("; ".join(parts) or "-") + left
 
 
 def _client(args: argparse.Namespace) -> Client:
@@ -67,10 +97,15 @@ def _submit(args: argparse.Namespace) -> int:
                 "rope": args.rope, "backend": args.backend, "priority": args.priority}
     with _client(args) as c:
         job = c.submit(**body)
-        print(job.id if args.quiet else f"submitted job {job.id}")
+        print(job.id if args.quiet else f"submitted job {job.id}", flush=True)
+        shown = ""
         while args.wait and job.status not in FINAL:
             time.sleep(1.0)
             job = c.job(job.id)
+            line = progress_line(job)
+            if line != shown and not args.quiet:  # on stderr: stdout keeps the job id and the scores
+                print(line, file=sys.stderr, flush=True)
+                shown = line
         if args.wait:
             _print_job(job)
             if job.status in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED):

@@ -11,6 +11,7 @@ commands can import this package without torch."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,20 +60,23 @@ def run_task(
     should_stop: ShouldStop | None = None,
     data_dir: Path | None = None,
     engine: Engine | None = None,
+    on_prefill: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Run one task on a loaded model; per-sample records go to
     `out_dir/samples.jsonl` (already recorded samples are skipped), plots to
     `out_dir/plots/`. Returns the task's entry of results.json: run metadata and the
     typed result under "result". Raises EvaluationCancelled when `should_stop()` turns
     true (checked between samples, also inside a batch). `engine` runs the requests
-    (default: an `Engine` of the loaded model with its default memory budget)."""
+    (default: an `Engine` of the loaded model with its default memory budget);
+    `on_prefill(tokens)` hears of every prefilled chunk."""
     from evaluators import TASKS
     from evaluators.base import run_evaluator
 
     spec = validate_task(task)
     options = {k: v for k, v in spec.items() if k != "name"}
     evaluator = TASKS[spec["name"]](options, data_dir=data_dir)
-    return run_evaluator(evaluator, loaded, Path(out_dir), progress=progress, should_stop=should_stop, engine=engine)
+    return run_evaluator(evaluator, loaded, Path(out_dir), progress=progress, should_stop=should_stop, engine=engine,
+                         on_prefill=on_prefill)
 
 
 def partial_result(task: dict[str, Any], out_dir: Path) -> dict[str, Any]:

@@ -243,9 +243,11 @@ def run_evaluator(
     progress: Progress | None = None,
     should_stop: ShouldStop | None = None,
     engine: Engine | None = None,
+    on_prefill: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Plan, skip what is recorded, run the rest through the engine in batches (or
-    one at a time through `run_sample`), aggregate."""
+    one at a time through `run_sample`), aggregate. `progress(task, done, total)` hears of
+    every recorded sample, `on_prefill(tokens)` of every prefilled chunk."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     evaluator.prepare(loaded)
@@ -284,9 +286,13 @@ def run_evaluator(
             check_stop()  # a cancel lands mid-batch; every answered sample is already recorded
 
         engine = engine or Engine(loaded.model, loaded.tokenizer)
-        for lo in range(0, len(pending), BUILD_GROUP):
-            check_stop()
-            run_built(engine, [evaluator.build(loaded, s) for s in pending[lo:lo + BUILD_GROUP]], finished)
+        engine.on_prefill = on_prefill
+        try:
+            for lo in range(0, len(pending), BUILD_GROUP):
+                check_stop()
+                run_built(engine, [evaluator.build(loaded, s) for s in pending[lo:lo + BUILD_GROUP]], finished)
+        finally:
+            engine.on_prefill = None
     records = [done[i] for i in ids]
     scored = [r for r in records if "error" not in r]
     errors = len(records) - len(scored)

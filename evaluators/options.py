@@ -147,6 +147,11 @@ class TaskOptions(BaseModel):
         when the data decides (a data-backed task without a limit is bounded by its files)."""
         return None
 
+    def planned_tokens(self) -> int | None:
+        """About how many prompt tokens the samples read (progress and ETA from the prefill
+        speed); None when unknown before the data or the samples are built."""
+        return None
+
     def data_files(self, data_dir: Path) -> list[Path]:
         """The local files the task reads from the data directory (empty: it reads none)."""
         return []
@@ -224,6 +229,9 @@ class PasskeyOptions(TaskOptions):
     def planned_samples(self) -> int:
         return len(self.lengths) * self.trials
 
+    def planned_tokens(self) -> int:
+        return sum(self.lengths) * self.trials
+
 
 class NeedleOptions(TaskOptions):
     task: ClassVar[str] = "needle"
@@ -242,6 +250,9 @@ class NeedleOptions(TaskOptions):
 
     def planned_samples(self) -> int:
         return len(self.lengths) * len(self.depths) * self.trials
+
+    def planned_tokens(self) -> int:
+        return sum(self.lengths) * len(self.depths) * self.trials
 
 
 class LongBenchOptions(TaskOptions):
@@ -479,6 +490,9 @@ class RulerOptions(TaskOptions):
 
     def planned_samples(self) -> int:
         return len(self.tasks or []) * len(self.lengths) * self.samples
+
+    def planned_tokens(self) -> int:
+        return len(self.tasks or []) * sum(self.lengths) * self.samples
 
     def missing_files(self, data_dir: Path | None) -> list[str]:
         out = []

@@ -29,6 +29,7 @@ from checkpoints.loading import load_model
 from evaluators import EvaluationCancelled, EvaluatorError, partial_result, run_task
 from evaluators.base import describe_run
 from service.errors import ServiceError
+from service.progress import JobProgress
 from service.settings import Settings
 from service.status import FAILED, RUNNING, SUCCEEDED
 from service.store import JobRow, Store
@@ -97,28 +98,6 @@ def pick_device(setting: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-class _Progress:
-    """Per-task done/total, written to the store at most every PROGRESS_EVERY_S."""
-
-    def __init__(self, store: Store, job: JobRow, keys: list[str]) -> None:
-        self.store, self.job_id = store, job.id
-        self.state: dict[str, dict[str, int]] = {k: dict((job.progress or {}).get(k, {"done": 0, "total": 0}))
-                                                 for k in keys}
-        self.last = 0.0
-
-    def callback(self, key: str) -> Callable[[str, int, int], None]:
-        def report(_label: str, done: int, total: int) -> None:
-            self.state[key] = {"done": int(done), "total": int(total)}
-            self.flush(force=False)
-
-        return report
-
-    def flush(self, force: bool = True) -> None:
-        if force or time.monotonic() - self.last >= PROGRESS_EVERY_S:
-            self.store.set_progress(self.job_id, self.state)
-            self.last = time.monotonic()
-
-
 def _stopper(store: Store, job_id: str) -> Callable[[], bool]:
     last, stopped = [0.0], [False]
 
@@ -170,17 +149,20 @@ def _run(settings: Settings, store: Store, job: JobRow, out: Path) -> None:
     budget = settings.engine_memory_mb << 20 if settings.engine_memory_mb else None
     engine = Engine(loaded.model, loaded.tokenizer, memory_budget=budget, max_batch=settings.engine_max_batch)
     keys = task_keys(job.tasks)
-    progress = _Progress(store, job, keys)
+    progress = JobProgress(lambda state: store.set_progress(job.id, state), dict(zip(keys, job.tasks, strict=True)),
+                           job.progress, PROGRESS_EVERY_S)
     should_stop = _stopper(store, job.id)
     results: dict[str, Any] = {}
     plots: list[dict[str, str]] = []
     for key, task in zip(keys, job.tasks, strict=True):
         folder = task_dir(settings, job.id, key)
         folder.mkdir(parents=True, exist_ok=True)
-        results[key] = run_task(loaded, task, folder, progress=progress.callback(key),
-                                should_stop=should_stop, data_dir=settings.data_dir, engine=engine)
+        try:
+            results[key] = run_task(loaded, task, folder, progress=progress.samples(key), should_stop=should_stop,
+                                    data_dir=settings.data_dir, engine=engine, on_prefill=progress.prefilled(key))
+        finally:
+            progress.close()  # the last state of the task, stopped or not
         write_json_atomic(folder / TASK_RESULT, results[key])  # kept if a later task fails
-        progress.flush()
         if should_stop():
             raise Stopped
         plots += [{"task": key, "name": p.stem, "url": f"/v1/jobs/{job.id}/plots/{p.name}"}

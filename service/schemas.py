@@ -127,8 +127,18 @@ class JobCreate(Suite):
 
 
 class TaskProgress(BaseModel):
+    """One task of a job: samples done of its planned total (known from submission), prompt
+    tokens prefilled in this run (a batch prefills before its first sample finishes), the
+    measured prefill speed and the estimated seconds left."""
+
     done: int = 0
     total: int = 0
+    tokens: int = Field(0, description="prompt tokens prefilled by the current run of the job")
+    planned_tokens: int | None = Field(None, description="prompt tokens the task's samples read, when its options "
+                                       "say (passkey, needle, RULER)")
+    tokens_per_s: float | None = Field(None, description="prefill speed measured in the current run")
+    eta_s: float | None = Field(None, description="seconds left for this task at the measured speed (None: not "
+                                "measured yet)")
 
 
 class JobOut(_Out):

@@ -51,6 +51,9 @@ def test_run_job_writes_results_and_progress(env) -> None:
     job = store.get_job(job_id)
     assert job.status == SUCCEEDED and set(job.progress) == {"passkey", "passkey#2"}
     assert all(p["done"] == p["total"] > 0 for p in job.progress.values())
+    # every prompt token was reported as prefilled, and the planned tokens were known
+    assert job.progress["passkey"]["planned_tokens"] == 256 and 200 < job.progress["passkey"]["tokens"] <= 256
+    assert all(p["eta_s"] == 0.0 for p in job.progress.values())
     results = json.loads((settings.results / job_id / "results.json").read_text())
     assert set(results["results"]) == {"passkey", "passkey#2"}
     assert results["job"] == job_id and results["checkpoint"]["path"] == str(path)
