@@ -149,8 +149,16 @@ def _leaderboard(args: argparse.Namespace) -> int:
         print(f"no succeeded jobs with results for {args.task}")
         return 0
     cols = board["columns"]
-    _table(["checkpoint", "setting", *cols],
-           [[r["checkpoint"], r["setting"], *(_number(r["values"][k]) for k in cols)] for r in board["rows"]])
+
+    def cell(row: dict[str, Any], column: str) -> str:
+        length = column.rpartition(".length=")[2]
+        beyond = ".length=" in column and length.isdigit() and int(length) in row.get("beyond_context", [])
+        return _number(row["values"][column]) + (" †" if beyond else "")
+
+    _table(["checkpoint", "setting", *cols], [[r["checkpoint"], r["setting"], *(cell(r, k) for k in cols)]
+                                              for r in board["rows"]])
+    if any(r.get("beyond_context") for r in board["rows"]):
+        print("† beyond the model's context (trained, or reached by its RoPE scaling): extrapolation")
     return 0
 
 

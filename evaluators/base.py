@@ -236,6 +236,17 @@ def describe_run(loaded: LoadedModel) -> dict[str, Any]:
             "device": str(model.device)}
 
 
+def context_of(loaded: LoadedModel, samples: list[Sample]) -> dict[str, Any]:
+    """The model's trained context, the context its RoPE scaling reaches, and the planned
+    lengths beyond it: they are run (how a model fails out there is the point) and marked
+    in results, the leaderboard and the dashboard."""
+    config = loaded.config
+    lengths = sorted({int(s.params["length"]) for s in samples if isinstance(s.params.get("length"), int)})
+    scaled = config.rope_scaling.type != "default"
+    return {"trained": config.rope_l0, "reach": config.effective_context, "rope_scaled": scaled,
+            "beyond": [n for n in lengths if n > config.effective_context]}
+
+
 def run_evaluator(
     evaluator: Evaluator,
     loaded: LoadedModel,
@@ -311,6 +322,7 @@ def run_evaluator(
         "options": evaluator.options,
         "config": config,
         "model": describe_run(loaded),
+        "context": context_of(loaded, samples),
         "chat_template": {"applied": bool(evaluator.options.get("chat_template")),
                           "file": getattr(loaded.tokenizer, "chat_template_source", None)},
         "lctx_version": lctx_version(),

@@ -242,6 +242,10 @@ class LeaderboardRow(_Out):
     setting: str = Field(description="rope, backend and the options that differ from their defaults, as one label")
     job: str
     finished_at: datetime | None
+    trained_context: int | None = Field(None, description="the context the checkpoint was trained for (L0)")
+    beyond_context: list[int] = Field(default_factory=list, description="lengths run beyond the context the model "
+                                      "reaches (trained, or as far as its RoPE scaling is meant to reach): scores "
+                                      "there measure extrapolation")
     values: dict[str, float | None]
 
 

@@ -145,3 +145,33 @@ def test_every_generation_task_takes_the_one_chat_template_option(served) -> Non
     r = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [{"name": "ruler", "template": "chat",
                                                                    "tasks": ["niah_single_1"], "lengths": [256]}]})
     assert r.status_code == 422 and "(ruler).chat_template: true" in r.json()["detail"]  # template=chat is the same
+
+
+def test_lengths_beyond_the_context_are_run_and_marked_in_results_and_the_leaderboard(served, tmp_path: Path) -> None:
+    """A 128-token-context model asked for 96 and 192 tokens: both run; 192 is marked beyond
+    its context with no scaling, and not with YaRN x2 (which reaches 256)."""
+    from checkpoints.loading import load_model
+    from evaluators import run_task
+    from tests.evaluators.helpers import tiny_model
+
+    c, settings = served
+    tiny_model(tmp_path / "short", max_position_embeddings=128)
+    store = Store(settings.database)
+    try:
+        for rope in (None, "yarn:2"):
+            loaded = load_model(tmp_path / "short", rope=rope)
+            spec = {"name": "passkey", "lengths": [96, 192], "trials": 1}
+            job = store.add_job(fingerprint="e" * 64, checkpoint="short", checkpoint_path=str(tmp_path / "short"),
+                                tasks=[spec], rope=rope, backend="auto", priority=0)
+            assert store.claim_next("test").id == job.id and store.finish(job.id, SUCCEEDED)
+            entry = run_task(loaded, spec, job_dir(settings, job.id) / "tasks" / "passkey")
+            assert entry["result"]["series"][0]["points"][1]["n"] == 1  # 192 ran
+            assert entry["context"] == ({"trained": 128, "reach": 128, "rope_scaled": False, "beyond": [192]}
+                                        if rope is None else
+                                        {"trained": 128, "reach": 256, "rope_scaled": True, "beyond": []})
+            write_json_atomic(job_dir(settings, job.id) / "results.json", {"job": job.id, "results": {"passkey": entry}})
+    finally:
+        store.close()
+    rows = {r["rope"]: r for r in c.get("/v1/leaderboard", params={"task": "passkey"}).json()["rows"]}
+    assert rows["checkpoint"]["beyond_context"] == [192] and rows["checkpoint"]["trained_context"] == 128
+    assert rows["yarn:2"]["beyond_context"] == []
