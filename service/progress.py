@@ -16,12 +16,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from evaluators.options import TASK_OPTIONS
+from evaluators.registry import task_options
 
 
 def planned(task: dict[str, Any]) -> tuple[int, int | None]:
     """(samples, prompt tokens) a task's options plan; 0 / None where the data decides."""
-    opts = TASK_OPTIONS[task["name"]].model_validate({k: v for k, v in task.items() if k != "name"})
+    opts = task_options()[task["name"]].model_validate({k: v for k, v in task.items() if k != "name"})
     return opts.planned_samples() or 0, opts.planned_tokens()
 
 

@@ -105,3 +105,18 @@ def hub_offline(monkeypatch, cache: Path | None = None) -> None:
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     if cache is not None:
         monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+
+
+def tiny_gguf(path: Path, arch: str) -> Path:
+    """A GGUF file of one tensor whose header names `arch` (for refusals: no model in it)."""
+    import gguf
+    import numpy as np
+
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_block_count(1)
+    writer.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

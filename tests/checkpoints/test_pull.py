@@ -8,13 +8,12 @@ import json
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from checkpoints.loading import load_model
 from checkpoints.pull import SOURCE_FILE, PullError, gguf_architecture, pull_gguf, pull_hub
-from tests.checkpoints.hf_models import COMMIT, REPO, build_hf_model, hub_cache, hub_offline
+from tests.checkpoints.hf_models import COMMIT, REPO, build_hf_model, hub_cache, hub_offline, tiny_gguf
 
 
 @pytest.fixture(scope="module")
@@ -84,21 +83,8 @@ def test_hub_pull_of_an_unloadable_config_is_refused_and_leaves_nothing(tmp_path
     assert not (tmp_path / "x").exists() and not list(tmp_path.glob(".x*"))
 
 
-def _gguf(path: Path, arch: str) -> Path:
-    import gguf
-
-    writer = gguf.GGUFWriter(str(path), arch)
-    writer.add_block_count(1)
-    writer.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
-
-
 def test_gguf_refusals(tmp_path) -> None:
-    mamba = _gguf(tmp_path / "m.gguf", "mamba")
+    mamba = tiny_gguf(tmp_path / "m.gguf", "mamba")
     assert gguf_architecture(mamba) == "mamba"
     with pytest.raises(PullError, match="GGUF architecture 'mamba' is not supported; lctx converts llama"):
         pull_gguf(mamba, tmp_path / "out")

@@ -13,7 +13,7 @@ import torch
 from checkpoints.generate import greedy_generate
 from checkpoints.loading import load_model
 from checkpoints.pull import SOURCE_FILE, file_sha256
-from evaluators.passkey import fit_length, passkey_prompt
+from evaluators.passkey.evaluator import fit_length, passkey_prompt
 from service.demo import real_model_gguf
 
 PROMPT_TOKENS = 2000

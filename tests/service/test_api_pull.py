@@ -10,8 +10,7 @@ import httpx
 import pytest
 
 from service.app import create_app
-from tests.checkpoints.hf_models import COMMIT, REPO, build_hf_model, hub_cache, hub_offline
-from tests.checkpoints.test_pull import _gguf
+from tests.checkpoints.hf_models import COMMIT, REPO, build_hf_model, hub_cache, hub_offline, tiny_gguf
 from tests.service.helpers import ThreadServer, make_settings
 
 
@@ -48,10 +47,10 @@ def test_pull_refusals(api: httpx.Client, tmp_path: Path) -> None:
     assert r.status_code == 422 and "not in the hub cache" in r.json()["detail"]
     r = api.post("/v1/checkpoints/pull", json={"name": "x", "hub": REPO, "path": "../outside"})
     assert r.status_code == 422 and "'..'" in r.json()["detail"]
-    outside = _gguf(tmp_path / "outside.gguf", "llama")
+    outside = tiny_gguf(tmp_path / "outside.gguf", "llama")
     r = api.post("/v1/checkpoints/pull", json={"name": "x", "gguf": str(outside)})
     assert r.status_code == 403 and "outside the allowed roots" in r.json()["detail"]
-    _gguf(tmp_path / "models" / "m.gguf", "mamba")
+    tiny_gguf(tmp_path / "models" / "m.gguf", "mamba")
     r = api.post("/v1/checkpoints/pull", json={"name": "x", "gguf": "m.gguf"})
     assert r.status_code == 422 and "GGUF architecture 'mamba' is not supported" in r.json()["detail"]
     assert not (tmp_path / "models" / "x").exists()

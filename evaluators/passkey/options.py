@@ -1,0 +1,60 @@
+"""The options of passkey retrieval and the needle grid (docs/protocols/protocols.md)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import StrictBool
+
+from evaluators.options import (
+    FilePath,
+    Int,
+    IntList,
+    Lengths,
+    MaxNewTokens,
+    Seed,
+    TaskOptions,
+    chat_template_option,
+    option,
+)
+
+TDA_LENGTHS = list(range(500, 4001, 500))  # the TDA paper's passkey grid
+
+
+class PasskeyOptions(TaskOptions):
+    task: ClassVar[str] = "passkey"
+
+    lengths: Lengths = option(TDA_LENGTHS, "target prompt lengths in the model's tokens", selects=True, tokens=True)
+    trials: Int(ge=1, le=100_000) = option(100, "trials per length", selects=True)
+    seed: Seed = 0
+    max_new_tokens: MaxNewTokens = option(10, "greedy tokens generated per trial", tokens=True)
+    chat_template: StrictBool = chat_template_option(False, "the landmark/TDA protocol prompts the model as "
+                                                     "plain text")
+
+    def planned_samples(self) -> int:
+        return len(self.lengths) * self.trials
+
+    def planned_tokens(self) -> int:
+        return sum(self.lengths) * self.trials
+
+
+class NeedleOptions(TaskOptions):
+    task: ClassVar[str] = "needle"
+
+    lengths: Lengths = option([1000, 2000, 4000], "target prompt lengths in the model's tokens", selects=True,
+                              tokens=True)
+    depths: IntList(0, 100) = option(list(range(0, 101, 10)), "needle depths, percent of the haystack, 0..100",
+                                     selects=True)
+    trials: Int(ge=1, le=100_000) = option(1, "trials per cell", selects=True)
+    seed: Seed = 0
+    max_new_tokens: MaxNewTokens = option(10, "greedy tokens generated per trial", tokens=True)
+    haystack_file: FilePath | None = option(None, "UTF-8 text repeated as the haystack (default: the passkey "
+                                            "garbage); absolute or relative to the data directory", file=True)
+    chat_template: StrictBool = chat_template_option(False, "the needle-in-a-haystack grid prompts the model as "
+                                                     "plain text, as passkey does")
+
+    def planned_samples(self) -> int:
+        return len(self.lengths) * len(self.depths) * self.trials
+
+    def planned_tokens(self) -> int:
+        return sum(self.lengths) * len(self.depths) * self.trials

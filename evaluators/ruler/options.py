@@ -1,0 +1,81 @@
+"""The options of NVIDIA RULER (docs/protocols/ruler.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import BeforeValidator, Field, StrictBool, model_validator
+
+from evaluators.options import Int, Lengths, Seed, TaskOptions, chat_template_option, listed, option
+from evaluators.ruler.files import RULER_ESSAY_TASKS, RULER_FILES_HOWTO, ruler_file_candidates, ruler_files
+
+# RULER (docs/protocols/ruler.md): the 13 tasks in synthetic.yaml's order (section 2), the
+# lengths of config_models.sh (section 1), RULER's model wrappers (section 3, template.py)
+# plus "chat" (the checkpoint's own chat template).
+RulerTask = Literal["niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2",
+                    "niah_multikey_3", "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe", "qa_1", "qa_2"]
+RULER_TASKS: tuple[str, ...] = RulerTask.__args__  # type: ignore[attr-defined]
+RulerTasks = Annotated[list[RulerTask], BeforeValidator(listed), Field(min_length=1, max_length=len(RULER_TASKS))]
+RULER_LENGTHS = [4096, 8192, 16384, 32768, 65536, 131072]
+RulerTemplate = Literal["base", "chat", "meta-chat", "vicuna-chat", "lwm-chat", "command-r-chat", "chatglm-chat",
+                        "RWKV", "Phi3", "meta-llama3", "jamba", "nemotron5-instruct"]
+
+
+class RulerOptions(TaskOptions):
+    """NVIDIA RULER, docs/protocols/ruler.md: 13 tasks, samples sized to each length with the
+    model's tokenizer (prompt + generation budget), scored as evaluate.py scores."""
+
+    task: ClassVar[str] = "ruler"
+
+    tasks: RulerTasks | None = option(None, "RULER tasks (default: all 13)", selects=True)
+    datasets: RulerTasks | None = option(None, "RULER tasks (another name of tasks)", selects=True,
+                                         alias_of="tasks")
+    lengths: Lengths = option(RULER_LENGTHS, "target lengths in the model's tokens: prompt plus generation "
+                              "budget", selects=True, tokens=True)
+    samples: Int(ge=1, le=100_000) = option(500, "samples per task and length (RULER: 500)", selects=True)
+    seed: Seed = option(42, "RULER's random_seed (42)")
+    template: RulerTemplate = option("base", "prompt wrapper: base (none), chat (the checkpoint's chat template: "
+                                     "the same as chat_template=true) or one of RULER's model_template_type names")
+    chat_template: StrictBool = chat_template_option(False, "RULER's model_template_type is 'base' for base "
+                                                     "models; true is template=chat")
+    threshold: Annotated[float, Field(ge=0, le=100)] = option(85.6, "effective-length threshold on the "
+                                                               "per-length average (0-100)")
+    bootstrap: Int(ge=0, le=100_000) = option(1000, "bootstrap resamples of the 95% intervals (0: none)")
+
+    @model_validator(mode="after")
+    def _one_name(self) -> RulerOptions:
+        if self.datasets is not None and self.tasks is not None:
+            raise ValueError("give tasks or datasets, not both (they mean the same)")
+        chosen = self.tasks or self.datasets or list(RULER_TASKS)
+        self.tasks = [t for t in RULER_TASKS if t in chosen]  # synthetic.yaml's order, once each
+        self.datasets = None
+        self.lengths = sorted(set(self.lengths))
+        if self.chat_template and self.template not in ("base", "chat"):
+            raise ValueError(f"chat_template=true wraps prompts in the checkpoint's template; template="
+                             f"{self.template} names another wrapper: give one of them")
+        if self.chat_template or self.template == "chat":  # one setting, two spellings
+            self.chat_template, self.template = True, "chat"
+        return self
+
+    def planned_samples(self) -> int:
+        return len(self.tasks or []) * len(self.lengths) * self.samples
+
+    def planned_tokens(self) -> int:
+        return len(self.tasks or []) * sum(self.lengths) * self.samples
+
+    def missing_files(self, data_dir: Path | None) -> list[str]:
+        out = []
+        for name in ruler_files(self.tasks or [], self.lengths):
+            candidates = ruler_file_candidates(data_dir, name)
+            if not any(p.is_file() for p in candidates):
+                where = " or ".join(str(p) for p in candidates) if candidates else \
+                    f"<data directory>/{name} (no data directory is configured: --data-dir or LCTX_DATA_DIR)"
+                out.append(f"ruler: {name} not found (looked for {where}); {RULER_FILES_HOWTO[name]}")
+        if set(self.tasks or []) & set(RULER_ESSAY_TASKS):  # the essay's sentence split needs NLTK's punkt
+            from evaluators.ruler.data import punkt_missing  # imports nltk: only when asked
+
+            punkt = punkt_missing(data_dir)
+            if punkt:
+                out.append(punkt)
+        return out
