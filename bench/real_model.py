@@ -12,7 +12,7 @@ backend in a process of its own.
   samples with its own generator and seed (its metric list starts at 4096, so only
   4k and 8k): the same protocol, other samples; read it beside ours, not cell by cell.
 
-    nice .venv/bin/python bench/real_model.py [--n 3] [--lengths 1000 2000 4000 8000]
+    nice .venv/bin/python bench/real_model.py [--n 1] [--lengths 1000 4000 8000]
 
 Writes bench/results/real_model.{json,md}."""
 
@@ -44,7 +44,8 @@ def task_spec(task: str, lengths: list[int], n: int) -> dict[str, Any]:
     if task == "passkey":
         return {"name": "passkey", "lengths": lengths, "trials": n, "seed": 0}
     if task == "needle":
-        return {"name": "needle", "lengths": lengths, "depths": [round(100 * i / max(1, n - 1)) for i in range(n)],
+        depths = [50] if n == 1 else [round(100 * i / (n - 1)) for i in range(n)]
+        return {"name": "needle", "lengths": lengths, "depths": depths,
                 "trials": 1, "seed": 0}
     return {"name": "ruler", "tasks": ["niah_single_1"], "lengths": lengths, "samples": n, "bootstrap": 0}
 
@@ -201,8 +202,8 @@ def markdown(report: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=3)
-    parser.add_argument("--lengths", type=int, nargs="+", default=[1000, 2000, 4000, 8000])
+    parser.add_argument("--n", type=int, default=1)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[1000, 4000, 8000])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--child", nargs="+")
     parser.add_argument("--child-out")
