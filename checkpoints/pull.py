@@ -15,6 +15,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ REQUIRED_HUB_FILES = ("config.json", "tokenizer.json")
 # GGUF architectures lctx runs after transformers' reader: general.architecture -> HF model_type.
 GGUF_ARCHITECTURES = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3"}
 HASH_BLOCK = 1 << 20
+REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
 
 
 class PullError(CheckpointError):
@@ -125,6 +127,9 @@ def pull_hub(repo_id: str, target: Path, revision: str = "main", cache_dir: Path
     from huggingface_hub.errors import HfHubHTTPError, HFValidationError, LocalEntryNotFoundError
 
     target = Path(target)
+    if not REVISION.match(revision) or ".." in revision:
+        raise PullError(f"revision {revision!r} is not a branch, tag or commit name (letters, digits, '.', '_', "
+                        "'-' and '/', no '..')")
     try:
         snapshot = Path(snapshot_download(repo_id, revision=revision, cache_dir=cache_dir, token=token,
                                           allow_patterns=list(HUB_PATTERNS)))

@@ -16,6 +16,8 @@ torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 # Servers the tests start convert no real model in their temporary homes (a minute of CPU and
 # 540 MB each); the one test of that path turns it on and brings a converted copy.
 os.environ.setdefault("LCTX_DEMO_REAL_MODEL", "false")
+# No test reaches the Hugging Face hub: pulls read the offline caches tests build.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 @pytest.fixture(scope="session")

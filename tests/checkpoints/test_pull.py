@@ -63,6 +63,8 @@ def test_hub_refusals(tmp_path, tiny_model, offline) -> None:
         pull_hub("no//such", tmp_path / "a", cache_dir=cache)
     with pytest.raises(PullError, match="not in the hub cache"):
         pull_hub("lctx-test/absent", tmp_path / "b", cache_dir=cache)
+    with pytest.raises(PullError, match="is not a branch, tag or commit name"):
+        pull_hub(REPO, tmp_path / "b", revision="../../../etc/passwd", cache_dir=cache)
     with pytest.raises(PullError, match=r"lacks \*\.safetensors weights.*pytorch_model\.bin"):
         pull_hub(REPO, tmp_path / "c", cache_dir=cache)
     assert not (tmp_path / "c").exists()
