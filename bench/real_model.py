@@ -133,10 +133,19 @@ def by_length(lengths: list[int], scored: list[tuple[int, float]]) -> dict[str, 
     return out
 
 
+def save(report: dict[str, Any]) -> None:
+    """Written after every task: a run cut short keeps what it measured."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "real_model.json").write_text(json.dumps(report, indent=2) + "\n")
+    (RESULTS / "real_model.md").write_text(markdown(report))
+
+
 def run(model: Path, lengths: list[int], n: int) -> dict[str, Any]:
     from checkpoints.generate import Generation
 
-    rows = []
+    rows: list[dict[str, Any]] = []
+    own: list[dict[str, Any]] = []
+    report = {"model": str(model.name), "lengths": lengths, "n": n, "rows": rows, "lm_eval_own_ruler": own}
     for task in TASKS:
         spec = task_spec(task, lengths, n)
         evaluator, built, loaded = build_all(model, spec)
@@ -168,14 +177,15 @@ def run(model: Path, lengths: list[int], n: int) -> dict[str, Any]:
         print(f"{task}: lctx {rows[-2]['score']:.2f} ({rows[-2]['seconds_per_sample']:.1f} s/sample), "
               f"hf {rows[-1]['score']:.2f} ({rows[-1]['seconds_per_sample']:.1f} s/sample); same predictions "
               f"{same}/{len(built)}", flush=True)
-    own = []
+        save(report)
     for length in LM_EVAL_RULER_LENGTHS:
         if length > max(lengths) * 1.1:
             continue
         print(f"lm-eval's own niah_single_1 at {length} ...", flush=True)
         res = spawn(["lm-eval-ruler", str(model), str(length), str(n)])
         own.append({"length": length, "n": n, **res})
-    return {"model": str(model.name), "lengths": lengths, "n": n, "rows": rows, "lm_eval_own_ruler": own}
+        save(report)
+    return report
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -226,9 +236,7 @@ def main() -> None:
 
     model = ensure_gguf_checkpoint(real_model_gguf(), real_model_dir(ROOT / "var")).path
     report = run(model, args.lengths, args.n)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "real_model.json").write_text(json.dumps(report, indent=2) + "\n")
-    (RESULTS / "real_model.md").write_text(markdown(report))
+    save(report)
     print(markdown(report))
 
 
