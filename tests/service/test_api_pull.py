@@ -11,7 +11,7 @@ import pytest
 
 from service.app import create_app
 from tests.checkpoints.hf_models import COMMIT, REPO, build_hf_model, hub_cache, hub_offline, tiny_gguf
-from tests.service.helpers import ThreadServer, make_settings
+from tests.helpers import ThreadServer, make_settings
 
 
 @pytest.fixture
