@@ -107,3 +107,23 @@ def test_readme_comparison_loop_shows_every_setting(ray_cluster: str, tmp_path: 
         piped = subprocess.run(f"{sys.executable} -m cli.main results {a} --samples --url {srv.url} | head -1",
                                shell=True, capture_output=True, text=True, timeout=60)
         assert json.loads(piped.stdout) and piped.stderr == "", piped.stderr
+
+
+def test_wait_shows_samples_tokens_speed_and_eta() -> None:
+    """What `lctx submit --wait` prints while a job runs: nothing looks hung during a prefill."""
+    from types import SimpleNamespace
+
+    from cli.client_commands import progress_line
+    from service.schemas import TaskProgress
+
+    def job(status: str, **progress: TaskProgress) -> SimpleNamespace:
+        return SimpleNamespace(status=status, progress=progress)
+
+    prefilling = job("running", passkey=TaskProgress(done=0, total=10, tokens=12288, planned_tokens=40000,
+                                                     tokens_per_s=410.2, eta_s=67.0),
+                     needle=TaskProgress(done=0, total=4, planned_tokens=8000))
+    assert progress_line(prefilling) == ("running: passkey 0/10, 12,288/40,000 tokens prefilled (410 tok/s); "
+                                         "needle 0/4; ETA: measuring")
+    measured = job("running", passkey=TaskProgress(done=3, total=10, tokens=20000, eta_s=3725.0))
+    assert progress_line(measured) == "running: passkey 3/10, 20,000 tokens prefilled; ETA 1 h 02 min"
+    assert progress_line(job("succeeded", passkey=TaskProgress(done=10, total=10))) == "succeeded: passkey 10/10"
