@@ -60,6 +60,7 @@ CPU_BATCH_PREFILL_TOKENS = 128
 BATCH_PREFILL_MAX_TOKENS = 16384
 
 Done = Callable[[int, Any], None]  # (index, result) of each request the moment it finishes
+Prefilled = Callable[[int], None]  # tokens just prefilled (after each chunk): progress before any request ends
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,9 @@ class Engine:
     cache of a decoding batch plus the prefix cache; `max_batch` bounds the rows.
     `prefix_cache=False` turns prefix reuse off (it is off anyway where the RoPE
     table follows the length); `batch_prefill_tokens` is the longest prompt that
-    prefills in a padded batch (None: the device's default, 0: never)."""
+    prefills in a padded batch (None: the device's default, 0: never). `on_prefill(tokens)`,
+    when set, runs after every prefilled chunk: a batch admits all its prompts before its
+    first decode step, so minutes can pass before any request finishes."""
 
     def __init__(
         self,
@@ -209,6 +212,7 @@ class Engine:
             batch_prefill_tokens = default_batch_prefill_tokens(model.device)
         self.batch_prefill_tokens = batch_prefill_tokens if exact else 0
         self.stats = PrefixStats()  # prompt tokens asked for and served from the prefix cache, over all calls
+        self.on_prefill: Prefilled | None = None
 
     def clear_prefix_cache(self) -> None:
         if self.prefix is not None:
@@ -343,10 +347,10 @@ class Engine:
         self.stats.prompt_tokens += len(ids)
         if self.prefix is None:
             cache = self.model.new_cache()
-            return self._row(index, req, prefill(self.model, ids, cache, self.chunk_size)), cache
+            return self._row(index, req, prefill(self.model, ids, cache, self.chunk_size, self.on_prefill)), cache
         cache = self.prefix.load(ids[:-1], len(self.model.layers), capacity=len(ids))
         self.stats.reused_tokens += cache.length
-        logits = prefill(self.model, ids[cache.length:], cache, self.chunk_size)
+        logits = prefill(self.model, ids[cache.length:], cache, self.chunk_size, self.on_prefill)
         self.prefix.insert(ids, cache.entries(len(ids)), limit=self.memory_budget - batch_bytes)
         return self._row(index, req, logits), cache
 
@@ -359,6 +363,8 @@ class Engine:
         cache = self.model.new_cache()
         logits, _ = self.model(ids, cache, logits_for=last)  # (B, 1, V)
         self.stats.prompt_tokens += sum(map(len, prompts))
+        if self.on_prefill is not None:
+            self.on_prefill(sum(map(len, prompts)))
         return [(self._row(i, requests[i], logits[b, 0]), cache.row(b, len(prompts[b])))
                 for b, i in enumerate(indices)]
 
@@ -425,12 +431,12 @@ class Engine:
         if self.prefix is None:
             cache = self.model.new_cache()
             if ids:
-                prefill(self.model, ids, cache, self.chunk_size)
+                prefill(self.model, ids, cache, self.chunk_size, self.on_prefill)
             return cache
         cache = self.prefix.load(ids, len(self.model.layers), capacity=len(ids))
         self.stats.reused_tokens += cache.length
         if cache.length < len(ids):
-            prefill(self.model, ids[cache.length:], cache, self.chunk_size)
+            prefill(self.model, ids[cache.length:], cache, self.chunk_size, self.on_prefill)
             self.prefix.insert(ids, cache.entries())
         return cache
 

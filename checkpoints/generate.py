@@ -5,7 +5,7 @@ activations of a 32k-token prompt never exist at once."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -31,9 +31,11 @@ def _as_batch(ids: Sequence[int], device: torch.device) -> torch.Tensor:
 
 @torch.inference_mode()
 def prefill(
-    model: Decoder, ids: Sequence[int], cache: KVCache, chunk_size: int = DEFAULT_CHUNK
+    model: Decoder, ids: Sequence[int], cache: KVCache, chunk_size: int = DEFAULT_CHUNK,
+    on_chunk: Callable[[int], None] | None = None,
 ) -> torch.Tensor:
-    """Run `ids` through the model into `cache`; return the last position's logits (V,)."""
+    """Run `ids` through the model into `cache`; return the last position's logits (V,).
+    `on_chunk(tokens)` runs after each chunk (progress of a long prefill)."""
     if not ids:
         raise ValueError("cannot prefill an empty prompt: encode at least one token (BOS)")
     total = cache.length + len(ids)
@@ -41,6 +43,8 @@ def prefill(
     for lo in range(0, len(ids), chunk_size):
         chunk = _as_batch(ids[lo : lo + chunk_size], model.device)
         logits, _ = model(chunk, cache, logits_for="last", rope_length=total)
+        if on_chunk is not None:
+            on_chunk(chunk.shape[1])
     return logits[0, -1]
 
 

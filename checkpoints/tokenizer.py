@@ -16,6 +16,11 @@ from checkpoints.config import ModelConfig
 from checkpoints.errors import LoadError
 
 BYTE_TOKENIZER_FILE = "lctx_tokenizer.json"
+# Where a checkpoint keeps its chat template, in transformers' order of precedence: the
+# template file (what save_pretrained writes since transformers 4.51), else the field of
+# tokenizer_config.json.
+CHAT_TEMPLATE_FILE, TOKENIZER_CONFIG_FILE = "chat_template.jinja", "tokenizer_config.json"
+CHAT_TEMPLATE_SOURCES = (CHAT_TEMPLATE_FILE, f"{TOKENIZER_CONFIG_FILE} 'chat_template'")
 
 
 class Tokenizer(Protocol):
@@ -23,6 +28,7 @@ class Tokenizer(Protocol):
     eos_ids: list[int]
     vocab_size: int
     chat_template: str | None
+    chat_template_source: str | None  # the file the template was read from
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]: ...
 
@@ -37,6 +43,7 @@ class ByteTokenizer:
     BOS, EOS, PAD = 256, 257, 258
     vocab_size = 259
     chat_template = None
+    chat_template_source = None
 
     def __init__(self, add_bos: bool = True) -> None:
         self.add_bos = add_bos
@@ -72,15 +79,32 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def read_chat_template(path: str | Path) -> tuple[str | None, str | None]:
+    """(template, the file it came from) of a checkpoint folder, as transformers reads it:
+    `chat_template.jinja` first, else `tokenizer_config.json`'s `chat_template` (a string,
+    or a list of named templates of which "default" is taken). (None, None) when absent."""
+    path = Path(path)
+    file = path / CHAT_TEMPLATE_FILE
+    if file.is_file():
+        return file.read_text(encoding="utf-8"), CHAT_TEMPLATE_FILE
+    field = _read_json(path / TOKENIZER_CONFIG_FILE).get("chat_template")
+    if isinstance(field, list):
+        named = {t.get("name"): t.get("template") for t in field if isinstance(t, dict)}
+        field = named.get("default")
+    if isinstance(field, str) and field:
+        return field, TOKENIZER_CONFIG_FILE
+    return None, None
+
+
 class JsonTokenizer:
     """A Hugging Face fast tokenizer (`tokenizer.json`) without transformers."""
 
     def __init__(self, path: Path, config: ModelConfig) -> None:
         self.path = Path(path)
         self._tok = HFTokenizer.from_file(str(self.path / "tokenizer.json"))
-        tcfg = _read_json(self.path / "tokenizer_config.json")
+        tcfg = _read_json(self.path / TOKENIZER_CONFIG_FILE)
         gcfg = _read_json(self.path / "generation_config.json")
-        self.chat_template: str | None = tcfg.get("chat_template")
+        self.chat_template, self.chat_template_source = read_chat_template(self.path)
         bos = _token_content(tcfg.get("bos_token"))
         eos = _token_content(tcfg.get("eos_token"))
         self.bos_id = self._tok.token_to_id(bos) if bos else config.bos_token_id

@@ -1,4 +1,4 @@
-"""`lctx submit | status | results | leaderboard | compare | checkpoints add|list`: talk to the API (base URL and
+"""`lctx submit | status | results | leaderboard | compare | pull | checkpoints add|list`: talk to the API (base URL and
 token from settings: LCTX_BASE_URL, LCTX_API_TOKEN). These import the HTTP client and
 the API's pydantic models only: no torch, no Ray, no database."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 import typing
 from collections.abc import Callable
@@ -65,10 +66,39 @@ def _scalar(raw: str) -> Any:
 
 
 def _print_job(job: Any) -> None:
-    progress = ", ".join(f"{k} {p.done}/{p.total}" for k, p in job.progress.items()) or "-"
+    progress = progress_line(job).split(": ", 1)[1]
     print(f"{job.id}  {job.status:<9}  {job.checkpoint}  rope: {job.rope_label}  "
           f"tasks: {', '.join(t['name'] for t in job.tasks)}"
           f"  progress: {progress}" + (f"\n  error: {job.error}" if job.error else ""))
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def progress_line(job: Any) -> str:
+    """A job's progress on one line: per task samples, tokens prefilled, speed; the job's ETA."""
+    parts, eta, known = [], 0.0, True
+    for key, p in job.progress.items():
+        text = f"{key} {p.done}/{p.total}"
+        if p.tokens:
+            planned = f"/{p.planned_tokens:,}" if p.planned_tokens else ""
+            text += f", {p.tokens:,}{planned} tokens prefilled"
+        if p.tokens_per_s:
+            text += f" ({p.tokens_per_s:,.0f} tok/s)"
+        parts.append(text)
+        if p.done < p.total:
+            if p.eta_s is None:
+                known = False
+            else:
+                eta += p.eta_s
+    left = "" if job.status != JobStatus.RUNNING else (f"; ETA {_duration(eta)}" if known else "; ETA: measuring")
+    return f"{job.status}: " + ("; ".join(parts) or "-") + left
 
 
 def _client(args: argparse.Namespace) -> Client:
@@ -87,10 +117,15 @@ def _submit(args: argparse.Namespace) -> int:
                 **{name: getattr(args, name) for name in job_flags() if getattr(args, name) is not None}}
     with _client(args) as c:
         job = c.submit(**body)
-        print(job.id if args.quiet else f"submitted job {job.id}")
+        print(job.id if args.quiet else f"submitted job {job.id}", flush=True)
+        shown = ""
         while args.wait and job.status not in FINAL:
             time.sleep(1.0)
             job = c.job(job.id)
+            line = progress_line(job)
+            if line != shown and not args.quiet:  # on stderr: stdout keeps the job id and the scores
+                print(line, file=sys.stderr, flush=True)
+                shown = line
         if args.wait:
             _print_job(job)
             if job.status in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED):
@@ -134,8 +169,16 @@ def _leaderboard(args: argparse.Namespace) -> int:
         print(f"no succeeded jobs with results for {args.task}")
         return 0
     cols = board["columns"]
-    _table(["checkpoint", "setting", *cols],
-           [[r["checkpoint"], r["setting"], *(_number(r["values"][k]) for k in cols)] for r in board["rows"]])
+
+    def cell(row: dict[str, Any], column: str) -> str:
+        length = column.rpartition(".length=")[2]
+        beyond = ".length=" in column and length.isdigit() and int(length) in row.get("beyond_context", [])
+        return _number(row["values"][column]) + (" †" if beyond else "")
+
+    _table(["checkpoint", "setting", *cols], [[r["checkpoint"], r["setting"], *(cell(r, k) for k in cols)]
+                                              for r in board["rows"]])
+    if any(r.get("beyond_context") for r in board["rows"]):
+        print("† beyond the model's context (trained, or reached by its RoPE scaling): extrapolation")
     return 0
 
 
@@ -186,6 +229,19 @@ def _checkpoints_add(args: argparse.Namespace) -> int:
     with _client(args) as c:
         ck = c.add_checkpoint(args.name, args.path)
         print(f"{ck.name}  {ck.path}  {ck.variant}  {ck.parameters:,} parameters  fingerprint {ck.fingerprint[:16]}")
+    return 0
+
+
+def _pull(args: argparse.Namespace) -> int:
+    hub, gguf = (None, args.source) if args.source.endswith(".gguf") else (args.source, None)
+    name = args.name or (Path(args.source).stem if gguf else args.source.rsplit("/", 1)[-1]).lower()
+    print(f"pulling {args.source} into the server's checkpoint root as {name} ...", flush=True)
+    with _client(args) as c:
+        ck = c.pull(name, hub=hub, revision=args.revision, gguf=gguf, path=args.path)
+    src = ck.source or {}
+    origin = f"commit {src.get('commit')}" if src.get("kind") == "hub" else f"sha256 {src.get('sha256')}"
+    print(f"{ck.name}  {ck.path}  {ck.family}  {ck.parameters:,} parameters  context {ck.context_length}  "
+          f"chat template: {ck.chat_template or 'none'}  ({origin})")
     return 0
 
 
@@ -246,6 +302,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true")
     _client_args(p)
     p.set_defaults(func=_compare)
+
+    p = sub.add_parser("pull", help="bring a checkpoint from the Hugging Face hub or a GGUF file into the "
+                       "server's checkpoint root and register it")
+    p.add_argument("source", help="hub repository id (owner/name) or a .gguf file on the server (inside its "
+                   "checkpoint roots or data directory)")
+    p.add_argument("--revision", default="main", help="hub branch, tag or commit (default main)")
+    p.add_argument("--name", help="registered name (default: the repository's or file's name, lower case)")
+    p.add_argument("--path", help="folder to write inside the checkpoint roots (default: the name)")
+    _client_args(p)
+    p.set_defaults(func=_pull)
 
     p = sub.add_parser("checkpoints", help="register and list checkpoints")
     csub = p.add_subparsers(dest="checkpoints_command", required=True, metavar="ACTION")

@@ -99,6 +99,10 @@ def _serve(args: argparse.Namespace) -> int:
           f"-d '{{\"checkpoint\": \"{name}\", \"tasks\": [{{\"name\": \"passkey\", \"lengths\": [256, 512], "
           "\"trials\": 5}]}'\n"
           f"  curl -s {url}/v1/jobs/JOB_ID", flush=True)
+    if settings.demo_real_model:
+        from service.demo import install_real_model
+
+        install_real_model(settings, announce=lambda line: print(line, flush=True))
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level)
     return 0
 

@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 from checkpoints import jsonfiles
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.loading import LoadedModel
+from checkpoints.tokenizer import Tokenizer
 from evaluators.errors import EvaluationCancelled, EvaluatorError  # noqa: F401 - re-exported
 from evaluators.options import TaskOptions, validate_options
 from evaluators.results import RESULT_KEY, TaskResult
@@ -80,6 +81,18 @@ class Evaluator:
     def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
         self.options = options
         self.data_dir = Path(data_dir) if data_dir is not None else None
+        self._chat: tuple[str, str] | None = None
+
+    def wrap(self, tokenizer: Tokenizer, prompt: str) -> str:
+        """`prompt` in the checkpoint's chat template when the task's `chat_template` option
+        is true (rendered once per run), else as it is."""
+        if not self.options.get("chat_template"):
+            return prompt
+        if self._chat is None:
+            from evaluators.chat import chat_parts, missing_template
+
+            self._chat = chat_parts(tokenizer, missing_template(self.name), self.name)
+        return self._chat[0] + prompt + self._chat[1]
 
     # --- options ----------------------------------------------------------
 
@@ -199,6 +212,17 @@ def describe_run(loaded: LoadedModel) -> dict[str, Any]:
             "device": str(model.device)}
 
 
+def context_of(loaded: LoadedModel, samples: list[Sample]) -> dict[str, Any]:
+    """The model's trained context, the context its RoPE scaling reaches, and the planned
+    lengths beyond it: they are run (how a model fails out there is the point) and marked
+    in results, the leaderboard and the dashboard."""
+    config = loaded.config
+    lengths = sorted({int(s.params["length"]) for s in samples if isinstance(s.params.get("length"), int)})
+    scaled = config.rope_scaling.type != "default"
+    return {"trained": config.rope_l0, "reach": config.effective_context, "rope_scaled": scaled,
+            "beyond": [n for n in lengths if n > config.effective_context]}
+
+
 def run_evaluator(
     evaluator: Evaluator,
     loaded: LoadedModel,
@@ -206,9 +230,11 @@ def run_evaluator(
     progress: Progress | None = None,
     should_stop: ShouldStop | None = None,
     engine: Engine | None = None,
+    on_prefill: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Plan, skip what is recorded, run the rest through the engine in batches (or
-    one at a time through `run_sample`), aggregate."""
+    one at a time through `run_sample`), aggregate. `progress(task, done, total)` hears of
+    every recorded sample, `on_prefill(tokens)` of every prefilled chunk."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     evaluator.prepare(loaded)
@@ -249,9 +275,13 @@ def run_evaluator(
 
         engine = engine or Engine(loaded.model, loaded.tokenizer)
         before = replace(engine.stats)
-        for lo in range(0, len(pending), BUILD_GROUP):
-            check_stop()
-            run_built(engine, [evaluator.build(loaded, s) for s in pending[lo:lo + BUILD_GROUP]], finished)
+        engine.on_prefill = on_prefill
+        try:
+            for lo in range(0, len(pending), BUILD_GROUP):
+                check_stop()
+                run_built(engine, [evaluator.build(loaded, s) for s in pending[lo:lo + BUILD_GROUP]], finished)
+        finally:
+            engine.on_prefill = None
         reuse = {**engine.stats.since(before).as_dict(), "enabled": engine.prefix is not None}
     records = [done[i] for i in ids]
     scored = [r for r in records if "error" not in r]
@@ -271,6 +301,9 @@ def run_evaluator(
         "options": evaluator.options,
         "config": config,
         "model": describe_run(loaded),
+        "context": context_of(loaded, samples),
+        "chat_template": {"applied": bool(evaluator.options.get("chat_template")),
+                          "file": getattr(loaded.tokenizer, "chat_template_source", None)},
         "lctx_version": lctx_version(),
         "samples": total,
         "samples_file": str(out_dir / SAMPLES_FILE),

@@ -33,6 +33,11 @@ MAX_LIST = 1000  # values of a list option (lengths, depths, datasets)
 # lengths reuses the samples already scored), the option is another name of `x-alias-of`.
 # The option counts tokens (`x-tokens`): the service bounds it by LCTX_MAX_LENGTH.
 FILE, SELECTS, ALIAS_OF, TOKENS = "x-file", "x-selects", "x-alias-of", "x-tokens"
+# The task's `chat_template` option (`x-chat-template`): the service checks at submission that
+# the checkpoint has a template when it is true. Where a checkpoint keeps one, as transformers
+# reads it (checkpoints.tokenizer.read_chat_template):
+CHAT = "x-chat-template"
+CHAT_TEMPLATE_FILES = "chat_template.jinja, then tokenizer_config.json's 'chat_template'"
 
 
 def listed(value: Any) -> Any:
@@ -82,6 +87,15 @@ def option(default: Any = ..., description: str = "", *, file: bool = False, sel
     return Field(default, description=description, json_schema_extra=extra or None)
 
 
+def chat_template_option(default: bool, official: str) -> Any:
+    """The one `chat_template` option of every generation task, with the task's default and
+    the reason for it (the benchmark's own practice)."""
+    return Field(default, description=f"wrap each prompt, as one user message with the generation prompt "
+                 f"added, in the checkpoint's chat template ({CHAT_TEMPLATE_FILES}); a job asking for it on a "
+                 f"checkpoint without one is refused. Default {str(default).lower()}: {official}",
+                 json_schema_extra={CHAT: True})
+
+
 class TaskOptions(BaseModel):
     """Base of every task's options: unknown options are refused."""
 
@@ -106,6 +120,10 @@ class TaskOptions(BaseModel):
     def aliases(cls) -> tuple[str, ...]:
         return cls._marked(ALIAS_OF)
 
+    def chat_template_wanted(self) -> bool:
+        """Whether these options apply the checkpoint's chat template."""
+        return any(bool(getattr(self, name)) for name in self._marked(CHAT))
+
     def token_counts(self) -> dict[str, int]:
         """The largest value of every option that counts tokens (lengths, budgets,
         generation lengths), for the service's LCTX_MAX_LENGTH bound."""
@@ -121,6 +139,11 @@ class TaskOptions(BaseModel):
     def planned_samples(self) -> int | None:
         """How many samples the options ask for, for the service's per-job bound; None
         when the data decides (a data-backed task without a limit is bounded by its files)."""
+        return None
+
+    def planned_tokens(self) -> int | None:
+        """About how many prompt tokens the samples read (progress and ETA from the prefill
+        speed); None when unknown before the data or the samples are built."""
         return None
 
     def data_files(self, data_dir: Path) -> list[Path]:

@@ -63,19 +63,22 @@ def run_task(
     should_stop: ShouldStop | None = None,
     data_dir: Path | None = None,
     engine: Engine | None = None,
+    on_prefill: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Run one task on a loaded model; per-sample records go to
     `out_dir/samples.jsonl` (already recorded samples are skipped), plots to
     `out_dir/plots/`. Returns the task's entry of results.json: run metadata and the
     typed result under "result". Raises EvaluationCancelled when `should_stop()` turns
     true (checked between samples, also inside a batch). `engine` runs the requests
-    (default: an `Engine` of the loaded model with its default memory budget)."""
+    (default: an `Engine` of the loaded model with its default memory budget);
+    `on_prefill(tokens)` hears of every prefilled chunk."""
     from evaluators.base import run_evaluator
 
     spec = validate_task(task)
     options = {k: v for k, v in spec.items() if k != "name"}
     evaluator = evaluator_class(spec["name"])(options, data_dir=data_dir)
-    return run_evaluator(evaluator, loaded, Path(out_dir), progress=progress, should_stop=should_stop, engine=engine)
+    return run_evaluator(evaluator, loaded, Path(out_dir), progress=progress, should_stop=should_stop, engine=engine,
+                         on_prefill=on_prefill)
 
 
 def run_suite(
@@ -87,16 +90,19 @@ def run_suite(
     progress: Callable[[str], Progress] | None = None,
     should_stop: ShouldStop | None = None,
     after_task: Callable[[str, Path], None] | None = None,
+    on_prefill: Callable[[str], Callable[[int], None]] | None = None,
 ) -> dict[str, Any]:
     """Run every task in order, each in `task_folder(root, key)`; returns the results by
-    key. `progress(key)` gives a task's progress callback; `after_task(key, folder)` runs
+    key. `progress(key)` gives a task's progress callback, `on_prefill(key)` its callback of
+    prefilled tokens; `after_task(key, folder)` runs
     once a task's entry is saved (the worker reports progress and checks for a stop)."""
     results: dict[str, Any] = {}
     for key, task in zip(task_keys(tasks), tasks, strict=True):
         folder = task_folder(root, key)
         folder.mkdir(parents=True, exist_ok=True)
         results[key] = run_task(loaded, task, folder, progress=progress(key) if progress else None,
-                                should_stop=should_stop, data_dir=data_dir, engine=engine)
+                                should_stop=should_stop, data_dir=data_dir, engine=engine,
+                                on_prefill=on_prefill(key) if on_prefill else None)
         write_json_atomic(folder / TASK_RESULT, results[key])  # kept if a later task fails
         if after_task is not None:
             after_task(key, folder)

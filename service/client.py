@@ -61,6 +61,12 @@ class Client:
         return CheckpointOut.model_validate(self.request("POST", "/v1/checkpoints",
                                                          json={"name": name, "path": path}).json())
 
+    def pull(self, name: str, hub: str | None = None, revision: str = "main", gguf: str | None = None,
+             path: str | None = None) -> CheckpointOut:
+        body = {"name": name, "hub": hub, "revision": revision, "gguf": gguf, "path": path}
+        response = self.request("POST", "/v1/checkpoints/pull", json=body, timeout=None)  # downloads take long
+        return CheckpointOut.model_validate(response.json())
+
     def checkpoints(self) -> list[CheckpointOut]:
         return [CheckpointOut.model_validate(c) for c in self.request("GET", "/v1/checkpoints").json()]
 

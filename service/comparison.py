@@ -51,19 +51,21 @@ class Scored:
     setting: str
     result: TaskResult
     values: dict[str, tuple[float | None, Any]]
+    context: dict[str, Any] | None = None  # the entry's trained context and the lengths run beyond it
 
     @property
     def key(self) -> tuple[str, str, str, str]:
         return (self.job.fingerprint, self.rope, self.backend, json.dumps(self.options, sort_keys=True, default=str))
 
 
-def _task_result(results: dict[str, Any], task: str) -> tuple[TaskResult, str | None] | None:
-    """`passkey` (the whole result), or `longbench/qasper` (the longbench result at key qasper)."""
+def _task_result(results: dict[str, Any], task: str) -> tuple[TaskResult, str | None, dict[str, Any]] | None:
+    """`passkey` (the whole result), or `longbench/qasper` (the longbench result at key qasper),
+    with the task's entry."""
     key, select = (task, None) if task in results else task.split("/", 1) if "/" in task else (task, None)
     entry = results.get(key)
     if not isinstance(entry, dict):
         return None
-    return task_result(entry), select
+    return task_result(entry), select, entry
 
 
 def scored(settings: Settings, job: JobRow, task: str) -> Scored | None:
@@ -76,14 +78,15 @@ def scored(settings: Settings, job: JobRow, task: str) -> Scored | None:
     spec = task_spec(job, task)
     if found is None or spec is None:
         return None
-    result, select = found
+    result, select, entry = found
     values = result.columns(select)
     if not values:
         return None
     rope = rope_label(job.rope)
     options = scoring_options(spec)
     setting = " ".join(p for p in (f"rope={rope}", f"backend={job.backend}", options_label(spec, options)) if p)
-    return Scored(job, rope, job.backend, options, setting, result, values)
+    context = entry.get("context") if isinstance(entry.get("context"), dict) else None
+    return Scored(job, rope, job.backend, options, setting, result, values, context)
 
 
 def column_info(entries: list[Scored]) -> dict[str, LeaderboardColumn]:

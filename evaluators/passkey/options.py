@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from evaluators.options import FilePath, Int, IntList, Lengths, MaxNewTokens, Seed, TaskOptions, option
+from pydantic import StrictBool
+
+from evaluators.options import (
+    FilePath,
+    Int,
+    IntList,
+    Lengths,
+    MaxNewTokens,
+    Seed,
+    TaskOptions,
+    chat_template_option,
+    option,
+)
 
 TDA_LENGTHS = list(range(500, 4001, 500))  # the TDA paper's passkey grid
 
@@ -16,9 +28,14 @@ class PasskeyOptions(TaskOptions):
     trials: Int(ge=1, le=100_000) = option(100, "trials per length", selects=True)
     seed: Seed = 0
     max_new_tokens: MaxNewTokens = option(10, "greedy tokens generated per trial", tokens=True)
+    chat_template: StrictBool = chat_template_option(False, "the landmark/TDA protocol prompts the model as "
+                                                     "plain text")
 
     def planned_samples(self) -> int:
         return len(self.lengths) * self.trials
+
+    def planned_tokens(self) -> int:
+        return sum(self.lengths) * self.trials
 
 
 class NeedleOptions(TaskOptions):
@@ -33,6 +50,11 @@ class NeedleOptions(TaskOptions):
     max_new_tokens: MaxNewTokens = option(10, "greedy tokens generated per trial", tokens=True)
     haystack_file: FilePath | None = option(None, "UTF-8 text repeated as the haystack (default: the passkey "
                                             "garbage); absolute or relative to the data directory", file=True)
+    chat_template: StrictBool = chat_template_option(False, "the needle-in-a-haystack grid prompts the model as "
+                                                     "plain text, as passkey does")
 
     def planned_samples(self) -> int:
         return len(self.lengths) * len(self.depths) * self.trials
+
+    def planned_tokens(self) -> int:
+        return sum(self.lengths) * len(self.depths) * self.trials

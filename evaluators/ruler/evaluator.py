@@ -17,7 +17,6 @@ from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
 from evaluators.base import Built, Evaluator, EvaluatorError, Sample
-from evaluators.chat import apply_chat_template
 from evaluators.plots import average_with_threshold, heatmap
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.ruler import scoring, summary
@@ -26,7 +25,6 @@ from evaluators.ruler.protocol import TASKS, WRAPPERS, split_wrapper
 from evaluators.ruler.synthetic import RulerSample, generate
 
 UNIT = "score (0-100)"
-_SENTINEL = "\x00lctx-task-template\x00"
 
 
 def wrapper_for(template: str, tokenizer: Tokenizer) -> tuple[str, str]:
@@ -35,12 +33,9 @@ def wrapper_for(template: str, tokenizer: Tokenizer) -> tuple[str, str]:
     the tokenizer)."""
     if template != "chat":
         return split_wrapper(WRAPPERS[template])
-    rendered = apply_chat_template(tokenizer, _SENTINEL, "ruler: template=chat but the checkpoint's tokenizer has no "
-                                   "chat template (tokenizer_config.json 'chat_template'); use template=base")
-    before, sep, after = rendered.partition(_SENTINEL)
-    if not sep:
-        raise EvaluatorError("ruler: the tokenizer's chat template does not show the user message; use template=base")
-    return before, after
+    from evaluators.chat import chat_parts, missing_template
+
+    return chat_parts(tokenizer, missing_template("ruler", "chat_template=true (template=chat)"), "ruler")
 
 
 class RulerEvaluator(Evaluator):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, StrictBool, model_validator
 
-from evaluators.options import Int, Lengths, Seed, TaskOptions, listed, option
+from evaluators.options import Int, Lengths, Seed, TaskOptions, chat_template_option, listed, option
 from evaluators.ruler.files import RULER_ESSAY_TASKS, RULER_FILES_HOWTO, ruler_file_candidates, ruler_files
 
 # RULER (docs/protocols/ruler.md): the 13 tasks in synthetic.yaml's order (section 2), the
@@ -35,8 +35,10 @@ class RulerOptions(TaskOptions):
                               "budget", selects=True, tokens=True)
     samples: Int(ge=1, le=100_000) = option(500, "samples per task and length (RULER: 500)", selects=True)
     seed: Seed = option(42, "RULER's random_seed (42)")
-    template: RulerTemplate = option("base", "prompt wrapper: base (none), chat (the tokenizer's chat template) "
-                                     "or one of RULER's model_template_type names")
+    template: RulerTemplate = option("base", "prompt wrapper: base (none), chat (the checkpoint's chat template: "
+                                     "the same as chat_template=true) or one of RULER's model_template_type names")
+    chat_template: StrictBool = chat_template_option(False, "RULER's model_template_type is 'base' for base "
+                                                     "models; true is template=chat")
     threshold: Annotated[float, Field(ge=0, le=100)] = option(85.6, "effective-length threshold on the "
                                                                "per-length average (0-100)")
     bootstrap: Int(ge=0, le=100_000) = option(1000, "bootstrap resamples of the 95% intervals (0: none)")
@@ -49,10 +51,18 @@ class RulerOptions(TaskOptions):
         self.tasks = [t for t in RULER_TASKS if t in chosen]  # synthetic.yaml's order, once each
         self.datasets = None
         self.lengths = sorted(set(self.lengths))
+        if self.chat_template and self.template not in ("base", "chat"):
+            raise ValueError(f"chat_template=true wraps prompts in the checkpoint's template; template="
+                             f"{self.template} names another wrapper: give one of them")
+        if self.chat_template or self.template == "chat":  # one setting, two spellings
+            self.chat_template, self.template = True, "chat"
         return self
 
     def planned_samples(self) -> int:
         return len(self.tasks or []) * len(self.lengths) * self.samples
+
+    def planned_tokens(self) -> int:
+        return len(self.tasks or []) * sum(self.lengths) * self.samples
 
     def missing_files(self, data_dir: Path | None) -> list[str]:
         out = []

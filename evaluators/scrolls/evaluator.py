@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,18 @@ class ScrollsEvaluator(Evaluator):
                             for k in range(len(choices))]
         return out
 
+    def fit(self, tokenizer: Tokenizer, text: str, budget: int,
+            cut: Callable[[Tokenizer, str, int], tuple[list[int], bool]]) -> tuple[list[int], bool]:
+        """Prompt ids within `budget`; with chat_template the document is cut first (the
+        template's tokens counted), then wrapped, as LongBench's pred.py does."""
+        if not self.options.get("chat_template"):
+            return cut(tokenizer, text, budget)
+        extra = len(tokenizer.encode(self.wrap(tokenizer, ""))) - len(tokenizer.encode(""))
+        ids, truncated = cut(tokenizer, text, budget - extra)
+        if truncated:
+            text = tokenizer.decode(ids)
+        return tokenizer.encode(self.wrap(tokenizer, text)), truncated
+
     def build(self, loaded: LoadedModel, sample: Sample) -> Built:
         t = sample.params["task"]
         ex = self.examples[t][sample.params["index"]]
@@ -148,7 +161,7 @@ class ScrollsEvaluator(Evaluator):
                   "references": ex["outputs"]}
         if "choice" in sample.params:
             cont = loaded.tokenizer.encode(" " + doc["choices"][sample.params["choice"]], add_special_tokens=False)
-            ids, truncated = truncate_start(loaded.tokenizer, doc["prompt"], max_length - len(cont))
+            ids, truncated = self.fit(loaded.tokenizer, doc["prompt"], max_length - len(cont), truncate_start)
             return Built(sample, LoglikelihoodRequest(ids, cont),
                          {**record, "prompt_tokens": len(ids), "truncated": truncated,
                           "choice": sample.params["choice"], "choices": doc["choices"], "gold": doc["gold"]})
@@ -157,10 +170,10 @@ class ScrollsEvaluator(Evaluator):
             raise EvaluatorError(f"scrolls: max_length {max_length} leaves no room for a prompt next to "
                                  f"{max_new} generated tokens; raise max_length or lower max_new_tokens")
         if official:
-            ids, truncated = truncate_end(loaded.tokenizer, doc["prompt"], budget)
+            ids, truncated = self.fit(loaded.tokenizer, doc["prompt"], budget, truncate_end)
             request = GenerateRequest(ids, max_new_tokens=max_new)
         else:
-            ids, truncated = truncate_start(loaded.tokenizer, doc["prompt"], budget)
+            ids, truncated = self.fit(loaded.tokenizer, doc["prompt"], budget, truncate_start)
             request = GenerateRequest(ids, max_new_tokens=max_new, stop=("\n",))
         return Built(sample, request, {**record, "prompt_tokens": len(ids), "truncated": truncated})
 

@@ -5,10 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, StrictBool, model_validator
 
 from evaluators import datafiles
-from evaluators.options import MAX_LENGTH, Int, MaxNewTokens, Seed, TaskOptions, listed, option
+from evaluators.options import (
+    MAX_LENGTH,
+    Int,
+    MaxNewTokens,
+    Seed,
+    TaskOptions,
+    chat_template_option,
+    listed,
+    option,
+)
 
 ScrollsTask = Literal["gov_report", "summ_screen_fd", "qmsum", "qasper", "narrative_qa", "quality", "contract_nli"]
 SCROLLS_TASKS: tuple[str, ...] = ScrollsTask.__args__  # type: ignore[attr-defined]
@@ -33,6 +42,8 @@ class ScrollsOptions(TaskOptions):
                                                  "lm-eval's max_gen_toks; 1024 with official, the official "
                                                  "baselines' cap)", tokens=True)
     seed: Seed = 0
+    chat_template: StrictBool = chat_template_option(False, "SCROLLS' baselines and lm-eval's scrolls tasks "
+                                                     "prompt without one")
 
     data_howto: ClassVar[str] = datafiles.SCROLLS_HOWTO
     hub_data: ClassVar[bool] = True

@@ -1,4 +1,5 @@
-"""/v1/checkpoints: register by name and path (validated, fingerprinted), list, get, delete."""
+"""/v1/checkpoints: register by name and path (validated, fingerprinted), pull from the hub or a GGUF
+file, list, get, delete."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from fastapi import APIRouter, Response, status
 from service.api.deps import NameParam, Read, SettingsDep, StoreDep, Write
 from service.errors import InvalidRequest
 from service.paths import confine
-from service.schemas import CheckpointCreate, CheckpointOut, errors
+from service.pulling import pull_checkpoint
+from service.schemas import CheckpointCreate, CheckpointOut, CheckpointPull, errors
 from service.submission import check_model_memory, checkpoint_info
 from service.views import checkpoint_out
 
@@ -26,6 +28,16 @@ def register_checkpoint(body: CheckpointCreate, store: StoreDep, settings: Setti
     check_model_memory(info.parameters, info.dtype, settings, body.name)
     row = store.add_checkpoint(body.name, str(path), info.fingerprint, info.variant, info.parameters)
     return checkpoint_out(row, settings)
+
+
+@router.post("/pull", status_code=status.HTTP_201_CREATED, dependencies=Write, response_model=CheckpointOut,
+             responses=errors(422))
+def pull(body: CheckpointPull, store: StoreDep, settings: SettingsDep) -> CheckpointOut:
+    """Bring a checkpoint into the first checkpoint root and register it: from the Hugging Face
+    hub by id and revision (safetensors, config, tokenizer and chat template only; the commit is
+    recorded), or from a GGUF file dequantised to float32 safetensors (its sha256 recorded).
+    Answers when the folder is written and registered (a GGUF of 100 MB takes under a minute)."""
+    return checkpoint_out(pull_checkpoint(store, settings, body), settings)
 
 
 @router.get("", dependencies=Read, response_model=list[CheckpointOut])

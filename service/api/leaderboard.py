@@ -36,8 +36,10 @@ Filter = Annotated[str | None, Query(max_length=4096, pattern=NO_NUL_PATTERN)]
 
 def _row(entry: Scored, names: list[str]) -> dict:
     job = entry.job
+    context = entry.context or {}
     return dict(checkpoint=job.checkpoint, fingerprint=job.fingerprint, rope=entry.rope, backend=entry.backend,
                 options=entry.options, setting=entry.setting, job=job.id, finished_at=job.finished_at,
+                trained_context=context.get("trained"), beyond_context=context.get("beyond", []),
                 values={c: entry.values[c][0] if c in entry.values else None for c in names})
 
 

@@ -3,6 +3,7 @@ our loader, RoPE and decoder. Built offline; no hub access."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,8 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 VOCAB = 96
+REPO = "lctx-test/tiny-llama"  # a hub repository of the offline cache tests build
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 def write_tokenizer(path: Path, vocab: int = VOCAB) -> None:
@@ -74,3 +77,46 @@ def build_hf_model(
     model.save_pretrained(path, **save_kwargs)
     write_tokenizer(path)
     return model
+
+
+def hub_cache(root: Path, model_dir: Path, extra: dict[str, bytes] | None = None, skip: tuple[str, ...] = ()) -> Path:
+    """huggingface_hub's cache layout: models--owner--name/{blobs,refs/main,snapshots/<commit>}
+    with snapshot files linking to blobs named by content."""
+    repo = root / ("models--" + REPO.replace("/", "--"))
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(COMMIT)
+    snapshot = repo / "snapshots" / COMMIT
+    snapshot.mkdir(parents=True)
+    (repo / "blobs").mkdir()
+    files = {p.name: p.read_bytes() for p in model_dir.iterdir() if p.is_file() and p.name not in skip}
+    for name, data in {**files, **(extra or {})}.items():
+        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        (snapshot / name).symlink_to(Path("../../blobs") / blob.name)
+    return root
+
+
+def hub_offline(monkeypatch, cache: Path | None = None) -> None:
+    """HF_HUB_OFFLINE for this test (huggingface_hub reads it at import, so the constant too),
+    and `cache` as the default hub cache."""
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    if cache is not None:
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+
+
+def tiny_gguf(path: Path, arch: str) -> Path:
+    """A GGUF file of one tensor whose header names `arch` (for refusals: no model in it)."""
+    import gguf
+    import numpy as np
+
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_block_count(1)
+    writer.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

@@ -184,3 +184,21 @@ def test_ragged_sdpa_step_equals_each_row_alone(window, position, softcap):
         want, _ = softmax_reference(q[b:b + 1], k[b:b + 1, :, :p + 1], v[b:b + 1, :, :p + 1], p, 0.3, window, slopes,
                                     softcap)
         torch.testing.assert_close(out[b:b + 1], want, atol=1e-5, rtol=1e-5)
+
+
+def test_prefill_progress_counts_every_prompt_token_chunk_by_chunk():
+    """`on_prefill` hears of each chunk as it is prefilled (a long batch is never silent)."""
+    model = _model("softmax")
+    prompts = _prompts()
+    engine = Engine(model, TOK, max_batch=4, chunk_size=8)
+    heard: list[int] = []
+    engine.on_prefill = heard.append
+    finished: list[int] = []
+    engine.generate_until([GenerateRequest(p, max_new_tokens=2) for p in prompts],
+                          done=lambda i, _: finished.append(len(heard)))
+    assert sum(heard) == sum(PROMPT_LENGTHS) and max(heard) == 8
+    assert len(heard) == sum(-(-n // 8) for n in PROMPT_LENGTHS)
+    assert finished and finished[0] > 1  # chunks were reported before the first request ended
+    heard.clear()
+    engine.loglikelihood([LoglikelihoodRequest(prompts[3], (5, 6))])
+    assert sum(heard) == PROMPT_LENGTHS[3] - 1  # the context but its last token, which scores the continuation

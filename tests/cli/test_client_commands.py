@@ -134,3 +134,23 @@ def test_make_serve_passes_port_and_host_on() -> None:
     assert "lctx serve --host 127.0.0.2 --port 8124" in out
     plain = subprocess.run(["make", "-n", "-C", str(root), "serve"], capture_output=True, text=True, check=True).stdout
     assert "lctx serve" in plain and "--port" not in plain  # LCTX_PORT (default 8000) decides
+
+
+def test_wait_shows_samples_tokens_speed_and_eta() -> None:
+    """What `lctx submit --wait` prints while a job runs: nothing looks hung during a prefill."""
+    from types import SimpleNamespace
+
+    from cli.client_commands import progress_line
+    from service.schemas import TaskProgress
+
+    def job(status: str, **progress: TaskProgress) -> SimpleNamespace:
+        return SimpleNamespace(status=status, progress=progress)
+
+    prefilling = job("running", passkey=TaskProgress(done=0, total=10, tokens=12288, planned_tokens=40000,
+                                                     tokens_per_s=410.2, eta_s=67.0),
+                     needle=TaskProgress(done=0, total=4, planned_tokens=8000))
+    assert progress_line(prefilling) == ("running: passkey 0/10, 12,288/40,000 tokens prefilled (410 tok/s); "
+                                         "needle 0/4; ETA: measuring")
+    measured = job("running", passkey=TaskProgress(done=3, total=10, tokens=20000, eta_s=3725.0))
+    assert progress_line(measured) == "running: passkey 3/10, 20,000 tokens prefilled; ETA 1 h 02 min"
+    assert progress_line(job("succeeded", passkey=TaskProgress(done=10, total=10))) == "succeeded: passkey 10/10"

@@ -213,3 +213,28 @@ def test_training_text_uses_the_same_prompt() -> None:
     synthetic = pytest.importorskip("checkpoints.synthetic")
     for key, g, p in ((1, 0, 0), (4242, 300, 17), (50000, 1000, 1000)):
         assert synthetic.passkey_prompt(key, g, p) == passkey_prompt(key, g, p)
+
+
+@pytest.mark.parametrize("task", ["passkey", "needle"])
+def test_chat_template_wraps_the_fitted_prompt_and_the_result_says_so(tmp_path: Path, task: str) -> None:
+    loaded = tiny_model(tmp_path / "m")
+    loaded.tokenizer.chat_template = ("{% for m in messages %}<user>{{ m['content'] }}</user>{% endfor %}"
+                                      "{% if add_generation_prompt %}<bot>{% endif %}")
+    loaded.tokenizer.chat_template_source = "chat_template.jinja"
+    spec = {"name": task, "lengths": [300], "seed": 0, "chat_template": True,
+            **({"trials": 2} if task == "passkey" else {"depths": [50]})}
+    entry = run_task(loaded, spec, tmp_path / "out")
+    assert entry["chat_template"] == {"applied": True, "file": "chat_template.jinja"}
+    records = [json.loads(line) for line in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
+    assert all(290 <= r["prompt_tokens"] <= 300 for r in records)  # fitted with the template's tokens counted
+    from evaluators import TASKS
+
+    ev = TASKS[task]({k: v for k, v in validate_task(spec).items() if k != "name"})
+    built = ev.build(loaded, ev.plan(loaded)[0])
+    text = loaded.tokenizer.decode(list(built.request.prompt_ids))
+    assert text.startswith("<user>There is an important info") and text.endswith("The pass key is</user><bot>")
+    plain = run_task(loaded, {**spec, "chat_template": False}, tmp_path / "plain")
+    assert plain["chat_template"]["applied"] is False
+    del loaded.tokenizer.chat_template  # the byte tokenizer's own: none
+    with pytest.raises(EvaluatorError, match=f"{task}: chat_template=true but the checkpoint has no chat template"):
+        run_task(loaded, spec, tmp_path / "none")

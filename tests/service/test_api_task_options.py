@@ -85,7 +85,8 @@ def test_jobs_record_every_option_and_keep_the_request_shape(served) -> None:
         {"name": "passkey", "lengths": [256, 512], "trials": 100}, {"name": "scrolls", "datasets": ["quality"]}]})
     assert r.status_code == 202, r.text
     passkey, scrolls = r.json()["tasks"]
-    assert passkey == {"name": "passkey", "lengths": [256, 512], "trials": 100, "seed": 0, "max_new_tokens": 10}
+    assert passkey == {"name": "passkey", "lengths": [256, 512], "trials": 100, "seed": 0, "max_new_tokens": 10,
+                       "chat_template": False}
     assert scrolls["tasks"] == ["quality"] and "datasets" not in scrolls  # the alias folds into its option
 
 
@@ -119,3 +120,62 @@ def test_leaderboard_reads_results_of_the_old_layout(served) -> None:
     assert board["rows"][0]["values"]["perplexity"] == 7.5
     assert {col["name"]: col["higher_is_better"] for col in board["column_info"]}["perplexity.length=40"] is False
     assert json.dumps(board)  # plain JSON
+
+
+GENERATION_TASKS = ("passkey", "needle", "ruler", "longbench", "scrolls")
+
+
+def test_every_generation_task_takes_the_one_chat_template_option(served) -> None:
+    """Declared once (same type, same mark, one wording of where the template is looked
+    for), each task with its benchmark's default; asking for it on a checkpoint without a
+    template is refused at submission, naming the task, the option and the files."""
+    from evaluators.options import CHAT
+
+    c, _ = served
+    schemas = c.get("/openapi.json").json()["components"]["schemas"]
+    for name in GENERATION_TASKS:
+        field = TASK_OPTIONS[name].model_fields["chat_template"]
+        assert field.default is False and field.json_schema_extra == {CHAT: True}
+        shown = schemas[f"{name.title()}Task"]["properties"]["chat_template"]
+        assert shown["type"] == "boolean" and "chat_template.jinja" in shown["description"], shown
+    for name, extra in (("passkey", {"lengths": [256], "trials": 1}), ("ruler", {"tasks": ["niah_single_1"],
+                                                                           "lengths": [256], "samples": 1}),
+                        ("scrolls", {"datasets": ["quality"]})):
+        r = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [{"name": name, "chat_template": True, **extra}]})
+        assert r.status_code == 422, r.text
+        detail = r.json()["detail"]
+        assert detail.startswith(f"tasks[0] ({name}).chat_template: true, but checkpoint tiny has no chat template")
+        assert "chat_template.jinja" in detail and "tokenizer_config.json" in detail
+    r = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [{"name": "ruler", "template": "chat",
+                                                                   "tasks": ["niah_single_1"], "lengths": [256]}]})
+    assert r.status_code == 422 and "(ruler).chat_template: true" in r.json()["detail"]  # template=chat is the same
+
+
+def test_lengths_beyond_the_context_are_run_and_marked_in_results_and_the_leaderboard(served, tmp_path: Path) -> None:
+    """A 128-token-context model asked for 96 and 192 tokens: both run; 192 is marked beyond
+    its context with no scaling, and not with YaRN x2 (which reaches 256)."""
+    from checkpoints.loading import load_model
+    from evaluators import run_task
+    from tests.helpers import tiny_model
+
+    c, settings = served
+    tiny_model(tmp_path / "short", max_position_embeddings=128)
+    store = Store(settings.database)
+    try:
+        for rope in (None, "yarn:2"):
+            loaded = load_model(tmp_path / "short", rope=rope)
+            spec = {"name": "passkey", "lengths": [96, 192], "trials": 1}
+            job = store.add_job(fingerprint="e" * 64, checkpoint="short", checkpoint_path=str(tmp_path / "short"),
+                                tasks=[spec], rope=rope, backend="auto", priority=0)
+            assert store.claim_next("test").id == job.id and store.finish(job.id, SUCCEEDED)
+            entry = run_task(loaded, spec, job_dir(settings, job.id) / "tasks" / "passkey")
+            assert entry["result"]["series"][0]["points"][1]["n"] == 1  # 192 ran
+            assert entry["context"] == ({"trained": 128, "reach": 128, "rope_scaled": False, "beyond": [192]}
+                                        if rope is None else
+                                        {"trained": 128, "reach": 256, "rope_scaled": True, "beyond": []})
+            write_json_atomic(job_dir(settings, job.id) / "results.json", {"job": job.id, "results": {"passkey": entry}})
+    finally:
+        store.close()
+    rows = {r["rope"]: r for r in c.get("/v1/leaderboard", params={"task": "passkey"}).json()["rows"]}
+    assert rows["checkpoint"]["beyond_context"] == [192] and rows["checkpoint"]["trained_context"] == 128
+    assert rows["yarn:2"]["beyond_context"] == []

@@ -14,7 +14,7 @@ import pytest
 
 from checkpoints.fingerprint import inspect_checkpoint
 from checkpoints.train import demo_checkpoints
-from service.demo import MARKER, install_demo_checkpoints
+from service.demo import MARKER, REAL_MODEL, install_demo_checkpoints, real_model_dir
 from service.store import Store
 from tests.helpers import free_port, points, tiny_checkpoint, wait_for, wait_job
 
@@ -80,13 +80,17 @@ def test_an_unwritable_root_is_a_warning_not_a_crash(tmp_path: Path, store: Stor
     assert store.find_checkpoint("demo-softmax") is None
 
 
-@pytest.mark.timeout(240)
-def test_fresh_serve_registers_demos_and_runs_a_passkey_job_on_one(ray_cluster: str, tmp_path: Path) -> None:
-    """What a newcomer does first: `make serve`, then a passkey job on a demo model."""
+@pytest.mark.timeout(420)
+def test_fresh_serve_registers_demos_and_runs_a_passkey_job_on_one(ray_cluster: str, tmp_path: Path,
+                                                                   real_model: Path) -> None:
+    """What a newcomer does first: `make serve`, then a passkey job on a demo model and one
+    on the real model at 1k tokens. The real model's converted copy is brought along (as a
+    second `make serve` finds it: the conversion itself is the `real_model` fixture's)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    shutil.copytree(real_model, real_model_dir(tmp_path / "var"), copy_function=os.link)
     env = dict(os.environ, LCTX_HOME=str(tmp_path / "var"), LCTX_RAY_ADDRESS=ray_cluster, LCTX_SCHEDULER="false",
-               LCTX_POLL_INTERVAL="0.1")
+               LCTX_POLL_INTERVAL="0.1", LCTX_DEMO_REAL_MODEL="true")
     env.pop("LCTX_CHECKPOINT_ROOTS", None)
     log = tmp_path / "serve.log"
     proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--host", "127.0.0.1", "--port",
@@ -114,7 +118,21 @@ def test_fresh_serve_registers_demos_and_runs_a_passkey_job_on_one(ray_cluster: 
             assert done["status"] == "succeeded", done
             cell = points(c.get(f"/v1/jobs/{done['id']}/results").json()["results"]["passkey"], "accuracy",
                           "length")[256]
-        assert cell.n == 20 and cell.value >= 0.8  # a trained model retrieves; a random one scores ~0
+            assert cell.n == 20 and cell.value >= 0.8  # a trained model retrieves; a random one scores ~0
+
+            wait_for(lambda: f"real model {REAL_MODEL} ready" in log.read_text(), 120, 0.5, "the real model")
+            real = c.get(f"/v1/checkpoints/{REAL_MODEL}").json()
+            assert real["path"] == REAL_MODEL, real  # outside the roots: shown by its name
+            assert real["family"] == "llama" and real["context_length"] == 8192
+            assert real["chat_template"] == "chat_template.jinja" and real["source"]["kind"] == "gguf"
+            job = c.post("/v1/jobs", json={"checkpoint": REAL_MODEL, "tasks": [
+                {"name": "passkey", "lengths": [1000], "trials": 5, "seed": 3}]})
+            assert job.status_code == 202, job.text
+            done = wait_job(c, job.json()["id"], timeout=240)
+            assert done["status"] == "succeeded", done
+            cell = points(c.get(f"/v1/jobs/{done['id']}/results").json()["results"]["passkey"], "accuracy",
+                          "length")[1000]
+        assert cell.n == 5 and cell.value >= 0.8  # SmolLM2 finds the key at 1k (4 of 5 at least)
     finally:
         proc.kill()
         proc.wait(30)

@@ -20,7 +20,8 @@ def test_serve_joins_the_ray_of_RAY_ADDRESS_even_with_num_cpus_set(ray_cluster: 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LCTX_")}
     env.update(RAY_ADDRESS=ray_cluster, LCTX_RAY_NUM_CPUS="1", LCTX_HOME=str(tmp_path / "var"),
-               LCTX_CHECKPOINT_ROOTS=str(tmp_path / "models"), LCTX_SCHEDULER="false", LCTX_DEMO_CHECKPOINTS="false")
+               LCTX_CHECKPOINT_ROOTS=str(tmp_path / "models"), LCTX_SCHEDULER="false", LCTX_DEMO_CHECKPOINTS="false",
+               LCTX_DEMO_REAL_MODEL="false")
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(port),
@@ -71,7 +72,7 @@ def test_default_mode_listens_on_loopback_only_and_keeps_ray_files_in_home(tmp_p
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LCTX_", "RAY_"))}
     env.update(HOME=str(user_home), LCTX_HOME=str(home), LCTX_RAY_NUM_CPUS="1", LCTX_SCHEDULER="false",
-               LCTX_PORT=str(port))
+               LCTX_PORT=str(port), LCTX_DEMO_REAL_MODEL="false")
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--log-level", "warning"],

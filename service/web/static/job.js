@@ -67,6 +67,17 @@ function taskSection(key, entry, plots, job) {
     body.push(h("p", { class: "muted" }, `Partial: ${entry.samples_done ?? "?"} samples recorded` +
       (entry.error ? ` (${entry.error})` : "")));
   }
+  const beyond = entry.context?.beyond || [];
+  if (beyond.length) {
+    body.push(h("p", { class: "beyond-note", role: "note" }, `† ${beyond.join(", ")} tokens lie beyond the ` +
+      `${entry.context.rope_scaled ? "context its RoPE scaling reaches" : "context the model was trained for"} ` +
+      `(${entry.context.reach} tokens${entry.context.rope_scaled ? `, trained ${entry.context.trained}` : ", no RoPE scaling"}): ` +
+      "run on purpose, scores there measure extrapolation."));
+  }
+  if (entry.chat_template) {
+    body.push(h("p", { class: "muted" }, entry.chat_template.applied
+      ? `Prompts wrapped in the checkpoint's chat template (${entry.chat_template.file}).` : "No chat template applied."));
+  }
   if (result) {
     body.push(h("p", {}, result.summary), metricsTable(result), h("div", {}, seriesCharts(key, result, job)));
   } else {

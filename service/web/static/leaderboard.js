@@ -47,14 +47,18 @@ function boardTable(task, board) {
       h("td", {}, h("a", { href: `/jobs/${r.job}` }, r.job)), h("td", {}, when(r.finished_at)),
       groups.flatMap((g) => g.columns.map((c) => {
         const v = r.values[c.name];
-        return v == null ? h("td", { class: "num cell-nodata" }, noData())
-          : h("td", { class: "num", style: heat.get(g)(v) }, fmt(v));
+        const beyond = c.axis === "length" && (r.beyond_context || []).includes(Number(c.key));
+        if (v == null) return h("td", { class: "num cell-nodata" }, noData());
+        return h("td", { class: beyond ? "num beyond" : "num", style: heat.get(g)(v),
+          title: beyond ? `beyond the ${r.trained_context}-token context it was trained for (or its RoPE scaling reaches)` : null },
+        fmt(v), beyond ? " †" : null);
       })));
     return { row: r, tr };
   });
   const table = h("table", { class: "board", id: `board-${task.replace(/[^\w-]/g, "_")}` },
-    h("caption", { class: "muted" }, board.headline ? `Sorted by ${board.headline} (★), best first; click a column to sort`
-      : "Click a column to sort"),
+    h("caption", { class: "muted" }, (board.headline ? `Sorted by ${board.headline} (★), best first; click a column to sort`
+      : "Click a column to sort") + (board.rows.some((r) => (r.beyond_context || []).length)
+      ? "; † a length beyond the model's context (trained, or reached by its RoPE scaling)" : "")),
     h("thead", {}, top, h("tr", {}, ths)), tbody);
   const sortBy = sortable(table, tbody, rows, (r, i) => i < lead.length
     ? [null, r.checkpoint, r.setting, r.job, r.finished_at][i] : r.values[columns[i - lead.length].name]);

@@ -1,8 +1,9 @@
-// Checkpoints and schedules: the registry (family, variant, RoPE, fingerprint, latest
-// results) and each schedule with its next run and the jobs it submitted.
+// Checkpoints and schedules: the registry (family, variant, RoPE, chat template, source,
+// fingerprint, latest results), a form that pulls a checkpoint from the hub or a GGUF file,
+// and each schedule with its next run and the jobs it submitted.
 
 import { api, ApiError } from "./api.js";
-import { h, noData, render, section, statusBadge, when } from "./dom.js";
+import { errorBox, h, noData, render, section, statusBadge, when } from "./dom.js";
 
 function params(n) {
   return n >= 1e9 ? `${(n / 1e9).toFixed(1)} B` : n >= 1e6 ? `${(n / 1e6).toFixed(1)} M` : `${(n / 1e3).toFixed(0)} k`;
@@ -23,16 +24,62 @@ async function latest(checkpoint) {
   }
 }
 
+function sourceText(source) {
+  if (!source) return noData("registered");
+  if (source.kind === "hub") {
+    return h("span", { title: `commit ${source.commit}` }, `hub ${source.repo_id}@${source.revision} (${source.commit.slice(0, 10)})`);
+  }
+  return h("span", { title: `sha256 ${source.sha256}` }, `GGUF ${source.file} (${source.sha256.slice(0, 10)})`);
+}
+
+/** Pull from the hub (id and revision) or a GGUF file on the server; the API's refusal shown as is. */
+function pullForm() {
+  const field = (id, label, attrs = {}) => {
+    const input = h("input", { id, name: id, ...attrs });
+    return [input, h("div", {}, h("label", { for: id }, label), input)];
+  };
+  const [name, nameWrap] = field("pull-name", "Name", { required: true, placeholder: "smollm2-135m" });
+  const [source, sourceWrap] = field("pull-source", "Hub repository (owner/name) or .gguf file on the server",
+    { required: true, placeholder: "HuggingFaceTB/SmolLM2-135M-Instruct" });
+  const [revision, revisionWrap] = field("pull-revision", "Revision (hub)", { value: "main" });
+  const status = h("div", { id: "pull-status", "aria-live": "polite" });
+  const button = h("button", { type: "submit", class: "primary" }, "Pull and register");
+  const form = h("form", { id: "pull-form" },
+    h("p", { class: "hint" }, "Safetensors, config, tokenizer and chat template only (never code); a GGUF file is "
+      + "dequantised to float32. The folder is written to the first checkpoint root."),
+    h("div", { class: "form-grid" }, nameWrap, sourceWrap, revisionWrap), h("div", { class: "buttons" }, button, status));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const raw = source.value.trim();
+    const body = raw.endsWith(".gguf") ? { name: name.value.trim(), gguf: raw }
+      : { name: name.value.trim(), hub: raw, revision: revision.value.trim() || "main" };
+    button.disabled = true;
+    status.replaceChildren(h("span", {}, `Pulling ${raw} … (a download or conversion can take minutes)`));
+    try {
+      const ck = await api("/v1/checkpoints/pull", { method: "POST", body });
+      status.replaceChildren(h("span", { class: "ok" }, `Registered ${ck.name} (${ck.path})`));
+      await show();
+    } catch (e) {
+      if (!(e instanceof ApiError)) throw e;
+      status.replaceChildren(errorBox(e.message));
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return form;
+}
+
 async function checkpointsTable(checkpoints) {
   if (!checkpoints.length) return h("p", {}, noData("No checkpoints registered."));
   const last = await Promise.all(checkpoints.map(latest));
   return h("div", { class: "table-wrap" }, h("table", { id: "checkpoints-table" },
-    h("thead", {}, h("tr", {}, ["Name", "Family", "Variant", "Parameters", "RoPE", "Context", "Fingerprint", "Path",
-      "Registered", "Latest results"].map((t) => h("th", { scope: "col" }, t)))),
+    h("thead", {}, h("tr", {}, ["Name", "Family", "Variant", "Parameters", "RoPE", "Context", "Chat template",
+      "Source", "Fingerprint", "Path", "Registered", "Latest results"].map((t) => h("th", { scope: "col" }, t)))),
     h("tbody", {}, checkpoints.map((c, i) => h("tr", {},
       h("th", { scope: "row" }, c.name), h("td", {}, c.family ?? noData()), h("td", {}, c.variant),
       h("td", { class: "num" }, params(c.parameters)), h("td", {}, c.rope_label ?? noData()),
       h("td", { class: "num" }, c.context_length ?? noData()),
+      h("td", {}, c.chat_template ? h("code", {}, c.chat_template) : noData("none")), h("td", {}, sourceText(c.source)),
       h("td", {}, h("code", { class: "fp", title: c.fingerprint }, c.fingerprint.slice(0, 12))),
       h("td", {}, c.path), h("td", {}, when(c.created_at)), h("td", {}, last[i]))))));
 }
@@ -57,5 +104,6 @@ export async function show() {
   const [checkpoints, schedules] = await Promise.all([api("/v1/checkpoints"), api("/v1/schedules")]);
   render(h("h1", {}, "Checkpoints and schedules"),
     section("Checkpoints", await checkpointsTable(checkpoints)),
+    section("Pull a checkpoint", pullForm()),
     section("Schedules", await schedulesTable(schedules)));
 }

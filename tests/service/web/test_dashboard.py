@@ -221,3 +221,33 @@ def test_score_charts_keep_their_scale_in_the_browser(world) -> None:
     assert "0" in ticks["fraction"] and "1" in ticks["fraction"]
     assert "100" not in ticks["ppl"]
     assert console.take() == []
+
+
+def test_pull_a_checkpoint_from_the_checkpoints_page(world, shots: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dashboard's pull action: a refusal shows the API's message; a hub repository from
+    huggingface_hub's offline cache is pulled, registered and listed with its chat template
+    and the commit it came from."""
+    from tests.checkpoints.hf_models import COMMIT, REPO, build_hf_model, hub_cache, hub_offline
+
+    model = tmp_path / "hf"
+    build_hf_model(model)
+    (model / "chat_template.jinja").write_text("{{ messages[0]['content'] }}")
+    hub_offline(monkeypatch, hub_cache(tmp_path / "hub", model))  # the server runs in this process
+    url, c, b, _ = world
+    page, console = new_page(b, url)
+    page.goto("/checkpoints")
+    page.locator("#pull-form").wait_for()
+    page.fill("#pull-name", "pulled")
+    page.fill("#pull-source", "lctx-test/absent")
+    page.click("#pull-form button[type=submit]")
+    page.locator("#pull-status .error").wait_for()
+    assert "not in the hub cache" in page.locator("#pull-status").inner_text()
+    page.fill("#pull-source", REPO)
+    page.click("#pull-form button[type=submit]")
+    page.locator("#checkpoints-table th:text('pulled')").wait_for()
+    row = page.locator("#checkpoints-table tr", has=page.locator("th:text('pulled')")).inner_text()
+    assert "chat_template.jinja" in row and f"hub {REPO}@main ({COMMIT[:10]})" in row
+    screenshot(page, shots, "checkpoints-pull", full_page=True)
+    assert console.refusals(422) == []
+    assert c.delete("/v1/checkpoints/pulled").status_code == 204  # the other tests see the world as it was

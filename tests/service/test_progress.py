@@ -1,0 +1,49 @@
+"""JobProgress: every task's planned total from the start, the last update of a burst
+written by its timer, tokens prefilled, the prefill speed and an ETA from it."""
+
+from __future__ import annotations
+
+import time
+
+from service.progress import JobProgress
+
+PASSKEY = {"name": "passkey", "lengths": [1000, 2000], "trials": 3}
+NEEDLE = {"name": "needle", "lengths": [1000], "depths": [0, 50], "trials": 1}
+
+
+def test_every_task_has_its_planned_total_before_it_starts() -> None:
+    writes: list[dict] = []
+    progress = JobProgress(writes.append, {"passkey": PASSKEY, "needle": NEEDLE}, every=10)
+    progress.flush()
+    assert {k: (v["done"], v["total"], v["planned_tokens"]) for k, v in writes[-1].items()} == \
+        {"passkey": (0, 6, 9000), "needle": (0, 2, 2000)}
+
+
+def test_the_last_update_of_a_burst_is_written_and_the_eta_comes_from_tokens() -> None:
+    writes: list[dict] = []
+    progress = JobProgress(writes.append, {"passkey": PASSKEY}, every=0.3)
+    samples, prefilled = progress.samples("passkey"), progress.prefilled("passkey")
+    samples("passkey", 0, 6)
+    for _ in range(3):  # a burst of prefill chunks, no sample done yet
+        time.sleep(0.05)
+        prefilled(500)
+    assert writes[-1]["passkey"]["tokens"] < 1500  # throttled ...
+    time.sleep(0.6)
+    last = writes[-1]["passkey"]
+    assert last["tokens"] == 1500 and last["done"] == 0  # ... and written when the burst ended
+    assert last["tokens_per_s"] > 0 and 0 < last["eta_s"] < 60  # 1500 of 9000 tokens in ~0.15 s
+    prefilled(7500)
+    samples("passkey", 6, 6)
+    progress.close()
+    assert writes[-1]["passkey"]["done"] == 6 and writes[-1]["passkey"]["eta_s"] == 0.0
+
+
+def test_a_resumed_task_counts_the_samples_of_the_earlier_run() -> None:
+    writes: list[dict] = []
+    progress = JobProgress(writes.append, {"passkey": PASSKEY}, previous={"passkey": {"done": 3, "total": 6}},
+                           every=0)
+    progress.samples("passkey")("passkey", 3, 6)
+    time.sleep(0.1)
+    progress.prefilled("passkey")(2250)  # half of the 4500 tokens left
+    eta = writes[-1]["passkey"]["eta_s"]
+    assert eta is not None and 0.05 < eta < 1.0  # as long again as the time spent so far
