@@ -193,19 +193,95 @@ MaxNewTokens = Annotated[int, Field(strict=True, ge=1, le=65_536)]
 TDA_LENGTHS = list(range(500, 4001, 500))  # the TDA paper's passkey grid
 
 
-class PasskeyOptions(TaskOptions):
+SearchMode = Literal["grid", "sequential"]
+SEARCH_DEFAULTS = {"search_lengths": "given", "search_min": None, "search_max": None, "search_block": 5,
+                   "search_alpha": 0.05}
+
+
+class SearchOptions(TaskOptions):
+    """The options of the sequential effective-length search (docs/protocols/sequential.md),
+    shared by the tasks that offer it. They only choose which samples run (a sequential
+    search draws a prefix of the grid's samples of some lengths), so they stay out of the
+    configuration hash: a grid run reuses a search's samples and the other way round."""
+
+    search_cap: ClassVar[str] = "trials"  # the option that counts the grid's units per length
+    search_extra: ClassVar[dict[str, Any]] = {}  # further search options of the task and their defaults
+
+    search: SearchMode = option("grid", "grid: every length and sample (numbers comparable with papers); "
+                                "sequential: bisection over the lengths with samples drawn in small blocks "
+                                "until each tested length is decided against the threshold", selects=True)
+    search_lengths: Literal["given", "doubling"] = option(
+        "given", "candidate lengths of a sequential search: given = the lengths option (within search_min.."
+        "search_max when set); doubling = search_min, 2 x search_min, ... up to search_max", selects=True)
+    search_min: Int(ge=1, le=MAX_LENGTH) | None = option(None, "shortest candidate length (tokens)",
+                                                         selects=True, tokens=True)
+    search_max: Int(ge=1, le=MAX_LENGTH) | None = option(None, "longest candidate length (tokens)",
+                                                         selects=True, tokens=True)
+    search_block: Int(ge=1, le=100_000) = option(5, "samples drawn per look of a sequential search (per "
+                                                 "task for RULER, per depth round for the needle grid)",
+                                                 selects=True)
+    search_alpha: Annotated[float, Field(gt=0, le=0.5)] = option(
+        0.05, "probability that a sequential search states a wrong effective length (split over its tests)",
+        selects=True)
+
+    @model_validator(mode="after")
+    def _search(self) -> SearchOptions:
+        defaults = {**SEARCH_DEFAULTS, **self.search_extra}
+        if self.search == "grid":
+            changed = [k for k, v in defaults.items() if getattr(self, k) != v]
+            if changed:
+                raise ValueError(f"{', '.join(changed)} apply only to search=sequential; add search=sequential "
+                                 "or drop them")
+            return self
+        lo, hi = self.search_min, self.search_max
+        if lo is not None and hi is not None and lo >= hi:
+            raise ValueError(f"search_min ({lo}) must be below search_max ({hi})")
+        if self.search_lengths == "doubling":
+            if lo is None or hi is None:
+                raise ValueError("search_lengths=doubling needs search_min and search_max (e.g. 1024 and 131072)")
+            doubled = [lo << k for k in range((hi // lo).bit_length()) if lo << k <= hi]
+            if "lengths" in self.model_fields_set and sorted(set(self.lengths)) != doubled:
+                raise ValueError(f"lengths {self.lengths} and search_lengths=doubling ({doubled}) disagree; give "
+                                 "one of them")
+            self.lengths = doubled
+        else:
+            chosen = sorted({n for n in self.lengths if (lo is None or n >= lo) and (hi is None or n <= hi)})
+            if not chosen:
+                raise ValueError(f"no length of {self.lengths} lies in search_min..search_max ({lo}..{hi})")
+            self.lengths = chosen
+        if len(self.lengths) < 2:
+            raise ValueError(f"a sequential search needs at least two candidate lengths, got {self.lengths}; "
+                             "give more lengths or use search=grid")
+        cap = getattr(self, self.search_cap)
+        if self.search_block > cap:
+            raise ValueError(f"search_block ({self.search_block}) exceeds {self.search_cap} ({cap}), the most a "
+                             f"length may draw; lower search_block or raise {self.search_cap}")
+        return self
+
+    def search_threshold_values(self) -> tuple[float | None, float | None]:
+        """(absolute threshold, relative share) of the sequential search, means in [0, 1]."""
+        raise NotImplementedError
+
+
+class PasskeyOptions(SearchOptions):
     task: ClassVar[str] = "passkey"
 
     lengths: Lengths = option(TDA_LENGTHS, "target prompt lengths in the model's tokens", selects=True, tokens=True)
     trials: Int(ge=1, le=100_000) = option(100, "trials per length", selects=True)
     seed: Seed = 0
     max_new_tokens: MaxNewTokens = option(10, "greedy tokens generated per trial", tokens=True)
+    search_threshold: Annotated[float, Field(gt=0, lt=1)] = option(
+        0.5, "a sequential search's pass mark: a length passes when its accuracy is >= this", selects=True)
+    search_extra: ClassVar[dict[str, Any]] = {"search_threshold": 0.5}
+
+    def search_threshold_values(self) -> tuple[float | None, float | None]:
+        return self.search_threshold, None
 
     def planned_samples(self) -> int:
         return len(self.lengths) * self.trials
 
 
-class NeedleOptions(TaskOptions):
+class NeedleOptions(SearchOptions):
     task: ClassVar[str] = "needle"
 
     lengths: Lengths = option([1000, 2000, 4000], "target prompt lengths in the model's tokens", selects=True,
@@ -215,6 +291,12 @@ class NeedleOptions(TaskOptions):
     trials: Int(ge=1, le=100_000) = option(1, "trials per cell", selects=True)
     seed: Seed = 0
     max_new_tokens: MaxNewTokens = option(10, "greedy tokens generated per trial", tokens=True)
+    search_threshold: Annotated[float, Field(gt=0, lt=1)] = option(
+        0.5, "a sequential search's pass mark: a length passes when its accuracy is >= this", selects=True)
+    search_extra: ClassVar[dict[str, Any]] = {"search_threshold": 0.5}
+
+    def search_threshold_values(self) -> tuple[float | None, float | None]:
+        return self.search_threshold, None
     haystack_file: FilePath | None = option(None, "UTF-8 text repeated as the haystack (default: the passkey "
                                             "garbage); absolute or relative to the data directory", file=True)
 
@@ -413,7 +495,7 @@ def ruler_file_candidates(data_dir: Path | None, name: str) -> list[Path]:
     return [] if data_dir is None else [Path(data_dir) / name, Path(data_dir) / "ruler" / name]
 
 
-class RulerOptions(TaskOptions):
+class RulerOptions(SearchOptions):
     """NVIDIA RULER, docs/protocols/ruler.md: 13 tasks, samples sized to each length with the
     model's tokenizer (prompt + generation budget), scored as evaluate.py scores."""
 
@@ -431,6 +513,17 @@ class RulerOptions(TaskOptions):
     threshold: Annotated[float, Field(ge=0, le=100)] = option(85.6, "effective-length threshold on the "
                                                                "per-length average (0-100)")
     bootstrap: Int(ge=0, le=100_000) = option(1000, "bootstrap resamples of the 95% intervals (0: none)")
+    search_rule: Literal["threshold", "relative"] = option(
+        "threshold", "a sequential search's pass rule: threshold = the per-length average (rounded to 0.1) is "
+        ">= threshold; relative = it keeps 85% of the average at the shortest candidate length", selects=True)
+
+    search_cap: ClassVar[str] = "samples"
+    search_extra: ClassVar[dict[str, Any]] = {"search_rule": "threshold"}
+
+    def search_threshold_values(self) -> tuple[float | None, float | None]:
+        if self.search_rule == "relative":
+            return None, 0.85  # evaluators.ruler.summary.RELATIVE
+        return (self.threshold - 0.05) / 100, None  # the grid's rule rounds the average to 0.1
 
     @model_validator(mode="after")
     def _one_name(self) -> RulerOptions:
@@ -440,6 +533,9 @@ class RulerOptions(TaskOptions):
         self.tasks = [t for t in RULER_TASKS if t in chosen]  # synthetic.yaml's order, once each
         self.datasets = None
         self.lengths = sorted(set(self.lengths))
+        if self.search == "sequential" and self.search_rule == "threshold" and not 0.1 <= self.threshold < 100:
+            raise ValueError(f"threshold {self.threshold} leaves nothing to decide for a sequential search; "
+                             "give 0.1 <= threshold < 100")
         return self
 
     def planned_samples(self) -> int:
