@@ -1,0 +1,56 @@
+"""The search inside a real task run (run_task, the path of `lctx eval` and the service
+worker) on a tiny model: only the samples the search needs run, a run cancelled mid-block
+resumes from the sample log without redrawing or double-counting, and a grid run in the
+same folder reuses the search's samples."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evaluators import EvaluationCancelled, partial_result, run_task
+from tests.evaluators.helpers import tiny_model, typed
+
+SPEC = {"name": "passkey", "lengths": [64, 128, 256], "trials": 10, "search": "sequential", "search_block": 2}
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory):
+    return tiny_model(tmp_path_factory.mktemp("tiny") / "m")
+
+
+def lines(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines() if line.strip()]
+
+
+def test_search_runs_only_what_it_needs_and_resumes_exactly(loaded, tmp_path: Path) -> None:
+    whole = run_task(loaded, SPEC, tmp_path / "whole")
+    result = typed(whole)
+    search = result.extra["search"]
+    assert result.headline == "effective_length"
+    assert search["finished"] and search["grid_samples"] == 30
+    # a random model answers no passkey: the middle length fails, then the shortest
+    assert [c["length"] for c in search["cells"]] == [64, 128] and search["bracket"] == [None, 64]
+    assert search["samples_spent"] == len(lines(tmp_path / "whole")) < 30
+    assert result.metric("search_samples").value == search["samples_spent"]
+    assert result.metric("search_confidence").value == pytest.approx(0.95)
+
+    folder = tmp_path / "resumed"
+    with pytest.raises(EvaluationCancelled):  # stopped mid-block (block = 2 samples)
+        run_task(loaded, SPEC, folder, should_stop=lambda: (folder / "samples.jsonl").is_file()
+                 and len(lines(folder)) >= 3)
+    partial = partial_result(SPEC, folder)
+    assert "search unfinished after" in partial["result"]["summary"]
+    resumed = run_task(loaded, SPEC, folder)
+    records = lines(folder)
+    assert len({r["id"] for r in records}) == len(records) == search["samples_spent"]
+    assert typed(resumed).extra["search"]["cells"] == search["cells"]
+    assert typed(resumed).summary == result.summary
+
+    grid = run_task(loaded, {k: v for k, v in SPEC.items() if not k.startswith("search")}, folder)
+    assert len(lines(folder)) == 30 and grid["samples"] == 30  # the search's samples were reused
+    assert typed(grid).headline == "accuracy"
+    again = run_task(loaded, SPEC, folder)  # the whole grid is there: the search replays it, runs nothing
+    assert len(lines(folder)) == 30 and typed(again).extra["search"]["cells"] == search["cells"]
