@@ -54,3 +54,25 @@ def test_search_runs_only_what_it_needs_and_resumes_exactly(loaded, tmp_path: Pa
     assert typed(grid).headline == "accuracy"
     again = run_task(loaded, SPEC, folder)  # the whole grid is there: the search replays it, runs nothing
     assert len(lines(folder)) == 30 and typed(again).extra["search"]["cells"] == search["cells"]
+
+
+def test_ruler_units_hold_one_sample_of_every_task(tmp_path: Path) -> None:
+    """RULER's unit i is sample i of each selected task: the search draws them together and
+    scores their mean, the per-length average RULER's rule compares."""
+    from checkpoints.loading import load_model
+
+    demo = load_model(Path(__file__).resolve().parents[3] / "demo" / "checkpoints" / "softmax")
+    spec = {"name": "ruler", "tasks": ["niah_single_1", "niah_multikey_2"], "lengths": [1024, 2048], "samples": 4,
+            "bootstrap": 0, "search": "sequential", "search_block": 2}
+    entry = run_task(demo, spec, tmp_path)
+    search = typed(entry).extra["search"]
+    records = lines(tmp_path)
+    assert search["grid_samples"] == 16 and search["unit_samples"] == {"1024": 2, "2048": 2}
+    assert search["samples_spent"] == len(records) == 2 * sum(c["n"] for c in search["cells"])
+    by_index: dict[tuple, set] = {}
+    for r in records:
+        by_index.setdefault((r["length"], r["index"]), set()).add(r["ruler_task"])
+    assert all(tasks == {"niah_single_1", "niah_multikey_2"} for tasks in by_index.values())
+    for cell in search["cells"]:
+        mine = [r["score"] for r in records if r["length"] == cell["length"]]
+        assert cell["mean"] == pytest.approx(sum(mine) / len(mine))
