@@ -19,7 +19,7 @@ import json, sys, time, torch
 from pathlib import Path
 sys.path.insert(0, {root!r})
 torch.set_num_threads(1)
-from evaluators.diagnostics import measure
+from evaluators.diagnostics.evaluator import measure
 from checkpoints.loading import load_model
 loaded = load_model({ckpt!r})
 n = {n}

@@ -1,7 +1,8 @@
-"""Model configuration: one dataclass for every decoder lctx runs, read from our
-own `config.json` or from a Hugging Face family's (`checkpoints.families` says
-what each family reads; transformers v4 `rope_scaling` and v5 `rope_parameters`
-spellings). The RoPE scaling is a `checkpoints.rope.RopeScaling` (also
+"""Model configuration: one dataclass for every decoder lctx runs, and the reading of
+our own `config.json` format. A leaf: the families (`checkpoints.families`, what each
+Hugging Face family reads; transformers v4 `rope_scaling` and v5 `rope_parameters`
+spellings) and RoPE read it, and `checkpoints.config_reader` (above both) reads any
+config.json. The RoPE scaling is a `checkpoints.rope.RopeScaling` (also
 importable from here), read by the rules of its method's row in
 `checkpoints.rope.ROPE_METHODS`.
 
@@ -231,33 +232,6 @@ class ModelConfig:
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
 
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> ModelConfig:
-        model_type = raw.get("model_type", OWN_MODEL_TYPE)
-        if model_type == OWN_MODEL_TYPE:
-            return _from_own(raw)
-        from checkpoints.families import from_hf  # the families read this module's helpers
-
-        return from_hf(raw)
-
-    @classmethod
-    def from_file(cls, path: str | Path) -> ModelConfig:
-        path = Path(path)
-        if path.is_dir():
-            path = path / "config.json"
-        if not path.is_file():
-            raise ConfigError(f"no config.json at {path}; a checkpoint directory needs config.json")
-        try:
-            raw = json.loads(path.read_text())
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{path} is not valid JSON: {e}") from e
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{path} must hold a JSON object")
-        try:
-            return cls.from_dict(raw)
-        except ConfigError as e:
-            raise ConfigError(f"{path}: {e}") from e
-
 
 def require_keys(raw: dict[str, Any], keys: tuple[str, ...], what: str) -> None:
     missing = [k for k in keys if k not in raw]
@@ -286,7 +260,8 @@ def rope_from_raw(raw: dict[str, Any]) -> tuple[float, RopeScaling, float]:
     return theta, RopeScaling.from_dict(params), partial
 
 
-def _from_own(raw: dict[str, Any]) -> ModelConfig:
+def own_config(raw: dict[str, Any]) -> ModelConfig:
+    """A config.json of lctx's own format (model_type "lctx" or none)."""
     require_keys(raw, ("hidden_size", "num_layers", "num_heads", "intermediate_size", "vocab_size"), "lctx")
     raw = dict(raw)
     raw.pop("model_type", None)

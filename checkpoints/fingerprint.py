@@ -16,7 +16,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from checkpoints.config import ModelConfig
+from checkpoints.config_reader import load_config
 from checkpoints.errors import CheckpointError, LoadError
 from checkpoints.loading import weight_files
 from checkpoints.tokenizer import tokenizer_file
@@ -100,7 +100,7 @@ def inspect_checkpoint(path: Path) -> CheckpointInfo:
     """Validate a checkpoint directory (config readable, safetensors weights present and
     complete, no pickle, a tokenizer) and fingerprint it. Raises ConfigError or LoadError saying why not."""
     try:
-        config = ModelConfig.from_file(path)
+        config = load_config(path)
         files = weight_files(path)
         tokenizer_file(path)
     except CheckpointError as e:  # same class, the folder named first

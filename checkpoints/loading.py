@@ -18,6 +18,7 @@ from safetensors.torch import save_file
 
 from checkpoints.attention.backend import Backend
 from checkpoints.config import ModelConfig
+from checkpoints.config_reader import load_config
 from checkpoints.errors import LoadError
 from checkpoints.families import hf_to_lctx_name, split_fused
 from checkpoints.model import Decoder
@@ -183,7 +184,7 @@ def load_model(
     backend = Backend.parse(backend)  # validates the name before any work is done
     path = Path(path)
     device = torch.device(device)
-    config = ModelConfig.from_file(path)
+    config = load_config(path)
     config = config.with_rope(parse_rope_override(rope, config))
     torch_dtype = resolve_dtype(dtype, config, device)
     state = read_state_dict(path, config, torch_dtype)

@@ -3,9 +3,8 @@ the format of the passkey protocol (TDA paper appendix C; see
 `docs/protocols/protocols.md`), each followed by its answer, plus
 windows of any extra local text.
 
-The prompt builder lives here rather than being imported from `evaluators`
-because dependencies point one way (`evaluators -> checkpoints`); a test checks
-that both build the same prompt."""
+The prompt text is `checkpoints.passkey_text`, the same the passkey evaluator builds
+its prompts from."""
 
 from __future__ import annotations
 
@@ -15,38 +14,8 @@ from pathlib import Path
 
 import torch
 
+from checkpoints.passkey_text import KEY_RANGE, answer_text, garbage, needle_text, passkey_prompt
 from checkpoints.tokenizer import ByteTokenizer
-
-INTRO = (
-    "There is an important info hidden inside a lot of irrelevant text. "
-    "Find it and memorize them. I will quiz you about the important information there."
-)
-GARBAGE_SENTENCE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
-QUESTION = "What is the pass key? The pass key is"
-KEY_RANGE = (1, 50000)
-
-
-def needle(key: int) -> str:
-    return f"The pass key is {key}. Remember it. {key} is the pass key."
-
-
-def garbage(length: int) -> str:
-    """The first `length` characters of the endlessly repeated garbage buffer."""
-    reps = length // (len(GARBAGE_SENTENCE) + 1) + 1
-    return " ".join([GARBAGE_SENTENCE] * reps)[:length]
-
-
-def passkey_prompt(key: int, garbage_len: int, depth: int) -> str:
-    """The five protocol blocks joined with newlines; `depth` = p characters of
-    garbage before the needle, `garbage_len - depth` after it."""
-    if not 0 <= depth <= garbage_len:
-        raise ValueError(f"depth {depth} must lie in [0, garbage_len={garbage_len}]")
-    return "\n".join([INTRO, garbage(depth), needle(key), garbage(garbage_len - depth), QUESTION])
-
-
-def answer_text(key: int) -> str:
-    """What the model should write after the question."""
-    return f" {key}."
 
 
 @dataclass
@@ -131,7 +100,7 @@ class SyntheticText:
         while True:
             key = self.rng.randint(*KEY_RANGE)
             chunk = garbage(self.rng.randint(0, 30))
-            block = "\n".join([chunk, needle(key)]) if chunk else needle(key)
+            block = "\n".join([chunk, needle_text(key)]) if chunk else needle_text(key)
             if length + 1 + len(block) > self.seq_len:
                 break
             repeat = length + 1 + block.index(f"Remember it. {key} ") + len("Remember it. ")

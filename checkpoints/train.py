@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from checkpoints import jsonfiles
 from checkpoints.attention.backend import TRAINING_BACKENDS
 from checkpoints.attention.registry import available_variants
 from checkpoints.config import AttentionConfig, ModelConfig
@@ -246,7 +247,7 @@ def read_log(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if path.is_dir():
         path = path / LOG_FILE
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [rec for _, rec in jsonfiles.records(path)]
 
 
 def demo_checkpoints(root: str | Path | None = None) -> dict[str, Path]:

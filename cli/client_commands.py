@@ -21,13 +21,14 @@ def parse_task(text: str) -> dict[str, Any]:
     """`passkey:lengths=256,512:trials=10` -> {"name": "passkey", "lengths": [256, 512], "trials": 10}.
     Options the task's option model declares as lists are lists even with one value; the
     server validates the rest (an unknown task or option is its 422)."""
-    from evaluators.options import TASK_OPTIONS, option_kind  # here: `lctx --help` imports no evaluators
+    from cli.task_options import option_kind  # here: `lctx --help` imports no task
+    from evaluators.registry import task_options
 
     name, *options = text.split(":")
     if not name:
         raise ValueError(f"--task {text!r}: give a task name first, e.g. passkey:lengths=256,512")
     task: dict[str, Any] = {"name": name}
-    model = TASK_OPTIONS.get(name)
+    model = task_options().get(name)
     for option in options:
         key, sep, raw = option.partition("=")
         if not sep or not key:

@@ -5,28 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from checkpoints.attention.backend import Backend
-from evaluators.options import TASK_OPTIONS, option_kind
-
-# Options of the tasks' option models that get no flag of their own (they would clash with
-# `lctx eval`'s --task; scrolls takes its tasks as --datasets). --option KEY=VALUE reaches them.
-NO_FLAG = {"tasks"}
-
-
-def option_flags() -> dict[str, tuple[str, list[str]]]:
-    """Every task option with a flag: option name -> (kind, tasks that accept it)."""
-    out: dict[str, tuple[str, list[str]]] = {}
-    for task, model in TASK_OPTIONS.items():
-        for name in model.model_fields:
-            if name in NO_FLAG:
-                continue
-            kind, tasks = out.get(name, (option_kind(model, name), []))
-            out[name] = (kind if kind == option_kind(model, name) else "str", [*tasks, task])
-    return out
+from cli.task_options import option_flags
+from evaluators.registry import describe_tasks, task_options
 
 
 def parse_value(text: str) -> Any:
@@ -37,9 +23,9 @@ def parse_value(text: str) -> Any:
         return text
 
 
-def task_options(args: argparse.Namespace, name: str) -> dict[str, Any]:
+def task_options_of(args: argparse.Namespace, name: str) -> dict[str, Any]:
     """The task spec for one --task from the shared flags and --option k=v pairs."""
-    accepted = TASK_OPTIONS[name].model_fields
+    accepted = task_options()[name].model_fields
     spec: dict[str, Any] = {"name": name}
     for option in option_flags():
         value = getattr(args, option, None)
@@ -108,21 +94,22 @@ def _eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from checkpoints.engine import Engine
+    from checkpoints.jsonfiles import write_json_atomic
     from checkpoints.loading import load_model
-    from evaluators import run_task, validate_task
-    from evaluators.base import describe_run
+    from evaluators import validate_task
     from evaluators.results import task_result
-    from service.jobs import versions, write_json_atomic
+    from evaluators.suite import RESULTS_FILE, run_suite, suite_document
 
+    options = task_options()
     for name in args.task:
-        if name not in TASK_OPTIONS:
-            raise ValueError(f"unknown task {name!r}; available: {', '.join(sorted(TASK_OPTIONS))}")
+        if name not in options:
+            raise ValueError(f"unknown task {name!r}; available: {', '.join(sorted(options))}")
     for option, (_, tasks) in option_flags().items():
         if getattr(args, option, None) not in (None, False) and not set(tasks) & set(args.task):
-            accepted = sorted({o for n in args.task for o in TASK_OPTIONS[n].model_fields})
+            accepted = sorted({o for n in args.task for o in options[n].model_fields})
             raise ValueError(f"--{option.replace('_', '-')} applies to none of the tasks {', '.join(args.task)}; "
                              f"they accept {', '.join(accepted)}")
-    specs = [validate_task(task_options(args, name)) for name in args.task]
+    specs = [validate_task(task_options_of(args, name)) for name in args.task]
     out = Path(args.out) if args.out else Path("lctx-eval") / Path(args.checkpoint).resolve().name
     out.mkdir(parents=True, exist_ok=True)
     claim_output(out, Path(args.checkpoint))
@@ -130,38 +117,36 @@ def _eval(args: argparse.Namespace) -> int:
     loaded = load_model(args.checkpoint, rope=args.rope, backend=args.backend, dtype=args.dtype, device=args.device)
     engine = Engine(loaded.model, loaded.tokenizer, max_batch=args.max_batch,
                     memory_budget=args.memory_mb << 20 if args.memory_mb is not None else None)
-    results: dict[str, Any] = {}
-    rows: list[tuple[str, str, str]] = []
-    summaries: list[str] = []
-    for spec in specs:
-        key = spec["name"] if spec["name"] not in results else f"{spec['name']}#{len(results)}"
-        bar = tqdm(desc=key, unit="sample", disable=args.quiet)
+    bars: dict[str, tqdm] = {}
 
-        def progress(_name: str, done: int, total: int, bar: tqdm = bar) -> None:
+    def progress(key: str) -> Callable[[str, int, int], None]:
+        bar = bars[key] = tqdm(desc=key, unit="sample", disable=args.quiet)
+
+        def report(_name: str, done: int, total: int) -> None:
             bar.total = total
             bar.n = done
             bar.refresh()
 
-        try:
-            results[key] = run_task(loaded, spec, out / key.replace("#", "-"), progress=progress,
-                                    data_dir=Path(args.data_dir) if args.data_dir else None, engine=engine)
-        finally:
+        return report
+
+    try:
+        results = run_suite(loaded, specs, out, engine, data_dir=Path(args.data_dir) if args.data_dir else None,
+                            progress=progress, after_task=lambda key, _folder: bars[key].close())
+    finally:
+        for bar in bars.values():
             bar.close()
-        rows += summary_rows(key, results[key])
-        summaries.append(f"{key}: {task_result(results[key]).summary}")
-    document = {"checkpoint": {"path": str(Path(args.checkpoint).resolve())}, "model": describe_run(loaded),
-                "tasks": specs, "results": results, "versions": versions(), "started_at": started,
-                "finished_at": datetime.now(UTC).isoformat()}
-    write_json_atomic(out / "results.json", document)
-    print_table(rows)
-    print("\n".join(summaries))
-    print(f"results: {out / 'results.json'}")
+    document = suite_document(loaded, specs, results, started,
+                              checkpoint={"path": str(Path(args.checkpoint).resolve())})
+    write_json_atomic(out / RESULTS_FILE, document)
+    print_table([row for key, entry in results.items() for row in summary_rows(key, entry)])
+    print("\n".join(f"{key}: {task_result(entry).summary}" for key, entry in results.items()))
+    print(f"results: {out / RESULTS_FILE}")
     return 0
 
 
 def _score_longbench(args: argparse.Namespace) -> int:
-    from evaluators.longbench import score_prediction_dir
-    from service.jobs import write_json_atomic
+    from checkpoints.jsonfiles import write_json_atomic
+    from evaluators.longbench.evaluator import score_prediction_dir
 
     result = score_prediction_dir(Path(args.pred_dir), e=args.e)
     write_json_atomic(Path(args.pred_dir) / "result.json", result)
@@ -170,7 +155,7 @@ def _score_longbench(args: argparse.Namespace) -> int:
 
 
 def _score_scrolls(args: argparse.Namespace) -> int:
-    from evaluators.scrolls import score_predictions_file
+    from evaluators.scrolls.evaluator import score_predictions_file
 
     result = score_predictions_file(args.task, Path(args.predictions), Path(args.data_dir), args.split)
     text = json.dumps(result, indent=2)
@@ -237,9 +222,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Run one or more evaluators; rerunning with the same --out resumes.")
     _model_flags(p)
     p.add_argument("--task", action="append", required=True,
-                   help="passkey, needle, ruler, longbench, scrolls, perplexity or diagnostics (repeatable)")
+                   help=f"repeatable; one of {describe_tasks()}".replace("%", "%%"))
     for option, (kind, tasks) in option_flags().items():  # from the tasks' option models
-        fields = [TASK_OPTIONS[t].model_fields[option] for t in tasks]
+        fields = [task_options()[t].model_fields[option] for t in tasks]
         text = "; ".join(sorted({f.description for f in fields if f.description})) or option
         text = f"{', '.join(tasks)}: {text}" + (" (comma-separated)" if kind == "list" else "")
         flag = f"--{option.replace('_', '-')}"

@@ -17,13 +17,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, ClassVar
 
+from checkpoints import jsonfiles
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.loading import LoadedModel
 from evaluators.errors import EvaluationCancelled, EvaluatorError  # noqa: F401 - re-exported
@@ -183,17 +183,8 @@ class SampleLog:
     def done(self, task: str, config: str) -> dict[str, dict[str, Any]]:
         """Records already finished for this task and configuration, by id."""
         found: dict[str, dict[str, Any]] = {}
-        if not self.path.is_file():
-            return found
-        with self.path.open(encoding="utf-8") as f:
-            for line in f:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line cut short by a crash: that sample runs again
+        if self.path.is_file():
+            for _, rec in jsonfiles.records(self.path, strict=False):
                 if rec.get("task") == task and rec.get("config") == config:
                     found.setdefault(rec["id"], rec)
         return found
@@ -202,28 +193,13 @@ class SampleLog:
         """The configuration of the task's most recently recorded sample."""
         last = None
         if self.path.is_file():
-            with self.path.open(encoding="utf-8") as f:
-                for line in f:
-                    try:
-                        rec = json.loads(line)
-                    except json.JSONDecodeError:
-                        continue
-                    if isinstance(rec, dict) and rec.get("task") == task:
-                        last = rec.get("config")
+            for _, rec in jsonfiles.records(self.path, strict=False):
+                if rec.get("task") == task:
+                    last = rec.get("config")
         return last
 
     def append(self, record: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # A crash may have left a partial last line; start on a fresh line then.
-        needs_newline = False
-        if self.path.is_file() and self.path.stat().st_size:
-            with self.path.open("rb") as f:
-                f.seek(-1, os.SEEK_END)
-                needs_newline = f.read(1) != b"\n"
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(("\n" if needs_newline else "") + json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        jsonfiles.append_record(self.path, record)
 
 
 def describe_run(loaded: LoadedModel) -> dict[str, Any]:

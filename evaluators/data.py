@@ -12,10 +12,10 @@ malformed record is an error naming the file and line."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from checkpoints import jsonfiles
 from evaluators.datafiles import LONGBENCH_HOWTO, SCROLLS_HOWTO, longbench_file, scrolls_file
 from evaluators.errors import EvaluatorError
 
@@ -32,19 +32,10 @@ SCROLLS_HF = "tau/scrolls"
 def json_objects(path: Path, what: str = "a record") -> list[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line of a JSONL file; an EvaluatorError naming
     the file and line for one that is not a JSON object."""
-    out = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise EvaluatorError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
-            if not isinstance(rec, dict):
-                raise EvaluatorError(f"{path}:{lineno}: {what} must be a JSON object, got {type(rec).__name__}")
-            out.append((lineno, rec))
-    return out
+    try:
+        return list(jsonfiles.records(path, what=what))
+    except jsonfiles.BadRecord as e:
+        raise EvaluatorError(str(e)) from None
 
 
 def read_jsonl(path: Path, fields: dict[str, tuple], required: tuple[str, ...]) -> list[dict[str, Any]]:

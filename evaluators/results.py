@@ -115,7 +115,7 @@ def task_result(entry: dict[str, Any], legacy: Callable[[str, dict[str, Any]], T
     if RESULT_KEY in entry:
         return TaskResult.model_validate(entry[RESULT_KEY])
     if legacy is None:
-        from evaluators import TASKS
+        from evaluators.registry import evaluator_class
 
-        return TASKS[entry["task"]].legacy_result(entry)
+        return evaluator_class(entry["task"]).legacy_result(entry)
     return legacy(entry["task"], entry)

@@ -17,6 +17,7 @@ from fastapi_offline import FastAPIOffline
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from evaluators.registry import registry
 from service import web
 from service.api import checkpoints, health, jobs, leaderboard, results, schedules
 from service.errors import ServiceError
@@ -29,10 +30,12 @@ from service.store import Store
 
 log = logging.getLogger("lctx.api")
 
-DESCRIPTION = """Long-context evaluation of language models: register a checkpoint, submit a job
-(passkey, needle grid, LongBench, SCROLLS, perplexity, attention diagnostics), poll it, read
-results, samples and plots. Mutating requests need `Authorization: Bearer <token>` when the
-server has `LCTX_API_TOKEN`."""
+def description() -> str:
+    """The API's description, its task list read from the evaluators' registry."""
+    tasks = "\n".join(f"- `{name}`: {task.summary}" for name, task in registry().items())
+    return ("Long-context evaluation of language models: register a checkpoint, submit a job of tasks, poll "
+            "it, read results, samples and plots. Mutating requests need `Authorization: Bearer <token>` when "
+            f"the server has `LCTX_API_TOKEN`.\n\nTasks:\n{tasks}")
 
 
 def truthful_openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
@@ -90,7 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     # FastAPIOffline: /docs and /redoc load Swagger UI and ReDoc from the app itself, not a CDN
     # (an air-gapped GPU node has no CDN); its assets are under /static-offline-docs.
-    app = FastAPIOffline(title="lctx", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
+    app = FastAPIOffline(title="lctx", version="0.1.0", description=description(), lifespan=lifespan,
                          swagger_ui_parameters={"validatorUrl": None},  # no badge fetched from swagger.io
                          responses={**errors(401, 422), 503: errors(503)[503]})
     app.state.settings = settings

@@ -10,26 +10,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from evaluators.options import TASK_OPTIONS
+from evaluators.registry import task_options
 from evaluators.results import Metric, TaskResult, task_result
 from service.jobs import job_dir
+from service.labels import rope_label
 from service.schemas import LeaderboardColumn
 from service.settings import Settings
 from service.store import JobRow
-
-
-def rope_label(rope: str | dict[str, Any] | None) -> str:
-    """A RoPE setting as people write it: `checkpoint` (the checkpoint's own), `none`,
-    `yarn:4`, or a dict as `yarn:4 beta_fast=16` (keys sorted)."""
-    if rope is None or (isinstance(rope, str) and rope.strip().lower() in ("", "checkpoint")):
-        return "checkpoint"
-    if isinstance(rope, str):
-        return rope.strip().lower()
-    raw = dict(rope)
-    kind = str(raw.pop("rope_type", None) or raw.pop("type", None) or "default")
-    factor = raw.pop("factor", None)
-    head = f"{kind}:{factor:g}" if isinstance(factor, int | float) else kind
-    return " ".join([head] + [f"{k}={raw[k]}" for k in sorted(raw)])
 
 
 def task_spec(job: JobRow, task: str) -> dict[str, Any] | None:
@@ -40,14 +27,14 @@ def task_spec(job: JobRow, task: str) -> dict[str, Any] | None:
 
 def scoring_options(spec: dict[str, Any]) -> dict[str, Any]:
     """The options that change scores: all but those that only select samples."""
-    model = TASK_OPTIONS.get(spec.get("name", ""))
+    model = task_options().get(spec.get("name", ""))
     skip = set(model.selection()) | set(model.aliases()) if model else set()
     return {k: v for k, v in spec.items() if k != "name" and k not in skip}
 
 
 def options_label(spec: dict[str, Any], options: dict[str, Any]) -> str:
     """The scoring options that differ from their defaults, `k=v` (empty: all defaults)."""
-    model = TASK_OPTIONS.get(spec.get("name", ""))
+    model = task_options().get(spec.get("name", ""))
     fields = model.model_fields if model else {}
     changed = [f"{k}={v}" for k, v in options.items() if k not in fields or fields[k].default != v]
     return " ".join(changed)

@@ -1,5 +1,6 @@
 """Runs one job: load the checkpoint once, run each task's evaluator, report progress,
-write `results/<job>/results.json` atomically.
+write `results/<job>/results.json` atomically
+(`evaluators.suite.run_suite`, the runner `lctx eval` uses too).
 
 Every task gets its own folder `results/<job>/tasks/<key>/` where the evaluator appends
 per-sample records (`samples.jsonl`) and writes plots; it skips samples already
@@ -12,12 +13,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import platform
 import socket
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +24,18 @@ from filelock import FileLock
 
 from checkpoints.engine import Engine
 from checkpoints.errors import CheckpointError
+from checkpoints.jsonfiles import write_json_atomic
 from checkpoints.loading import load_model
-from evaluators import EvaluationCancelled, EvaluatorError, partial_result, run_task
-from evaluators.base import describe_run
+from evaluators.errors import EvaluationCancelled, EvaluatorError
+from evaluators.suite import (
+    RESULTS_FILE,
+    TASK_RESULT,
+    partial_result,
+    run_suite,
+    suite_document,
+    task_folder,
+    task_keys,
+)
 from service.errors import ServiceError
 from service.settings import Settings
 from service.status import FAILED, RUNNING, SUCCEEDED
@@ -36,7 +44,6 @@ from service.store import JobRow, Store
 log = logging.getLogger("lctx.jobs")
 
 PROGRESS_EVERY_S = 0.5
-TASK_RESULT = "result.json"  # a finished task's entry, in its folder
 STOP_CHECK_EVERY_S = 1.0
 
 
@@ -48,45 +55,8 @@ def job_dir(settings: Settings, job_id: str) -> Path:
     return settings.results / job_id
 
 
-def task_keys(tasks: list[dict[str, Any]]) -> list[str]:
-    """Names that key results and folders: the task name, `name#2` for a repeat."""
-    keys: list[str] = []
-    for t in tasks:
-        key, n = t["name"], 2
-        while key in keys:
-            key, n = f"{t['name']}#{n}", n + 1
-        keys.append(key)
-    return keys
-
-
 def task_dir(settings: Settings, job_id: str, key: str) -> Path:
-    return job_dir(settings, job_id) / "tasks" / key.replace("#", "-")
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Temporary file, fsync, rename, fsync of the folder: a reader sees the old file or
-    the whole new one, even across a crash."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w") as f:
-        json.dump(obj, f, indent=2, sort_keys=False, allow_nan=False)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for dist in ("lctx", "torch", "transformers", "lm-eval"):
-        try:
-            out[dist] = version(dist)
-        except PackageNotFoundError:
-            pass
-    return out
+    return task_folder(job_dir(settings, job_id) / "tasks", key)
 
 
 def pick_device(setting: str) -> str:
@@ -169,34 +139,23 @@ def _run(settings: Settings, store: Store, job: JobRow, out: Path) -> None:
     loaded = load_model(job.checkpoint_path, rope=job.rope, backend=job.backend, device=pick_device(settings.device))
     budget = settings.engine_memory_mb << 20 if settings.engine_memory_mb else None
     engine = Engine(loaded.model, loaded.tokenizer, memory_budget=budget, max_batch=settings.engine_max_batch)
-    keys = task_keys(job.tasks)
-    progress = _Progress(store, job, keys)
+    progress = _Progress(store, job, task_keys(job.tasks))
     should_stop = _stopper(store, job.id)
-    results: dict[str, Any] = {}
     plots: list[dict[str, str]] = []
-    for key, task in zip(keys, job.tasks, strict=True):
-        folder = task_dir(settings, job.id, key)
-        folder.mkdir(parents=True, exist_ok=True)
-        results[key] = run_task(loaded, task, folder, progress=progress.callback(key),
-                                should_stop=should_stop, data_dir=settings.data_dir, engine=engine)
-        write_json_atomic(folder / TASK_RESULT, results[key])  # kept if a later task fails
+
+    def after_task(key: str, folder: Path) -> None:
         progress.flush()
         if should_stop():
             raise Stopped
-        plots += [{"task": key, "name": p.stem, "url": f"/v1/jobs/{job.id}/plots/{p.name}"}
-                  for p in sorted((folder / "plots").glob("*.png"))]
-    write_json_atomic(out / "results.json", {
-        "job": job.id,
-        "checkpoint": {"name": job.checkpoint, "path": job.checkpoint_path, "fingerprint": job.fingerprint},
-        "model": describe_run(loaded),  # with the backend that ran ("auto" resolved) and the device
-        "tasks": job.tasks,
-        "results": results,
-        "plots": plots,
-        "versions": versions(),
-        "attempts": job.attempts,
-        "started_at": started,
-        "finished_at": datetime.now(UTC).isoformat(),
-    })
+        plots.extend({"task": key, "name": p.stem, "url": f"/v1/jobs/{job.id}/plots/{p.name}"}
+                     for p in sorted((folder / "plots").glob("*.png")))
+
+    results = run_suite(loaded, job.tasks, out / "tasks", engine, data_dir=settings.data_dir,
+                        progress=progress.callback, should_stop=should_stop, after_task=after_task)
+    write_json_atomic(out / RESULTS_FILE, suite_document(
+        loaded, job.tasks, results, started, job=job.id,
+        checkpoint={"name": job.checkpoint, "path": job.checkpoint_path, "fingerprint": job.fingerprint},
+        plots=plots, attempts=job.attempts))
 
 
 def partial_results(settings: Settings, job: JobRow) -> dict[str, Any]:

@@ -5,10 +5,10 @@ highlight it. A task without the hook answers 404 with a message saying so."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from checkpoints import jsonfiles
 from evaluators.errors import EvaluatorError
 from service.errors import NotFound
 
@@ -19,14 +19,9 @@ def find_record(samples: Path, sample_id: str) -> dict[str, Any]:
     """The newest record of `sample_id` in a samples.jsonl (a resumed run may repeat one)."""
     found = None
     if samples.is_file():
-        with samples.open(encoding="utf-8") as f:
-            for line in f:
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line still being written
-                if isinstance(record, dict) and record.get("id") == sample_id:
-                    found = record
+        for _, record in jsonfiles.records(samples, strict=False):  # skips a line still being written
+            if record.get("id") == sample_id:
+                found = record
     if found is None:
         raise NotFound(f"no sample {sample_id!r} recorded; GET /v1/jobs/{{id}}/samples lists the recorded ids")
     return found

@@ -5,10 +5,21 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, create_model, field_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    computed_field,
+    create_model,
+    field_serializer,
+)
 
 from checkpoints.attention.backend import Backend as AttentionBackend
-from evaluators.options import TASK_OPTIONS, TaskOptions
+from evaluators.options import TaskOptions
+from evaluators.registry import Task, registry
+from service.labels import own_rope_label, rope_label
 from service.paths import NAME_PATTERN
 from service.status import JobStatus
 
@@ -61,15 +72,15 @@ class _Task:
         return {"name": self.name, **self.as_dict()}
 
 
-def _task_model(name: str, options: type[TaskOptions]) -> type[TaskOptions]:
+def _task_model(name: str, task: Task) -> type[TaskOptions]:
     """The request model of one task: the evaluator's option model plus `name`."""
-    model = create_model(f"{name.title().replace('_', '')}Task", __base__=(options, _Task),
-                         __doc__=f"The {name} task and its options (unknown options are refused).",
+    model = create_model(f"{name.title().replace('_', '')}Task", __base__=(task.options, _Task),
+                         __doc__=f"{name}: {task.summary}. Unknown options are refused.",
                          name=(Literal[name], Field(examples=[name])))
     return model
 
 
-TASK_MODELS: dict[str, type[TaskOptions]] = {name: _task_model(name, opts) for name, opts in TASK_OPTIONS.items()}
+TASK_MODELS: dict[str, type[TaskOptions]] = {name: _task_model(name, task) for name, task in registry().items()}
 
 
 def _task_name(value: Any) -> str | None:
@@ -141,6 +152,10 @@ class JobOut(_Out):
     finished_at: datetime | None
     duration_s: float | None
 
+    @computed_field(description="the RoPE setting as one label: 'checkpoint', 'none', 'yarn:4 beta_fast=16'")
+    def rope_label(self) -> str:
+        return rope_label(self.rope)
+
 
 class JobList(BaseModel):
     items: list[JobOut]
@@ -166,6 +181,10 @@ class CheckpointOut(_Out):
     rope: dict[str, Any] | None = Field(None, description="the checkpoint's own RoPE: rope_theta and its scaling")
     context_length: int | None = Field(None, description="max_position_embeddings of its config")
 
+    @computed_field(description="its own RoPE as one label: 'yarn:4 (θ=10000)'")
+    def rope_label(self) -> str | None:
+        return own_rope_label(self.rope)
+
 
 class ScheduleCreate(_Strict):
     name: Name
@@ -183,6 +202,10 @@ class ScheduleOut(_Out):
     next_run_at: datetime
     last_run_at: datetime | None
     created_at: datetime
+
+    @computed_field(description="the suite's RoPE setting as one label")
+    def rope_label(self) -> str:
+        return rope_label(self.suite.get("rope"))
 
 
 class LeaderboardRow(_Out):

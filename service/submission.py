@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from checkpoints.config import ModelConfig
+from checkpoints.config_reader import load_config
 from checkpoints.errors import CheckpointError
 from checkpoints.fingerprint import CheckpointInfo, inspect_checkpoint
 from checkpoints.rope import parse_rope_override
-from evaluators.options import TASK_OPTIONS, TaskOptions
+from evaluators.options import TaskOptions
+from evaluators.registry import task_options
 from service.errors import InvalidRequest
 from service.paths import confine
 from service.schemas import JobCreate, Suite
@@ -57,7 +59,7 @@ def validate_suite(suite: Suite, checkpoint: Path, settings: Settings,
                    cluster_gpus: int | None = None) -> list[dict[str, Any]]:
     """Each task checked by its evaluator, the RoPE override against the checkpoint."""
     tasks = validate_tasks(suite, settings, cluster_gpus)
-    check_rope(suite.rope, ModelConfig.from_file(checkpoint) if suite.rope is not None else None)
+    check_rope(suite.rope, load_config(checkpoint) if suite.rope is not None else None)
     return tasks
 
 
@@ -132,7 +134,7 @@ def confine_files(task: dict[str, Any], settings: Settings, where: str) -> None:
     dir. The option is replaced by the resolved path, so the worker reads exactly the file
     that was checked."""
     roots = ([settings.data_dir.absolute()] if settings.data_dir else []) + settings.roots
-    for key in TASK_OPTIONS[task["name"]].file_options():
+    for key in task_options()[task["name"]].file_options():
         if isinstance(task.get(key), str):
             task[key] = str(confine(task[key], roots, f"{where}.{key}"))
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checkpoints.config import ModelConfig
+from checkpoints.config_reader import load_config
 from checkpoints.errors import CheckpointError
-from evaluators.options import TASK_OPTIONS
+from evaluators.registry import task_options
 from service.schemas import CheckpointOut, JobOut, ScheduleOut
 from service.settings import Settings
 from service.store import CheckpointRow, JobRow, ScheduleRow
@@ -30,7 +30,7 @@ def client_path(path: str | Path, settings: Settings, base: Path | None = None) 
 
 def client_task(task: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """A task's options with its file options (resolved at submission) shown relative."""
-    model = TASK_OPTIONS.get(task.get("name", ""))
+    model = task_options().get(task.get("name", ""))
     if model is None:
         return task
     out = dict(task)
@@ -52,7 +52,7 @@ def checkpoint_out(row: CheckpointRow, settings: Settings) -> CheckpointOut:
     out = CheckpointOut.model_validate(row)
     update: dict[str, Any] = {"path": client_path(out.path, settings)}
     try:
-        config = ModelConfig.from_file(row.path)
+        config = load_config(row.path)
         update.update(family=config.source_format, context_length=config.max_position_embeddings,
                       rope={"rope_theta": config.rope_theta, **config.rope_scaling.to_dict()})
     except (CheckpointError, OSError, ValueError, TypeError, KeyError):

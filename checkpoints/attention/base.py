@@ -28,12 +28,10 @@ from checkpoints.attention.cache import LayerCache
 from checkpoints.attention.masks import causal_mask
 from checkpoints.attention.position import alibi_slopes
 from checkpoints.attention.stats import RowStats, stats_from_weights
-from checkpoints.config import ModelConfig
+from checkpoints.config import POSITIONS, ModelConfig
 from checkpoints.errors import ConfigError
 from checkpoints.norm import RMSNorm
 from checkpoints.rope import Rotary, apply_rotary
-
-POSITIONS = ("rope", "nope", "alibi", "nape")
 
 
 @dataclass

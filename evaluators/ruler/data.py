@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluators.errors import EvaluatorError
-from evaluators.options import RULER_FILES_HOWTO, ruler_file_candidates
+from evaluators.ruler.files import RULER_FILES_HOWTO, ruler_file_candidates
 
 PUNKT = "tokenizers/punkt_tab/english/"
 PUNKT_HOWTO = ("install NLTK's English punkt model: python -m nltk.downloader punkt_tab (or unpack punkt_tab "

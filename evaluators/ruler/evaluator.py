@@ -17,10 +17,11 @@ from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
 from evaluators.base import Built, Evaluator, EvaluatorError, Sample
-from evaluators.options import RulerOptions
+from evaluators.chat import apply_chat_template
 from evaluators.plots import average_with_threshold, heatmap
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.ruler import scoring, summary
+from evaluators.ruler.options import RulerOptions
 from evaluators.ruler.protocol import TASKS, WRAPPERS, split_wrapper
 from evaluators.ruler.synthetic import RulerSample, generate
 
@@ -34,9 +35,8 @@ def wrapper_for(template: str, tokenizer: Tokenizer) -> tuple[str, str]:
     the tokenizer)."""
     if template != "chat":
         return split_wrapper(WRAPPERS[template])
-    from evaluators.longbench import apply_chat_template
-
-    rendered = apply_chat_template(tokenizer, _SENTINEL)
+    rendered = apply_chat_template(tokenizer, _SENTINEL, "ruler: template=chat but the checkpoint's tokenizer has no "
+                                   "chat template (tokenizer_config.json 'chat_template'); use template=base")
     before, sep, after = rendered.partition(_SENTINEL)
     if not sep:
         raise EvaluatorError("ruler: the tokenizer's chat template does not show the user message; use template=base")

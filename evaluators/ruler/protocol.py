@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from evaluators.options import RULER_TASKS
+from evaluators.ruler.options import RULER_TASKS
 
 Metric = Literal["string_match_all", "string_match_part"]
 

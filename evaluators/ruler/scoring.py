@@ -13,7 +13,7 @@ from typing import Any
 
 from evaluators.data import json_objects
 from evaluators.errors import EvaluatorError
-from evaluators.options import RULER_TASKS
+from evaluators.ruler.options import RULER_TASKS
 
 _CONTROL = re.compile(r"[\x00-\x1f]")
 

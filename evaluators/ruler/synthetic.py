@@ -30,8 +30,8 @@ from scipy.special import zeta
 
 from checkpoints.tokenizer import Tokenizer
 from evaluators.errors import EvaluatorError
-from evaluators.options import RULER_ENGLISH_WORDS, RULER_ESSAY, RULER_HOTPOTQA, RULER_SQUAD
 from evaluators.ruler import data
+from evaluators.ruler.files import RULER_ENGLISH_WORDS, RULER_ESSAY, RULER_HOTPOTQA, RULER_SQUAD
 from evaluators.ruler.protocol import (
     DOCUMENT,
     NEEDLE,
@@ -49,6 +49,39 @@ DEPTHS = [int(d) for d in np.round(np.linspace(0, 100, num=40, endpoint=True)).a
 # Attempts at the smallest haystack before giving up (NVIDIA retries forever).
 FLOOR_ATTEMPTS = 20
 
+
+
+def largest_fitting(lo: int, hi: int, default: int, fits: Callable[[int], bool]) -> int:
+    """The scripts' binary search: the largest size in [lo, hi] that fits (`default` when none does)."""
+    best = None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best if best is not None else default
+
+
+def shrink_until_fits(build: Callable[[int], tuple[str, list[str]]], size: int, step: int,
+                      fits: Callable[[str], bool], too_long: Callable[[int, str], str]) -> tuple[str, list[str]]:
+    """The scripts' per-sample retry: build with `size`, rebuilt `step` smaller (new draws)
+    while the text does not fit. The scripts retry forever at the floor; lctx gives up after
+    FLOOR_ATTEMPTS with EvaluatorError(too_long(size, last text))."""
+    floor_tries = 0
+    while True:
+        try:
+            text, outputs = build(size)
+            if fits(text):
+                return text, outputs
+        except (IndexError, ValueError):  # the scripts' bare `except` covers these draws too
+            text = ""
+        if size > step:
+            size -= step
+        else:
+            floor_tries += 1
+            if floor_tries >= FLOOR_ATTEMPTS:
+                raise EvaluatorError(too_long(size, text)) from None
 
 @dataclass
 class RulerSample:
@@ -95,37 +128,18 @@ class Stream:
                extra: int = 0) -> int:
         """The scripts' binary search for the largest haystack size whose probe fits (`step`
         when none does); `estimate_from` is the text the upper bound was estimated from."""
-        best = None
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            if self.fits(probe(mid), extra):
-                best, lo = mid, mid + 1
-            else:
-                hi = mid - 1
-        return best if best is not None else step
+        return largest_fitting(lo, hi, step, lambda m: self.fits(probe(m), extra))
 
     def draw(self, index: int, size: int, step: int, build: Callable[[int], tuple[str, list[str]]]) -> RulerSample:
         """One sample: built with `size`, rebuilt `step` smaller (new draws) while it does not
         fit, as the scripts' per-sample loop does; the scripts retry forever at the floor, lctx
         gives up after FLOOR_ATTEMPTS with an error naming the task and length."""
-        floor_tries = 0
-        while True:
-            try:
-                text, outputs = build(size)
-                length = self.count(text) + self.gen
-                if length <= self.budget:
-                    break
-            except (IndexError, ValueError):  # the scripts' bare `except` covers these draws too
-                text = ""
-            if size > step:
-                size -= step
-            else:
-                floor_tries += 1
-                if floor_tries >= FLOOR_ATTEMPTS:
-                    raise EvaluatorError(
-                        f"ruler: {self.task.name} does not fit in {self.length} tokens even with the smallest "
-                        f"haystack ({size} units): the prompt alone needs {self.count(text)} tokens next to the "
-                        f"{self.gen}-token generation budget; use longer lengths") from None
+        text, outputs = shrink_until_fits(
+            build, size, step, self.fits,
+            lambda size, text: f"ruler: {self.task.name} does not fit in {self.length} tokens even with the smallest "
+            f"haystack ({size} units): the prompt alone needs {self.count(text)} tokens next to the "
+            f"{self.gen}-token generation budget; use longer lengths")
+        length = self.count(text) + self.gen
         prefix = self.task.spec.answer_prefix
         inp, answer_prefix = split_answer_prefix(text, prefix)
         return RulerSample(index, inp, answer_prefix, list(outputs), length + self.length - self.budget)
@@ -252,31 +266,14 @@ class VariableTracking(Stream):
         """The one-shot example: the same routine at 500 tokens, no generation budget, step 5."""
         step, budget = 5, 500
         per_unit = self.count(self.build(step, True)[0]) / step
-        lo, hi, best = step, max(int((budget / per_unit) * 3), step * 2), None
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            if self.count(self.build(mid, True)[0]) <= budget:
-                best, lo = mid, mid + 1
-            else:
-                hi = mid - 1
-        size = best if best is not None else step
-        floor_tries = 0
-        while True:
-            try:
-                text, outputs = self.build(size, True)
-                if self.count(text) <= budget:
-                    return text + " " + " ".join(outputs) + "\n"
-            except (IndexError, ValueError):
-                text = ""
-            if size > step:
-                size -= step
-            else:
-                floor_tries += 1
-                if floor_tries >= FLOOR_ATTEMPTS:
-                    raise EvaluatorError(
-                        f"ruler: vt's one-shot example is built at 500 tokens (ruler.md 5.2) but needs "
-                        f"{self.count(text)} with this tokenizer even with {size} noise blocks; vt cannot be "
-                        "generated with it (NVIDIA's script would loop forever)")
+        hi = max(int((budget / per_unit) * 3), step * 2)
+        size = largest_fitting(step, hi, step, lambda m: self.count(self.build(m, True)[0]) <= budget)
+        text, outputs = shrink_until_fits(
+            lambda m: self.build(m, True), size, step, lambda text: self.count(text) <= budget,
+            lambda size, text: f"ruler: vt's one-shot example is built at 500 tokens (ruler.md 5.2) but needs "
+            f"{self.count(text)} with this tokenizer even with {size} noise blocks; vt cannot be "
+            "generated with it (NVIDIA's script would loop forever)")
+        return text + " " + " ".join(outputs) + "\n"
 
     def samples(self, n: int) -> list[RulerSample]:
         example = self.example()

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from checkpoints.config import ModelConfig
+from checkpoints.config_reader import read_config
 from checkpoints.errors import ConfigError, LoadError
 from checkpoints.generate import greedy_generate
 from checkpoints.loading import load_model, save_model
@@ -238,17 +238,17 @@ def test_variants_without_a_form_for_a_layer_are_refused(tmp_path) -> None:
     _build(tmp_path / "gemma2", "gemma2")
     loaded = load_model(tmp_path / "gemma2")
     raw = loaded.config.to_dict()
-    softcapped = ModelConfig.from_dict({**raw, "attention": {**raw["attention"], "layers": {"1": {"variant": "softpick"}}}})
+    softcapped = read_config({**raw, "attention": {**raw["attention"], "layers": {"1": {"variant": "softpick"}}}})
     with pytest.raises(ConfigError, match=r"'softpick' \(layer 1\) has no form with attention logit softcapping"):
         Decoder(softcapped)  # the config is fine; the layer is not
     _build(tmp_path / "qwen3", "qwen3")
     raw = load_model(tmp_path / "qwen3").config.to_dict()
     windowed = {**raw, "attention": {**raw["attention"], "layers": {"1": {"variant": "tra"}}}}
     with pytest.raises(ConfigError, match=r"'tra' \(layer 1\) has no sliding-window form"):
-        Decoder(ModelConfig.from_dict(windowed))
+        Decoder(read_config(windowed))
     normed = {**raw, "attention": {**raw["attention"], "layers": {"0": {"variant": "tda"}}}}
     with pytest.raises(ConfigError, match=r"'tda' \(layer 0\) normalises q and k itself"):
-        Decoder(ModelConfig.from_dict(normed))
+        Decoder(read_config(normed))
 
 
 def test_fused_projection_of_the_wrong_size_is_refused(tmp_path) -> None:

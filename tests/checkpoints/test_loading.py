@@ -10,6 +10,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from checkpoints.config import ModelConfig
+from checkpoints.config_reader import read_config
 from checkpoints.errors import ConfigError, LoadError
 from checkpoints.generate import greedy_generate, loglikelihood, token_logprobs
 from checkpoints.loading import load_model, save_model
@@ -50,7 +51,7 @@ def test_v4_rope_scaling_spellings_are_read(tmp_path) -> None:
     del raw["rope_parameters"]
     for key in ("type", "rope_type"):
         raw.update(rope_theta=500000.0, rope_scaling={key: "linear", "factor": 2.0})
-        cfg = ModelConfig.from_dict(raw)
+        cfg = read_config(raw)
         assert (cfg.rope_theta, cfg.rope_scaling.type, cfg.rope_scaling.factor) == (500000.0, "linear", 2.0)
 
 
@@ -178,7 +179,7 @@ def test_v5_partial_rotary_factor_inside_rope_parameters() -> None:
     raw = LlamaConfig(hidden_size=64, num_attention_heads=2, head_dim=32, partial_rotary_factor=0.5,
                       rope_parameters={"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4}).to_dict()
     assert "partial_rotary_factor" in raw["rope_parameters"]
-    cfg = ModelConfig.from_dict(raw)
+    cfg = read_config(raw)
     assert (cfg.partial_rotary_factor, cfg.rotary_dim, cfg.rope_scaling.type) == (0.5, 16, "yarn")
 
 

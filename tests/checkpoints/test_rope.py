@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from checkpoints.config import ModelConfig, RopeScaling
+from checkpoints.config_reader import read_config
 from checkpoints.errors import ConfigError
 from checkpoints.rope import (
     L0_KEY,
@@ -73,7 +74,7 @@ def test_inv_freq_and_attention_factor_match_transformers(case: str, length: int
         hf_factor = 1.0
     else:
         hf_inv, hf_factor = ROPE_INIT_FUNCTIONS[kind](hf, "cpu", seq_len=length)
-    ours = ModelConfig.from_dict(hf.to_dict())
+    ours = read_config(hf.to_dict())
     inv, factor = inv_freq_and_factor(
         ours.rope_scaling, HEAD_DIM, ours.rope_theta, ours.rope_l0, ours.max_position_embeddings, length
     )
@@ -258,7 +259,7 @@ def test_phi3_su_alias_reads_as_longrope() -> None:
            "intermediate_size": 8, "vocab_size": 8, "max_position_embeddings": 4 * L0,
            "original_max_position_embeddings": L0,
            "rope_scaling": {"type": "su", "long_factor": LONG, "short_factor": SHORT}}
-    s = ModelConfig.from_dict(raw).rope_scaling
+    s = read_config(raw).rope_scaling
     assert (s.type, s.original_max_position_embeddings, s.factor) == ("longrope", L0, 4.0)
 
 
@@ -287,7 +288,7 @@ def test_a_new_method_is_one_function_and_one_row(monkeypatch) -> None:
         parse_rope_override("toy", cfg)
     with pytest.raises(ConfigError, match="supported rope types: .*, longrope, toy"):
         parse_rope_override("spiral:2", cfg)
-    scaled = ModelConfig.from_dict(cfg.with_rope(scaling).to_dict())
+    scaled = read_config(cfg.with_rope(scaling).to_dict())
     assert scaled.rope_scaling == scaling and scaled.effective_context == 32
 
     torch.manual_seed(0)

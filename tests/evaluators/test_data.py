@@ -53,7 +53,7 @@ def test_run_task_reports_missing_data_before_any_sample(tmp_path: Path) -> None
 
 
 def test_shipped_test_data_is_in_the_official_schemas() -> None:
-    from evaluators.longbench import configs
+    from evaluators.longbench.configs import configs
     from evaluators.metrics import SCROLLS_METRICS
 
     data = Path(__file__).parent / "data"

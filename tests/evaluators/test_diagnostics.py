@@ -12,7 +12,7 @@ import torch
 
 from checkpoints.attention.stats import stats_from_weights
 from evaluators import run_task
-from evaluators.diagnostics import (
+from evaluators.diagnostics.evaluator import (
     DEFAULT_TEXT,
     HEAD_FIGURES,
     DiagnosticsEvaluator,

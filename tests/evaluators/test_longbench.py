@@ -13,9 +13,9 @@ import pytest
 from checkpoints.tokenizer import ByteTokenizer
 from evaluators import EvaluatorError, run_task, validate_task
 from evaluators.data import load_longbench
-from evaluators.longbench import (
+from evaluators.longbench.configs import configs
+from evaluators.longbench.evaluator import (
     LongBenchEvaluator,
-    configs,
     render_prompt,
     score_prediction_dir,
     truncate_middle,
@@ -59,7 +59,7 @@ def test_prompts_are_the_official_ones(e: bool) -> None:
 
 
 def test_a_changed_lm_eval_template_is_not_patched_blindly() -> None:
-    from evaluators.longbench import official_template
+    from evaluators.longbench.configs import official_template
 
     with pytest.raises(EvaluatorError, match="not the one lctx corrects"):
         official_template("lcc", "Please complete the code given below. \n{{context}}Next line of code:\n")
@@ -402,8 +402,8 @@ PUBLISHED_ZH = {"Single-Document QA": 11.6, "Multi-Document QA": 1.9, "Summariza
 def test_language_averages_are_the_leaderboards() -> None:
     """From per-dataset scores to the leaderboard's EN and ZH averages: mean over categories of
     the per-category means (code in both languages), not the mean over datasets."""
-    from evaluators.longbench import leaderboard_averages
-    from evaluators.longbench import typed as typed_result
+    from evaluators.longbench.evaluator import leaderboard_averages
+    from evaluators.longbench.evaluator import typed as typed_result
 
     cats = {d: c.category for d, c in configs(False).items()} | {"nq": "Few-shot Learning"}
     datasets = {d: {"score": v, "category": cats[d], "n": 200, "metric": "x", "truncated": 0}

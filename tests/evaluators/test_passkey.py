@@ -11,7 +11,13 @@ import pytest
 
 from checkpoints.tokenizer import ByteTokenizer
 from evaluators import EvaluationCancelled, EvaluatorError, run_task, validate_task
-from evaluators.passkey import PasskeyEvaluator, fit_length, is_correct, passkey_prompt, sentence_boundaries
+from evaluators.passkey.evaluator import (
+    PasskeyEvaluator,
+    fit_length,
+    is_correct,
+    passkey_prompt,
+    sentence_boundaries,
+)
 from tests.evaluators.helpers import points, tiny_model, typed
 
 EXPECTED = (
@@ -157,7 +163,7 @@ def test_needle_grid_with_a_haystack_file(tmp_path: Path) -> None:
 
 
 def test_needle_sits_at_a_sentence_boundary() -> None:
-    from evaluators.passkey import NeedleEvaluator
+    from evaluators.passkey.evaluator import NeedleEvaluator
 
     ev = NeedleEvaluator(NeedleEvaluator.validate({}))
     prompt = ev.prompt(777, 400, 50)
@@ -174,7 +180,7 @@ def test_lengths_are_in_the_models_own_tokens_with_a_bpe_tokenizer(tmp_path: Pat
 
     from checkpoints.config import ModelConfig
     from checkpoints.tokenizer import JsonTokenizer
-    from evaluators.passkey import GARBAGE_SENTENCE, INTRO, KEY_RANGE, QUESTION
+    from evaluators.passkey.evaluator import GARBAGE_SENTENCE, INTRO, KEY_RANGE, QUESTION
 
     tok = Tokenizer(models.BPE(unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

@@ -11,7 +11,7 @@ import pytest
 from checkpoints.tokenizer import ByteTokenizer
 from evaluators import EvaluatorError, run_task, validate_task
 from evaluators.data import group_by_id, load_scrolls
-from evaluators.scrolls import score_predictions_file, truncate_end
+from evaluators.scrolls.evaluator import score_predictions_file, truncate_end
 from tests.evaluators.helpers import points, tiny_model, typed
 
 DATA = Path(__file__).parent / "data" / "scrolls"
@@ -110,7 +110,7 @@ def lm_eval_reference(task: str, inp: str, outputs: list[str]) -> tuple[str, lis
 
 
 def test_lm_eval_prompts_and_choices_equal_lm_evals() -> None:
-    from evaluators.scrolls import lm_eval_doc
+    from evaluators.scrolls.evaluator import lm_eval_doc
 
     for t in ("gov_report", "summ_screen_fd", "qmsum", "qasper", "narrative_qa", "quality", "contract_nli"):
         for ex in group_by_id(load_scrolls(t, "validation", DATA)):
@@ -173,7 +173,7 @@ def test_lm_eval_mode_scores_choices_by_loglikelihood(tmp_path: Path) -> None:
 
 
 def test_lm_eval_truncation_keeps_bos_and_the_question_at_the_end() -> None:
-    from evaluators.scrolls import truncate_start
+    from evaluators.scrolls.evaluator import truncate_start
 
     tok = ByteTokenizer()
     text = "document " * 50 + "\n\nQuestion: What?\nAnswer:"

@@ -34,6 +34,17 @@ def test_eval_passkey_writes_results_and_resumes(tmp_path: Path, capsys) -> None
     assert len(samples.read_text().splitlines()) == 4
 
 
+
+def test_eval_keys_a_repeated_task_as_the_worker_does(tmp_path: Path) -> None:
+    from evaluators.suite import TASK_RESULT, task_keys
+
+    tiny_model(tmp_path / "m")
+    assert main(["eval", "--checkpoint", str(tmp_path / "m"), "--task", "passkey", "--task", "passkey",
+                 "--lengths", "260", "--trials", "1", "--out", str(tmp_path / "out"), "-q"]) == 0
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert list(doc["results"]) == task_keys(doc["tasks"]) == ["passkey", "passkey#2"]  # one rule: run_suite's
+    assert all((tmp_path / "out" / folder / TASK_RESULT).is_file() for folder in ("passkey", "passkey-2"))
+
 def test_eval_output_folder_belongs_to_one_checkpoint(tmp_path: Path, capsys) -> None:
     tiny_model(tmp_path / "a", seed=0)
     tiny_model(tmp_path / "b", seed=1)

@@ -9,20 +9,30 @@ import subprocess
 import sys
 from pathlib import Path
 
+from evaluators.registry import registry
 from service.app import create_app
 from tests.service.helpers import ThreadServer, make_settings
 
 HEAVY = ("torch", "ray", "transformers", "triton", "numpy", "sqlalchemy", "alembic", "uvicorn")
-# The task option models, the result contract and the errors import only pydantic: the API
-# schema and the CLI's flags use them. Every other evaluator module (torch) is heavy.
+# The contracts, the registry, each task folder's __init__ and its options (and RULER's file
+# catalogue) import only pydantic: the API schema and the CLI's flags use them. Every other
+# evaluator module (torch) is heavy.
 LIGHT_EVALUATORS = ("evaluators", "evaluators.options", "evaluators.results", "evaluators.errors",
-                    "evaluators.datafiles")
+                    "evaluators.datafiles", "evaluators.registry")
+TASK_FOLDERS = {task.evaluator.partition(":")[0].rpartition(".")[0] for task in registry().values()}
+LIGHT_IN_A_TASK_FOLDER = ("options", "files")
+
+
+def light_evaluator(module: str) -> bool:
+    folder, _, leaf = module.rpartition(".")
+    return module in LIGHT_EVALUATORS or module in TASK_FOLDERS or (folder in TASK_FOLDERS
+                                                                    and leaf in LIGHT_IN_A_TASK_FOLDER)
 
 
 def heavy(modules: set[str] | list[str]) -> list[str]:
     """The heavy modules among `modules`: heavy packages, and evaluators beyond the light ones."""
     return sorted(m for m in modules if m.split(".")[0] in HEAVY and "." not in m
-                  or m.startswith("evaluators") and m not in LIGHT_EVALUATORS)
+                  or m.startswith("evaluators") and not light_evaluator(m))
 
 # Runs each command in this interpreter, then reports its exit status and which heavy
 # modules are loaded by then (after the request was made and answered).

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from checkpoints.tokenizer import ByteTokenizer
-from evaluators.passkey import NeedleEvaluator, PasskeyEvaluator
+from evaluators.passkey.evaluator import NeedleEvaluator, PasskeyEvaluator
 from service.errors import NotFound
 from service.prompts import find_record, rebuild_prompt
 

@@ -63,15 +63,6 @@ export function statusBadge(status) {
   return h("span", { class: `status status-${status}` }, status);
 }
 
-/** A job's setting as one label (RoPE and backend), as the leaderboard writes it. */
-export function ropeLabel(rope) {
-  if (rope == null || rope === "" || rope === "checkpoint") return "checkpoint";
-  if (typeof rope === "string") return rope;
-  const { rope_type: type = "default", factor, ...rest } = rope;
-  const head = factor != null ? `${type}:${factor}` : type;
-  return [head, ...Object.keys(rest).sort().map((k) => `${k}=${rest[k]}`)].join(" ");
-}
-
 /** An error shown where it happened, announced to screen readers. */
 export function errorBox(message) {
   return h("p", { class: "error", role: "alert" }, message);

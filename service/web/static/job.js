@@ -4,7 +4,7 @@
 
 import { api, ApiError } from "./api.js";
 import { lineChart } from "./charts.js";
-import { duration, errorBox, fmt, h, noData, render, ropeLabel, section, statusBadge, when } from "./dom.js";
+import { duration, errorBox, fmt, h, noData, render, section, statusBadge, when } from "./dom.js";
 import { ACTIVE, cancelButton, progressCell } from "./progress.js";
 import { samplesSection } from "./samples.js";
 
@@ -15,7 +15,7 @@ function facts(job) {
     ["Status", statusBadge(job.status)],
     ["Checkpoint", h("span", {}, h("a", { href: "/checkpoints" }, job.checkpoint), ` (${job.checkpoint_path})`)],
     ["Fingerprint", h("code", { class: "fp" }, job.fingerprint)],
-    ["Setting", `rope=${ropeLabel(job.rope)} backend=${job.backend}`],
+    ["Setting", `rope=${job.rope_label} backend=${job.backend}`],
     ["Tasks", job.tasks.map((t) => t.name).join(", ")],
     ["Priority", job.priority],
     ["Schedule", job.schedule || "–"],
@@ -52,7 +52,7 @@ function seriesCharts(task, result, job) {
     }));
     const axis = list[0].axis.replace("_", " ");
     charts.push(lineChart({
-      title: `${task}: ${key} — ${job.checkpoint}, rope=${ropeLabel(job.rope)} backend=${job.backend}`,
+      title: `${task}: ${key} — ${job.checkpoint}, rope=${job.rope_label} backend=${job.backend}`,
       xLabel: axis === "length" ? "length (tokens)" : axis, yLabel: `${list[0].name} (${list[0].unit})`,
       series, categories, yRange: list[0].unit === "fraction" ? [0, 1] : null,
     }));
@@ -76,7 +76,7 @@ function taskSection(key, entry, plots, job) {
   if (mine.length) {
     body.push(h("h3", {}, "Plots"), h("div", {}, mine.map((p) => h("figure", { class: "plot" },
       h("img", { src: p.url, alt: `${key} plot ${p.name} of job ${job.id} (${job.checkpoint})`, loading: "lazy" }),
-      h("figcaption", {}, `${p.name} — ${job.checkpoint}, rope=${ropeLabel(job.rope)}`)))));
+      h("figcaption", {}, `${p.name} — ${job.checkpoint}, rope=${job.rope_label}`)))));
   }
   return section(`Results: ${key}`, ...body);
 }

@@ -1,7 +1,7 @@
 // Jobs: the submit form and the job list, polled every 1.5 s (progress without a reload).
 
 import { api } from "./api.js";
-import { duration, h, noData, render, ropeLabel, statusBadge, when } from "./dom.js";
+import { duration, h, noData, render, statusBadge, when } from "./dom.js";
 import { submitForm } from "./form.js";
 import { ACTIVE, cancelButton, progressCell } from "./progress.js";
 
@@ -29,7 +29,7 @@ export async function show() {
       h("th", { scope: "row" }, h("a", { href: `/jobs/${job.id}` }, job.id)),
       h("td", {}, job.checkpoint),
       h("td", {}, job.tasks.map((t) => t.name).join(", ")),
-      h("td", {}, `rope=${ropeLabel(job.rope)} backend=${job.backend}`),
+      h("td", {}, `rope=${job.rope_label} backend=${job.backend}`),
       h("td", { class: "num" }, job.priority),
       cells.status, cells.progress, h("td", {}, when(job.created_at)), cells.duration, cells.actions);
     return { tr, cells, status: job.status };

@@ -2,13 +2,7 @@
 // results) and each schedule with its next run and the jobs it submitted.
 
 import { api, ApiError } from "./api.js";
-import { h, noData, render, ropeLabel, section, statusBadge, when } from "./dom.js";
-
-function ropeText(rope) {
-  if (!rope) return null;
-  const { rope_theta: theta, ...scaling } = rope;
-  return `${ropeLabel(scaling)}${theta != null ? ` (θ=${theta})` : ""}`;
-}
+import { h, noData, render, section, statusBadge, when } from "./dom.js";
 
 function params(n) {
   return n >= 1e9 ? `${(n / 1e9).toFixed(1)} B` : n >= 1e6 ? `${(n / 1e6).toFixed(1)} M` : `${(n / 1e3).toFixed(0)} k`;
@@ -36,7 +30,7 @@ async function checkpointsTable(checkpoints) {
       "Registered", "Latest results"].map((t) => h("th", { scope: "col" }, t)))),
     h("tbody", {}, checkpoints.map((c, i) => h("tr", {},
       h("th", { scope: "row" }, c.name), h("td", {}, c.family ?? noData()), h("td", {}, c.variant),
-      h("td", { class: "num" }, params(c.parameters)), h("td", {}, ropeText(c.rope) ?? noData()),
+      h("td", { class: "num" }, params(c.parameters)), h("td", {}, c.rope_label ?? noData()),
       h("td", { class: "num" }, c.context_length ?? noData()),
       h("td", {}, h("code", { class: "fp", title: c.fingerprint }, c.fingerprint.slice(0, 12))),
       h("td", {}, c.path), h("td", {}, when(c.created_at)), h("td", {}, last[i]))))));
@@ -51,7 +45,7 @@ async function schedulesTable(schedules) {
     h("tbody", {}, schedules.map((s, i) => h("tr", {},
       h("th", { scope: "row" }, s.name), h("td", {}, h("code", {}, s.cron)), h("td", {}, s.watch.join(", ")),
       h("td", {}, (s.suite.tasks || []).map((t) => t.name).join(", "),
-        ` · rope=${ropeLabel(s.suite.rope)} backend=${s.suite.backend || "auto"}`),
+        ` · rope=${s.rope_label} backend=${s.suite.backend || "auto"}`),
       h("td", {}, when(s.next_run_at)), h("td", {}, when(s.last_run_at)),
       h("td", {}, jobs[i].total ? [h("span", {}, `${jobs[i].total} in all`), h("ul", {}, jobs[i].items.map((j) =>
         h("li", {}, h("a", { href: `/jobs/${j.id}` }, j.id), ` ${j.checkpoint} `, statusBadge(j.status))))]

@@ -7,6 +7,7 @@ import torch
 
 from checkpoints.attention.position import alibi_bias, alibi_slopes
 from checkpoints.config import AttentionConfig, ModelConfig
+from checkpoints.config_reader import load_config
 from checkpoints.errors import ConfigError
 from tests.checkpoints.attention.softmax_family_cases import make_config, make_layer, run_chunks
 
@@ -47,4 +48,4 @@ def test_model_config_round_trips_position(tmp_path):
     c = ModelConfig(hidden_size=64, num_layers=1, num_heads=4, intermediate_size=64, vocab_size=259,
                     attention=AttentionConfig(position="nape"))
     c.save(tmp_path / "config.json")
-    assert ModelConfig.from_file(tmp_path).attention.position == "nape"
+    assert load_config(tmp_path).attention.position == "nape"

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from checkpoints.loading import load_model
-from evaluators import EvaluatorError, run_task, validate_task
-from evaluators.options import TASK_OPTIONS
+from evaluators import TASK_OPTIONS, EvaluatorError, run_task, validate_task
 from tests.evaluators.helpers import points, typed
 
 DEMO = Path(__file__).resolve().parents[3] / "demo" / "checkpoints" / "softmax"

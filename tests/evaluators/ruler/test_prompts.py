@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from evaluators.errors import EvaluatorError
-from evaluators.options import RULER_TASKS
+from evaluators.ruler.options import RULER_TASKS
 from evaluators.ruler.protocol import TASKS, WRAPPERS, full_template, single_needle, split_wrapper
 from evaluators.ruler.synthetic import DEPTHS, generate
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from evaluators import EvaluatorError, validate_task
-from evaluators.passkey import PasskeyEvaluator
+from evaluators.passkey.evaluator import PasskeyEvaluator
 
 
 def test_grid_stays_the_default() -> None:

@@ -24,43 +24,21 @@ from typing import Any
 from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
+from checkpoints.passkey_text import (  # noqa: F401 - the protocol's text, re-exported
+    GARBAGE_SENTENCE,
+    INTRO,
+    KEY_RANGE,
+    QUESTION,
+    garbage,
+    needle_text,
+    passkey_prompt,
+    repeated,
+)
 from checkpoints.tokenizer import Tokenizer
 from evaluators.base import Built, Evaluator, EvaluatorError, Sample
-from evaluators.options import NeedleOptions, PasskeyOptions
+from evaluators.passkey.options import NeedleOptions, PasskeyOptions
 from evaluators.plots import heatmap
 from evaluators.results import TaskResult, fmt, metric, series
-
-INTRO = (
-    "There is an important info hidden inside a lot of irrelevant text. "
-    "Find it and memorize them. I will quiz you about the important information there."
-)
-GARBAGE_SENTENCE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
-QUESTION = "What is the pass key? The pass key is"
-KEY_RANGE = (1, 50000)
-
-
-def needle_text(key: int) -> str:
-    return f"The pass key is {key}. Remember it. {key} is the pass key."
-
-
-def repeated(unit: str, length: int, sep: str = " ") -> str:
-    """The first `length` characters of `unit` repeated, joined with `sep`."""
-    if length <= 0:
-        return ""
-    reps = length // (len(unit) + len(sep)) + 1
-    return sep.join([unit] * reps)[:length]
-
-
-def garbage(length: int) -> str:
-    """The first `length` characters of the garbage buffer."""
-    return repeated(GARBAGE_SENTENCE, length)
-
-
-def passkey_prompt(key: int, garbage_len: int, depth: int) -> str:
-    """The protocol's five blocks: intro, garbage[:p], needle, garbage[:G - p], question."""
-    if not 0 <= depth <= garbage_len:
-        raise ValueError(f"depth {depth} must lie in [0, garbage_len={garbage_len}]")
-    return "\n".join([INTRO, garbage(depth), needle_text(key), garbage(garbage_len - depth), QUESTION])
 
 
 def is_correct(output: str, key: int) -> bool:

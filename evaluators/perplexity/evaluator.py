@@ -24,7 +24,7 @@ from checkpoints.engine import RollingRequest
 from checkpoints.loading import LoadedModel
 from evaluators.base import Built, Evaluator, EvaluatorError, Sample
 from evaluators.data import json_objects
-from evaluators.options import PerplexityOptions
+from evaluators.perplexity.options import PerplexityOptions
 from evaluators.plots import lines
 from evaluators.results import TaskResult, fmt, metric, series
 

@@ -17,17 +17,12 @@ over categories of the per-category means (code counts in both)."""
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import logging
 from collections import defaultdict
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import jinja2
-import yaml
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from checkpoints.engine import GenerateRequest
@@ -35,16 +30,17 @@ from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
 from evaluators.base import Built, Evaluator, EvaluatorError, Sample
-from evaluators.data import load_longbench
+from evaluators.chat import apply_chat_template
+from evaluators.data import json_objects, load_longbench
+from evaluators.longbench.configs import DatasetConfig, configs
+from evaluators.longbench.options import LongBenchOptions
 from evaluators.metrics import longbench_dataset_score, longbench_e_scores, longbench_sample_score
-from evaluators.options import LongBenchOptions
 from evaluators.results import TaskResult, fmt, metric, series
 
 log = logging.getLogger("lctx.longbench")
 
-# Located without importing lm-eval (slow); its task configs are plain YAML files.
-_LM_EVAL = importlib.util.find_spec("lm_eval")
-CONFIG_DIR = (Path(list(_LM_EVAL.submodule_search_locations)[0]) if _LM_EVAL else Path("lm_eval")) / "tasks" / "longbench"
+NO_TEMPLATE = ("longbench: chat_template=true but the checkpoint's tokenizer has no chat template "
+               "(tokenizer_config.json 'chat_template'); run without chat_template")
 NO_CHAT_TEMPLATE = ("trec", "triviaqa", "samsum", "lsht", "lcc", "repobench-p")
 NEWLINE_STOP = ("samsum",)
 # pred.py's model2maxlen: the prompt budget is the model's context minus this.
@@ -53,88 +49,6 @@ CONTEXT_RESERVE = 500
 # languages' averages, as the official tables do); every other dataset is English.
 CHINESE = ("multifieldqa_zh", "dureader", "vcsum", "lsht", "passage_retrieval_zh")
 CODE = ("lcc", "repobench-p")
-
-# Where lm-eval 0.4.13's template departs from LongBench's config/dataset2prompt.json:
-# dataset -> (lm-eval's text, the official text). lm-eval dropped the trailing "\n" after
-# "Next line of code:", the trailing space after "is:" and one blank line between the
-# few-shot examples and the question. A fix that no longer matches exactly once is an
-# error, so a changed lm-eval is noticed instead of patched blindly.
-OFFICIAL_PROMPT_FIXES: dict[str, tuple[str, str]] = {
-    "lcc": ("Next line of code:", "Next line of code:\n"),
-    "repobench-p": ("Next line of code:", "Next line of code:\n"),
-    "passage_count": ("The final answer is:", "The final answer is: "),
-    "passage_retrieval_en": ("\n\nThe answer is:", "\n\nThe answer is: "),
-    "samsum": ("{{context}}\n{{question}}", "{{context}}\n\n{{question}}"),
-    "triviaqa": ("{{context}}\n{{question}}", "{{context}}\n\n{{question}}"),
-}
-
-
-@dataclass(frozen=True)
-class DatasetConfig:
-    name: str  # without the _e suffix
-    template: str  # Jinja, with {{context}} and {{question}} (the record's `input`)
-    max_gen: int
-    metric: str  # per-pair function of lm-eval's longbench/metrics.py
-    category: str
-
-
-class _Loader(yaml.SafeLoader):
-    """lm-eval's YAML uses a `!function` tag; keep its text."""
-
-
-_Loader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    return yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
-
-
-def official_template(name: str, template: str) -> str:
-    """lm-eval's template with `OFFICIAL_PROMPT_FIXES` applied (trailing text must end it)."""
-    if name not in OFFICIAL_PROMPT_FIXES:
-        return template
-    old, new = OFFICIAL_PROMPT_FIXES[name]
-    at_end = old == old.rstrip() and new.startswith(old)  # a fix that appends to the end
-    if template.count(old) != 1 or (at_end and not template.endswith(old)):
-        raise EvaluatorError(f"lm-eval's longbench template for {name} is not the one lctx corrects "
-                             f"({old!r} -> {new!r}); install lm-eval==0.4.13")
-    return template.replace(old, new)
-
-
-def _metric_name(process_results: str) -> str:
-    """"metrics.get_qa_f1_with_score" -> "qa_f1_score" (the per-pair function it wraps)."""
-    fn = process_results.rsplit(".", 1)[-1]
-    return fn.removeprefix("get_").removesuffix("_with_score") + "_score"
-
-
-@cache
-def configs(e: bool) -> dict[str, DatasetConfig]:
-    """Dataset configs of LongBench (e=False) or LongBench-E (e=True), by dataset name."""
-    if not CONFIG_DIR.is_dir():
-        raise EvaluatorError(f"lm-eval's longbench task configs are missing ({CONFIG_DIR}); install lm-eval==0.4.13")
-    suffix = "_e" if e else ""
-    categories: dict[str, str] = {}
-    for path in sorted(CONFIG_DIR.glob("_longbench_*.yaml")):
-        group = _read_yaml(path)
-        alias = str(group.get("group_alias", group["group"])).removesuffix(" (LongBench-E)")
-        for task in group.get("task", []):
-            if isinstance(task, str) and task.endswith(suffix) and (e or not task.endswith("_e")):
-                categories[task] = alias
-    out: dict[str, DatasetConfig] = {}
-    for path in sorted(CONFIG_DIR.glob("*.yaml")):
-        if path.name.startswith("_") or path.stem.endswith("_e") != e:
-            continue
-        cfg = _read_yaml(path)
-        name = cfg["dataset_name"].removesuffix("_e") if e else cfg["dataset_name"]
-        out[name] = DatasetConfig(
-            name=name,
-            template=official_template(name, cfg["doc_to_text"]),
-            max_gen=int(cfg["generation_kwargs"]["max_gen_toks"]),
-            metric=_metric_name(cfg["process_results"]),
-            category=categories.get(cfg["task"], "other"),
-        )
-    return out
-
 
 def render_prompt(template: str, record: dict[str, Any]) -> str:
     env = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
@@ -152,17 +66,6 @@ def truncate_middle(tokenizer: Tokenizer, prompt: str, budget: int) -> tuple[str
         return prompt, False
     half = budget // 2
     return tokenizer.decode(ids[:half]) + tokenizer.decode(ids[-half:]), True
-
-
-def apply_chat_template(tokenizer: Tokenizer, prompt: str) -> str:
-    template = getattr(tokenizer, "chat_template", None)
-    if not template:
-        raise EvaluatorError("longbench: chat_template=true but the checkpoint's tokenizer has no chat template "
-                             "(tokenizer_config.json 'chat_template'); run without chat_template")
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    env.globals["raise_exception"] = lambda msg: (_ for _ in ()).throw(EvaluatorError(msg))
-    return env.from_string(template).render(messages=[{"role": "user", "content": prompt}],
-                                            add_generation_prompt=True, bos_token="", eos_token="")
 
 
 class LongBenchEvaluator(Evaluator):
@@ -209,7 +112,7 @@ class LongBenchEvaluator(Evaluator):
                    max_length: int) -> tuple[list[int], bool]:
         prompt, truncated = truncate_middle(tokenizer, render_prompt(cfg.template, record), max_length)
         if self.options["chat_template"] and cfg.name not in NO_CHAT_TEMPLATE:
-            prompt = apply_chat_template(tokenizer, prompt)
+            prompt = apply_chat_template(tokenizer, prompt, NO_TEMPLATE)
         return tokenizer.encode(prompt), truncated
 
     def build(self, loaded: LoadedModel, sample: Sample) -> Built:
@@ -362,23 +265,16 @@ def score_prediction_dir(pred_dir: Path, e: bool = False) -> dict[str, Any]:
             log.warning("skipping %s: %r is not a %s dataset%s", path, d, "LongBench-E" if e else "LongBench", hint)
             continue
         scores, lengths = [], []
-        with path.open(encoding="utf-8") as f:
-            for lineno, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                    pred, answers = rec["pred"], rec["answers"]
-                    if not isinstance(pred, str) or not isinstance(answers, list):
-                        raise TypeError("'pred' must be a string and 'answers' a list")
-                except (json.JSONDecodeError, KeyError, TypeError) as err:
-                    raise EvaluatorError(f"{path}:{lineno}: not a prediction record "
-                                         f"{{pred, answers, all_classes, length}}: {err}") from None
-                scores.append(longbench_sample_score(d, cfgs[d].metric, pred, answers, rec.get("all_classes")))
-                if e:
-                    if not isinstance(rec.get("length"), int):
-                        raise EvaluatorError(f"{path}:{lineno}: LongBench-E scoring needs an integer 'length'")
-                    lengths.append(rec["length"])
+        for lineno, rec in json_objects(path, what="a prediction record {pred, answers, all_classes, length}"):
+            pred, answers = rec.get("pred"), rec.get("answers")
+            if not isinstance(pred, str) or not isinstance(answers, list):
+                raise EvaluatorError(f"{path}:{lineno}: not a prediction record {{pred, answers, all_classes, "
+                                     "length}: 'pred' must be a string and 'answers' a list")
+            scores.append(longbench_sample_score(d, cfgs[d].metric, pred, answers, rec.get("all_classes")))
+            if e:
+                if not isinstance(rec.get("length"), int):
+                    raise EvaluatorError(f"{path}:{lineno}: LongBench-E scoring needs an integer 'length'")
+                lengths.append(rec["length"])
         if not scores:
             continue
         result[d] = longbench_e_scores(scores, lengths) if e else longbench_dataset_score(scores)

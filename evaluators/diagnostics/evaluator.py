@@ -36,12 +36,12 @@ import torch
 from checkpoints.attention.stats import RowStats, stats_from_weights
 from checkpoints.loading import LoadedModel
 from evaluators.base import Evaluator, EvaluatorError, Sample
-from evaluators.options import DiagnosticsOptions
-from evaluators.passkey import PasskeyEvaluator
+from evaluators.diagnostics.options import DiagnosticsOptions
+from evaluators.passkey.evaluator import PasskeyEvaluator
 from evaluators.plots import heatmap, lines
 from evaluators.results import TaskResult, fmt, metric, series
 
-DEFAULT_TEXT = Path(__file__).parent / "texts" / "alice_in_wonderland.txt"
+DEFAULT_TEXT = Path(__file__).parent.parent / "texts" / "alice_in_wonderland.txt"
 
 EPS = (0.2, 0.3)
 HEAD_FIGURES = ("first_weight", "sink_ratio", "sparsity", "entropy", "dispersion", "negative_first")

@@ -38,8 +38,8 @@ from evaluators.metrics import (
     scrolls_aggregate,
     scrolls_sample_scores,
 )
-from evaluators.options import ScrollsOptions
 from evaluators.results import TaskResult, fmt, metric, series
+from evaluators.scrolls.options import ScrollsOptions
 
 SPLITS = ("train", "validation", "test")
 OFFICIAL_MAX_NEW_TOKENS = 1024  # the official SCROLLS baselines' generation cap

@@ -1,0 +1,69 @@
+"""JSON files the way every layer writes and reads them: JSONL records (read strictly,
+naming the file and line of a bad one, or leniently, skipping a line a crash cut short),
+appended durably, and JSON documents replaced atomically. The one place these rules live;
+it sits at the bottom (no lctx import) so the train log, the sample logs, the data
+loaders and the service all use it."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+class BadRecord(ValueError):
+    """A line of a JSONL file that is not a JSON object (the message names file and line)."""
+
+
+def records(path: Path, strict: bool = True, what: str = "a record") -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line. Strict: BadRecord for a line that is
+    not a JSON object. Lenient: such lines are skipped (a line being written, or cut short by
+    a crash: its sample runs again)."""
+    with Path(path).open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                if strict:
+                    raise BadRecord(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+                continue
+            if not isinstance(rec, dict):
+                if strict:
+                    raise BadRecord(f"{path}:{lineno}: {what} must be a JSON object, got {type(rec).__name__}")
+                continue
+            yield lineno, rec
+
+
+def append_record(path: Path, record: dict[str, Any]) -> None:
+    """Append one record as a line and fsync; a partial last line left by a crash is ended
+    first, so the new record starts on a fresh line."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    needs_newline = False
+    if path.is_file() and path.stat().st_size:
+        with path.open("rb") as f:
+            f.seek(-1, os.SEEK_END)
+            needs_newline = f.read(1) != b"\n"
+    with path.open("a", encoding="utf-8") as f:
+        f.write(("\n" if needs_newline else "") + json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Temporary file, fsync, rename, fsync of the folder: a reader sees the old file or
+    the whole new one, even across a crash."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w") as f:
+        json.dump(obj, f, indent=2, sort_keys=False, allow_nan=False)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

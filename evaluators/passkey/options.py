@@ -1,0 +1,53 @@
+"""The options of passkey retrieval and the needle grid (docs/protocols/protocols.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar
+
+from pydantic import Field
+
+from evaluators.options import FilePath, Int, IntList, Lengths, MaxNewTokens, Seed, option
+from evaluators.sequential.options import SearchOptions
+
+TDA_LENGTHS = list(range(500, 4001, 500))  # the TDA paper's passkey grid
+
+
+class PasskeyOptions(SearchOptions):
+    task: ClassVar[str] = "passkey"
+
+    lengths: Lengths = option(TDA_LENGTHS, "target prompt lengths in the model's tokens", selects=True, tokens=True)
+    trials: Int(ge=1, le=100_000) = option(100, "trials per length", selects=True)
+    seed: Seed = 0
+    max_new_tokens: MaxNewTokens = option(10, "greedy tokens generated per trial", tokens=True)
+    search_threshold: Annotated[float, Field(gt=0, lt=1)] = option(
+        0.5, "a sequential search's pass mark: a length passes when its accuracy is >= this", selects=True)
+    search_extra: ClassVar[dict[str, Any]] = {"search_threshold": 0.5}
+
+    def search_threshold_values(self) -> tuple[float | None, float | None]:
+        return self.search_threshold, None
+
+    def planned_samples(self) -> int:
+        return len(self.lengths) * self.trials
+
+
+class NeedleOptions(SearchOptions):
+    task: ClassVar[str] = "needle"
+
+    lengths: Lengths = option([1000, 2000, 4000], "target prompt lengths in the model's tokens", selects=True,
+                              tokens=True)
+    depths: IntList(0, 100) = option(list(range(0, 101, 10)), "needle depths, percent of the haystack, 0..100",
+                                     selects=True)
+    trials: Int(ge=1, le=100_000) = option(1, "trials per cell", selects=True)
+    seed: Seed = 0
+    max_new_tokens: MaxNewTokens = option(10, "greedy tokens generated per trial", tokens=True)
+    search_threshold: Annotated[float, Field(gt=0, lt=1)] = option(
+        0.5, "a sequential search's pass mark: a length passes when its accuracy is >= this", selects=True)
+    search_extra: ClassVar[dict[str, Any]] = {"search_threshold": 0.5}
+
+    def search_threshold_values(self) -> tuple[float | None, float | None]:
+        return self.search_threshold, None
+    haystack_file: FilePath | None = option(None, "UTF-8 text repeated as the haystack (default: the passkey "
+                                            "garbage); absolute or relative to the data directory", file=True)
+
+    def planned_samples(self) -> int:
+        return len(self.lengths) * len(self.depths) * self.trials

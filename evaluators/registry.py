@@ -1,0 +1,109 @@
+"""The task registry: every task is a folder `evaluators/<task>/` that registers itself.
+
+The folder's `__init__.py` names its tasks in `REGISTER`, a tuple of `Task` rows (its
+option model, where its evaluator class lives, one line saying what it measures), and
+imports only its option model (pydantic). The registry finds the folders by scanning
+this package, so adding a task edits nothing outside its folder: the API schema and
+description, the CLI's flags and `--task` help, the dashboard's task list, path
+confinement and the sample bounds all read this registry.
+
+This module imports no task at import time (the scan runs on first use) and no torch:
+the API schema and the CLI's client commands use it."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evaluators.errors import EvaluatorError
+from evaluators.options import TaskOptions, validate_options
+
+if TYPE_CHECKING:
+    from evaluators.base import Evaluator
+
+PACKAGE = Path(__file__).parent  # the task folders are its subpackages
+REGISTER = "REGISTER"  # the attribute of a task folder's __init__ that lists its tasks
+
+
+@dataclass(frozen=True)
+class Task:
+    """One registered task: its options (the name is `options.task`), its evaluator class
+    as "module:Class" (imported on first use: it loads torch) and a one-line summary."""
+
+    options: type[TaskOptions]
+    evaluator: str
+    summary: str
+
+    @property
+    def name(self) -> str:
+        return self.options.task
+
+    def load(self) -> type[Evaluator]:
+        """The evaluator class, checked to declare this task's name and options."""
+        module, _, attr = self.evaluator.partition(":")
+        cls = getattr(importlib.import_module(module), attr)
+        if cls.name != self.name or cls.Options is not self.options:
+            raise RuntimeError(f"{self.evaluator} is registered as task {self.name!r} with "
+                               f"{self.options.__name__} but declares {cls.name!r} with {cls.Options.__name__}")
+        return cls
+
+
+@cache
+def registry() -> dict[str, Task]:
+    """Every registered task by name, in the order of their folders (alphabetical) and of
+    `REGISTER` within a folder."""
+    found: dict[str, Task] = {}
+    for info in sorted(pkgutil.iter_modules([str(PACKAGE)], "evaluators."), key=lambda i: i.name):
+        if not info.ispkg:
+            continue
+        for task in getattr(importlib.import_module(info.name), REGISTER, ()):
+            if not isinstance(task, Task) or not task.name:
+                raise RuntimeError(f"{info.name}.{REGISTER} must hold Task rows whose options name the task")
+            if task.name in found:
+                raise RuntimeError(f"task {task.name!r} is registered twice ({found[task.name].evaluator}, "
+                                   f"{task.evaluator})")
+            found[task.name] = task
+    return found
+
+
+def task_options() -> dict[str, type[TaskOptions]]:
+    """Task name -> its option model."""
+    return {name: task.options for name, task in registry().items()}
+
+
+def task_names() -> list[str]:
+    return list(registry())
+
+
+@cache
+def evaluator_classes() -> dict[str, type[Evaluator]]:
+    """Task name -> its evaluator class (imports every evaluator: torch)."""
+    return {name: task.load() for name, task in registry().items()}
+
+
+def evaluator_class(name: str) -> type[Evaluator]:
+    """One task's evaluator class (imports only that task's evaluator)."""
+    if name not in registry():
+        raise EvaluatorError(f"unknown task {name!r}; available: {', '.join(sorted(registry()))}")
+    return registry()[name].load()
+
+
+def describe_tasks(sep: str = "; ") -> str:
+    """`name: summary` for every task, for help texts and the API description."""
+    return sep.join(f"{name}: {task.summary}" for name, task in registry().items())
+
+
+def validate_task(task: dict[str, Any]) -> dict[str, Any]:
+    """A task spec `{"name": ..., **options}` with defaults filled in; raises
+    EvaluatorError naming what is wrong."""
+    if not isinstance(task, dict) or "name" not in task:
+        raise EvaluatorError(f"a task is an object with a 'name' (one of {', '.join(sorted(registry()))}); "
+                             f"got {task!r}")
+    name = task["name"]
+    if name not in registry():
+        raise EvaluatorError(f"unknown task {name!r}; available: {', '.join(sorted(registry()))}")
+    return {"name": name, **validate_options(registry()[name].options, {k: v for k, v in task.items() if k != "name"})}

@@ -1,0 +1,10 @@
+"""SCROLLS: `options` (pydantic), `evaluator` (lm-eval's and the official prompts, the
+official metrics; torch)."""
+
+from evaluators.registry import Task
+from evaluators.scrolls.options import ScrollsOptions
+
+REGISTER = (
+    Task(ScrollsOptions, "evaluators.scrolls.evaluator:ScrollsEvaluator",
+         "SCROLLS's seven tasks with the official metrics"),
+)

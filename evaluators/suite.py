@@ -1,0 +1,135 @@
+"""One way to run a suite of tasks on a loaded model, used by `lctx eval` and by the
+service's worker: the same task keys (the task name, `name#2` for its first repeat), the
+same folder per task, the same per-task result file and the same results document.
+
+Each task gets its own folder `<root>/<key>` (`#` written as `-`) where its evaluator
+appends per-sample records (`samples.jsonl`), writes plots and, once finished, its entry
+of results.json (`result.json`, kept if a later task fails). Recorded samples are skipped,
+so a run that stopped resumes where it stopped."""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from checkpoints.jsonfiles import write_json_atomic
+from evaluators.registry import evaluator_class, validate_task
+from evaluators.results import RESULT_KEY
+
+if TYPE_CHECKING:
+    from checkpoints.engine import Engine
+    from checkpoints.loading import LoadedModel
+    from evaluators.base import Progress, ShouldStop
+
+RESULTS_FILE = "results.json"  # the suite's document, in the root of a run
+TASK_RESULT = "result.json"  # a finished task's entry, in its folder
+
+
+def task_keys(tasks: list[dict[str, Any]]) -> list[str]:
+    """Names that key results and folders: the task name, `name#2` for a repeat."""
+    keys: list[str] = []
+    for t in tasks:
+        key, n = t["name"], 2
+        while key in keys:
+            key, n = f"{t['name']}#{n}", n + 1
+        keys.append(key)
+    return keys
+
+
+def task_folder(root: Path, key: str) -> Path:
+    return Path(root) / key.replace("#", "-")
+
+
+def versions() -> dict[str, str]:
+    """The versions a result depends on: Python, lctx, torch, transformers, lm-eval."""
+    out = {"python": platform.python_version()}
+    for dist in ("lctx", "torch", "transformers", "lm-eval"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def run_task(
+    loaded: LoadedModel,
+    task: dict[str, Any],
+    out_dir: Path,
+    progress: Progress | None = None,
+    should_stop: ShouldStop | None = None,
+    data_dir: Path | None = None,
+    engine: Engine | None = None,
+) -> dict[str, Any]:
+    """Run one task on a loaded model; per-sample records go to
+    `out_dir/samples.jsonl` (already recorded samples are skipped), plots to
+    `out_dir/plots/`. Returns the task's entry of results.json: run metadata and the
+    typed result under "result". Raises EvaluationCancelled when `should_stop()` turns
+    true (checked between samples, also inside a batch). `engine` runs the requests
+    (default: an `Engine` of the loaded model with its default memory budget)."""
+    from evaluators.base import run_evaluator
+
+    spec = validate_task(task)
+    options = {k: v for k, v in spec.items() if k != "name"}
+    evaluator = evaluator_class(spec["name"])(options, data_dir=data_dir)
+    return run_evaluator(evaluator, loaded, Path(out_dir), progress=progress, should_stop=should_stop, engine=engine)
+
+
+def run_suite(
+    loaded: LoadedModel,
+    tasks: list[dict[str, Any]],
+    root: Path,
+    engine: Engine,
+    data_dir: Path | None = None,
+    progress: Callable[[str], Progress] | None = None,
+    should_stop: ShouldStop | None = None,
+    after_task: Callable[[str, Path], None] | None = None,
+) -> dict[str, Any]:
+    """Run every task in order, each in `task_folder(root, key)`; returns the results by
+    key. `progress(key)` gives a task's progress callback; `after_task(key, folder)` runs
+    once a task's entry is saved (the worker reports progress and checks for a stop)."""
+    results: dict[str, Any] = {}
+    for key, task in zip(task_keys(tasks), tasks, strict=True):
+        folder = task_folder(root, key)
+        folder.mkdir(parents=True, exist_ok=True)
+        results[key] = run_task(loaded, task, folder, progress=progress(key) if progress else None,
+                                should_stop=should_stop, data_dir=data_dir, engine=engine)
+        write_json_atomic(folder / TASK_RESULT, results[key])  # kept if a later task fails
+        if after_task is not None:
+            after_task(key, folder)
+    return results
+
+
+def suite_document(loaded: LoadedModel, tasks: list[dict[str, Any]], results: dict[str, Any], started: str,
+                   **extra: Any) -> dict[str, Any]:
+    """The results document of a finished suite: `extra` (who ran it: the job, the
+    checkpoint) first, then the model as it ran, the tasks, their results and versions."""
+    from evaluators.base import describe_run
+
+    return {**extra, "model": describe_run(loaded),  # with the backend that ran ("auto" resolved) and the device
+            "tasks": tasks, "results": results, "versions": versions(), "started_at": started,
+            "finished_at": datetime.now(UTC).isoformat()}
+
+
+def partial_result(task: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+    """What a task that did not finish has: its recorded samples (of the configuration
+    recorded last) aggregated by its evaluator, marked partial. For the results of a
+    failed or cancelled job; reads only the task's folder."""
+    from evaluators.base import SAMPLES_FILE, SampleLog
+
+    spec = validate_task(task)
+    evaluator = evaluator_class(spec["name"])({k: v for k, v in spec.items() if k != "name"})
+    log = SampleLog(Path(out_dir) / SAMPLES_FILE)
+    last = log.last_config(evaluator.name)
+    records = list(log.done(evaluator.name, last).values()) if last else []
+    scored = [r for r in records if "error" not in r]
+    entry: dict[str, Any] = {"task": evaluator.name, "evaluator_version": evaluator.version, "partial": True,
+                             "options": evaluator.options, "samples_done": len(records),
+                             "sample_errors": len(records) - len(scored)}
+    if scored:
+        sequential = evaluator.options.get("search") == "sequential"  # the search replays every record
+        entry[RESULT_KEY] = evaluator.result(records if sequential else scored).model_dump(mode="json")
+    return entry

@@ -1,0 +1,80 @@
+"""No import circles in lctx's packages: a module of a circle cannot be read or tested
+alone. Every `import` counts, also those inside functions (a deferred import is still a
+dependency), except those under `if TYPE_CHECKING:` (type hints only). Read from the
+source with `ast`, so a circle fails here even when import order happens to hide it."""
+
+from __future__ import annotations
+
+import ast
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("checkpoints", "evaluators", "service", "cli")
+
+
+def modules(root: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the packages (a package is its __init__)."""
+    out = {}
+    for package in PACKAGES:
+        for path in (root / package).rglob("*.py"):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = path
+    return out
+
+
+def imported(path: Path) -> list[str]:
+    """The names a module imports (`from a.b import c` gives `a.b.c`), type-checking-only ones left out."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    type_only = {id(node) for block in ast.walk(tree)
+                 if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+                 for stmt in block.body for node in ast.walk(stmt)}
+    names = []
+    for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names += [f"{node.module}.{alias.name}" for alias in node.names]
+    return names
+
+
+def graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the lctx modules it imports (a name resolves to its longest module prefix)."""
+    mods = modules(root)
+
+    def resolve(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    return {m: {r for n in imported(path) if (r := resolve(n)) and r != m} for m, path in mods.items()}
+
+
+def circle(deps: dict[str, set[str]]) -> list[str] | None:
+    try:
+        tuple(TopologicalSorter(deps).static_order())
+    except CycleError as e:
+        return list(e.args[1])
+    return None
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    found = circle(graph(ROOT))
+    assert found is None, "import circle: " + " -> ".join(found or [])
+
+
+def test_the_check_sees_a_deferred_circle(tmp_path: Path) -> None:
+    for package in PACKAGES:
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "checkpoints" / "a.py").write_text("from checkpoints.b import f\n")
+    (tmp_path / "checkpoints" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from checkpoints.a import g\n\n"
+        "def f():\n    return 1\n")
+    assert circle(graph(tmp_path)) is None  # a type-only import is not a dependency
+    (tmp_path / "checkpoints" / "b.py").write_text("def f():\n    from checkpoints.a import g\n    return g\n")
+    assert set(circle(graph(tmp_path)) or []) == {"checkpoints.a", "checkpoints.b"}
