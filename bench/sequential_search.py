@@ -161,7 +161,11 @@ def markdown(results: dict[str, Any]) -> str:
                          f"{r['agree_with_truth']:.1%} | {r['grid_agrees_with_truth']:.1%} | {r['confident']:.1%} | "
                          f"{s['mean']:.1%} / {s['p90']:.1%} / {s['max']:.1%} |")
         lines += ["", f"Over {results['simulated'][0]['seeds']} draws each; block "
-                  f"{results['simulated'][0]['block']}, alpha {results['simulated'][0]['alpha']}.", ""]
+                  f"{results['simulated'][0]['block']}, alpha {results['simulated'][0]['alpha']}; share = units the "
+                  "search drew / the grid's 8 x 500. True mean per length (1k..128k):", ""]
+        lines += [f"- {r['scenario']}: " + ", ".join(f"{v:.3f}" for v in r["true_means"])
+                  + f" (threshold {r['threshold']})" for r in results["simulated"]]
+        lines += [""]
     if results.get("real"):
         lines += [f"## (b) {results['checkpoint']}, 1k..8k, {results['real'][0]['samples_per_cell']} samples per "
                   "cell", "",
