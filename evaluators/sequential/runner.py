@@ -140,7 +140,9 @@ def typed(evaluator: Any, state: SearchState, units: dict[int, list[list[Any]]],
     share = spent / grid if grid else 0.0
     summary = (f"{evaluator.name} sequential search: {answer}; {spent} of {grid} grid samples ({share:.0%})"
                + (f"; monotonicity: {'; '.join(notes)}" if notes else ""))
-    extra = {**(base.extra if base else {}), "search": {
+    # the grid's own effective-length read-outs over a few searched cells would contradict the search's
+    grid_only = {"effective_length", "effective_length_relative"}
+    extra = {**{k: v for k, v in (base.extra if base else {}).items() if k not in grid_only}, "search": {
         "rule": rule, "alpha": cfg.alpha, "level_per_test": cfg.level, "tests_budgeted": cfg.tests,
         "block": cfg.block, "cap": cfg.cap, "candidates": cfg.lengths, "unit_samples": unit_size,
         "finished": state.finished, "bracket": [low, high], "confident": state.confident,
