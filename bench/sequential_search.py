@@ -82,13 +82,15 @@ def simulated(seeds: int, block: int, alpha: float) -> list[dict[str, Any]]:
 
 
 def real(checkpoint: Path, work: Path, trials: int, block: int, alpha: float, passkey_threshold: float,
-         tasks: list[str]) -> list[dict[str, Any]]:
-    """Both tasks through run_task: the search, then the grid (reusing the search's samples)."""
+         tasks: list[str], recorded_only: bool = False) -> list[dict[str, Any]]:
+    """Both tasks through run_task: the search, then the grid (reusing the search's samples).
+    `recorded_only`: run nothing, read what the sample logs hold (partial_result: a grid cut
+    short is marked so, with the samples each length has)."""
     from checkpoints.loading import load_model
-    from evaluators import run_task
+    from evaluators import partial_result, run_task
     from evaluators.results import task_result
 
-    loaded = load_model(str(checkpoint), device="cpu")
+    loaded = None if recorded_only else load_model(str(checkpoint), device="cpu")
     specs = {
         "passkey": {"name": "passkey", "lengths": REAL_LENGTHS, "trials": trials, "seed": 0,
                     "search_threshold": passkey_threshold},
@@ -105,11 +107,16 @@ def real(checkpoint: Path, work: Path, trials: int, block: int, alpha: float, pa
             sequential.pop("search_threshold", None)
         grid_spec = {k: v for k, v in spec.items() if k != "search_threshold"}
         t0 = time.perf_counter()
-        seq_entry = run_task(loaded, sequential, folder, progress=_progress(f"{key} sequential"))
+        seq_entry = partial_result(sequential, folder) if loaded is None else \
+            run_task(loaded, sequential, folder, progress=_progress(f"{key} sequential"))
         seq_seconds = time.perf_counter() - t0
         t0 = time.perf_counter()
-        grid_entry = run_task(loaded, grid_spec, folder, progress=_progress(f"{key} grid"))
+        grid_entry = partial_result(grid_spec, folder) if loaded is None else \
+            run_task(loaded, grid_spec, folder, progress=_progress(f"{key} grid"))
         grid_seconds = time.perf_counter() - t0
+        if "result" not in seq_entry or "result" not in grid_entry:
+            out.append({"task": key, "note": "no samples recorded yet"})
+            continue
         seq = task_result(seq_entry)
         grid = task_result(grid_entry)
         means = _grid_means(grid, spec["name"])
@@ -125,6 +132,9 @@ def real(checkpoint: Path, work: Path, trials: int, block: int, alpha: float, pa
             "grid_samples": search["grid_samples"], "share": search["samples_spent"] / search["grid_samples"],
             "summary": seq.summary, "seconds_search_with_reuse": round(seq_seconds, 1),
             "seconds_grid_rest": round(grid_seconds, 1),
+            "grid_complete": not grid_entry.get("partial", False),
+            "grid_samples_per_length": {str(k): v for k, v in _grid_counts(grid, spec["name"]).items()},
+            "search_finished": search["finished"],
         })
     return out
 
@@ -135,6 +145,12 @@ def _grid_means(result: Any, task: str) -> dict[int, float]:
     series = next(s for s in result.series if s.name == name and s.axis == "length" and not s.at)
     scale = 1.0 if task == "passkey" else 100.0
     return {int(p.key): p.value / scale for p in series.points}
+
+
+def _grid_counts(result: Any, task: str) -> dict[int, int]:
+    name = "accuracy" if task == "passkey" else "average"
+    series = next(s for s in result.series if s.name == name and s.axis == "length" and not s.at)
+    return {int(p.key): p.n for p in series.points}
 
 
 def _progress(label: str):
@@ -167,16 +183,21 @@ def markdown(results: dict[str, Any]) -> str:
                   + f" (threshold {r['threshold']})" for r in results["simulated"]]
         lines += [""]
     if results.get("real"):
-        lines += [f"## (b) {results['checkpoint']}, 1k..8k, {results['real'][0]['samples_per_cell']} samples per "
+        lines += [f"## (b) {results['checkpoint']}, 1k..8k, {results['real'][0].get('samples_per_cell')} samples per "
                   "cell", "",
                   "| task | grid means | grid eff. length | search eff. length (bracket) | confident | "
                   "search / grid samples | share |", "|---|---|---|---|---|---|---|"]
         for r in results["real"]:
+            if "note" in r:
+                lines.append(f"| {r['task']} | {r['note']} | | | | | |")
+                continue
             means = ", ".join(f"{k}: {v:.2f}" for k, v in r["grid_means"].items())
+            if not r.get("grid_complete", True):
+                means += f" (grid incomplete: samples per length {r['grid_samples_per_length']})"
             lines.append(f"| {r['task']} | {means} | {r['grid_effective_length']} | "
                          f"{r['search_effective_length']} ({r['bracket']}) | {r['confident']} | "
                          f"{r['search_samples']} / {r['grid_samples']} | {r['share']:.0%} |")
-        lines += [""] + [f"- {r['task']}: {r['summary']}" for r in results["real"]] + [""]
+        lines += [""] + [f"- {r['task']}: {r['summary']}" for r in results["real"] if "summary" in r] + [""]
     return "\n".join(lines)
 
 
@@ -188,7 +209,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
     rows = [(r["scenario"].split(",")[0] + "\n" + r["scenario"].split(",")[-1].strip(),
              r["share_of_grid_samples"]["mean"]) for r in results.get("simulated", [])]
-    rows += [(f"{r['task']}\n(real model, 1k..8k)", r["share"]) for r in results.get("real", [])]
+    rows += [(f"{r['task']}\n(real model, 1k..8k)", r["share"]) for r in results.get("real", []) if "share" in r]
     fig, ax = plt.subplots(figsize=(9, 0.6 * len(rows) + 1.5))
     ax.barh([r[0] for r in rows], [100 * r[1] for r in rows], color="tab:blue")
     ax.axvline(10, color="tab:red", ls="--", label="target, simulated (10%)")
@@ -212,6 +233,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=200, help="draws per simulated scenario")
     ap.add_argument("--part", choices=["all", "simulated", "real"], default="all")
     ap.add_argument("--tasks", default="passkey,ruler", help="real-model tasks: passkey, ruler or both")
+    ap.add_argument("--recorded-only", action="store_true", help="run no sample: report what --work holds")
     ap.add_argument("--work", type=Path, default=REPO / "var" / "bench" / "sequential_search")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     args = ap.parse_args()
@@ -225,7 +247,8 @@ def main() -> None:
         torch.set_num_threads(2)
         results["checkpoint"] = str(args.checkpoint.name)
         results["real"] = real(args.checkpoint, args.work, args.trials, args.block, args.alpha,
-                               args.passkey_threshold, args.tasks.split(","))
+                               args.passkey_threshold, args.tasks.split(","),
+                               args.recorded_only)
     args.out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=1) + "\n")
     (args.out / "sequential_search.md").write_text(markdown(results))

@@ -76,3 +76,16 @@ def test_ruler_units_hold_one_sample_of_every_task(tmp_path: Path) -> None:
     for cell in search["cells"]:
         mine = [r["score"] for r in records if r["length"] == cell["length"]]
         assert cell["mean"] == pytest.approx(sum(mine) / len(mine))
+
+
+def test_needle_units_are_one_trial_at_every_depth(loaded, tmp_path: Path) -> None:
+    spec = {"name": "needle", "lengths": [96, 128, 192], "depths": [0, 50, 100], "trials": 4, "search": "sequential",
+            "search_block": 2}
+    search = typed(run_task(loaded, spec, tmp_path)).extra["search"]
+    records = lines(tmp_path)
+    assert search["unit_samples"] == {"96": 3, "128": 3, "192": 3} and search["grid_samples"] == 36
+    assert len(records) == search["samples_spent"] == 3 * sum(c["n"] for c in search["cells"])
+    trials = {(r["length"], r["trial"]): sorted(x["depth_percent"] for x in records
+                                                if (x["length"], x["trial"]) == (r["length"], r["trial"]))
+              for r in records}
+    assert all(depths == [0, 50, 100] for depths in trials.values())
