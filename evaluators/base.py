@@ -26,10 +26,12 @@ from typing import Any, ClassVar
 from checkpoints import jsonfiles
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.loading import LoadedModel
+from checkpoints.prefix_cache import PrefixStats
 from checkpoints.tokenizer import Tokenizer
 from evaluators.errors import EvaluationCancelled, EvaluatorError  # noqa: F401 - re-exported
 from evaluators.options import TaskOptions, validate_options
 from evaluators.results import RESULT_KEY, TaskResult
+from evaluators.sequential import runner as sequential
 
 SAMPLES_FILE = "samples.jsonl"
 # Samples built (prompts tokenized) and handed to the engine at a time: bounds the
@@ -134,6 +136,16 @@ class Evaluator:
 
     def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
         raise NotImplementedError
+
+    # The plan parameter numbering a length's units for the sequential search (evaluators/sequential).
+    search_unit: ClassVar[str] = "trial"
+
+    def result(self, records: list[dict[str, Any]]) -> TaskResult:
+        """`aggregate`, or with `search: sequential` the search's answer over the samples it
+        consumed (failed samples included: they count as wrong)."""
+        if sequential.enabled(self.options):
+            return sequential.summarize(self, records)
+        return self.aggregate(records)
 
     @classmethod
     def legacy_result(cls, entry: dict[str, Any]) -> TaskResult:
@@ -263,12 +275,17 @@ def run_evaluator(
         if should_stop is not None and should_stop():
             raise EvaluationCancelled(f"{evaluator.name}: stopped after {len(done)} of {total} samples")
 
-    reuse: dict[str, Any] | None = None  # prompt tokens of this run served from the engine's prefix cache
-    if evaluator.run_sample is not None:
-        for sample in pending:
-            check_stop()
-            record(sample, evaluator.run_sample(loaded, sample))
-    else:
+    spent = PrefixStats()  # prompt tokens of this run, and those served from the engine's prefix cache
+    prefix_enabled: bool | None = None
+
+    def run_samples(pending: list[Sample]) -> None:
+        nonlocal engine, spent, prefix_enabled
+        if evaluator.run_sample is not None:
+            for sample in pending:
+                check_stop()
+                record(sample, evaluator.run_sample(loaded, sample))
+            return
+
         def finished(built: Built, response: Any) -> None:
             record(built.sample, {**built.record, **evaluator.score(built, response)})
             check_stop()  # a cancel lands mid-batch; every answered sample is already recorded
@@ -282,14 +299,23 @@ def run_evaluator(
                 run_built(engine, [evaluator.build(loaded, s) for s in pending[lo:lo + BUILD_GROUP]], finished)
         finally:
             engine.on_prefill = None
-        reuse = {**engine.stats.since(before).as_dict(), "enabled": engine.prefix is not None}
+            block = engine.stats.since(before)
+            spent = PrefixStats(spent.prompt_tokens + block.prompt_tokens, spent.reused_tokens + block.reused_tokens)
+            prefix_enabled = engine.prefix is not None
+
+    if sequential.enabled(evaluator.options):  # block after block, only what the search needs
+        ids = [s.id for s in sequential.run(evaluator, samples, done, run_samples)]
+        report(evaluator.name, len(ids), len(ids))  # finished: the search needs no more
+    else:
+        run_samples(pending)
+    reuse = {**spent.as_dict(), "enabled": prefix_enabled} if prefix_enabled is not None else None
     records = [done[i] for i in ids]
     scored = [r for r in records if "error" not in r]
     errors = len(records) - len(scored)
     if not scored and errors:
         raise EvaluatorError(f"{evaluator.name}: every one of its {errors} samples failed "
                              f"(first: {records[0]['error']}); see {out_dir / SAMPLES_FILE}")
-    result = evaluator.aggregate(scored)
+    result = evaluator.result(records if sequential.enabled(evaluator.options) else scored)
     if errors:
         result.extra["sample_errors"] = errors
         result.summary += f" ({errors} samples failed: non-finite outputs)"

@@ -136,5 +136,6 @@ def partial_result(task: dict[str, Any], out_dir: Path) -> dict[str, Any]:
                              "options": evaluator.options, "samples_done": len(records),
                              "sample_errors": len(records) - len(scored)}
     if scored:
-        entry[RESULT_KEY] = evaluator.aggregate(scored).model_dump(mode="json")
+        sequential = evaluator.options.get("search") == "sequential"  # the search replays every record
+        entry[RESULT_KEY] = evaluator.result(records if sequential else scored).model_dump(mode="json")
     return entry

@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import StrictBool
+from pydantic import Field, StrictBool
 
-from evaluators.options import (
-    FilePath,
-    Int,
-    IntList,
-    Lengths,
-    MaxNewTokens,
-    Seed,
-    TaskOptions,
-    chat_template_option,
-    option,
-)
+from evaluators.options import FilePath, Int, IntList, Lengths, MaxNewTokens, Seed, chat_template_option, option
+from evaluators.sequential.options import SearchOptions
 
 TDA_LENGTHS = list(range(500, 4001, 500))  # the TDA paper's passkey grid
 
 
-class PasskeyOptions(TaskOptions):
+class PasskeyOptions(SearchOptions):
     task: ClassVar[str] = "passkey"
 
     lengths: Lengths = option(TDA_LENGTHS, "target prompt lengths in the model's tokens", selects=True, tokens=True)
@@ -30,6 +21,12 @@ class PasskeyOptions(TaskOptions):
     max_new_tokens: MaxNewTokens = option(10, "greedy tokens generated per trial", tokens=True)
     chat_template: StrictBool = chat_template_option(False, "the landmark/TDA protocol prompts the model as "
                                                      "plain text")
+    search_threshold: Annotated[float, Field(gt=0, lt=1)] = option(
+        0.5, "a sequential search's pass mark: a length passes when its accuracy is >= this", selects=True)
+    search_extra: ClassVar[dict[str, Any]] = {"search_threshold": 0.5}
+
+    def search_threshold_values(self) -> tuple[float | None, float | None]:
+        return self.search_threshold, None
 
     def planned_samples(self) -> int:
         return len(self.lengths) * self.trials
@@ -38,7 +35,7 @@ class PasskeyOptions(TaskOptions):
         return sum(self.lengths) * self.trials
 
 
-class NeedleOptions(TaskOptions):
+class NeedleOptions(SearchOptions):
     task: ClassVar[str] = "needle"
 
     lengths: Lengths = option([1000, 2000, 4000], "target prompt lengths in the model's tokens", selects=True,
@@ -48,10 +45,17 @@ class NeedleOptions(TaskOptions):
     trials: Int(ge=1, le=100_000) = option(1, "trials per cell", selects=True)
     seed: Seed = 0
     max_new_tokens: MaxNewTokens = option(10, "greedy tokens generated per trial", tokens=True)
+    search_threshold: Annotated[float, Field(gt=0, lt=1)] = option(
+        0.5, "a sequential search's pass mark: a length passes when its accuracy is >= this", selects=True)
+    search_extra: ClassVar[dict[str, Any]] = {"search_threshold": 0.5}
+
     haystack_file: FilePath | None = option(None, "UTF-8 text repeated as the haystack (default: the passkey "
                                             "garbage); absolute or relative to the data directory", file=True)
     chat_template: StrictBool = chat_template_option(False, "the needle-in-a-haystack grid prompts the model as "
                                                      "plain text, as passkey does")
+
+    def search_threshold_values(self) -> tuple[float | None, float | None]:
+        return self.search_threshold, None
 
     def planned_samples(self) -> int:
         return len(self.lengths) * len(self.depths) * self.trials

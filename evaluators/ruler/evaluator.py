@@ -42,6 +42,7 @@ class RulerEvaluator(Evaluator):
     name = "ruler"
     version = "1"
     Options = RulerOptions
+    search_unit = "index"
 
     def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, StrictBool, model_validator
 
-from evaluators.options import Int, Lengths, Seed, TaskOptions, chat_template_option, listed, option
+from evaluators.options import Int, Lengths, Seed, chat_template_option, listed, option
 from evaluators.ruler.files import RULER_ESSAY_TASKS, RULER_FILES_HOWTO, ruler_file_candidates, ruler_files
+from evaluators.sequential.options import SearchOptions
 
 # RULER (docs/protocols/ruler.md): the 13 tasks in synthetic.yaml's order (section 2), the
 # lengths of config_models.sh (section 1), RULER's model wrappers (section 3, template.py)
@@ -22,7 +23,7 @@ RulerTemplate = Literal["base", "chat", "meta-chat", "vicuna-chat", "lwm-chat", 
                         "RWKV", "Phi3", "meta-llama3", "jamba", "nemotron5-instruct"]
 
 
-class RulerOptions(TaskOptions):
+class RulerOptions(SearchOptions):
     """NVIDIA RULER, docs/protocols/ruler.md: 13 tasks, samples sized to each length with the
     model's tokenizer (prompt + generation budget), scored as evaluate.py scores."""
 
@@ -42,6 +43,17 @@ class RulerOptions(TaskOptions):
     threshold: Annotated[float, Field(ge=0, le=100)] = option(85.6, "effective-length threshold on the "
                                                                "per-length average (0-100)")
     bootstrap: Int(ge=0, le=100_000) = option(1000, "bootstrap resamples of the 95% intervals (0: none)")
+    search_rule: Literal["threshold", "relative"] = option(
+        "threshold", "a sequential search's pass rule: threshold = the per-length average (rounded to 0.1) is "
+        ">= threshold; relative = it keeps 85% of the average at the shortest candidate length", selects=True)
+
+    search_cap: ClassVar[str] = "samples"
+    search_extra: ClassVar[dict[str, Any]] = {"search_rule": "threshold"}
+
+    def search_threshold_values(self) -> tuple[float | None, float | None]:
+        if self.search_rule == "relative":
+            return None, 0.85  # evaluators.ruler.summary.RELATIVE
+        return (self.threshold - 0.05) / 100, None  # the grid's rule rounds the average to 0.1
 
     @model_validator(mode="after")
     def _one_name(self) -> RulerOptions:
@@ -56,6 +68,9 @@ class RulerOptions(TaskOptions):
                              f"{self.template} names another wrapper: give one of them")
         if self.chat_template or self.template == "chat":  # one setting, two spellings
             self.chat_template, self.template = True, "chat"
+        if self.search == "sequential" and self.search_rule == "threshold" and not 0.1 <= self.threshold < 100:
+            raise ValueError(f"threshold {self.threshold} leaves nothing to decide for a sequential search; "
+                             "give 0.1 <= threshold < 100")
         return self
 
     def planned_samples(self) -> int:

@@ -102,6 +102,11 @@ def test_bad_job_requests_are_422_with_a_reason(api: httpx.Client, models: Path)
         ({"checkpoint": "tiny", "tasks": []}, "at least 1"),
         ({"checkpoint": "tiny", "tasks": [{"name": "passkey", "lengths": [-5]}]}, "greater than 0"),
         ({"checkpoint": "tiny", "tasks": [{"name": "passkey"}], "backend": "cuda-magic"}, "auto"),
+        ({"checkpoint": "tiny", "tasks": [{"name": "passkey", "search_block": 3}]}, "only to search=sequential"),
+        ({"checkpoint": "tiny", "tasks": [{"name": "ruler", "search": "sequential", "search_lengths": "doubling"}]},
+         "needs search_min and search_max"),
+        ({"checkpoint": "tiny", "tasks": [{"name": "passkey", "search": "sequential", "trials": 4}]},
+         "search_block (5) exceeds trials (4)"),
     ]
     for body, needle in cases:
         r = api.post("/v1/jobs", json=body)

@@ -83,3 +83,20 @@ def test_a_cancelled_job_is_not_run(env) -> None:
     store.cancel(job_id)
     assert run_job(settings, job_id, store) == CANCELLED
     assert not (settings.results / job_id / "results.json").exists()
+
+
+def test_a_sequential_search_job_runs_through_the_worker(env) -> None:
+    """search: sequential through the job path: the result's headline is the effective
+    length, the samples run are the search's, and progress ends complete."""
+    settings, store, path = env
+    task = {"name": "passkey", "lengths": [64, 128, 256], "trials": 10, "search": "sequential", "search_block": 2}
+    job_id = queue(store, path, [task])
+    store.claim_next("t")
+    assert run_job(settings, job_id, store) == SUCCEEDED
+    job = store.get_job(job_id)
+    assert job.progress["passkey"]["done"] == job.progress["passkey"]["total"]
+    entry = json.loads((settings.results / job_id / "results.json").read_text())["results"]["passkey"]
+    search = entry["result"]["extra"]["search"]
+    assert entry["result"]["headline"] == "effective_length" and search["finished"]
+    lines = (settings.results / job_id / "tasks" / "passkey" / "samples.jsonl").read_text().splitlines()
+    assert len(lines) == search["samples_spent"] == job.progress["passkey"]["done"] < search["grid_samples"] == 30
