@@ -6,7 +6,16 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, StrictBool
 
-from evaluators.options import FilePath, Int, IntList, Lengths, MaxNewTokens, Seed, chat_template_option, option
+from evaluators.options import (
+    FilePath,
+    Int,
+    IntList,
+    Lengths,
+    MaxNewTokens,
+    Seed,
+    chat_template_option,
+    option,
+)
 from evaluators.sequential.options import SearchOptions
 
 TDA_LENGTHS = list(range(500, 4001, 500))  # the TDA paper's passkey grid
