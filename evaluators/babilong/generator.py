@@ -39,6 +39,7 @@ PROMPT_RESERVE = 300
 FACTS_PER_TOKEN = 8  # max_n_facts = message_length // 8
 NOISE_SEED = 42  # NoiseInjectionDataset's random_seed default, which create_tasks.py keeps
 MIN_SENTENCE_TOKENS = 10  # SentenceSampler's min_sentence_len default
+MAX_EMPTY_DRAWS = 10_000
 
 
 def length_name(length: int) -> str:
@@ -144,8 +145,13 @@ class SentenceSampler:
             self._more_sentences(size)
 
     def _more_sentences(self, size: int) -> None:
+        """Draw books and starts until some sentences come out. create_tasks.py loops forever
+        when none ever can (at 0k it reads all but the last 10 x (300 + facts) characters of
+        a book, nothing of a short one); lctx stops after MAX_EMPTY_DRAWS draws in a row."""
         found: list[str] = []
-        while not found:
+        for _ in range(MAX_EMPTY_DRAWS):
+            if found:
+                break
             text = self.books[int(self.gen.choice(len(self.books)))]
             if len(text) == 0:
                 continue
@@ -153,6 +159,9 @@ class SentenceSampler:
             text = text[: size * 10]
             found += self.punkt.tokenize(text)
             found = found[1:-1]
+        if not found:
+            raise EvaluatorError(f"babilong: {MAX_EMPTY_DRAWS} draws of haystack text gave no sentence (books too "
+                                 "short or empty for this length); add PG-19 books to the haystack folder")
         self.sentences += found
 
 
