@@ -10,7 +10,7 @@ from pathlib import Path
 from evaluators.babilong import generator, protocol
 from evaluators.babilong.options import BabilongOptions
 from evaluators.suite import run_task
-from tests.evaluators.helpers import points, tiny_model, typed
+from tests.helpers import points, tiny_model, typed
 
 QA1 = "".join(f"1 Mary went to the room{i}.\n2 John went to the hall{i}.\n3 Where is Mary? \troom{i}\t1\n"
               for i in range(6))

@@ -13,7 +13,7 @@ from evaluators.longbench_v2 import protocol
 from evaluators.longbench_v2.options import LongBenchV2Options
 from evaluators.registry import validate_task
 from evaluators.suite import run_task
-from tests.evaluators.helpers import tiny_model, typed
+from tests.helpers import tiny_model, typed
 
 
 def write_data(folder: Path) -> Path:
