@@ -53,3 +53,18 @@ def test_leaderboard_columns_of_longbench_v2_and_babilong(tmp_path: Path, models
     assert values["mean_over_tasks.length=0"] == 25.0
     info = {col["name"]: col for col in bl["column_info"]}
     assert info["accuracy.task=qa1.length=1000"]["axis"] == "length" and info["average"]["unit"] == "accuracy (%)"
+
+
+def test_submissions_without_their_files_are_refused_with_the_paths(tmp_path: Path, models: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    with ThreadServer(create_app(make_settings(tmp_path, data_dir=data))) as srv, httpx.Client(base_url=srv.url) as c:
+        assert c.post("/v1/checkpoints", json={"name": "tiny", "path": str(models / "tiny")}).status_code == 201
+        r = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [{"name": "longbench_v2"}]})
+        assert r.status_code == 422 and str(data / "LongBench-v2" / "data.json") in r.text
+        assert "THUDM/LongBench-v2" in r.text
+        r = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [{"name": "babilong", "tasks": ["qa2"]}]})
+        assert r.status_code == 422 and "qa2_two-supporting-facts_train.txt" in r.text and "pg19" in r.text
+        (data / "data.json").write_text("[]")
+        assert c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [{"name": "longbench_v2"}]}
+                      ).status_code == 202
