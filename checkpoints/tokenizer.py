@@ -80,7 +80,10 @@ class JsonTokenizer:
         self._tok = HFTokenizer.from_file(str(self.path / "tokenizer.json"))
         tcfg = _read_json(self.path / "tokenizer_config.json")
         gcfg = _read_json(self.path / "generation_config.json")
-        self.chat_template: str | None = tcfg.get("chat_template")
+        # transformers >= 4.43 saves the template as chat_template.jinja beside the config
+        jinja = self.path / "chat_template.jinja"
+        self.chat_template: str | None = tcfg.get("chat_template") or (
+            jinja.read_text(encoding="utf-8") if jinja.is_file() else None)
         bos = _token_content(tcfg.get("bos_token"))
         eos = _token_content(tcfg.get("eos_token"))
         self.bos_id = self._tok.token_to_id(bos) if bos else config.bos_token_id
