@@ -1,4 +1,4 @@
-"""`lctx eval`, `lctx score longbench|scrolls|ruler` and `lctx lm-eval`: the evaluators
+"""`lctx eval`, `lctx score longbench|scrolls|ruler|longbench-v2|babilong` and `lctx lm-eval`: the evaluators
 from the shell, without the service."""
 
 from __future__ import annotations
@@ -176,6 +176,24 @@ def _score_ruler(args: argparse.Namespace) -> int:
     return 0
 
 
+def _score_longbench_v2(args: argparse.Namespace) -> int:
+    from evaluators.longbench_v2.scoring import score_prediction_dir
+
+    table = score_prediction_dir(Path(args.pred_dir), compensated=args.compensated)
+    print(json.dumps(table, indent=2, ensure_ascii=False))
+    print(f"wrote {Path(args.pred_dir) / 'result.txt'}, {Path(args.pred_dir) / 'result.json'}")
+    return 0
+
+
+def _score_babilong(args: argparse.Namespace) -> int:
+    from evaluators.babilong.scoring import score_prediction_dir
+
+    result = score_prediction_dir(Path(args.pred_dir))
+    print(json.dumps(result, indent=2))
+    print(f"wrote {Path(args.pred_dir) / 'result.json'} and a heatmap per prompt configuration")
+    return 0
+
+
 def _lm_eval(args: argparse.Namespace) -> int:
     import lm_eval
     from lm_eval.loggers import EvaluationTracker
@@ -260,6 +278,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                                        "summary.csv (NVIDIA evaluate.py's scoring)")
     ru.add_argument("--pred-dir", required=True, help="folder of <task>.jsonl files as NVIDIA's call_api.py writes")
     ru.set_defaults(func=_score_ruler)
+
+    v2 = ssub.add_parser("longbench-v2", help="DIR of pred.py's <model>.jsonl files -> DIR/result.txt and "
+                                               "result.json (result.py's Overall, Easy, Hard, Short, Medium, Long)")
+    v2.add_argument("--pred-dir", required=True, help="folder of prediction files as LongBench v2's pred.py writes")
+    v2.add_argument("--compensated", action="store_true", help="result.py's compensated=True: 0.25 for no answer")
+    v2.set_defaults(func=_score_longbench_v2)
+
+    bl = ssub.add_parser("babilong", help="DIR of <task>_<length>_<prompt name>.csv files -> accuracy per task and "
+                                          "length (collect_results.py with metrics.py), DIR/result.json, heatmaps")
+    bl.add_argument("--pred-dir", required=True, help="folder of run_model_on_babilong.py's CSV files")
+    bl.set_defaults(func=_score_babilong)
 
     m = sub.add_parser("lm-eval", help="run lm-evaluation-harness tasks on a lctx checkpoint")
     _model_flags(m)

@@ -30,11 +30,16 @@ def served(tmp_path: Path, models: Path):
         yield c, settings
 
 
+def schema_name(task: str) -> str:
+    """The request schema's name of a task: "longbench_v2" -> "LongbenchV2Task"."""
+    return f"{task.title().replace('_', '')}Task"
+
+
 def test_openapi_shows_each_tasks_options(served) -> None:
     c, _ = served
     schemas = c.get("/openapi.json").json()["components"]["schemas"]
     for name, model in TASK_OPTIONS.items():
-        spec = schemas[f"{name.title()}Task"]
+        spec = schemas[schema_name(name)]
         assert set(spec["properties"]) == {"name", *model.model_fields}, name
         assert spec["properties"]["name"]["const"] == name and spec["additionalProperties"] is False
         for option in model.file_options():
@@ -44,7 +49,7 @@ def test_openapi_shows_each_tasks_options(served) -> None:
     assert lengths["items"] == {"type": "integer", "exclusiveMinimum": 0, "maximum": 10_000_000}
     assert set(schemas["PerplexityTask"]["required"]) == {"text_file", "name"}
     tasks = schemas["Suite"]["properties"]["tasks"]["items"]
-    assert {ref["$ref"].rsplit("/", 1)[1] for ref in tasks["oneOf"]} == {f"{n.title()}Task" for n in TASK_OPTIONS}
+    assert {ref["$ref"].rsplit("/", 1)[1] for ref in tasks["oneOf"]} == {schema_name(n) for n in TASK_OPTIONS}
 
 
 @pytest.mark.parametrize(("task", "loc", "message"), [
