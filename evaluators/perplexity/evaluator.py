@@ -68,6 +68,7 @@ def windows(n: int, text_len: int, stride: int, bos: bool) -> list[tuple[int, in
 
 class PerplexityEvaluator(Evaluator):
     name = "perplexity"
+    scores_prompts = True
     # 2: typed result; 3: the same tokens at every length (whole documents up to max_tokens), BOS per window,
     #    several documents, token-weighted and YaRN's mean-over-windows figures
     version = "3"
