@@ -117,6 +117,10 @@ class TransformersServer:
         self.stop()
         raise RuntimeError(f"transformers serve did not answer in {timeout}s")
 
+    def requests_received(self) -> int:
+        """Generation requests the server has logged (every run of it, one log)."""
+        return (self.home / "server.log").read_text(errors="replace").count("[Request received]")
+
     def stop(self) -> None:
         """Kill the server (SIGKILL to its process group: a crash, not a shutdown)."""
         if self.process is not None and self.process.poll() is None:
