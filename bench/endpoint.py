@@ -87,7 +87,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from checkpoints.endpoint import EndpointSpec, connect
-    from tests.conftest import TransformersServer
+    from tests.helpers import TransformersServer
 
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from service.schemas import CheckpointOut, EndpointOut, JobList, JobOut
+from service.schemas import CheckpointOut, EndpointOut, JobCreate, JobList, JobOut
 from service.settings import Settings, get_settings
 
 
@@ -72,11 +72,14 @@ class Client:
     def endpoints(self) -> list[EndpointOut]:
         return [EndpointOut.model_validate(e) for e in self.request("GET", "/v1/endpoints").json()]
 
-    def submit(self, checkpoint: str | None, tasks: list[dict[str, Any]], rope: Any = None, backend: str = "auto",
-               priority: int = 0, endpoint: str | None = None) -> JobOut:
-        body = {"checkpoint": checkpoint, "endpoint": endpoint, "tasks": tasks, "rope": rope, "backend": backend,
-                "priority": priority}
-        body = {k: v for k, v in body.items() if v is not None or k in ("tasks",)}
+    def submit(self, checkpoint: str | None, tasks: list[dict[str, Any]], **fields: Any) -> JobOut:
+        """POST /v1/jobs; `fields` are the request's other fields (rope, backend, priority,
+        endpoint in place of the checkpoint, ...: whatever `JobCreate` declares; the server
+        validates them)."""
+        unknown = sorted(set(fields) - set(JobCreate.model_fields))
+        if unknown:
+            raise ValueError(f"unknown job fields {unknown}; a job takes {', '.join(JobCreate.model_fields)}")
+        body = {**({"checkpoint": checkpoint} if checkpoint is not None else {}), "tasks": tasks, **fields}
         return JobOut.model_validate(self.request("POST", "/v1/jobs", json=body).json())
 
     def job(self, job_id: str) -> JobOut:

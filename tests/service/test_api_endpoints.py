@@ -13,7 +13,7 @@ from service.app import create_app
 from service.jobs import run_job
 from service.status import RUNNING
 from service.store import Store
-from tests.service.helpers import ThreadServer, make_settings
+from tests.helpers import ThreadServer, make_settings
 
 SECRET = "sk-lctx-test-not-to-be-seen-3f9a"
 

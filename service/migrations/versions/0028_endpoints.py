@@ -3,7 +3,7 @@ API key in it: only the name of the environment variable holding one), and the e
 job runs on (`jobs.endpoint`, null for a job on a checkpoint).
 
 Revision ID: 0028_endpoints
-Revises: 0001
+Revises: 0002
 Create Date: 2026-11-25
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0028_endpoints"
-down_revision = "0001"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 
