@@ -12,7 +12,7 @@ that runs elsewhere (docs/protocols/endpoints.md).
 - Greedy decoding: temperature 0, stop strings and `max_tokens` per request.
 - Many requests in flight (asyncio + httpx, bounded by `concurrency`) so the server's
   own batching does the work; requests sorted by prompt ids, so those that share a
-  haystack prefix go out together and the server's prefix cache can reuse it.
+  haystack prefix go out together while the server's prefix cache holds it.
 - A timeout, a 429 / 5xx or a dropped connection is retried with exponential backoff;
   a server that stays down raises `EndpointUnavailable` naming the URL and the last error.
   `done(i, result)` runs the moment each request is answered, so the caller records every
@@ -346,9 +346,9 @@ def connect(spec: EndpointSpec, allowed_hosts: Sequence[str] = LOOPBACK_HOSTS) -
 
 
 def prefix_order(prompts: Sequence[tuple[int, ...]]) -> list[int]:
-    """Indices in the order that lets a prefix cache reuse shared prefixes: sorted by token
-    ids, so prompts over one haystack are neighbours, the longest shared run first (the
-    deepest needle leaves the longest common prefix)."""
+    """Indices sorted by token ids: prompts that share a prefix (one haystack, needles at
+    several depths) become neighbours and go out together, while the server's prefix cache
+    still holds their shared part."""
     return sorted(range(len(prompts)), key=lambda i: prompts[i])
 
 

@@ -330,7 +330,8 @@ class TransformersServer:
         import httpx
 
         env = {**os.environ, "HF_HUB_CACHE": str(self.home / "hub"), "HF_HUB_OFFLINE": "1",
-               "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "2"}
+               "TRANSFORMERS_OFFLINE": "1",
+               "OMP_NUM_THREADS": "1"}  # one thread: on a shared CPU a second one mostly waits at barriers
         cli = Path(sys.executable).with_name("transformers")
         self.process = subprocess.Popen(
             [str(cli), "serve", self.name, "--host", "127.0.0.1", "--port", str(self.port), "--device", "cpu",
