@@ -123,7 +123,9 @@ def test_wrong_url_unknown_model_and_options_that_cannot_apply_are_refused(trans
         assert message in capsys.readouterr().err, argv
     assert main(["eval", *flags, "--task", "diagnostics", "-q", "--out", str(tmp_path / "d")]) == 2
     assert "attention statistics" in capsys.readouterr().err
-    assert main(["eval", *flags, "--task", "perplexity", "-q", "--out", str(tmp_path / "p")]) == 2
+    (tmp_path / "doc.txt").write_text("A document to score. " * 20)
+    assert main(["eval", *flags, "--task", "perplexity", "--option", f"text_file={tmp_path / 'doc.txt'}", "-q",
+                 "--out", str(tmp_path / "p")]) == 2
     assert "no prompt log-probabilities" in capsys.readouterr().err
     assert not (tmp_path / "refused" / "passkey").exists()  # refused before anything ran
 

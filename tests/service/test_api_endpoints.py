@@ -20,7 +20,9 @@ SECRET = "sk-lctx-test-not-to-be-seen-3f9a"
 
 def test_register_refuse_submit_and_run_on_an_endpoint(transformers_server, real_model, tmp_path, monkeypatch):
     monkeypatch.setenv("LCTX_TEST_ENDPOINT_KEY", SECRET)
-    settings = make_settings(tmp_path, checkpoint_roots=[real_model.parent])
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "doc.txt").write_text("A document to score. " * 20)
+    settings = make_settings(tmp_path, checkpoint_roots=[real_model.parent], data_dir=tmp_path / "data")
     body = {"name": "smol-served", "base_url": transformers_server.url, "served_model": transformers_server.name,
             "tokenizer": real_model.name, "api_key_env": "LCTX_TEST_ENDPOINT_KEY"}
     with ThreadServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=120) as c:
@@ -45,7 +47,7 @@ def test_register_refuse_submit_and_run_on_an_endpoint(transformers_server, real
         job = {"endpoint": "smol-served", "tasks": [{"name": "passkey", "lengths": [200], "trials": 2}]}
         for extra, message in (({"rope": "yarn:4"}, "RoPE"), ({"backend": "torch"}, "attention backend"),
                                ({"tasks": [{"name": "diagnostics"}]}, "attention statistics"),
-                               ({"tasks": [{"name": "perplexity"}]}, "prompt log-probabilities"),
+                               ({"tasks": [{"name": "perplexity", "text_file": "doc.txt"}]}, "prompt log-probabilities"),
                                ({"checkpoint": real_model.name}, "not both")):
             r = c.post("/v1/jobs", json={**job, **extra})
             assert r.status_code == 422 and message in r.text, (extra, r.text)
