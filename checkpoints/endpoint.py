@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from checkpoints.engine import Done, GenerateRequest, LoglikelihoodRequest, RollingRequest
-from checkpoints.errors import CheckpointError
+from checkpoints.errors import EndpointError, EndpointUnavailable
 from checkpoints.generate import Generation
 from checkpoints.tokenizer import Tokenizer, load_tokenizer
 
@@ -49,14 +49,6 @@ API_STYLES: tuple[str, ...] = ("completions", "chat")
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 LOOPBACK_HOSTS: tuple[str, ...] = ("127.0.0.1", "::1", "localhost")
 PROBE_TEXT = "The quick brown fox jumps over the lazy dog."
-
-
-class EndpointError(CheckpointError):
-    """An endpoint that cannot be used as registered (bad URL, unknown model, a request it cannot serve)."""
-
-
-class EndpointUnavailable(EndpointError):
-    """The server stayed down (or kept failing) through every retry."""
 
 
 @dataclass(frozen=True)

@@ -11,3 +11,12 @@ class ConfigError(CheckpointError, ValueError):
 
 class LoadError(CheckpointError):
     """Weights that are missing, mis-shaped, or in a format we refuse to read."""
+
+
+class EndpointError(CheckpointError):
+    """A served model that cannot be used as registered (bad URL, unknown model, a request
+    it cannot serve)."""
+
+
+class EndpointUnavailable(EndpointError):
+    """The server stayed down (or kept failing) through every retry: not the caller's input."""
