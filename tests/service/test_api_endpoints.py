@@ -52,9 +52,9 @@ def test_register_refuse_submit_and_run_on_an_endpoint(transformers_server, real
             r = c.post("/v1/jobs", json={**job, **extra})
             assert r.status_code == 422 and message in r.text, (extra, r.text)
         r = c.post("/v1/jobs", json=job)
-        assert r.status_code == 201, r.text
+        assert r.status_code == 202, r.text
         job_id = r.json()["id"]
-        assert r.json()["endpoint"] == "smol-served"
+        assert r.json()["endpoint"] == "smol-served" and r.json()["checkpoint_path"] == transformers_server.url
 
     store = Store(settings.database)
     try:
