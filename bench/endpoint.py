@@ -64,14 +64,15 @@ def via_lm_eval(served: Any, spec: dict[str, Any], concurrency: int) -> dict[str
     built = [evaluator.build(served, s) for s in evaluator.plan(served)]
     texts = [served.tokenizer.decode(list(b.request.prompt_ids), skip_special_tokens=False) for b in built]
     start = time.perf_counter()
-    # lm-eval's defaults for a local server: its Hugging Face tokenizer (so the EOS text is its stop
-    # string; with none it sends `stop: []`, which transformers serve answers with a 500) and text prompts
-    # (transformers serve takes no token ids).
+    # lm-eval's defaults for a local server: its Hugging Face tokenizer (the EOS text is its stop
+    # string) and text prompts (transformers serve takes no token ids).
     lm = LocalCompletionsAPI(base_url=served.spec.base_url + "/completions", model=served.spec.served_model,
                              tokenizer_backend="huggingface", tokenizer=served.spec.tokenizer,
                              tokenized_requests=False, num_concurrent=concurrency,
                              max_length=served.spec.context_length, timeout=3600)
-    instances = [Instance("generate_until", doc={}, arguments=(t, {"until": [], "max_gen_toks": b.request.max_new_tokens,
+    # No `until`: lm-eval then stops at the EOS text (an empty list is sent as `stop: []`, which
+    # transformers serve 5.23 answers with a 500).
+    instances = [Instance("generate_until", doc={}, arguments=(t, {"max_gen_toks": b.request.max_new_tokens,
                                                                     "do_sample": False}), idx=i)
                  for i, (t, b) in enumerate(zip(texts, built, strict=True))]
     answers = lm.generate_until(instances, disable_tqdm=True)
