@@ -63,12 +63,14 @@ def via_lm_eval(served: Any, spec: dict[str, Any], concurrency: int) -> dict[str
     evaluator.prepare(served)
     built = [evaluator.build(served, s) for s in evaluator.plan(served)]
     texts = [served.tokenizer.decode(list(b.request.prompt_ids), skip_special_tokens=False) for b in built]
+    eos = served.tokenizer.decode([served.tokenizer.eos_ids[0]], skip_special_tokens=False)
     start = time.perf_counter()
-    # lm-eval's defaults for a local server: its Hugging Face tokenizer (the EOS text is its stop
-    # string) and text prompts (transformers serve takes no token ids).
+    # lm-eval's defaults for a local server (text prompts: transformers serve takes no token ids), with
+    # the EOS text given: lm-eval sends it as the stop string (an empty `stop: []` gets a 500 from
+    # transformers serve 5.23).
     lm = LocalCompletionsAPI(base_url=served.spec.base_url + "/completions", model=served.spec.served_model,
                              tokenizer_backend="huggingface", tokenizer=served.spec.tokenizer,
-                             tokenized_requests=False, num_concurrent=concurrency,
+                             tokenized_requests=False, num_concurrent=concurrency, eos_string=eos,
                              max_length=served.spec.context_length, timeout=3600)
     # No `until`: lm-eval then stops at the EOS text (an empty list is sent as `stop: []`, which
     # transformers serve 5.23 answers with a 500).

@@ -113,6 +113,12 @@ def check_base_url(url: str, allowed_hosts: Sequence[str]) -> str:
     host = (parts.hostname or "").lower()
     if not host:
         raise EndpointError(f"endpoint URL {url!r} has no host")
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise EndpointError(f"endpoint URL {url!r}: the port must be 1..65535 (or left out)")
     if parts.query or parts.fragment:
         raise EndpointError(f"endpoint URL {url!r}: give the API root only (e.g. http://127.0.0.1:8001/v1)")
     allowed = {h.lower() for h in allowed_hosts}
@@ -205,7 +211,7 @@ async def _probe(spec: EndpointSpec, tokenizer: Tokenizer) -> Capabilities:
     async with Client(spec) as client:
         try:
             response = await client.get("/models")
-        except httpx.HTTPError as e:
+        except (httpx.HTTPError, httpx.InvalidURL) as e:
             raise EndpointError(f"{spec.base_url}/models did not answer ({type(e).__name__}: {e}); "
                                 "is the server running and is the URL its API root (ending in /v1)?") from e
         if response.status_code != 200:

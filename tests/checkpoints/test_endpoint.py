@@ -144,7 +144,8 @@ def test_prompts_over_the_context_and_unsupported_scoring_are_refused_before_sen
 def test_url_checks_and_prefix_order():
     assert check_base_url("http://127.0.0.1:8001/v1/", ["127.0.0.1"]) == "http://127.0.0.1:8001/v1"
     assert check_base_url("https://gpu-node:443/v1", ["*"]) == "https://gpu-node:443/v1"
-    for bad in ("file:///etc/passwd", "http://user:pw@127.0.0.1/v1", "http://10.0.0.1/v1", "http:///v1"):
+    for bad in ("file:///etc/passwd", "http://user:pw@127.0.0.1/v1", "http://10.0.0.1/v1", "http:///v1",
+                "http://127.0.0.1:99999/v1", "http://127.0.0.1:0/v1", "http://127.0.0.1/v1?x=1"):
         with pytest.raises(EndpointError):
             check_base_url(bad, ["127.0.0.1", "localhost"])
     prompts = [(5, 1, 2), (1, 2, 3, 4), (1, 2), (1, 2, 3)]
