@@ -65,16 +65,14 @@ def via_lm_eval(served: Any, spec: dict[str, Any], concurrency: int) -> dict[str
     texts = [served.tokenizer.decode(list(b.request.prompt_ids), skip_special_tokens=False) for b in built]
     eos = served.tokenizer.decode([served.tokenizer.eos_ids[0]], skip_special_tokens=False)
     start = time.perf_counter()
-    # lm-eval's defaults for a local server (text prompts: transformers serve takes no token ids), with
-    # the EOS text given: lm-eval sends it as the stop string (an empty `stop: []` gets a 500 from
-    # transformers serve 5.23).
+    # lm-eval's defaults for a local server; text prompts (transformers serve takes no token ids).
     lm = LocalCompletionsAPI(base_url=served.spec.base_url + "/completions", model=served.spec.served_model,
                              tokenizer_backend="huggingface", tokenizer=served.spec.tokenizer,
                              tokenized_requests=False, num_concurrent=concurrency, eos_string=eos,
                              max_length=served.spec.context_length, timeout=3600)
-    # No `until`: lm-eval then stops at the EOS text (an empty list is sent as `stop: []`, which
-    # transformers serve 5.23 answers with a 500).
-    instances = [Instance("generate_until", doc={}, arguments=(t, {"max_gen_toks": b.request.max_new_tokens,
+    # `until` is the EOS text, as lm-eval's synchronous path adds it (its concurrent path sends `stop: []`
+    # when a task has none, which transformers serve 5.23 answers with a 500).
+    instances = [Instance("generate_until", doc={}, arguments=(t, {"until": [eos], "max_gen_toks": b.request.max_new_tokens,
                                                                     "do_sample": False}), idx=i)
                  for i, (t, b) in enumerate(zip(texts, built, strict=True))]
     answers = lm.generate_until(instances, disable_tqdm=True)
