@@ -142,7 +142,7 @@ def main() -> None:
                      f"{r['wall_ratio_lctx_over_lm_eval']} | {r['lctx_score']:.2f} | {r['lm_eval_score']:.2f} | "
                      f"{r['same_answers']} |")
     lines += ["", "The server's generation dominates both wall times (one request at a time on a loaded CPU); "
-              "a ratio near 1 says lctx's client adds no cost. What differs is not speed but what each checks: "
+              "a ratio near 1 says lctx's client adds no cost (lctx's wall includes building and tokenizing the prompts through the evaluator, lm-eval's starts with the prompt texts already built, plus its tokenizer load; the passkey gap below 1 is load noise, not a speed-up). What differs is not speed but what each checks: "
               "lctx counts prompts with the tokenizer against the registered context before sending, retries "
               "with backoff and records every answered sample as it arrives (resumable); lm-eval's "
               "local-completions with `tokenized_requests=False` sends the text unchecked."]
