@@ -15,3 +15,13 @@ class LoadError(CheckpointError):
 
 class OutsideCheckpoint(LoadError):
     """A file the checkpoint names (a shard in the index) that lies outside its folder."""
+
+
+class EndpointError(CheckpointError):
+    """A served model that cannot be used as registered (bad URL, unknown model, a request
+    it cannot serve)."""
+
+
+class EndpointUnavailable(EndpointError):
+    """The server stayed down (or kept failing) through every retry: not the caller's input."""
+

@@ -99,7 +99,7 @@ def read_chat_template(path: str | Path) -> tuple[str | None, str | None]:
 class JsonTokenizer:
     """A Hugging Face fast tokenizer (`tokenizer.json`) without transformers."""
 
-    def __init__(self, path: Path, config: ModelConfig) -> None:
+    def __init__(self, path: Path, config: ModelConfig | None) -> None:
         self.path = Path(path)
         self._tok = HFTokenizer.from_file(str(self.path / "tokenizer.json"))
         tcfg = _read_json(self.path / TOKENIZER_CONFIG_FILE)
@@ -107,10 +107,10 @@ class JsonTokenizer:
         self.chat_template, self.chat_template_source = read_chat_template(self.path)
         bos = _token_content(tcfg.get("bos_token"))
         eos = _token_content(tcfg.get("eos_token"))
-        self.bos_id = self._tok.token_to_id(bos) if bos else config.bos_token_id
+        self.bos_id = self._tok.token_to_id(bos) if bos else (config.bos_token_id if config else None)
         eos_ids: list[int] = []
         for source in (gcfg.get("eos_token_id"), self._tok.token_to_id(eos) if eos else None,
-                       config.eos_token_id):
+                       config.eos_token_id if config else None):
             for i in source if isinstance(source, list) else [source]:
                 if isinstance(i, int) and i not in eos_ids:
                     eos_ids.append(i)
@@ -144,7 +144,9 @@ def tokenizer_file(path: str | Path) -> Path:
     )
 
 
-def load_tokenizer(path: str | Path, config: ModelConfig) -> Tokenizer:
+def load_tokenizer(path: str | Path, config: ModelConfig | None) -> Tokenizer:
+    """The tokenizer of a folder; `config` supplies BOS/EOS ids the tokenizer files leave out
+    (None for a served model's tokenizer folder, which has no lctx config)."""
     file = tokenizer_file(path)
     if file.name == "tokenizer.json":
         return JsonTokenizer(Path(path), config)

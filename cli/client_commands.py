@@ -252,6 +252,29 @@ def _checkpoints_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _endpoint_line(e: Any) -> str:
+    caps = e.capabilities
+    return (f"{e.name}  {e.base_url}  {e.served_model}  {e.api_style}  context {e.context_length}  "
+            f"logprobs {'yes' if caps.get('prompt_logprobs') else 'no'}  version {caps.get('server_version') or '?'}")
+
+
+def _endpoints_add(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        e = c.add_endpoint(name=args.name, base_url=args.base_url, served_model=args.served_model,
+                           tokenizer=args.tokenizer, context_length=args.context, api_style=args.api_style,
+                           concurrency=args.concurrency, timeout_s=args.request_timeout, max_retries=args.retries,
+                           api_key_env=args.api_key_env)
+        print(_endpoint_line(e))
+    return 0
+
+
+def _endpoints_list(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        for e in c.endpoints():
+            print(_endpoint_line(e))
+    return 0
+
+
 def _client_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", help="API base URL (default LCTX_BASE_URL or http://LCTX_HOST:LCTX_PORT)")
     p.add_argument("--token", help="bearer token (default LCTX_API_TOKEN)")
@@ -323,3 +346,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = csub.add_parser("list", help="registered checkpoints")
     _client_args(ls)
     ls.set_defaults(func=_checkpoints_list)
+
+    p = sub.add_parser("endpoints", help="register and list served models (OpenAI-compatible servers)")
+    esub = p.add_subparsers(dest="endpoints_command", required=True, metavar="ACTION")
+    a = esub.add_parser("add", help="register a served model: the server is probed, what it supports recorded")
+    a.add_argument("name")
+    a.add_argument("base_url", help="API root, e.g. http://127.0.0.1:8001/v1 (its host must be in the service's "
+                   "LCTX_ENDPOINT_HOSTS; default loopback)")
+    a.add_argument("--served-model", required=True, help="the model's name as the server lists it at /v1/models")
+    a.add_argument("--tokenizer", required=True, help="folder inside the checkpoint roots with its tokenizer.json")
+    a.add_argument("--context", type=int, help="served context in tokens (default: the folder's config.json)")
+    a.add_argument("--api-style", choices=("completions", "chat"), default="completions")
+    a.add_argument("--concurrency", type=int, default=8)
+    a.add_argument("--request-timeout", type=float, default=600.0)
+    a.add_argument("--retries", type=int, default=5)
+    a.add_argument("--api-key-env", help="NAME of the workers' environment variable holding the API key")
+    _client_args(a)
+    a.set_defaults(func=_endpoints_add)
+    ls = esub.add_parser("list", help="registered endpoints")
+    _client_args(ls)
+    ls.set_defaults(func=_endpoints_list)

@@ -79,6 +79,45 @@ def claim_output(out: Path, checkpoint: Path) -> None:
     marker.write_text(json.dumps({"path": str(checkpoint.resolve()), "fingerprint": fingerprint}) + "\n")
 
 
+def served_model(args: argparse.Namespace, specs: list[dict[str, Any]], out: Path) -> tuple[Any, Any, dict[str, Any]]:
+    """The endpoint of `--endpoint` as a model evaluators run on: URL checked, server probed,
+    what cannot apply refused, the output folder claimed for this endpoint and model."""
+    from checkpoints.endpoint import EndpointEngine, EndpointSpec, allowed_endpoint_hosts, connect, context_of
+    from evaluators.served import endpoint_refusals
+
+    if args.checkpoint:
+        raise ValueError("give --checkpoint or --endpoint, not both")
+    if not args.served_model or not args.tokenizer:
+        raise ValueError("--endpoint needs --served-model NAME (as the server lists it at /v1/models) and "
+                         "--tokenizer DIR (a folder with the served model's tokenizer.json)")
+    if args.checkpoint is None and (args.device != "cpu" or args.dtype or args.memory_mb):
+        raise ValueError("--device, --dtype and --memory-mb set lctx's engine; a served model runs on its server")
+    spec = EndpointSpec(base_url=args.endpoint, served_model=args.served_model, tokenizer=args.tokenizer,
+                        context_length=args.context or context_of(args.tokenizer), api_style=args.api_style,
+                        concurrency=args.concurrency, timeout_s=args.request_timeout, max_retries=args.retries,
+                        api_key_env=args.api_key_env)
+    settings = {"rope": args.rope, "backend": args.backend}
+    served = connect(spec, allowed_endpoint_hosts())
+    problems = endpoint_refusals(specs, served.capabilities.to_dict(), settings)
+    if problems:
+        raise ValueError("cannot run on the endpoint:\n  " + "\n  ".join(problems))
+    out.mkdir(parents=True, exist_ok=True)
+    claim_endpoint_output(out, spec.base_url, spec.served_model)
+    return served, EndpointEngine(served), {"endpoint": {"url": spec.base_url, "served_model": spec.served_model}}
+
+
+def claim_endpoint_output(out: Path, url: str, model: str) -> None:
+    """An output folder resumes only the endpoint and model it was started for."""
+    marker = out / "checkpoint.json"
+    claim = {"endpoint": url, "served_model": model}
+    if marker.is_file():
+        before = json.loads(marker.read_text())
+        if {k: before.get(k) for k in claim} != claim:
+            raise ValueError(f"{out} holds samples of another model ({before}); give another --out or remove it")
+        return
+    marker.write_text(json.dumps(claim) + "\n")
+
+
 def positive_int(text: str) -> int:
     """An argparse type: an integer >= 1 (argparse names the flag in its error)."""
     try:
@@ -110,13 +149,21 @@ def _eval(args: argparse.Namespace) -> int:
             raise ValueError(f"--{option.replace('_', '-')} applies to none of the tasks {', '.join(args.task)}; "
                              f"they accept {', '.join(accepted)}")
     specs = [validate_task(task_options_of(args, name)) for name in args.task]
-    out = Path(args.out) if args.out else Path("lctx-eval") / Path(args.checkpoint).resolve().name
-    out.mkdir(parents=True, exist_ok=True)
-    claim_output(out, Path(args.checkpoint))
+    if not args.checkpoint and not args.endpoint:
+        raise ValueError("give --checkpoint DIR, or --endpoint URL with --served-model and --tokenizer")
+    out = Path(args.out) if args.out else Path("lctx-eval") / (
+        Path(args.checkpoint).resolve().name if args.checkpoint else str(args.served_model).replace("/", "_"))
+    if args.endpoint:
+        loaded, engine, source = served_model(args, specs, out)
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        claim_output(out, Path(args.checkpoint))
+        loaded = load_model(args.checkpoint, rope=args.rope, backend=args.backend, dtype=args.dtype,
+                            device=args.device)
+        engine = Engine(loaded.model, loaded.tokenizer, max_batch=args.max_batch, prefix_cache=args.prefix_cache,
+                        memory_budget=args.memory_mb << 20 if args.memory_mb is not None else None)
+        source = {"checkpoint": {"path": str(Path(args.checkpoint).resolve())}}
     started = datetime.now(UTC).isoformat()
-    loaded = load_model(args.checkpoint, rope=args.rope, backend=args.backend, dtype=args.dtype, device=args.device)
-    engine = Engine(loaded.model, loaded.tokenizer, max_batch=args.max_batch, prefix_cache=args.prefix_cache,
-                    memory_budget=args.memory_mb << 20 if args.memory_mb is not None else None)
     bars: dict[str, tqdm] = {}
 
     def progress(key: str) -> Callable[[str, int, int], None]:
@@ -135,8 +182,7 @@ def _eval(args: argparse.Namespace) -> int:
     finally:
         for bar in bars.values():
             bar.close()
-    document = suite_document(loaded, specs, results, started,
-                              checkpoint={"path": str(Path(args.checkpoint).resolve())})
+    document = suite_document(loaded, specs, results, started, **source)
     write_json_atomic(out / RESULTS_FILE, document)
     print_table([row for key, entry in results.items() for row in summary_rows(key, entry)])
     print("\n".join(f"{key}: {task_result(entry).summary}" for key, entry in results.items()))
@@ -224,8 +270,8 @@ def _lm_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _model_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", required=True, help="checkpoint directory (lctx or Hugging Face safetensors)")
+def _model_flags(p: argparse.ArgumentParser, endpoint: bool = False) -> None:
+    p.add_argument("--checkpoint", required=not endpoint, help="checkpoint directory (lctx or Hugging Face safetensors)")
     p.add_argument("--rope", help="RoPE override, e.g. yarn:4")
     p.add_argument("--backend", default="auto", help=f"attention backend: {', '.join(Backend)}")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
@@ -240,7 +286,19 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="run evaluators on a checkpoint and write results JSON",
                        description="Run one or more evaluators; rerunning with the same --out resumes.")
-    _model_flags(p)
+    _model_flags(p, endpoint=True)
+    e = p.add_argument_group("a served model (in place of --checkpoint)")
+    e.add_argument("--endpoint", help="OpenAI-compatible API root, e.g. http://127.0.0.1:8001/v1 (allowed hosts: "
+                   "LCTX_ENDPOINT_HOSTS, default loopback)")
+    e.add_argument("--served-model", help="the model name as the server lists it at /v1/models")
+    e.add_argument("--tokenizer", help="folder with the served model's tokenizer.json (prompts are counted with it)")
+    e.add_argument("--context", type=positive_int, help="the served model's context in tokens "
+                   "(default: max_position_embeddings of the tokenizer folder's config.json)")
+    e.add_argument("--api-style", choices=("completions", "chat"), default="completions")
+    e.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight (default 8)")
+    e.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request (default 600)")
+    e.add_argument("--retries", type=int, default=5, help="retries of a failed request, with backoff (default 5)")
+    e.add_argument("--api-key-env", help="NAME of the environment variable holding the API key (never the key)")
     p.add_argument("--task", action="append", required=True,
                    help=f"repeatable; one of {describe_tasks()}".replace("%", "%%"))
     for option, (kind, tasks) in option_flags().items():  # from the tasks' option models

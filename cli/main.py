@@ -9,7 +9,7 @@ import importlib
 import os
 import sys
 
-from checkpoints.errors import CheckpointError
+from checkpoints.errors import CheckpointError, EndpointUnavailable
 from service.errors import ServiceError
 
 # Command groups, in help order. A module missing here simply adds no commands.
@@ -41,7 +41,7 @@ def exit_status(error: BaseException) -> int:
     a value), 1 for anything else."""
     from service.client import ApiError  # here, not at the top: `lctx --help` needs no httpx
 
-    if isinstance(error, ApiError):
+    if isinstance(error, ApiError | EndpointUnavailable):  # a server that stayed down: not the input
         return 1
     if isinstance(error, CheckpointError | ValueError):
         return 2

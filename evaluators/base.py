@@ -79,6 +79,8 @@ class Evaluator:
     # Bump whenever prompts, truncation, scoring or the result's layout change: results record it.
     version: ClassVar[str] = "1"
     Options: ClassVar[type[TaskOptions]] = TaskOptions
+    # Scores prompts (log-likelihood / rolling requests): on a served model it needs prompt logprobs.
+    scores_prompts: ClassVar[bool] = False
 
     def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
         self.options = options
@@ -218,7 +220,10 @@ class SampleLog:
 
 def describe_run(loaded: LoadedModel) -> dict[str, Any]:
     """The model's description plus what `backend: auto` resolved to on this device (the
-    attention implementation that actually ran: triton on CUDA, torch elsewhere)."""
+    attention implementation that actually ran: triton on CUDA, torch elsewhere). A served
+    model (`checkpoints.endpoint.ServedModel`, no weights here) describes its endpoint."""
+    if not hasattr(loaded, "model"):
+        return loaded.describe_run()
     model = loaded.model
     return {**loaded.describe(), "resolved_backend": model.resolved_backend.value,
             "device": str(model.device)}

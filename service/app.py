@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from evaluators.registry import registry
 from service import web
-from service.api import checkpoints, health, jobs, leaderboard, results, schedules
+from service.api import checkpoints, endpoints, health, jobs, leaderboard, results, schedules
 from service.errors import ServiceError
 from service.execution import Executor
 from service.metrics import Metrics
@@ -101,7 +101,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                          responses={**errors(401, 422), 503: errors(503)[503]})
     app.state.settings = settings
     app.openapi = lambda: truthful_openapi(app, settings)  # type: ignore[method-assign]
-    for module in (checkpoints, jobs, results, leaderboard, schedules, health):
+    for module in (checkpoints, endpoints, jobs, results, leaderboard, schedules, health):
         app.include_router(module.router)
     web.mount(app)  # the dashboard at /, its assets under /ui
 

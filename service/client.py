@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from service.schemas import CheckpointOut, JobCreate, JobList, JobOut
+from service.schemas import CheckpointOut, EndpointOut, JobCreate, JobList, JobOut
 from service.settings import Settings, get_settings
 
 
@@ -70,13 +70,22 @@ class Client:
     def checkpoints(self) -> list[CheckpointOut]:
         return [CheckpointOut.model_validate(c) for c in self.request("GET", "/v1/checkpoints").json()]
 
-    def submit(self, checkpoint: str, tasks: list[dict[str, Any]], **fields: Any) -> JobOut:
-        """POST /v1/jobs; `fields` are the request's other fields (rope, backend, priority, ...:
-        whatever `JobCreate` declares; the server validates them)."""
+    def add_endpoint(self, **fields: Any) -> EndpointOut:
+        """Register a served model (fields of EndpointCreate; the key stays in its variable)."""
+        body = {k: v for k, v in fields.items() if v is not None}
+        return EndpointOut.model_validate(self.request("POST", "/v1/endpoints", json=body).json())
+
+    def endpoints(self) -> list[EndpointOut]:
+        return [EndpointOut.model_validate(e) for e in self.request("GET", "/v1/endpoints").json()]
+
+    def submit(self, checkpoint: str | None, tasks: list[dict[str, Any]], **fields: Any) -> JobOut:
+        """POST /v1/jobs; `fields` are the request's other fields (rope, backend, priority,
+        endpoint in place of the checkpoint, ...: whatever `JobCreate` declares; the server
+        validates them)."""
         unknown = sorted(set(fields) - set(JobCreate.model_fields))
         if unknown:
             raise ValueError(f"unknown job fields {unknown}; a job takes {', '.join(JobCreate.model_fields)}")
-        body = {"checkpoint": checkpoint, "tasks": tasks, **fields}
+        body = {**({"checkpoint": checkpoint} if checkpoint is not None else {}), "tasks": tasks, **fields}
         return JobOut.model_validate(self.request("POST", "/v1/jobs", json=body).json())
 
     def job(self, job_id: str) -> JobOut:

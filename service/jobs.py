@@ -116,11 +116,16 @@ def run_job(settings: Settings, job_id: str, store: Store | None = None) -> str:
 
 def _run(settings: Settings, store: Store, job: JobRow, out: Path) -> None:
     started = (job.started_at.replace(tzinfo=UTC) if job.started_at else datetime.now(UTC)).isoformat()
-    confine_checkpoint_files(Path(job.checkpoint_path), settings.roots)  # a file swapped for a link since submission
-    loaded = load_model(job.checkpoint_path, rope=job.rope, backend=job.backend, device=pick_device(settings.device))
-    budget = settings.engine_memory_mb << 20 if settings.engine_memory_mb else None
-    engine = Engine(loaded.model, loaded.tokenizer, memory_budget=budget, max_batch=settings.engine_max_batch,
-                    prefix_cache=settings.engine_prefix_cache)
+    if job.endpoint:
+        loaded, engine, source = _served(settings, store, job)
+    else:
+        confine_checkpoint_files(Path(job.checkpoint_path), settings.roots)  # a file swapped for a link since submission
+        loaded = load_model(job.checkpoint_path, rope=job.rope, backend=job.backend,
+                            device=pick_device(settings.device))
+        budget = settings.engine_memory_mb << 20 if settings.engine_memory_mb else None
+        engine = Engine(loaded.model, loaded.tokenizer, memory_budget=budget, max_batch=settings.engine_max_batch,
+                        prefix_cache=settings.engine_prefix_cache)
+        source = {"checkpoint": {"name": job.checkpoint, "path": job.checkpoint_path, "fingerprint": job.fingerprint}}
     progress = JobProgress(lambda state: store.set_progress(job.id, state),
                            dict(zip(task_keys(job.tasks), job.tasks, strict=True)), job.progress, PROGRESS_EVERY_S)
     should_stop = _stopper(store, job.id)
@@ -137,9 +142,19 @@ def _run(settings: Settings, store: Store, job: JobRow, out: Path) -> None:
                         progress=progress.samples, should_stop=should_stop, after_task=after_task,
                         on_prefill=progress.prefilled)
     write_json_atomic(out / RESULTS_FILE, suite_document(
-        loaded, job.tasks, results, started, job=job.id,
-        checkpoint={"name": job.checkpoint, "path": job.checkpoint_path, "fingerprint": job.fingerprint},
-        plots=plots, attempts=job.attempts))
+        loaded, job.tasks, results, started, job=job.id, **source, plots=plots, attempts=job.attempts))
+
+
+def _served(settings: Settings, store: Store, job: JobRow) -> tuple[Any, Any, dict[str, Any]]:
+    """The job's endpoint as a model evaluators run on: URL checked again against today's
+    allowed hosts, the server probed again (it may have been redeployed), its engine."""
+    from checkpoints.endpoint import EndpointEngine, connect
+    from service.submission import endpoint_spec
+
+    row = store.get_endpoint(job.endpoint)
+    served = connect(endpoint_spec(row), settings.endpoint_host_list)
+    return served, EndpointEngine(served), {"endpoint": {"name": row.name, "url": row.base_url,
+                                                         "served_model": row.served_model}}
 
 
 def partial_results(settings: Settings, job: JobRow) -> dict[str, Any]:

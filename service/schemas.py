@@ -121,8 +121,18 @@ class Suite(_Strict):
 
 
 class JobCreate(Suite):
-    checkpoint: Annotated[str, Field(min_length=1, max_length=4096, pattern=NO_NUL_PATTERN,
-                                     description="registered checkpoint name, or a path inside the checkpoint roots")]
+    checkpoint: Annotated[str | None, Field(min_length=1, max_length=4096, pattern=NO_NUL_PATTERN,
+                                            description="registered checkpoint name, or a path inside the "
+                                                        "checkpoint roots")] = None
+    endpoint: Annotated[Name | None, Field(description="a registered endpoint (a served model) in place of a "
+                                                       "checkpoint")] = None
+
+    @model_validator(mode="after")
+    def _one_model(self) -> JobCreate:
+        if (self.checkpoint is None) == (self.endpoint is None):
+            raise ValueError("give either checkpoint (a registered name or a path) or endpoint (a registered "
+                             "endpoint's name), not both and not neither")
+        return self
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
         "checkpoint": "demo-tda",
@@ -162,6 +172,7 @@ class JobState(_Out):
     started_at: datetime | None
     finished_at: datetime | None
     duration_s: float | None
+    endpoint: str | None = Field(None, description="the registered endpoint the job ran on (None: a checkpoint)")
 
     @computed_field(description="the RoPE setting as one label: 'checkpoint', 'none', 'yarn:4 beta_fast=16'")
     def rope_label(self) -> str:
@@ -239,6 +250,46 @@ class CheckpointOut(_Out):
     @computed_field(description="its own RoPE as one label: 'yarn:4 (θ=10000)'")
     def rope_label(self) -> str | None:
         return own_rope_label(self.rope)
+
+
+class EndpointCreate(_Strict):
+    """A served model: an OpenAI-compatible server's API root and the model name it lists."""
+
+    name: Name
+    base_url: Annotated[str, Field(min_length=1, max_length=2048, pattern=NO_NUL_PATTERN,
+                                   examples=["http://127.0.0.1:8001/v1"],
+                                   description="API root ending in /v1; its host must be in LCTX_ENDPOINT_HOSTS")]
+    served_model: Annotated[str, Field(min_length=1, max_length=512, pattern=NO_NUL_PATTERN,
+                                       description="the model's name as the server lists it at /v1/models")]
+    tokenizer: Annotated[str, Field(min_length=1, max_length=4096, pattern=NO_NUL_PATTERN,
+                                    description="folder (inside the checkpoint roots) with the served model's "
+                                                "tokenizer.json: prompts are counted and truncated with it")]
+    context_length: Annotated[int | None, Field(ge=16, le=16_777_216, description="the served context in tokens "
+                                                "(default: max_position_embeddings of the tokenizer folder's config.json)")] = None
+    api_style: Literal["completions", "chat"] = "completions"
+    concurrency: Annotated[int, Field(ge=1, le=1024, description="requests in flight")] = 8
+    timeout_s: Annotated[float, Field(gt=0, le=86_400, description="seconds per request")] = 600.0
+    max_retries: Annotated[int, Field(ge=0, le=100, description="retries of a request (timeouts, 429, 5xx, "
+                                                                 "dropped connections) with exponential backoff")] = 5
+    api_key_env: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$", description="NAME of the "
+                                             "environment variable (of the workers) holding the API key; the key "
+                                             "itself is never sent to, stored or shown by lctx")] = None
+
+
+class EndpointOut(_Out):
+    name: str
+    base_url: str
+    served_model: str
+    api_style: str
+    tokenizer: str
+    context_length: int
+    concurrency: int
+    timeout_s: float
+    max_retries: int
+    api_key_env: str | None
+    capabilities: dict[str, Any] = Field(description="what the server said at registration: models, token_prompts, "
+                                         "prompt_logprobs, server_version")
+    created_at: datetime
 
 
 class ScheduleCreate(_Strict):

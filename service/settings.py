@@ -33,6 +33,8 @@ class Settings(BaseSettings):
                             "(prompt lengths, budgets, generated tokens); 1M fits 8B models on 80 GB GPUs")
     max_samples_per_job: int = Field(200_000, ge=1, description="most samples one job may plan (lengths x trials, "
                                      "summed over its tasks)")
+    endpoint_hosts: str = Field("127.0.0.1,::1,localhost", description="hosts a registered endpoint (a served "
+                                "model) may be on, comma-separated; '*' allows any (default: loopback only)")
     host: str = Field("127.0.0.1", description="bind address of `lctx serve`")
     port: int = Field(8000, ge=1, le=65535, description="port of `lctx serve`")
     base_url: str | None = Field(None, description="API the CLI client talks to; default http://<host>:<port>")
@@ -101,6 +103,10 @@ class Settings(BaseSettings):
     @property
     def results(self) -> Path:
         return (self.results_dir or self.home / "results").absolute()
+
+    @property
+    def endpoint_host_list(self) -> list[str]:
+        return [h.strip() for h in self.endpoint_hosts.split(",") if h.strip()]
 
     @property
     def roots(self) -> list[Path]:

@@ -69,6 +69,26 @@ class CheckpointRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=now)
 
 
+class EndpointRow(Base):
+    """A served model (an OpenAI-compatible server) registered like a checkpoint. The API
+    key is not here: only the name of the environment variable that holds it."""
+
+    __tablename__ = "endpoints"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    base_url: Mapped[str] = mapped_column(Text)
+    served_model: Mapped[str] = mapped_column(String(512))
+    api_style: Mapped[str] = mapped_column(String(16))
+    tokenizer: Mapped[str] = mapped_column(Text)
+    context_length: Mapped[int] = mapped_column(Integer)
+    concurrency: Mapped[int] = mapped_column(Integer)
+    timeout_s: Mapped[float] = mapped_column(Float)
+    max_retries: Mapped[int] = mapped_column(Integer)
+    api_key_env: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    capabilities: Mapped[dict[str, Any]] = mapped_column(JSON)  # what the probe found at registration
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=now)
+
+
 class JobRow(Base):
     __tablename__ = "jobs"
 
@@ -93,6 +113,7 @@ class JobRow(Base):
     started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     duration_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    endpoint: Mapped[str | None] = mapped_column(String(128), nullable=True)  # a served model in place of weights
 
     __table_args__ = (Index("ix_jobs_queue", "status", "priority", "created_at"),)
 
@@ -313,18 +334,52 @@ class Store:
                 raise NotFound(f"no checkpoint named {name!r}")
             s.delete(row)
 
+    # -- endpoints -------------------------------------------------------------------
+
+    def add_endpoint(self, row: EndpointRow) -> EndpointRow:
+        """Register; the same name again replaces the registration (re-probed by the caller)."""
+        with self.writing() as s:
+            if s.get(CheckpointRow, row.name) is not None:
+                raise Conflict(f"{row.name!r} is already a checkpoint's name; pick another name for the endpoint")
+            old = s.get(EndpointRow, row.name)
+            if old is not None:
+                s.delete(old)
+                s.flush()
+            s.add(row)
+            return row
+
+    def get_endpoint(self, name: str) -> EndpointRow:
+        with self.reading() as s:
+            row = s.get(EndpointRow, name)
+        if row is None:
+            raise NotFound(f"no endpoint named {name!r}; register it with POST /v1/endpoints")
+        return row
+
+    def list_endpoints(self) -> list[EndpointRow]:
+        with self.reading() as s:
+            return list(s.scalars(select(EndpointRow).order_by(EndpointRow.name)))
+
+    def delete_endpoint(self, name: str) -> None:
+        with self.writing() as s:
+            row = s.get(EndpointRow, name)
+            if row is None:
+                raise NotFound(f"no endpoint named {name!r}")
+            s.delete(row)
+
     # -- jobs ------------------------------------------------------------------------
 
     @staticmethod
     def _new_job(checkpoint: str, checkpoint_path: str, fingerprint: str, schedule: str | None = None,
-                 **request: Any) -> JobRow:
-        """A queued job; `request` is the suite (tasks, rope, backend, priority, ...), kept whole."""
+                 endpoint: str | None = None, **request: Any) -> JobRow:
+        """A queued job; `request` is the suite (tasks, rope, backend, priority, ...), kept whole;
+        `endpoint` names the served model it runs on (`checkpoint` is then the endpoint's name)."""
         return JobRow(
             id=uuid.uuid4().hex[:16],
             checkpoint=checkpoint,
             checkpoint_path=checkpoint_path,
             fingerprint=fingerprint,
             schedule=schedule,
+            endpoint=endpoint,
             request=request,
             task_names="," + ",".join(t["name"] for t in request["tasks"]) + ",",
             priority=request.get("priority", 0),

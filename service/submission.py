@@ -12,6 +12,7 @@ from typing import Any
 
 from checkpoints.config import ModelConfig
 from checkpoints.config_reader import load_config
+from checkpoints.endpoint import EndpointSpec
 from checkpoints.errors import CheckpointError, OutsideCheckpoint
 from checkpoints.fingerprint import CheckpointInfo, inspect_checkpoint
 from checkpoints.loading import checkpoint_files
@@ -24,7 +25,7 @@ from service.errors import Forbidden, InvalidRequest
 from service.paths import confine
 from service.schemas import JobCreate, Suite
 from service.settings import Settings
-from service.store import JobRow, Store
+from service.store import EndpointRow, JobRow, Store
 
 
 def checkpoint_info(path: Path, roots: list[Path]) -> CheckpointInfo:
@@ -219,9 +220,39 @@ def job_fields(resolved: ResolvedCheckpoint, suite: Suite, tasks: list[dict[str,
     return dict(checkpoint=resolved.name, checkpoint_path=str(resolved.path), **request)
 
 
+def endpoint_spec(row: EndpointRow) -> EndpointSpec:
+    """The registration as the endpoint client's spec (the API key stays a variable's name)."""
+    return EndpointSpec(base_url=row.base_url, served_model=row.served_model, tokenizer=row.tokenizer,
+                        context_length=row.context_length, api_style=row.api_style, concurrency=row.concurrency,
+                        timeout_s=row.timeout_s, max_retries=row.max_retries, api_key_env=row.api_key_env)
+
+
+def endpoint_fingerprint(row: EndpointRow) -> str:
+    """What identifies a served model's results (the leaderboard's key): URL and model name."""
+    return hashlib.sha256(f"endpoint\0{row.base_url}\0{row.served_model}".encode()).hexdigest()
+
+
+def submit_to_endpoint(store: Store, settings: Settings, request: JobCreate) -> JobRow:
+    """A job on a registered endpoint: what needs the weights (a RoPE override, an attention
+    backend, diagnostics) and what the server cannot score (log-likelihood tasks where it
+    returns no prompt logprobs) refused now, with the reason."""
+    from evaluators.served import endpoint_refusals
+
+    row = store.get_endpoint(request.endpoint)
+    tasks = validate_tasks(request, settings)
+    problems = endpoint_refusals(tasks, row.capabilities, {"rope": request.rope, "backend": request.backend})
+    if problems:
+        raise InvalidRequest(f"cannot run on endpoint {row.name!r}: " + "; ".join(problems))
+    suite = {**request.model_dump(mode="json", include=set(Suite.model_fields)), "tasks": tasks}
+    return store.add_job(fingerprint=endpoint_fingerprint(row), checkpoint=row.name, checkpoint_path=row.base_url,
+                         endpoint=row.name, **suite)
+
+
 def submit(store: Store, settings: Settings, request: JobCreate, cluster_gpus: int | None = None) -> JobRow:
     """Validate and queue; the row is committed when this returns. `cluster_gpus`: what
     the executor's Ray reports (None: not known here)."""
+    if request.endpoint is not None:
+        return submit_to_endpoint(store, settings, request)
     resolved = resolve_checkpoint(store, settings, request.checkpoint)
     tasks = validate_suite(request, resolved.path, settings, cluster_gpus)
     return store.add_job(fingerprint=resolved.fingerprint, **job_fields(resolved, request, tasks))

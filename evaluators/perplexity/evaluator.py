@@ -80,6 +80,7 @@ def default_stride(length: int) -> int:
 
 class PerplexityEvaluator(Evaluator):
     name = "perplexity"
+    scores_prompts = True
     # 2: typed result; 3: the same tokens at every length (whole documents up to max_tokens), BOS per window,
     #    several documents, token-weighted and YaRN's mean-over-windows figures; 4: without a BOS, windows
     #    overlap by one context token so every token but the document's first is scored (and counted) once

@@ -182,3 +182,19 @@ def test_readme_deploy_commands_name_files_and_profiles_that_exist(compose: dict
             assert p in profiles, command
     for name in re.findall(r"`(LCTX_[A-Z_]+)`", deploy):
         assert name in settings_env_names() | COMPOSE_ONLY, name
+
+
+def test_vllm_profile_serves_beside_lctx_on_the_gpus_and_lctx_may_reach_it(compose: dict) -> None:
+    vllm = compose["services"]["vllm"]
+    assert vllm["profiles"] == ["vllm"]
+    assert vllm["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+    assert all(p.startswith("${LCTX_BIND:-127.0.0.1}:") for p in vllm["ports"])
+    assert all(v.endswith(":ro") for v in vllm["volumes"])  # it reads the checkpoints, never writes them
+    flags = dict(f.removeprefix("--").split("=", 1) for f in vllm["command"] if "=" in f)
+    assert flags["model"].startswith("/checkpoints/") and "tensor-parallel-size" in flags
+    assert "--enable-prefix-caching" in vllm["command"]
+    assert flags["port"] == "8001" and vllm["ports"][0].endswith(":8001")
+    hosts = compose["services"]["lctx"]["environment"]["LCTX_ENDPOINT_HOSTS"]
+    assert "vllm" in hosts and "*" not in hosts  # the compose service, not any host
+    readme = (REPO / "README.md").read_text()
+    assert "--profile vllm" in readme and "SGLang" in readme

@@ -76,7 +76,7 @@ export async function submitForm(onSubmitted) {
     ? { description: job.properties.checkpoint.description } : plain(s, job.properties[k]), s));
   const [checkpoint] = jobControls;
   checkpoint.input.setAttribute("list", "checkpoint-names");
-  checkpoint.input.required = true;
+  // A checkpoint, or (the endpoint field) a registered served model: the server refuses neither and both.
   if (checkpoints.length) checkpoint.input.value = checkpoints[0].name;
   const rope = jobControls.find((c) => c.name === "rope");
   if (rope) rope.input.placeholder = "the checkpoint's own (e.g. yarn:4, ntk:8, none)";
@@ -170,7 +170,7 @@ export async function submitForm(onSubmitted) {
     event.preventDefault();
     clearErrors();
     const sent = [...tasks].filter(([, t]) => t.box.checked).map(([name]) => name);
-    const body = { checkpoint: checkpoint.input.value.trim(), tasks: sent.map((name) => {
+    const body = { tasks: sent.map((name) => {
       const spec = { name };
       for (const c of tasks.get(name).controls) {
         const v = c.read();
@@ -178,6 +178,7 @@ export async function submitForm(onSubmitted) {
       }
       return spec;
     }) };
+    if (checkpoint.input.value.trim()) body.checkpoint = checkpoint.input.value.trim();
     for (const c of jobControls.slice(1)) {
       const v = c.read();
       if (v !== undefined) body[c.name] = v;

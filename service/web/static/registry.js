@@ -1,8 +1,9 @@
 // Checkpoints and schedules: the registry (family, variant, RoPE, chat template, source,
 // fingerprint, latest results), a form that pulls a checkpoint from the hub or a GGUF file,
-// and each schedule with its next run and the jobs it submitted.
+// the served models (endpoints) with a form to register one, and each schedule with its next
+// run and the jobs it submitted.
 
-import { api, ApiError } from "./api.js";
+import { api, ApiError, detailText } from "./api.js";
 import { errorBox, h, noData, render, section, statusBadge, when } from "./dom.js";
 
 function params(n) {
@@ -84,6 +85,50 @@ async function checkpointsTable(checkpoints) {
       h("td", {}, c.path), h("td", {}, when(c.created_at)), h("td", {}, last[i]))))));
 }
 
+function endpointsTable(endpoints) {
+  if (!endpoints.length) return h("p", {}, noData("No endpoints registered."));
+  const yes = (v) => (v ? "yes" : "no");
+  return h("div", { class: "table-wrap" }, h("table", { id: "endpoints-table" },
+    h("thead", {}, h("tr", {}, ["Name", "URL", "Served model", "Style", "Context", "Prompt logprobs", "Server version",
+      "Concurrency", "API key variable", "Registered"].map((t) => h("th", { scope: "col" }, t)))),
+    h("tbody", {}, endpoints.map((e) => h("tr", {},
+      h("th", { scope: "row" }, e.name), h("td", {}, h("code", {}, e.base_url)), h("td", {}, e.served_model),
+      h("td", {}, e.api_style), h("td", { class: "num" }, e.context_length),
+      h("td", {}, yes(e.capabilities.prompt_logprobs)), h("td", {}, e.capabilities.server_version ?? noData()),
+      h("td", { class: "num" }, e.concurrency), h("td", {}, e.api_key_env ? h("code", {}, e.api_key_env) : noData("none")),
+      h("td", {}, when(e.created_at)))))));
+}
+
+function endpointForm() {
+  const field = (name, label, attrs = {}) => h("label", {}, label, h("input", { name, ...attrs }));
+  const status = h("div", { id: "endpoint-form-status" });
+  const form = h("form", { id: "endpoint-form", class: "stack" },
+    field("name", "Name", { required: true, pattern: "[A-Za-z0-9_.\\-]{1,128}" }),
+    field("base_url", "API root", { required: true, placeholder: "http://127.0.0.1:8001/v1" }),
+    field("served_model", "Served model (as /v1/models lists it)", { required: true }),
+    field("tokenizer", "Tokenizer folder (inside the checkpoint roots)", { required: true }),
+    field("context_length", "Context (tokens; default from the folder's config.json)", { type: "number", min: 16 }),
+    h("label", {}, "API style", h("select", { name: "api_style" },
+      h("option", { value: "completions" }, "completions"), h("option", { value: "chat" }, "chat"))),
+    field("api_key_env", "API key variable name (the key stays on the workers)", { placeholder: "VLLM_API_KEY" }),
+    h("button", { type: "submit" }, "Register endpoint"), status);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const body = Object.fromEntries([...new FormData(form)].filter(([, v]) => v !== ""));
+    if (body.context_length) body.context_length = Number(body.context_length);
+    status.replaceChildren(h("p", {}, "Asking the server what it serves…"));
+    try {
+      const e = await api("/v1/endpoints", { method: "POST", body });
+      status.replaceChildren(h("p", {}, `Registered ${e.name}: ${e.served_model} at ${e.base_url}.`));
+      await show();
+    } catch (e) {
+      if (!(e instanceof ApiError)) throw e;
+      status.replaceChildren(errorBox(detailText(e.detail)));
+    }
+  });
+  return form;
+}
+
 async function schedulesTable(schedules) {
   if (!schedules.length) return h("p", {}, noData("No schedules."));
   const jobs = await Promise.all(schedules.map((s) => api(`/v1/jobs?schedule=${encodeURIComponent(s.name)}&limit=20`)));
@@ -101,9 +146,12 @@ async function schedulesTable(schedules) {
 }
 
 export async function show() {
-  const [checkpoints, schedules] = await Promise.all([api("/v1/checkpoints"), api("/v1/schedules")]);
+  const [checkpoints, endpoints, schedules] = await Promise.all([api("/v1/checkpoints"), api("/v1/endpoints"),
+    api("/v1/schedules")]);
   render(h("h1", {}, "Checkpoints and schedules"),
     section("Checkpoints", await checkpointsTable(checkpoints)),
     section("Pull a checkpoint", pullForm()),
+    section("Endpoints (served models)", endpointsTable(endpoints),
+      h("details", {}, h("summary", {}, "Register an endpoint"), endpointForm())),
     section("Schedules", await schedulesTable(schedules)));
 }

@@ -1,0 +1,57 @@
+"""/v1/endpoints: served models (OpenAI-compatible servers) registered like checkpoints:
+the URL checked (scheme, allowed host), the tokenizer folder confined to the checkpoint
+roots, the server probed (/v1/models lists the model; token prompts, prompt logprobs,
+version) and what it said recorded. The API key never passes through here: only the name
+of the variable that holds it on the workers."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response, status
+from fastapi.concurrency import run_in_threadpool
+
+from checkpoints.endpoint import EndpointError, EndpointSpec, check_base_url, context_of, probe
+from checkpoints.errors import CheckpointError
+from service.api.deps import NameParam, Read, SettingsDep, StoreDep, Write
+from service.errors import InvalidRequest
+from service.paths import confine
+from service.schemas import EndpointCreate, EndpointOut, errors
+from service.store import EndpointRow, now
+
+router = APIRouter(prefix="/v1/endpoints", tags=["endpoints"], responses=errors(400, 403, 404, 409))
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, dependencies=Write, response_model=EndpointOut)
+async def register_endpoint(body: EndpointCreate, store: StoreDep, settings: SettingsDep) -> EndpointOut:
+    """Check the URL and the tokenizer, ask the server what it serves and supports, record it."""
+    tokenizer = confine(body.tokenizer, settings.roots, "tokenizer")
+    try:
+        url = check_base_url(body.base_url, settings.endpoint_host_list)
+        context = body.context_length or context_of(tokenizer)
+        spec = EndpointSpec(base_url=url, served_model=body.served_model, tokenizer=str(tokenizer),
+                            context_length=context, api_style=body.api_style, concurrency=body.concurrency,
+                            timeout_s=body.timeout_s, max_retries=body.max_retries, api_key_env=body.api_key_env)
+        capabilities = await run_in_threadpool(probe, spec)
+    except (EndpointError, CheckpointError) as e:
+        raise InvalidRequest(str(e)) from e
+    row = EndpointRow(name=body.name, base_url=url, served_model=body.served_model, api_style=body.api_style,
+                      tokenizer=str(tokenizer), context_length=context, concurrency=body.concurrency,
+                      timeout_s=body.timeout_s, max_retries=body.max_retries, api_key_env=body.api_key_env,
+                      capabilities=capabilities.to_dict(), created_at=now())
+    return EndpointOut.model_validate(store.add_endpoint(row))
+
+
+@router.get("", dependencies=Read, response_model=list[EndpointOut])
+def list_endpoints(store: StoreDep) -> list[EndpointOut]:
+    return [EndpointOut.model_validate(r) for r in store.list_endpoints()]
+
+
+@router.get("/{name}", dependencies=Read, response_model=EndpointOut)
+def get_endpoint(name: NameParam, store: StoreDep) -> EndpointOut:
+    return EndpointOut.model_validate(store.get_endpoint(name))
+
+
+@router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT, dependencies=Write)
+def delete_endpoint(name: NameParam, store: StoreDep) -> Response:
+    """Forget the registration; past jobs and their results are kept."""
+    store.delete_endpoint(name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,75 @@
+"""/v1/endpoints and jobs on a served model, over real HTTP against a real server:
+`transformers serve` (tests/conftest.py) registered through lctx's API on a real uvicorn;
+the job runs through the worker's own code path (service.jobs.run_job)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import httpx
+
+from service.app import create_app
+from service.jobs import run_job
+from service.status import RUNNING
+from service.store import Store
+from tests.helpers import ThreadServer, make_settings
+
+SECRET = "sk-lctx-test-not-to-be-seen-3f9a"
+
+
+def test_register_refuse_submit_and_run_on_an_endpoint(transformers_server, real_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("LCTX_TEST_ENDPOINT_KEY", SECRET)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "doc.txt").write_text("A document to score. " * 20)
+    settings = make_settings(tmp_path, checkpoint_roots=[real_model.parent], data_dir=tmp_path / "data")
+    body = {"name": "smol-served", "base_url": transformers_server.url, "served_model": transformers_server.name,
+            "tokenizer": real_model.name, "api_key_env": "LCTX_TEST_ENDPOINT_KEY"}
+    with ThreadServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=120) as c:
+        refused = {
+            "scheme": ({**body, "base_url": "ftp://127.0.0.1/v1"}, "scheme must be http or https"),
+            "host": ({**body, "base_url": "http://192.0.2.1:8000/v1"}, "is not allowed"),
+            "model": ({**body, "served_model": "no-such-model"}, "does not serve 'no-such-model'"),
+            "path": ({**body, "base_url": transformers_server.url.removesuffix("/v1") + "/nope"}, "answered HTTP 404"),
+        }
+        for case, (bad, message) in refused.items():
+            r = c.post("/v1/endpoints", json=bad)
+            assert r.status_code == 422 and message in r.text, (case, r.text)
+        assert c.post("/v1/endpoints", json={**body, "tokenizer": "/etc"}).status_code in (403, 422)
+
+        r = c.post("/v1/endpoints", json=body)
+        assert r.status_code == 201, r.text
+        endpoint = r.json()
+        assert endpoint["context_length"] == 8192  # from the tokenizer folder's config.json
+        assert endpoint["capabilities"]["prompt_logprobs"] is False
+        assert [e["name"] for e in c.get("/v1/endpoints").json()] == ["smol-served"]
+
+        job = {"endpoint": "smol-served", "tasks": [{"name": "passkey", "lengths": [200], "trials": 2}]}
+        for extra, message in (({"rope": "yarn:4"}, "RoPE"), ({"backend": "torch"}, "attention backend"),
+                               ({"tasks": [{"name": "diagnostics"}]}, "attention statistics"),
+                               ({"tasks": [{"name": "perplexity", "text_file": "doc.txt"}]}, "prompt log-probabilities"),
+                               ({"checkpoint": real_model.name}, "not both")):
+            r = c.post("/v1/jobs", json={**job, **extra})
+            assert r.status_code == 422 and message in r.text, (extra, r.text)
+        r = c.post("/v1/jobs", json=job)
+        assert r.status_code == 202, r.text
+        job_id = r.json()["id"]
+        assert r.json()["endpoint"] == "smol-served" and r.json()["checkpoint_path"] == transformers_server.url
+
+    store = Store(settings.database)
+    try:
+        assert store.claim_next("endpoint-test").id == job_id
+        assert store.get_job(job_id).status == RUNNING
+        assert run_job(settings, job_id, store) == "succeeded", store.get_job(job_id).error
+    finally:
+        store.close()
+    results = json.loads((settings.results / job_id / "results.json").read_text())
+    assert results["endpoint"]["name"] == "smol-served"
+    assert results["model"]["reported_model"].startswith(transformers_server.name)
+    assert results["results"]["passkey"]["samples"] == 2
+    # The key is named, never kept: not in the database, the results or any answer.
+    db = sqlite3.connect(settings.database.removeprefix("sqlite:///"))
+    dump = "\n".join(db.iterdump())
+    db.close()
+    assert "LCTX_TEST_ENDPOINT_KEY" in dump and SECRET not in dump
+    assert SECRET not in json.dumps(results) and SECRET not in json.dumps(endpoint)
