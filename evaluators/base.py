@@ -296,7 +296,8 @@ def run_evaluator(
             check_stop()  # a cancel lands mid-batch; every answered sample is already recorded
 
         engine = engine or Engine(loaded.model, loaded.tokenizer)
-        before = replace(engine.stats)
+        stats = getattr(engine, "stats", None)  # lctx's engine; a served model's (EndpointEngine) has none
+        before = replace(stats) if stats is not None else None
         engine.on_prefill = on_prefill
         try:
             for lo in range(0, len(pending), BUILD_GROUP):
@@ -304,9 +305,11 @@ def run_evaluator(
                 run_built(engine, [evaluator.build(loaded, s) for s in pending[lo:lo + BUILD_GROUP]], finished)
         finally:
             engine.on_prefill = None
-            block = engine.stats.since(before)
-            spent = PrefixStats(spent.prompt_tokens + block.prompt_tokens, spent.reused_tokens + block.reused_tokens)
-            prefix_enabled = engine.prefix is not None
+            if before is not None:
+                block = engine.stats.since(before)
+                spent = PrefixStats(spent.prompt_tokens + block.prompt_tokens,
+                                    spent.reused_tokens + block.reused_tokens)
+                prefix_enabled = engine.prefix is not None
 
     if sequential.enabled(evaluator.options):  # block after block, only what the search needs
         ids = [s.id for s in sequential.run(evaluator, samples, done, run_samples)]
