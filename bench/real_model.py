@@ -234,7 +234,7 @@ def main() -> None:
     from checkpoints.pull import ensure_gguf_checkpoint
     from service.demo import real_model_dir, real_model_gguf
 
-    model = ensure_gguf_checkpoint(real_model_gguf(), real_model_dir(ROOT / "var")).path
+    model = ensure_gguf_checkpoint(real_model_gguf(), real_model_dir(ROOT / "var" / "checkpoints")).path
     report = run(model, args.lengths, args.n)
     save(report)
     print(markdown(report))

@@ -13,7 +13,7 @@ docs/protocols/sequential.md): the same effective length for how many samples.
 
 Saves bench/results/sequential_search.{json,md,png}. The real part is slow on a CPU
 (minutes per length at 8k): run it with `nice`; samples already in --work are reused.
-Usage: python bench/sequential_search.py [--checkpoint var/models/smollm2-135m-instruct]
+Usage: python bench/sequential_search.py [--checkpoint var/checkpoints/smollm2-135m-instruct]
        [--trials 20] [--part all|simulated|real]"""
 
 from __future__ import annotations
@@ -225,7 +225,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--checkpoint", type=Path, default=REPO / "var" / "models" / "smollm2-135m-instruct")
+    ap.add_argument("--checkpoint", type=Path, default=REPO / "var" / "checkpoints" / "smollm2-135m-instruct")
     ap.add_argument("--trials", type=int, default=20, help="samples per cell of the real model's grid")
     ap.add_argument("--block", type=int, default=5)
     ap.add_argument("--alpha", type=float, default=0.05)

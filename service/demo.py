@@ -104,8 +104,9 @@ def real_model_gguf() -> Path | None:
     return path if path.is_file() else None
 
 
-def real_model_dir(home: Path) -> Path:
-    return (Path(home) / "models" / REAL_MODEL).absolute()
+def real_model_dir(root: Path) -> Path:
+    """The real model's folder in a checkpoint root: a job reads only files inside the roots."""
+    return (Path(root) / REAL_MODEL).absolute()
 
 
 def convert_real_model(target: Path, gguf: Path | None = None) -> Path:
@@ -125,7 +126,7 @@ def convert_real_model(target: Path, gguf: Path | None = None) -> Path:
 def install_real_model(settings: Settings, announce: Callable[[str], None] = print) -> threading.Thread:
     """Convert (once) and register the real model in a background thread; `announce` says
     when it is ready, or why not. The thread is returned for tests to join."""
-    target = real_model_dir(settings.home)
+    target = real_model_dir(settings.roots[0])
 
     def work() -> None:
         try:

@@ -88,7 +88,7 @@ def test_fresh_serve_registers_demos_and_runs_a_passkey_job_on_one(ray_cluster: 
     second `make serve` finds it: the conversion itself is the `real_model` fixture's)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    shutil.copytree(real_model, real_model_dir(tmp_path / "var"), copy_function=os.link)
+    shutil.copytree(real_model, real_model_dir(tmp_path / "var" / "checkpoints"), copy_function=os.link)
     env = dict(os.environ, LCTX_HOME=str(tmp_path / "var"), LCTX_RAY_ADDRESS=ray_cluster, LCTX_SCHEDULER="false",
                LCTX_POLL_INTERVAL="0.1", LCTX_DEMO_REAL_MODEL="true")
     env.pop("LCTX_CHECKPOINT_ROOTS", None)
