@@ -190,7 +190,8 @@ def test_prefill_progress_counts_every_prompt_token_chunk_by_chunk():
     """`on_prefill` hears of each chunk as it is prefilled (a long batch is never silent)."""
     model = _model("softmax")
     prompts = _prompts()
-    engine = Engine(model, TOK, max_batch=4, chunk_size=8)
+    # each prompt on its own, every token prefilled (the prefix cache would serve the loglikelihood context)
+    engine = Engine(model, TOK, max_batch=4, chunk_size=8, batch_prefill_tokens=0, prefix_cache=False)
     heard: list[int] = []
     engine.on_prefill = heard.append
     finished: list[int] = []
@@ -202,3 +203,10 @@ def test_prefill_progress_counts_every_prompt_token_chunk_by_chunk():
     heard.clear()
     engine.loglikelihood([LoglikelihoodRequest(prompts[3], (5, 6))])
     assert sum(heard) == PROMPT_LENGTHS[3] - 1  # the context but its last token, which scores the continuation
+    # Short prompts prefilled together in one padded forward are reported together, all of their tokens.
+    batched = Engine(model, TOK, max_batch=4, chunk_size=8, batch_prefill_tokens=max(PROMPT_LENGTHS),
+                     prefix_cache=False)
+    heard.clear()
+    batched.on_prefill = heard.append
+    batched.generate_until([GenerateRequest(p, max_new_tokens=2) for p in prompts])
+    assert sum(heard) == sum(PROMPT_LENGTHS)
