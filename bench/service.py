@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from service.store import Store  # noqa: E402
-from tests.service.helpers import free_port, tiny_checkpoint  # noqa: E402
+from tests.helpers import free_port, tiny_checkpoint  # noqa: E402
 
 LONG_TASK = {"name": "passkey", "lengths": [512], "trials": 100000, "seed": 0}
 BURST_TASK = {"name": "passkey", "lengths": [256], "trials": 1}

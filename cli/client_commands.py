@@ -7,8 +7,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
+import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from checkpoints.attention.backend import Backend
 from service.status import FINAL, JobStatus
@@ -39,6 +41,22 @@ def parse_task(text: str) -> dict[str, Any]:
     return task
 
 
+def job_flags() -> dict[str, tuple[Callable[[str], Any], list[Any] | None, str]]:
+    """`lctx submit`'s flags for the request's fields besides the checkpoint and tasks:
+    name -> (parser, choices, help), read from `JobCreate` (a field added there gets a flag)."""
+    from service.schemas import JobCreate  # pydantic only; imported when the parser is built
+
+    out: dict[str, tuple[Callable[[str], Any], list[Any] | None, str]] = {}
+    for name, field in JobCreate.model_fields.items():
+        if name in ("checkpoint", "tasks"):
+            continue
+        literal = typing.get_args(field.annotation) if typing.get_origin(field.annotation) is Literal else None
+        kind: Callable[[str], Any] = int if field.annotation is int else str if literal else _scalar
+        default = "" if field.default is None else f" (default {field.default})"
+        out[name] = (kind, list(literal) if literal else None, f"{field.description or name}{default}")
+    return out
+
+
 def _scalar(raw: str) -> Any:
     try:
         return json.loads(raw)
@@ -65,7 +83,7 @@ def _submit(args: argparse.Namespace) -> int:
         if not args.task:
             raise ValueError("give at least one --task (e.g. --task passkey:lengths=256,512:trials=10) or --file")
         body = {"checkpoint": args.checkpoint, "tasks": [parse_task(t) for t in args.task],
-                "rope": args.rope, "backend": args.backend, "priority": args.priority}
+                **{name: getattr(args, name) for name in job_flags() if getattr(args, name) is not None}}
     with _client(args) as c:
         job = c.submit(**body)
         print(job.id if args.quiet else f"submitted job {job.id}")
@@ -186,9 +204,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--task", action="append",
                    help="task and options, repeatable: passkey:lengths=256,512:trials=10, longbench:datasets=qasper")
     p.add_argument("--file", help="JSON body of POST /v1/jobs instead of the options")
-    p.add_argument("--rope", help="RoPE override, e.g. yarn:4")
-    p.add_argument("--backend", default="auto", choices=[b.value for b in Backend])
-    p.add_argument("--priority", type=int, default=0)
+    for name, (kind, choices, text) in job_flags().items():  # from the request model (JobCreate)
+        p.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, choices=choices,
+                       help=text.replace("%", "%%"))
     p.add_argument("--wait", action="store_true", help="poll until the job ends; exit 0 only if it succeeded")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the job id")
     _client_args(p)

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from service.schemas import CheckpointOut, JobList, JobOut
+from service.schemas import CheckpointOut, JobCreate, JobList, JobOut
 from service.settings import Settings, get_settings
 
 
@@ -64,9 +64,13 @@ class Client:
     def checkpoints(self) -> list[CheckpointOut]:
         return [CheckpointOut.model_validate(c) for c in self.request("GET", "/v1/checkpoints").json()]
 
-    def submit(self, checkpoint: str, tasks: list[dict[str, Any]], rope: Any = None, backend: str = "auto",
-               priority: int = 0) -> JobOut:
-        body = {"checkpoint": checkpoint, "tasks": tasks, "rope": rope, "backend": backend, "priority": priority}
+    def submit(self, checkpoint: str, tasks: list[dict[str, Any]], **fields: Any) -> JobOut:
+        """POST /v1/jobs; `fields` are the request's other fields (rope, backend, priority, ...:
+        whatever `JobCreate` declares; the server validates them)."""
+        unknown = sorted(set(fields) - set(JobCreate.model_fields))
+        if unknown:
+            raise ValueError(f"unknown job fields {unknown}; a job takes {', '.join(JobCreate.model_fields)}")
+        body = {"checkpoint": checkpoint, "tasks": tasks, **fields}
         return JobOut.model_validate(self.request("POST", "/v1/jobs", json=body).json())
 
     def job(self, job_id: str) -> JobOut:

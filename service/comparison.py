@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaluators.registry import task_options
-from evaluators.results import Metric, TaskResult, task_result
+from evaluators.results import Metric, Series, TaskResult, task_result
 from service.jobs import job_dir
 from service.labels import rope_label
 from service.schemas import LeaderboardColumn
@@ -87,12 +87,19 @@ def scored(settings: Settings, job: JobRow, task: str) -> Scored | None:
 
 
 def column_info(entries: list[Scored]) -> dict[str, LeaderboardColumn]:
+    """Each column's meaning, computed here so the pages need not parse names: a metric, or
+    a point `<series>.<axis>=<key>` with its series, axis and key."""
     columns: dict[str, LeaderboardColumn] = {}
     for e in entries:
         for name, (_, source) in e.values.items():
-            columns.setdefault(name, LeaderboardColumn(
-                name=name, higher_is_better=source.higher_is_better, unit=source.unit,
-                kind="metric" if isinstance(source, Metric) else "point"))
+            if name in columns:
+                continue
+            point: dict[str, str] = {}
+            if isinstance(source, Series) and f".{source.axis}=" in name:
+                series_label, _, key = name.rpartition(f".{source.axis}=")
+                point = {"series": series_label, "axis": source.axis, "key": key}
+            columns[name] = LeaderboardColumn(name=name, higher_is_better=source.higher_is_better, unit=source.unit,
+                                              kind="metric" if isinstance(source, Metric) else "point", **point)
     return columns
 
 

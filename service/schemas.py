@@ -107,8 +107,10 @@ class Suite(_Strict):
 
     tasks: Annotated[list[TaskSpec], Field(min_length=1, max_length=64)]
     rope: Rope = None
-    backend: Backend = "auto"
-    priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
+    backend: Backend = Field("auto", description="attention backend: auto (Triton on GPU, the chunked PyTorch "
+                             "path on CPU), reference, torch or triton")
+    priority: Annotated[int, Field(ge=-1000, le=1000)] = Field(0, description="queued jobs with a higher priority "
+                                                               "run first (-1000..1000)")
 
     @field_serializer("tasks")
     def _as_given(self, tasks: list[Any]) -> list[dict[str, Any]]:
@@ -133,15 +135,13 @@ class TaskProgress(BaseModel):
     total: int = 0
 
 
-class JobOut(_Out):
+class JobState(_Out):
+    """What the service adds to a job's request: where it stands."""
+
     id: str
     checkpoint: str
     checkpoint_path: str
     fingerprint: str
-    tasks: list[dict[str, Any]]
-    rope: str | dict[str, Any] | None
-    backend: str
-    priority: int
     status: Status
     progress: dict[str, TaskProgress]
     error: str | None
@@ -154,7 +154,23 @@ class JobOut(_Out):
 
     @computed_field(description="the RoPE setting as one label: 'checkpoint', 'none', 'yarn:4 beta_fast=16'")
     def rope_label(self) -> str:
-        return rope_label(self.rope)
+        return rope_label(getattr(self, "rope", None))
+
+
+def _suite_out() -> dict[str, Any]:
+    """Every field of the request's suite, as a job answers it: declared once, in `Suite`
+    (a field added there is stored with the job and answered here with no other edit).
+    Tasks are answered as recorded: every option, defaults filled in."""
+    out: dict[str, Any] = {}
+    for name, field in Suite.model_fields.items():
+        annotation = list[dict[str, Any]] if name == "tasks" else field.annotation
+        out[name] = (annotation, Field(field.default if not field.is_required() else ...,
+                                       description=field.description))
+    return out
+
+
+JobOut = create_model("JobOut", __base__=JobState, __doc__="A job: its request and where it stands.",
+                      **_suite_out())
 
 
 class JobList(BaseModel):
@@ -226,6 +242,9 @@ class LeaderboardColumn(BaseModel):
     higher_is_better: bool | None = Field(description="None: a measurement, not a score")
     unit: str
     kind: Literal["metric", "point"] = Field(description="a metric of the result, or a point of one of its series")
+    series: str | None = Field(None, description="a point's series label (`accuracy`, `accuracy.depth=50`)")
+    axis: str | None = Field(None, description="a point's axis (length, dataset, depth, ...)")
+    key: str | None = Field(None, description="a point's key along its axis (`1024`, `qasper`)")
 
 
 class Leaderboard(BaseModel):

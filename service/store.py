@@ -75,11 +75,12 @@ class JobRow(Base):
     checkpoint: Mapped[str] = mapped_column(String(128), index=True)
     checkpoint_path: Mapped[str] = mapped_column(Text)
     fingerprint: Mapped[str] = mapped_column(String(64))
-    tasks: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    # The request's suite as the job records it (tasks with every option, rope, backend,
+    # priority and any field `service.schemas.Suite` gains): the one declaration of a job's
+    # fields. The columns beside it are what the store filters and orders on.
+    request: Mapped[dict[str, Any]] = mapped_column(JSON, server_default="{}")
     task_names: Mapped[str] = mapped_column(Text)  # ",passkey,longbench," for filtering
-    rope: Mapped[Any] = mapped_column(JSON, nullable=True)
-    backend: Mapped[str] = mapped_column(String(16))
-    priority: Mapped[int] = mapped_column(Integer, default=0)
+    priority: Mapped[int] = mapped_column(Integer, default=0)  # the queue's order
     status: Mapped[str] = mapped_column(String(16), default=QUEUED)
     progress: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -93,6 +94,18 @@ class JobRow(Base):
     duration_s: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     __table_args__ = (Index("ix_jobs_queue", "status", "priority", "created_at"),)
+
+    @property
+    def tasks(self) -> list[dict[str, Any]]:
+        return self.request["tasks"]
+
+    @property
+    def rope(self) -> Any:
+        return self.request.get("rope")
+
+    @property
+    def backend(self) -> str:
+        return self.request.get("backend", "auto")
 
 
 class ScheduleRow(Base):
@@ -302,16 +315,22 @@ class Store:
     # -- jobs ------------------------------------------------------------------------
 
     @staticmethod
-    def _new_job(**fields: Any) -> JobRow:
-        tasks = fields["tasks"]
+    def _new_job(checkpoint: str, checkpoint_path: str, fingerprint: str, schedule: str | None = None,
+                 **request: Any) -> JobRow:
+        """A queued job; `request` is the suite (tasks, rope, backend, priority, ...), kept whole."""
         return JobRow(
             id=uuid.uuid4().hex[:16],
-            task_names="," + ",".join(t["name"] for t in tasks) + ",",
+            checkpoint=checkpoint,
+            checkpoint_path=checkpoint_path,
+            fingerprint=fingerprint,
+            schedule=schedule,
+            request=request,
+            task_names="," + ",".join(t["name"] for t in request["tasks"]) + ",",
+            priority=request.get("priority", 0),
             status=QUEUED,
             progress={},
             attempts=0,
             created_at=now(),
-            **fields,
         )
 
     def add_job(self, **fields: Any) -> JobRow:
@@ -336,13 +355,13 @@ class Store:
 
     def get_job(self, job_id: str) -> JobRow:
         """One job by id. The hot path of status polling, so it skips the ORM session:
-        a Core select on a pooled connection, returning a row with the same attributes."""
+        a Core select on a pooled connection, made into a (transient) JobRow."""
         table = JobRow.__table__
         with self.read_engine.connect() as conn:
             row = conn.execute(select(table).where(table.c.id == job_id)).first()
         if row is None:
             raise NotFound(f"no job {job_id!r}; list jobs with GET /v1/jobs")
-        return row
+        return JobRow(**row._mapping)
 
     def list_jobs(self, status: str | None = None, checkpoint: str | None = None, task: str | None = None,
                   limit: int = 50, offset: int = 0, schedule: str | None = None) -> tuple[list[JobRow], int]:

@@ -140,8 +140,10 @@ def confine_files(task: dict[str, Any], settings: Settings, where: str) -> None:
 
 
 def job_fields(resolved: ResolvedCheckpoint, suite: Suite, tasks: list[dict[str, Any]]) -> dict[str, Any]:
-    return dict(checkpoint=resolved.name, checkpoint_path=str(resolved.path), tasks=tasks,
-                rope=suite.rope, backend=suite.backend, priority=suite.priority)
+    """The job's row: its checkpoint and its request, every field of the suite as given
+    (the request model is the one declaration) with the tasks as validated."""
+    request = {**suite.model_dump(mode="json", include=set(Suite.model_fields)), "tasks": tasks}
+    return dict(checkpoint=resolved.name, checkpoint_path=str(resolved.path), **request)
 
 
 def submit(store: Store, settings: Settings, request: JobCreate, cluster_gpus: int | None = None) -> JobRow:

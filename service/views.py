@@ -10,7 +10,7 @@ from typing import Any
 from checkpoints.config_reader import load_config
 from checkpoints.errors import CheckpointError
 from evaluators.registry import task_options
-from service.schemas import CheckpointOut, JobOut, ScheduleOut
+from service.schemas import CheckpointOut, JobOut, JobState, ScheduleOut
 from service.settings import Settings
 from service.store import CheckpointRow, JobRow, ScheduleRow
 
@@ -41,7 +41,9 @@ def client_task(task: dict[str, Any], settings: Settings) -> dict[str, Any]:
 
 
 def job_out(row: JobRow, settings: Settings) -> JobOut:
-    job = JobOut.model_validate(row)
+    """The job's stored request and its state, with server paths made relative."""
+    state = {name: getattr(row, name) for name in JobState.model_fields}
+    job = JobOut.model_validate({**row.request, **state})
     return job.model_copy(update={"checkpoint_path": client_path(job.checkpoint_path, settings),
                                   "tasks": [client_task(t, settings) for t in job.tasks]})
 

@@ -14,7 +14,7 @@ from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, Ro
 from checkpoints.generate import greedy_generate, loglikelihood, prefill, token_logprobs
 from checkpoints.model import Decoder
 from checkpoints.tokenizer import ByteTokenizer
-from tests.checkpoints.attention.test_variant_models import _model
+from tests.helpers import variant_model as _model
 
 TOK = ByteTokenizer()
 PROMPT_LENGTHS = (3, 29, 11, 46, 1, 20)

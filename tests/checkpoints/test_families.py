@@ -21,7 +21,7 @@ from checkpoints.loading import load_model, save_model
 from checkpoints.model import Decoder
 from cli.main import main as lctx
 from tests.checkpoints.hf_models import VOCAB, build_hf_model
-from tests.checkpoints.test_rope import L0
+from tests.helpers import L0
 
 PROMPT_LEN = 3 * L0 // 2 + 5  # longer than the original context, and than every window
 WINDOW = 16

@@ -9,7 +9,7 @@ import torch
 from checkpoints.generate import greedy_generate
 from checkpoints.loading import load_model
 from tests.checkpoints.hf_models import VOCAB, build_hf_model
-from tests.checkpoints.test_rope import HF_CASES, L0
+from tests.helpers import HF_CASES, L0
 
 PROMPT_LEN = 3 * L0 // 2 + 5  # longer than the original context
 

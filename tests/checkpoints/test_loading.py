@@ -13,19 +13,9 @@ from checkpoints.config import ModelConfig
 from checkpoints.config_reader import read_config
 from checkpoints.errors import ConfigError, LoadError
 from checkpoints.generate import greedy_generate, loglikelihood, token_logprobs
-from checkpoints.loading import load_model, save_model
-from checkpoints.model import Decoder
-from checkpoints.tokenizer import ByteTokenizer
+from checkpoints.loading import load_model
 from tests.checkpoints.hf_models import build_hf_model
-
-
-def tiny_own(path, **overrides) -> Decoder:
-    torch.manual_seed(0)
-    cfg = ModelConfig(hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=48,
-                      vocab_size=259, **overrides)
-    model = Decoder(cfg)
-    save_model(model, path, ByteTokenizer())
-    return model
+from tests.helpers import tiny_own
 
 
 def test_own_format_round_trip(tmp_path) -> None:

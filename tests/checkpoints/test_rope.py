@@ -24,29 +24,7 @@ from checkpoints.rope import (
     ntk_base,
     parse_rope_override,
 )
-
-HEAD_DIM = 32
-L0 = 64
-LONG = [1.0 + 0.5 * i for i in range(HEAD_DIM // 2)]
-SHORT = [1.0 + 0.05 * i for i in range(HEAD_DIM // 2)]
-
-# Every rope type transformers implements, as a v5 `rope_parameters` dict.
-HF_CASES = {
-    "default": {"rope_type": "default"},
-    "linear": {"rope_type": "linear", "factor": 4.0},
-    "dynamic": {"rope_type": "dynamic", "factor": 2.0},
-    "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": L0},
-    "yarn_mscale": {"rope_type": "yarn", "factor": 8.0, "mscale": 0.707, "mscale_all_dim": 1.0,
-                    "original_max_position_embeddings": L0},
-    "yarn_untruncated": {"rope_type": "yarn", "factor": 4.0, "truncate": False, "beta_fast": 16.0,
-                         "original_max_position_embeddings": L0},
-    "yarn_attention_factor": {"rope_type": "yarn", "factor": 4.0, "attention_factor": 1.5,
-                              "original_max_position_embeddings": L0},
-    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-               "original_max_position_embeddings": L0},
-    "longrope": {"rope_type": "longrope", "long_factor": LONG, "short_factor": SHORT,
-                 "original_max_position_embeddings": L0},
-}
+from tests.helpers import HEAD_DIM, HF_CASES, L0, LONG, SHORT
 
 
 def hf_config(params: dict, max_pos: int):

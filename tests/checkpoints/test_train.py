@@ -142,7 +142,7 @@ def test_demo_checkpoint_retrieves_at_training_length(tmp_path, name) -> None:
     """The README's claim: every demo checkpoint reaches >= 90% passkey accuracy
     at its training length over 100 trials with the lctx evaluator."""
     from evaluators import run_task
-    from tests.evaluators.helpers import points
+    from tests.helpers import points
 
     path = demo_checkpoints()[name]
     info = json.loads((path / "train_info.json").read_text())

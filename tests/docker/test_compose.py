@@ -129,7 +129,7 @@ def test_first_checkpoint_root_is_writable_and_the_users_checkpoints_read_only(c
 
 def test_healthcheck_command_probes_a_real_server(tmp_path: Path) -> None:
     from service.app import create_app
-    from tests.service.helpers import ThreadServer, make_settings
+    from tests.helpers import ThreadServer, make_settings
 
     code = re.search(r'^  CMD python3 -c "(.+)" \|\| exit 1$', (DOCKER / "Dockerfile").read_text(), re.M).group(1)
     with ThreadServer(create_app(make_settings(tmp_path))) as srv:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from evaluators import TASKS, run_task
-from tests.evaluators.helpers import tiny_model
+from tests.helpers import tiny_model
 
 DATA = Path(__file__).parent / "data"
 PASSKEY = {"name": "passkey", "lengths": [260], "trials": 5, "seed": 2}

@@ -9,7 +9,7 @@ import pytest
 
 from evaluators import EvaluatorError, run_task
 from evaluators.data import load_longbench, load_scrolls
-from tests.evaluators.helpers import tiny_model
+from tests.helpers import tiny_model
 
 
 def test_missing_longbench_lists_the_file_and_how_to_get_it(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from evaluators.diagnostics.evaluator import (
     measure,
     summarise_heads,
 )
-from tests.evaluators.helpers import points, tiny_model, typed
+from tests.helpers import points, tiny_model, typed
 
 
 def test_row_figures_by_hand() -> None:

@@ -3,7 +3,6 @@ lm-eval's simple_evaluate on local task YAMLs (no network)."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -12,55 +11,7 @@ from lm_eval.api.instance import Instance
 
 from checkpoints.generate import greedy_generate, token_logprobs
 from evaluators.lm_eval_adapter import LctxLM
-from tests.evaluators.helpers import tiny_model
-
-ROWS = [{"question": "Is the sky blue?", "choices": ["yes", "no"], "label": 0},
-        {"question": "Is grass red?", "choices": ["yes", "no"], "label": 1},
-        {"question": "Two plus two?", "choices": ["four", "five"], "label": 0}]
-
-
-def write_tasks(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    data = folder / "toy.jsonl"
-    data.write_text("\n".join(json.dumps(r) for r in ROWS) + "\n")
-    common = f"""dataset_path: json
-dataset_kwargs:
-  data_files:
-    test: {data}
-test_split: test
-doc_to_text: "Question: {{{{question}}}}\\nAnswer:"
-"""
-    (folder / "toy_mc.yaml").write_text(f"""task: lctx_toy_mc
-{common}output_type: multiple_choice
-doc_to_choice: "{{{{choices}}}}"
-doc_to_target: label
-metric_list:
-  - metric: acc
-metadata:
-  version: 1.0
-""")
-    (folder / "toy_gen.yaml").write_text(f"""task: lctx_toy_gen
-{common}output_type: generate_until
-doc_to_target: "{{{{choices[label]}}}}"
-generation_kwargs:
-  until: ["\\n"]
-  max_gen_toks: 5
-  do_sample: false
-metric_list:
-  - metric: exact_match
-metadata:
-  version: 1.0
-""")
-    (folder / "toy_ppl.yaml").write_text(f"""task: lctx_toy_ppl
-{common}output_type: loglikelihood_rolling
-doc_to_target: "{{{{question}}}}"
-metric_list:
-  - metric: word_perplexity
-  - metric: byte_perplexity
-metadata:
-  version: 1.0
-""")
-    return folder
+from tests.helpers import tiny_model, write_tasks
 
 
 def test_registered_next_to_lm_evals_own_models() -> None:

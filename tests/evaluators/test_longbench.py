@@ -20,7 +20,7 @@ from evaluators.longbench.evaluator import (
     score_prediction_dir,
     truncate_middle,
 )
-from tests.evaluators.helpers import points, tiny_model, typed
+from tests.helpers import points, tiny_model, typed
 
 DATA = Path(__file__).parent / "data" / "longbench"
 

@@ -18,7 +18,7 @@ from evaluators.passkey.evaluator import (
     passkey_prompt,
     sentence_boundaries,
 )
-from tests.evaluators.helpers import points, tiny_model, typed
+from tests.helpers import points, tiny_model, typed
 
 EXPECTED = (
     "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "

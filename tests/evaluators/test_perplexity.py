@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from evaluators import EvaluatorError, run_task, validate_task
-from tests.evaluators.helpers import points, tiny_model, typed
+from tests.helpers import points, tiny_model, typed
 
 DOCS = ["Long contexts need long texts. " * 6, "A second document, shorter than the first. " * 3]
 

@@ -8,38 +8,9 @@ import pytest
 
 from evaluators import TASK_OPTIONS, TASKS
 from evaluators.results import Metric, Series, TaskResult, task_result
+from tests.helpers import OLD_RESULTS as OLD
 
 # One entry per task in the layout each evaluator wrote before the contract (version 1, longbench 3).
-OLD = {
-    "passkey": {"task": "passkey", "evaluator_version": "1", "seed": 0, "samples": 4, "accuracy": 0.75,
-                "by_length": {"256": {"accuracy": 1.0, "n": 2, "mean_prompt_tokens": 250.0, "min_prompt_tokens": 249,
-                                      "max_prompt_tokens": 251},
-                              "512": {"accuracy": 0.5, "n": 2, "mean_prompt_tokens": 500.0, "min_prompt_tokens": 499,
-                                      "max_prompt_tokens": 501, "over_target": 1}},
-                "by_depth_decile": {"0": {"accuracy": 1.0, "n": 1}, "5": {"accuracy": 2 / 3, "n": 3}}},
-    "needle": {"task": "needle", "evaluator_version": "1", "accuracy": 0.5,
-               "grid": {"300": {"0": {"accuracy": 1.0, "n": 1}, "50": {"accuracy": 0.0, "n": 1}},
-                        "400": {"0": {"accuracy": 1.0, "n": 1}, "50": {"accuracy": 0.0, "n": 1}}},
-               "by_length": {"300": {"accuracy": 0.5, "n": 2}, "400": {"accuracy": 0.5, "n": 2}}},
-    "longbench": {"task": "longbench", "evaluator_version": "3", "average": 30.0,
-                  "datasets": {"qasper": {"score": 20.0, "metric": "qa_f1_score", "category": "Single-Document QA",
-                                          "n": 3, "truncated": 1},
-                               "lcc": {"score": 40.0, "metric": "code_sim_score", "category": "Code Completion",
-                                       "n": 2, "truncated": 0,
-                                       "buckets": {"0-4k": 40.0, "4-8k": None, "8k+": None}}},
-                  "categories": {"Code Completion": 40.0, "Single-Document QA": 20.0}},
-    "scrolls": {"task": "scrolls", "evaluator_version": "1", "split": "validation", "score": 50.0,
-                "tasks": {"quality": {"exact_match": 50.0, "score": 50.0, "n": 2, "metric": "exact_match",
-                                      "truncated": 0}}},
-    "perplexity": {"task": "perplexity", "evaluator_version": "1", "stride": None,
-                   "by_length": {"40": {"perplexity": 9.0, "windows": 2, "tokens": 78},
-                                 "80": {"perplexity": 7.5, "windows": 1, "tokens": 79}}},
-    "diagnostics": {"task": "diagnostics", "evaluator_version": "1",
-                    "by_length": {"48": {"path": ["dense"], "sink_rate@0.2": 0.5, "sink_rate@0.3": 0.25,
-                                         "sparsity": 0.0, "dispersion": 0.9,
-                                         "massive_activations": {"max": 3.0, "min": -2.0, "kurtosis": 4.0}}},
-                    "summary": {"sink_rate@0.3": 0.25, "kurtosis": 4.0}},
-}
 
 
 def test_option_models_and_evaluators_agree() -> None:

@@ -12,7 +12,7 @@ from checkpoints.tokenizer import ByteTokenizer
 from evaluators import EvaluatorError, run_task, validate_task
 from evaluators.data import group_by_id, load_scrolls
 from evaluators.scrolls.evaluator import score_predictions_file, truncate_end
-from tests.evaluators.helpers import points, tiny_model, typed
+from tests.helpers import points, tiny_model, typed
 
 DATA = Path(__file__).parent / "data" / "scrolls"
 

@@ -10,7 +10,7 @@ import httpx
 
 from service.app import create_app
 from service.schedules import Scheduler
-from tests.service.helpers import ThreadServer, make_settings, tiny_checkpoint
+from tests.helpers import ThreadServer, make_settings, tiny_checkpoint
 
 
 def test_checkpoint_details_and_jobs_by_schedule(tmp_path: Path, models: Path) -> None:

@@ -11,8 +11,7 @@ import httpx
 import pytest
 
 from service.app import create_app
-from tests.evaluators.helpers import points
-from tests.service.helpers import ThreadServer, make_settings, tiny_checkpoint, wait_for, wait_job
+from tests.helpers import ThreadServer, make_settings, points, tiny_checkpoint, wait_for, wait_job
 
 PASSKEY = {"name": "passkey", "lengths": [128, 256], "trials": 2, "seed": 0}
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from service.app import create_app
-from tests.service.helpers import ThreadServer, make_settings
+from tests.helpers import ThreadServer, make_settings
 
 
 @pytest.fixture

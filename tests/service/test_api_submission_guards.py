@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from service.app import create_app
-from tests.service.helpers import ThreadServer, make_settings, tiny_checkpoint
+from tests.helpers import ThreadServer, make_settings, tiny_checkpoint
 
 PASSKEY = {"name": "passkey", "lengths": [64], "trials": 1}
 

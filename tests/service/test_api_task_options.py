@@ -14,8 +14,8 @@ from evaluators import TASK_OPTIONS
 from service.app import create_app
 from service.jobs import job_dir, write_json_atomic
 from service.store import SUCCEEDED, Store
-from tests.evaluators.test_results import OLD
-from tests.service.helpers import ThreadServer, make_settings
+from tests.helpers import OLD_RESULTS as OLD
+from tests.helpers import ThreadServer, make_settings
 
 
 @pytest.fixture
@@ -109,10 +109,14 @@ def test_leaderboard_reads_results_of_the_old_layout(served) -> None:
     assert board["headline"] == "accuracy" and board["rows"][0]["values"]["accuracy"] == 0.75
     assert board["rows"][0]["values"]["accuracy.length=512"] == 0.5
     info = {col["name"]: col for col in board["column_info"]}
-    assert info["accuracy"] == {"name": "accuracy", "higher_is_better": True, "unit": "fraction", "kind": "metric"}
+    assert info["accuracy"] == {"name": "accuracy", "higher_is_better": True, "unit": "fraction", "kind": "metric",
+                                "series": None, "axis": None, "key": None}
+    assert {k: info["accuracy.length=512"][k] for k in ("kind", "series", "axis", "key")} == {
+        "kind": "point", "series": "accuracy", "axis": "length", "key": "512"}  # told, not parsed by the pages
     board = c.get("/v1/leaderboard", params={"task": "longbench/lcc"}).json()
     assert board["rows"][0]["values"] == {"score": 40.0, "score.bucket=0-4k": 40.0, "score.bucket=4-8k": None,
                                           "score.bucket=8k+": None}
+    assert board["column_info"][-1]["axis"] == "bucket" and board["column_info"][-1]["key"] == "8k+"
     board = c.get("/v1/leaderboard", params={"task": "perplexity"}).json()
     assert board["rows"][0]["values"]["perplexity"] == 7.5
     assert {col["name"]: col["higher_is_better"] for col in board["column_info"]}["perplexity.length=40"] is False

@@ -16,8 +16,7 @@ from checkpoints.fingerprint import inspect_checkpoint
 from checkpoints.train import demo_checkpoints
 from service.demo import MARKER, install_demo_checkpoints
 from service.store import Store
-from tests.evaluators.helpers import points
-from tests.service.helpers import free_port, tiny_checkpoint, wait_for, wait_job
+from tests.helpers import free_port, points, tiny_checkpoint, wait_for, wait_job
 
 
 @pytest.fixture

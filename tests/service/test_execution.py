@@ -10,7 +10,7 @@ from ray.exceptions import WorkerCrashedError
 from service.execution import Executor
 from service.status import FAILED, QUEUED
 from service.store import Store
-from tests.service.helpers import make_settings
+from tests.helpers import make_settings
 
 
 def test_dead_worker_is_retried_then_failed(tmp_path: Path) -> None:

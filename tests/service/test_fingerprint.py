@@ -10,7 +10,7 @@ import torch
 
 from checkpoints.errors import CheckpointError
 from checkpoints.fingerprint import inspect_checkpoint
-from tests.service.helpers import tiny_checkpoint
+from tests.helpers import tiny_checkpoint
 
 
 def test_fingerprint_is_stable_and_tracks_weights_and_config(tmp_path: Path) -> None:

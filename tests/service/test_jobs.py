@@ -11,7 +11,7 @@ import pytest
 from service.jobs import run_job, task_keys, write_json_atomic
 from service.status import CANCELLED, FAILED, SUCCEEDED
 from service.store import Store
-from tests.service.helpers import make_settings, tiny_checkpoint
+from tests.helpers import make_settings, tiny_checkpoint
 
 PASSKEY = {"name": "passkey", "lengths": [128], "trials": 2, "seed": 0}
 

@@ -19,7 +19,7 @@ from sqlalchemy import create_engine, make_url, text
 
 from service.errors import SchemaError
 from service.store import FIRST_REVISION, Base, Store, _alembic
-from tests.service.helpers import free_port
+from tests.helpers import free_port
 
 # The layout `Base.metadata.create_all` made before migrations existed, as it printed it
 # (CreateTable / CreateIndex compiled for each dialect): a database of that day.
@@ -96,6 +96,14 @@ def test_pre_migration_database_is_adopted_with_its_rows(url: str) -> None:
             "priority, status, progress, attempts, created_at) VALUES ('old-job', 'ck', '/m/ck', :fp, :tasks, "
             "',passkey,', NULL, 'auto', 0, 'succeeded', '{}', 1, '2025-01-02 03:04:05')"),
             {"fp": "f" * 64, "tasks": json.dumps([{"name": "passkey"}])})
+        conn.execute(text(
+            "INSERT INTO jobs (id, checkpoint, checkpoint_path, fingerprint, tasks, task_names, rope, backend, "
+            "priority, status, progress, attempts, created_at) VALUES ('nightly', 'ck', '/m/ck', :fp, :tasks, "
+            "',needle,', :rope, 'torch', 7, 'queued', '{}', 0, '2025-01-03 03:04:05')"),
+            {"fp": "e" * 64, "tasks": json.dumps([{"name": "needle", "trials": 2}]),
+             "rope": json.dumps({"rope_type": "yarn", "factor": 4})})
+        conn.execute(text("INSERT INTO submissions (fingerprint, suite_hash, job_id, created_at) "
+                          "VALUES (:fp, 'h', 'nightly', '2025-01-03')"), {"fp": "e" * 64})
         conn.execute(text("INSERT INTO checkpoints VALUES ('ck', '/m/ck', :fp, 'softmax', 10, '2025-01-02')"),
                      {"fp": "f" * 64})
     engine.dispose()
@@ -109,6 +117,14 @@ def test_pre_migration_database_is_adopted_with_its_rows(url: str) -> None:
         assert job.status == "succeeded" and job.tasks == [{"name": "passkey"}] and job.fingerprint == "f" * 64
         assert store.get_checkpoint("ck").variant == "softmax"
         assert store.count_by_status()["succeeded"] == 1
+        # 0002: each job's request is what its columns held; the schedule's submission stays
+        assert store.get_job("nightly").request == {"tasks": [{"name": "needle", "trials": 2}], "backend": "torch",
+                                                    "rope": {"rope_type": "yarn", "factor": 4}, "priority": 7}
+        assert store.get_job("old-job").request == {"tasks": [{"name": "passkey"}], "rope": None, "backend": "auto",
+                                                    "priority": 0}
+        with store.read_engine.connect() as conn:
+            assert conn.execute(text("SELECT job_id FROM submissions")).scalars().all() == ["nightly"]
+        assert [j.id for j in store.list_jobs(task="needle")[0]] == ["nightly"]
         new = store.add_job(checkpoint="ck", checkpoint_path="/m/ck", fingerprint="e" * 64,
                             tasks=[{"name": "passkey"}], rope=None, backend="auto", priority=0)
         assert store.get_job(new.id).status == "queued"

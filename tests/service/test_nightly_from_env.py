@@ -18,7 +18,7 @@ from service.app import create_app
 from service.schedules import ScheduleConfigError, Scheduler, ensure_configured_schedule
 from service.settings import Settings
 from service.store import Store
-from tests.service.helpers import ThreadServer, free_port, tiny_checkpoint
+from tests.helpers import ThreadServer, free_port, tiny_checkpoint
 
 SUITE = {"tasks": [{"name": "passkey", "lengths": [64], "trials": 1}], "rope": "yarn:2"}
 

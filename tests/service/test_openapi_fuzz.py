@@ -16,7 +16,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 
 from service.app import create_app
-from tests.service.helpers import ThreadServer, make_settings, tiny_checkpoint
+from tests.helpers import ThreadServer, make_settings, tiny_checkpoint
 
 EXAMPLES = 25
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.service.helpers import free_port, wait_for
+from tests.helpers import free_port, wait_for
 
 
 @pytest.mark.timeout(180)

@@ -16,7 +16,7 @@ import pytest
 
 from service.status import RUNNING
 from service.store import Store
-from tests.service.helpers import free_port, tiny_checkpoint, wait_for, wait_job
+from tests.helpers import free_port, tiny_checkpoint, wait_for, wait_job
 
 
 def start_service(tmp: Path, port: int, ray_address: str) -> subprocess.Popen:
@@ -94,7 +94,7 @@ def test_killed_worker_and_service_resume_with_every_sample_once(ray_cluster: st
 @pytest.mark.timeout(180)
 def test_a_worker_killed_under_a_live_service_is_retried(ray_cluster: str, tmp_path: Path) -> None:
     from service.app import create_app
-    from tests.service.helpers import ThreadServer, make_settings
+    from tests.helpers import ThreadServer, make_settings
 
     tiny_checkpoint(tmp_path / "models" / "tiny")
     settings = make_settings(tmp_path, executor=True, ray_address=ray_cluster, replica_id="retry-test",

@@ -15,7 +15,7 @@ from service.errors import Forbidden, InvalidRequest
 from service.schedules import Scheduler, create_schedule
 from service.schemas import ScheduleCreate
 from service.store import Store
-from tests.service.helpers import make_settings, tiny_checkpoint
+from tests.helpers import make_settings, tiny_checkpoint
 
 SUITE = {"tasks": [{"name": "passkey", "lengths": [64], "trials": 1}]}
 

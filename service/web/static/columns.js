@@ -1,15 +1,13 @@
 // Leaderboard and comparison columns, grouped: the task's metrics, then each series as a
 // group of points (`accuracy.length=1024` is the point 1024 of `accuracy` along length).
-// Read from the column names and column_info the API gives; nothing task-specific.
+// Read from the column_info the API gives (each point's series, axis and key, computed by
+// the server); nothing task-specific, no axis list here.
 
 import { heatStyle } from "./charts.js";
 
-const POINT = /^(.*)\.(length|dataset|depth|depth_decile|category|bucket|layer)=([^.=]*)$/;
-
 export function parseColumn(name, info) {
-  const m = info?.kind === "point" ? POINT.exec(name) : null;
-  if (!m) return { name, group: "metrics", label: name, axis: null, key: name, info };
-  const [, label, axis, key] = m;
+  if (info?.kind !== "point" || info.axis == null) return { name, group: "metrics", label: name, axis: null, key: name, info };
+  const { series: label, axis, key } = info;
   return { name, group: `${label} by ${axis.replace("_", " ")}`, label, axis, key, info };
 }
 

@@ -70,15 +70,17 @@ export async function submitForm(onSubmitted) {
   const fields = new Map(); // element id -> control
   const general = h("div", { id: "form-message", "aria-live": "polite" });
 
-  const checkpoint = control("f-checkpoint", "checkpoint", { description: job.properties.checkpoint.description }, s);
+  // The job's own fields: every field of the request (JobCreate) but its tasks, checkpoint first.
+  const names = ["checkpoint", ...Object.keys(job.properties).filter((k) => k !== "checkpoint" && k !== "tasks")];
+  const jobControls = names.map((k) => control(`f-${k}`, k, k === "checkpoint"
+    ? { description: job.properties.checkpoint.description } : plain(s, job.properties[k]), s));
+  const [checkpoint] = jobControls;
   checkpoint.input.setAttribute("list", "checkpoint-names");
   checkpoint.input.required = true;
   if (checkpoints.length) checkpoint.input.value = checkpoints[0].name;
-  const rope = control("f-rope", "rope", plain(s, job.properties.rope), s);
-  rope.input.placeholder = "the checkpoint's own (e.g. yarn:4, ntk:8, none)";
-  const backend = control("f-backend", "backend", plain(s, job.properties.backend), s);
-  const priority = control("f-priority", "priority", plain(s, job.properties.priority), s);
-  for (const c of [checkpoint, rope, backend, priority]) fields.set(c.input.id, c);
+  const rope = jobControls.find((c) => c.name === "rope");
+  if (rope) rope.input.placeholder = "the checkpoint's own (e.g. yarn:4, ntk:8, none)";
+  for (const c of jobControls) fields.set(c.input.id, c);
 
   const picks = h("div", { class: "task-pick" });
   const optionSets = h("div", {});
@@ -103,7 +105,7 @@ export async function submitForm(onSubmitted) {
   const submit = h("button", { type: "submit", class: "primary" }, "Submit job");
   const form = h("form", { id: "submit-form", novalidate: true },
     h("datalist", { id: "checkpoint-names" }, checkpoints.map((c) => h("option", { value: c.name }, `${c.variant}`))),
-    h("div", { class: "form-grid" }, [checkpoint, rope, backend, priority].map((c) => c.wrap)),
+    h("div", { class: "form-grid" }, jobControls.map((c) => c.wrap)),
     h("fieldset", {}, h("legend", {}, "Tasks"), picks, h("p", { class: "field-error", id: "fs-tasks-error" })),
     optionSets,
     h("div", { class: "buttons" }, submit, general));
@@ -138,7 +140,7 @@ export async function submitForm(onSubmitted) {
     }
     const task = /^tasks\[(\d+)\] \(([\w-]+)\)(?:\.(\w+))?/.exec(message);
     if (task) return task[3] && fields.has(`opt-${task[2]}-${task[3]}`) ? `opt-${task[2]}-${task[3]}` : `fs-${task[2]}`;
-    const top = /^(checkpoint|rope|backend|priority)\b/.exec(message);
+    const top = new RegExp(`^(${names.join("|")})\\b`).exec(message);
     return top ? `f-${top[1]}` : null;
   }
 
@@ -154,7 +156,7 @@ export async function submitForm(onSubmitted) {
       }
       return spec;
     }) };
-    for (const c of [rope, backend, priority]) {
+    for (const c of jobControls.slice(1)) {
       const v = c.read();
       if (v !== undefined) body[c.name] = v;
     }

@@ -10,8 +10,9 @@ import torch
 
 from checkpoints.attention.registry import build_attention
 from checkpoints.config import AttentionConfig, ModelConfig
+from tests.helpers import other_family_variants
 
-NONSOFTMAX = ("softpick", "rela", "tra", "tda", "entmax")
+NONSOFTMAX = other_family_variants()  # from the registry: a new family is tested here
 
 # (T queries, S keys): a full prefill, odd lengths, a second prefill chunk, a decode row.
 SHAPES = [(1, 1), (63, 63), (130, 130), (70, 130), (1, 130)]

@@ -11,8 +11,9 @@ from checkpoints.attention.cache import KVCache
 from checkpoints.attention.registry import build_attention
 from checkpoints.config import AttentionConfig, ModelConfig
 from checkpoints.rope import Rotary
+from tests.helpers import softmax_family_variants
 
-VARIANTS = ("softmax", "ssmax", "gated", "cog", "intg", "diff")
+VARIANTS = softmax_family_variants()  # from the registry: a new softmax-family variant is tested here
 
 
 def make_config(variant: str, head_dim: int = 32, position: str = "rope", heads: int = 4, kv_heads: int = 1,

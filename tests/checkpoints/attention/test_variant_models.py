@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from checkpoints.attention.registry import available_variants
-from checkpoints.config import AttentionConfig, ModelConfig
 from checkpoints.generate import greedy_generate
 from checkpoints.loading import load_model, save_model
-from checkpoints.model import Decoder
 from checkpoints.tokenizer import ByteTokenizer
+from tests.helpers import other_family_variants
+from tests.helpers import variant_model as _model
 
 # Parameters a variant must declare beyond Llama's q/k/v/o projections (checked when listed).
 EXTRA = {
@@ -23,20 +23,6 @@ EXTRA = {
     "rela": {"norm_scale", "norm_gate"},
     "entmax": set(),
 }
-
-
-def _model(variant: str, params: dict | None = None, seed: int = 0, position: str = "rope", **config) -> Decoder:
-    """A tiny random model of `variant` (GQA, 2 layers); `config` overrides ModelConfig fields."""
-    torch.manual_seed(seed)
-    config = ModelConfig(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=128,
-                         vocab_size=259, **config,
-                         attention=AttentionConfig(variant=variant, params=params or {}, position=position))
-    model = Decoder(config).eval()
-    with torch.no_grad():  # move parameters that start constant away from their initial value
-        for name, p in model.named_parameters():
-            if ".attn." in name and p.ndim <= 1 and "proj" not in name:
-                p.add_(torch.rand_like(p) * 0.3)
-    return model
 
 
 @pytest.mark.parametrize("variant", available_variants())
@@ -78,7 +64,7 @@ def test_torch_and_triton_backends_give_the_same_logits(variant, params):
     assert err <= 1e-5 * scale, f"max abs logit difference {err:.3g} (scale {scale:.3g})"
 
 
-@pytest.mark.parametrize("variant", ["softpick", "rela", "tra", "tda", "entmax"])
+@pytest.mark.parametrize("variant", other_family_variants())
 def test_weights_and_statistics_through_the_model(variant):
     """`return_weights` gives each layer's dense (B, Hq, T, S) weights and
     `collect_stats` the same statistics from the streaming path."""

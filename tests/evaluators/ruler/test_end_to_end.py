@@ -13,7 +13,7 @@ import pytest
 
 from checkpoints.loading import load_model
 from evaluators import TASK_OPTIONS, EvaluatorError, run_task, validate_task
-from tests.evaluators.helpers import points, typed
+from tests.helpers import points, typed
 
 DEMO = Path(__file__).resolve().parents[3] / "demo" / "checkpoints" / "softmax"
 

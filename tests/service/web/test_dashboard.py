@@ -16,7 +16,7 @@ import pytest
 
 from service.app import create_app
 from service.schedules import Scheduler
-from tests.service.helpers import ThreadServer, make_settings, tiny_checkpoint, wait_for, wait_job
+from tests.helpers import ThreadServer, make_settings, tiny_checkpoint, wait_for, wait_job
 from tests.service.web.browser import SCREENSHOTS, new_page, screenshot
 
 REPO = Path(__file__).resolve().parents[3]

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from cli.client_commands import parse_task
+from cli.client_commands import job_flags, parse_task
 from cli.main import main
 from service.app import create_app
-from tests.service.helpers import ThreadServer, make_settings
+from tests.helpers import ThreadServer, make_settings
 
 
 def test_parse_task_options() -> None:
@@ -18,6 +18,20 @@ def test_parse_task_options() -> None:
     assert parse_task("longbench:datasets=qasper") == {"name": "longbench", "datasets": ["qasper"]}
     with pytest.raises(ValueError, match="key=value"):
         parse_task("passkey:lengths")
+
+
+def test_submit_flags_and_the_client_follow_the_request_model(capsys: pytest.CaptureFixture) -> None:
+    from service.client import Client
+    from service.schemas import JobCreate
+
+    assert set(job_flags()) == set(JobCreate.model_fields) - {"checkpoint", "tasks"}
+    with pytest.raises(SystemExit):
+        main(["submit", "--help"])
+    help_text = capsys.readouterr().out
+    assert all(f"--{name}" in help_text for name in job_flags())
+    assert "{auto,reference,torch,triton}" in help_text  # a Literal field's choices
+    with Client(base_url="http://127.0.0.1:9") as client, pytest.raises(ValueError, match="unknown job fields"):
+        client.submit("ck", [{"name": "passkey"}], ropes="yarn:4")  # refused before any request
 
 
 def test_cli_round_trip(ray_cluster: str, tmp_path: Path, models: Path, capsys: pytest.CaptureFixture) -> None:
@@ -53,7 +67,7 @@ def test_readme_comparison_loop_shows_every_setting(ray_cluster: str, tmp_path: 
     import subprocess
     import sys
 
-    from tests.service.helpers import tiny_checkpoint
+    from tests.helpers import tiny_checkpoint
 
     tiny_checkpoint(models / "tiny2", seed=3)
     settings = make_settings(tmp_path, executor=True, ray_address=ray_cluster, replica_id="loop-test")

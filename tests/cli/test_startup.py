@@ -11,7 +11,7 @@ from pathlib import Path
 
 from evaluators.registry import registry
 from service.app import create_app
-from tests.service.helpers import ThreadServer, make_settings
+from tests.helpers import ThreadServer, make_settings
 
 HEAVY = ("torch", "ray", "transformers", "triton", "numpy", "sqlalchemy", "alembic", "uvicorn")
 # The contracts, the registry, each task folder's __init__ and its options (and RULER's file

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from tests.checkpoints.hf_models import build_hf_model
-from tests.checkpoints.test_loading import tiny_own
+from tests.helpers import tiny_own
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

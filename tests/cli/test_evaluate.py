@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
-from tests.evaluators.helpers import points, tiny_model
-from tests.evaluators.test_lm_eval_adapter import write_tasks
+from tests.helpers import points, tiny_model, write_tasks
 
 DATA = Path(__file__).parents[1] / "evaluators" / "data"
 

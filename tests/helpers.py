@@ -1,0 +1,306 @@
+"""The one module of helpers the tests share (a test file never imports another test
+file): tiny real checkpoints (our format, a variant's model), reading typed results,
+settings in a temp dir, a PostgreSQL 15 on loopback, a real uvicorn server in a thread,
+lm-eval task YAMLs, and results.json entries in the layouts written before the typed
+result contract."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import torch
+import uvicorn
+
+from checkpoints.config import AttentionConfig, ModelConfig
+from checkpoints.loading import LoadedModel, load_model, save_model
+from checkpoints.model import Decoder
+from checkpoints.tokenizer import ByteTokenizer
+from evaluators.results import TaskResult
+from service.settings import Settings
+
+PG_BIN = Path("/usr/local/bin")
+
+# RoPE cases: a head size, an original context L0 and long/short factors of LongRoPE.
+HEAD_DIM = 32
+L0 = 64
+LONG = [1.0 + 0.5 * i for i in range(HEAD_DIM // 2)]
+SHORT = [1.0 + 0.05 * i for i in range(HEAD_DIM // 2)]
+
+# Every rope type transformers implements, as a v5 `rope_parameters` dict.
+HF_CASES = {
+    "default": {"rope_type": "default"},
+    "linear": {"rope_type": "linear", "factor": 4.0},
+    "dynamic": {"rope_type": "dynamic", "factor": 2.0},
+    "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": L0},
+    "yarn_mscale": {"rope_type": "yarn", "factor": 8.0, "mscale": 0.707, "mscale_all_dim": 1.0,
+                    "original_max_position_embeddings": L0},
+    "yarn_untruncated": {"rope_type": "yarn", "factor": 4.0, "truncate": False, "beta_fast": 16.0,
+                         "original_max_position_embeddings": L0},
+    "yarn_attention_factor": {"rope_type": "yarn", "factor": 4.0, "attention_factor": 1.5,
+                              "original_max_position_embeddings": L0},
+    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": L0},
+    "longrope": {"rope_type": "longrope", "long_factor": LONG, "short_factor": SHORT,
+                 "original_max_position_embeddings": L0},
+}
+
+
+def tiny_checkpoint(path: Path, seed: int = 0, **config: object) -> Path:
+    """A tiny random decoder saved in our own format (config, safetensors, byte tokenizer);
+    `config` overrides ModelConfig fields."""
+    torch.manual_seed(seed)
+    fields = dict(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=128,
+                  vocab_size=259)
+    fields.update(config)
+    return save_model(Decoder(ModelConfig(**fields)), path, ByteTokenizer())
+
+
+def make_settings(tmp: Path, **overrides: object) -> Settings:
+    fields = dict(home=tmp / "var", checkpoint_roots=[tmp / "models"], executor=False, scheduler=False,
+                  poll_interval=0.1)
+    fields.update(overrides)
+    settings = Settings(**fields)
+    settings.prepare()
+    return settings
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ThreadServer:
+    """uvicorn serving an app on a loopback port, in a thread of the test process."""
+
+    def __init__(self, app: object) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> ThreadServer:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=60)
+
+
+def wait_for(predicate, timeout: float = 60.0, interval: float = 0.1, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def wait_job(client: httpx.Client, job_id: str, timeout: float = 90.0) -> dict:
+    def done() -> dict | None:
+        job = client.get(f"/v1/jobs/{job_id}").json()
+        return job if job["status"] in ("succeeded", "failed", "cancelled") else None
+
+    return wait_for(done, timeout, 0.2, f"job {job_id} to end")
+
+
+class Postgres:
+    """A throw-away PostgreSQL cluster on a loopback port in a temp dir. Postgres refuses
+    to run as root, so as root it runs as the `postgres` (or `nobody`) user."""
+
+    def __init__(self) -> None:
+        # Directly under /tmp: pytest's own temp dirs are private to root.
+        self.dir = Path(tempfile.mkdtemp(prefix="lctx-pg-"))
+        self.port = free_port()
+        self.prefix: list[str] = []
+        if os.geteuid() == 0:
+            user = "postgres" if _user_exists("postgres") else "nobody"
+            self.prefix = ["runuser", "-u", user, "--"]
+            shutil.chown(self.dir, user)
+        self.url = f"postgresql+psycopg://lctx@127.0.0.1:{self.port}/postgres"
+
+    def run(self, *args: str) -> None:
+        subprocess.run([*self.prefix, *args], check=True, capture_output=True, timeout=120)
+
+    def start(self) -> Postgres:
+        self.run(str(PG_BIN / "initdb"), "-D", str(self.dir / "data"), "-U", "lctx", "-A", "trust", "--no-sync")
+        opts = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.dir} -F"
+        self.run(str(PG_BIN / "pg_ctl"), "-D", str(self.dir / "data"), "-o", opts, "-l",
+                 str(self.dir / "log"), "-w", "-t", "60", "start")
+        return self
+
+    def stop(self) -> None:
+        try:
+            self.run(str(PG_BIN / "pg_ctl"), "-D", str(self.dir / "data"), "-m", "immediate", "-w", "stop")
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _user_exists(name: str) -> bool:
+    import pwd
+
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+def tiny_model(path: Path, seed: int = 0, **config: object) -> LoadedModel:
+    """`tiny_checkpoint`, loaded."""
+    return load_model(tiny_checkpoint(path, seed, **config))
+
+
+def typed(entry: dict) -> TaskResult:
+    """The typed result of a task entry (run_task's return value)."""
+    return TaskResult.model_validate(entry["result"])
+
+
+def points(entry: dict, name: str, axis: str, **at: object) -> dict:
+    """{key: Point} of the series `name` along `axis` (fixed at `at`)."""
+    result = typed(entry)
+    found = [s for s in result.series if s.name == name and s.axis == axis and s.at == at]
+    assert len(found) == 1, (name, axis, at, [(s.name, s.axis, s.at) for s in result.series])
+    return {p.key: p for p in found[0].points}
+
+
+def softmax_family_variants() -> tuple[str, ...]:
+    """The registered variants built on the softmax family's layer (one kernel, tweaks)."""
+    from checkpoints.attention.registry import available_variants, variant_class
+    from checkpoints.attention.softmax.layer import SoftmaxFamilyLayer
+
+    return tuple(v for v in available_variants() if issubclass(variant_class(v), SoftmaxFamilyLayer))
+
+
+def other_family_variants() -> tuple[str, ...]:
+    """The registered variants of the other families (softpick, pointwise, entmax): every one
+    whose class does not extend another registered variant's class (an extension, such as
+    scalable_softpick, is tested with its base's tests)."""
+    from checkpoints.attention.registry import available_variants, variant_class
+
+    classes = {v: variant_class(v) for v in available_variants()}
+    softmax = set(softmax_family_variants())
+    return tuple(v for v, cls in classes.items() if v not in softmax
+                 and not any(other is not cls and issubclass(cls, other) for other in classes.values()))
+
+
+def tiny_own(path, **overrides) -> Decoder:
+    torch.manual_seed(0)
+    cfg = ModelConfig(hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=48,
+                      vocab_size=259, **overrides)
+    model = Decoder(cfg)
+    save_model(model, path, ByteTokenizer())
+    return model
+
+
+def variant_model(variant: str, params: dict | None = None, seed: int = 0, position: str = "rope", **config) -> Decoder:
+    """A tiny random model of `variant` (GQA, 2 layers); `config` overrides ModelConfig fields."""
+    torch.manual_seed(seed)
+    config = ModelConfig(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=128,
+                         vocab_size=259, **config,
+                         attention=AttentionConfig(variant=variant, params=params or {}, position=position))
+    model = Decoder(config).eval()
+    with torch.no_grad():  # move parameters that start constant away from their initial value
+        for name, p in model.named_parameters():
+            if ".attn." in name and p.ndim <= 1 and "proj" not in name:
+                p.add_(torch.rand_like(p) * 0.3)
+    return model
+
+
+ROWS = [{"question": "Is the sky blue?", "choices": ["yes", "no"], "label": 0},
+        {"question": "Is grass red?", "choices": ["yes", "no"], "label": 1},
+        {"question": "Two plus two?", "choices": ["four", "five"], "label": 0}]
+
+
+def write_tasks(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    data = folder / "toy.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in ROWS) + "\n")
+    common = f"""dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+doc_to_text: "Question: {{{{question}}}}\\nAnswer:"
+"""
+    (folder / "toy_mc.yaml").write_text(f"""task: lctx_toy_mc
+{common}output_type: multiple_choice
+doc_to_choice: "{{{{choices}}}}"
+doc_to_target: label
+metric_list:
+  - metric: acc
+metadata:
+  version: 1.0
+""")
+    (folder / "toy_gen.yaml").write_text(f"""task: lctx_toy_gen
+{common}output_type: generate_until
+doc_to_target: "{{{{choices[label]}}}}"
+generation_kwargs:
+  until: ["\\n"]
+  max_gen_toks: 5
+  do_sample: false
+metric_list:
+  - metric: exact_match
+metadata:
+  version: 1.0
+""")
+    (folder / "toy_ppl.yaml").write_text(f"""task: lctx_toy_ppl
+{common}output_type: loglikelihood_rolling
+doc_to_target: "{{{{question}}}}"
+metric_list:
+  - metric: word_perplexity
+  - metric: byte_perplexity
+metadata:
+  version: 1.0
+""")
+    return folder
+
+
+# results.json entries of each task as written before the typed result contract
+OLD_RESULTS = {
+    "passkey": {"task": "passkey", "evaluator_version": "1", "seed": 0, "samples": 4, "accuracy": 0.75,
+                "by_length": {"256": {"accuracy": 1.0, "n": 2, "mean_prompt_tokens": 250.0, "min_prompt_tokens": 249,
+                                      "max_prompt_tokens": 251},
+                              "512": {"accuracy": 0.5, "n": 2, "mean_prompt_tokens": 500.0, "min_prompt_tokens": 499,
+                                      "max_prompt_tokens": 501, "over_target": 1}},
+                "by_depth_decile": {"0": {"accuracy": 1.0, "n": 1}, "5": {"accuracy": 2 / 3, "n": 3}}},
+    "needle": {"task": "needle", "evaluator_version": "1", "accuracy": 0.5,
+               "grid": {"300": {"0": {"accuracy": 1.0, "n": 1}, "50": {"accuracy": 0.0, "n": 1}},
+                        "400": {"0": {"accuracy": 1.0, "n": 1}, "50": {"accuracy": 0.0, "n": 1}}},
+               "by_length": {"300": {"accuracy": 0.5, "n": 2}, "400": {"accuracy": 0.5, "n": 2}}},
+    "longbench": {"task": "longbench", "evaluator_version": "3", "average": 30.0,
+                  "datasets": {"qasper": {"score": 20.0, "metric": "qa_f1_score", "category": "Single-Document QA",
+                                          "n": 3, "truncated": 1},
+                               "lcc": {"score": 40.0, "metric": "code_sim_score", "category": "Code Completion",
+                                       "n": 2, "truncated": 0,
+                                       "buckets": {"0-4k": 40.0, "4-8k": None, "8k+": None}}},
+                  "categories": {"Code Completion": 40.0, "Single-Document QA": 20.0}},
+    "scrolls": {"task": "scrolls", "evaluator_version": "1", "split": "validation", "score": 50.0,
+                "tasks": {"quality": {"exact_match": 50.0, "score": 50.0, "n": 2, "metric": "exact_match",
+                                      "truncated": 0}}},
+    "perplexity": {"task": "perplexity", "evaluator_version": "1", "stride": None,
+                   "by_length": {"40": {"perplexity": 9.0, "windows": 2, "tokens": 78},
+                                 "80": {"perplexity": 7.5, "windows": 1, "tokens": 79}}},
+    "diagnostics": {"task": "diagnostics", "evaluator_version": "1",
+                    "by_length": {"48": {"path": ["dense"], "sink_rate@0.2": 0.5, "sink_rate@0.3": 0.25,
+                                         "sparsity": 0.0, "dispersion": 0.9,
+                                         "massive_activations": {"max": 3.0, "min": -2.0, "kurtosis": 4.0}}},
+                    "summary": {"sink_rate@0.3": 0.25, "kurtosis": 4.0}},
+}
