@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evaluators import EvaluationCancelled, partial_result, run_task
-from tests.evaluators.helpers import tiny_model, typed
+from tests.helpers import tiny_model, typed
 
 SPEC = {"name": "passkey", "lengths": [64, 128, 256], "trials": 10, "search": "sequential", "search_block": 2}
 
