@@ -9,6 +9,7 @@ import sqlite3
 
 import httpx
 
+from cli.main import main
 from service.app import create_app
 from service.jobs import run_job
 from service.status import RUNNING
@@ -18,7 +19,8 @@ from tests.helpers import ThreadServer, make_settings
 SECRET = "sk-lctx-test-not-to-be-seen-3f9a"
 
 
-def test_register_refuse_submit_and_run_on_an_endpoint(transformers_server, real_model, tmp_path, monkeypatch):
+def test_register_refuse_submit_and_run_on_an_endpoint(transformers_server, real_model, tmp_path, monkeypatch,
+                                                        capsys):
     monkeypatch.setenv("LCTX_TEST_ENDPOINT_KEY", SECRET)
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "doc.txt").write_text("A document to score. " * 20)
@@ -37,9 +39,12 @@ def test_register_refuse_submit_and_run_on_an_endpoint(transformers_server, real
             assert r.status_code == 422 and message in r.text, (case, r.text)
         assert c.post("/v1/endpoints", json={**body, "tokenizer": "/etc"}).status_code in (403, 422)
 
-        r = c.post("/v1/endpoints", json=body)
-        assert r.status_code == 201, r.text
-        endpoint = r.json()
+        # registered through the CLI, as a user would (`lctx endpoints add`)
+        assert main(["endpoints", "add", "smol-served", transformers_server.url, "--served-model",
+                     transformers_server.name, "--tokenizer", real_model.name, "--api-key-env",
+                     "LCTX_TEST_ENDPOINT_KEY", "--url", srv.url]) == 0
+        assert "smol-served" in capsys.readouterr().out
+        endpoint = c.get("/v1/endpoints/smol-served").json()
         assert endpoint["context_length"] == 8192  # from the tokenizer folder's config.json
         assert endpoint["capabilities"]["prompt_logprobs"] is False
         assert [e["name"] for e in c.get("/v1/endpoints").json()] == ["smol-served"]
@@ -51,10 +56,13 @@ def test_register_refuse_submit_and_run_on_an_endpoint(transformers_server, real
                                ({"checkpoint": real_model.name}, "not both")):
             r = c.post("/v1/jobs", json={**job, **extra})
             assert r.status_code == 422 and message in r.text, (extra, r.text)
-        r = c.post("/v1/jobs", json=job)
-        assert r.status_code == 202, r.text
-        job_id = r.json()["id"]
-        assert r.json()["endpoint"] == "smol-served" and r.json()["checkpoint_path"] == transformers_server.url
+        assert main(["submit", "--endpoint", "smol-served", "--task", "passkey:lengths=200:trials=2", "-q",
+                     "--url", srv.url]) == 0  # `lctx submit`'s --endpoint comes from the request model
+        job_id = capsys.readouterr().out.strip()
+        submitted = c.get(f"/v1/jobs/{job_id}").json()
+        assert submitted["endpoint"] == "smol-served" and submitted["checkpoint_path"] == transformers_server.url
+        assert main(["endpoints", "list", "--url", srv.url]) == 0
+        assert "logprobs no" in capsys.readouterr().out
 
     store = Store(settings.database)
     try:
