@@ -207,3 +207,16 @@ def test_special_tokens_from_tokenizer_generation_and_model_configs(tmp_path) ->
     tok = load_tokenizer(tmp_path, cfg)
     assert (tok.bos_id, tok.eos_ids) == (9, [7])
     assert tok.encode("t3 t4") == [3, 4] and tok.decode([3, 4]) == "t3 t4"
+
+
+def test_chat_template_from_tokenizer_config_or_chat_template_jinja(tmp_path) -> None:
+    from checkpoints.tokenizer import load_tokenizer
+    from tests.checkpoints.hf_models import write_tokenizer
+
+    write_tokenizer(tmp_path)
+    cfg = ModelConfig(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=8, vocab_size=96)
+    assert load_tokenizer(tmp_path, cfg).chat_template is None
+    (tmp_path / "chat_template.jinja").write_text("{{ messages[0]['content'] }}")  # transformers >= 4.43's file
+    assert load_tokenizer(tmp_path, cfg).chat_template == "{{ messages[0]['content'] }}"
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": "from config"}))
+    assert load_tokenizer(tmp_path, cfg).chat_template == "from config"  # the config's wins

@@ -107,6 +107,39 @@ def test_longbench_job_as_in_the_issue(service) -> None:
         "qasper"].value
 
 
+
+def test_longbench_v2_and_babilong_jobs_run_to_results_and_leaderboard(service) -> None:
+    """Both tasks through the real server and Ray: files in the official layouts in the data
+    directory, a job, its typed results, its samples and the leaderboard's own columns."""
+    c, settings, _ = service
+    data = settings.data_dir
+    (data / "LongBench-v2").mkdir(exist_ok=True)
+    (data / "LongBench-v2" / "data.json").write_text(json.dumps([{
+        "_id": "q0", "domain": "Code", "sub_domain": "s", "difficulty": "hard", "length": "short",
+        "question": "Which?", "choice_A": "a", "choice_B": "b", "choice_C": "c", "choice_D": "d", "answer": "B",
+        "context": "A document. " * 40}]))
+    babi = data / "tasks_1-20_v1-2" / "en-10k"
+    babi.mkdir(parents=True, exist_ok=True)
+    (babi / "qa1_single-supporting-fact_train.txt").write_text(
+        "".join(f"1 Mary went to the room{i}.\n2 Where is Mary? \troom{i}\t1\n" for i in range(4)))
+    (data / "pg19" / "test").mkdir(parents=True, exist_ok=True)
+    (data / "pg19" / "test" / "book.txt").write_text(" ".join(f"Line {i} of a quiet old book about the sea." for i in
+                                                               range(400)))
+    tasks = [{"name": "longbench_v2", "max_length": 200}, {"name": "babilong", "tasks": ["qa1"], "lengths": [0],
+                                                             "samples": 2}]
+    job = c.post("/v1/jobs", json={"checkpoint": "tiny-b", "tasks": tasks}).json()
+    done = wait_job(c, job["id"])
+    assert done["status"] == "succeeded", done
+    results = c.get(f"/v1/jobs/{job['id']}/results").json()["results"]
+    assert results["longbench_v2"]["result"]["headline"] == "overall"
+    assert set(points(results["babilong"], "accuracy", "length", task="qa1")) == {0}
+    records = c.get(f"/v1/jobs/{job['id']}/samples", params={"task": "babilong"}).text.splitlines()
+    assert len(records) == 2
+    board = c.get("/v1/leaderboard", params={"task": "longbench_v2"}).json()
+    assert board["headline"] == "overall" and {"easy", "hard", "short", "medium", "long"} <= set(board["columns"])
+    board = c.get("/v1/leaderboard", params={"task": "babilong"}).json()
+    assert board["headline"] == "average" and "accuracy.task=qa1.length=0" in board["columns"]
+
 def test_cancel_stops_a_running_job_and_others_go_on(service) -> None:
     c, settings, _ = service
     long = c.post("/v1/jobs", json={"checkpoint": "tiny-a", "priority": 5,
