@@ -7,7 +7,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, StrictBool, model_validator
 
-from evaluators.options import MAX_LENGTH, Int, IntList, TaskOptions, listed, option
+from evaluators.options import MAX_LENGTH, Int, IntList, TaskOptions, chat_template_option, listed, option
 
 BABI_DIR = Path("tasks_1-20_v1-2") / "en-10k"
 BOOKS_DIR = Path("pg19") / "test"
@@ -39,8 +39,8 @@ class BabilongOptions(TaskOptions):
     instruction: StrictBool = option(True, "the task's instruction in the prompt")
     examples: StrictBool = option(True, "the task's in-context examples in the prompt")
     post_prompt: StrictBool = option(True, "the task's answer-format post-prompt")
-    chat_template: StrictBool = option(False, "apply the tokenizer's chat template (run_model_on_babilong.py "
-                                       "--use_chat_template)")
+    chat_template: StrictBool = chat_template_option(False, "run_model_on_babilong.py applies it only with "
+                                                     "--use_chat_template")
     seed: Int(ge=0, le=2**32 - 1) = option(42, "seeds the haystack sampler and the choice of questions "
                                            "(unseeded in create_tasks.py); the fact positions keep its seed 42")
 

@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 
 from pydantic import StrictBool, model_validator
 
-from evaluators.options import MAX_LENGTH, Int, Seed, TaskOptions, option
+from evaluators.options import MAX_LENGTH, Int, Seed, TaskOptions, chat_template_option, option
 
 DATA_HOWTO = (
     "download data.json from https://huggingface.co/datasets/THUDM/LongBench-v2 and put it at "
@@ -34,8 +34,8 @@ class LongBenchV2Options(TaskOptions):
     no_context: StrictBool = option(False, "the questions without their documents (pred.py --no_context)")
     rag: Int(ge=0, le=1000) = option(0, "the top-N retrieved chunks instead of the document (pred.py --rag N; "
                                      "needs records carrying 'retrieved_context')")
-    chat_template: StrictBool = option(False, "apply the tokenizer's chat template (pred.py always sends the "
-                                       "prompt as a chat message)")
+    chat_template: StrictBool = chat_template_option(False, "pred.py sends the prompt as a chat message to a "
+                                                     "served chat model; set it for an instruct model")
     max_length: Int(ge=16, le=MAX_LENGTH) | None = option(
         None, "prompt budget in tokens (default: the model's effective context x 120000/131072, pred.py's "
         "model2maxlen for 128k models, less the generation length when that would not fit)", tokens=True)

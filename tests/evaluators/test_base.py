@@ -147,3 +147,15 @@ def test_non_finite_values_are_an_error_on_their_sample_and_never_reach_json(tmp
     lines = (tmp_path / "out" / "samples.jsonl").read_text().splitlines()
     assert lines and all("non-finite" in json.loads(line)["error"] for line in lines)
     assert "NaN" not in "".join(lines) and "Infinity" not in "".join(lines)
+
+
+def test_every_chat_template_option_is_the_shared_one() -> None:
+    """A task with a `chat_template` option declares it through `chat_template_option` (one
+    type, one mark the submission check reads, one wording), LongBench v2 and BABILong too."""
+    from evaluators.options import CHAT
+    from evaluators.registry import task_options
+
+    having = {name: model for name, model in task_options().items() if "chat_template" in model.model_fields}
+    assert {"passkey", "needle", "ruler", "longbench", "scrolls", "longbench_v2", "babilong"} <= set(having)
+    for name, model in having.items():
+        assert model.model_fields["chat_template"].json_schema_extra == {CHAT: True}, name
