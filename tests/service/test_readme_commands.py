@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -52,10 +53,10 @@ def readme_blocks(text: str) -> list[Block]:
             while lines[i].strip() != "```":
                 body.append(lines[i])
                 i += 1
-            above = [x for x in lines[max(0, start - 4):start] if x.strip()]
+            above = [x for x in lines[max(0, start - 5):start] if x.strip()]
             replacements = [m.groups() for x in above for m in [MARKER.search(x)] if m]
             prose = [x for x in above if not MARKER.search(x)]
-            needs = prose[-1] if prose and prose[-1].startswith("Needs ") else None
+            needs = prose[-1].strip() if prose and prose[-1].strip().startswith("Needs ") else None
             blocks.append(Block(start + 1, "\n".join(body), needs, replacements))
         i += 1
     return blocks
@@ -71,10 +72,15 @@ def test_blocks_are_found_and_markers_parse() -> None:
 
 
 @pytest.mark.slow
-def test_every_readme_command_block_runs_against_a_fresh_server(ray_cluster: str, tmp_path: Path) -> None:
+def test_every_readme_command_block_runs_against_a_fresh_server(ray_cluster: str, real_model: Path,
+                                                                 tmp_path: Path) -> None:
+    from service.demo import REAL_MODEL, real_model_dir
+
     port = free_port()
     work = tmp_path / "clone"  # where a user's `make serve` runs: var/ is made here
     work.mkdir()
+    # The real model's conversion, as a second `make serve` finds it (the conversion is the fixture's).
+    shutil.copytree(real_model, real_model_dir(work / "var" / "checkpoints"), copy_function=os.link)
     (work / ".venv").symlink_to(Path(sys.executable).parents[1])
     env = dict(os.environ, LCTX_PORT=str(port), LCTX_HOST="127.0.0.1", LCTX_RAY_ADDRESS=ray_cluster,
                LCTX_REPO=str(REPO), LCTX_POLL_INTERVAL="0.1")
@@ -93,6 +99,12 @@ def test_every_readme_command_block_runs_against_a_fresh_server(ray_cluster: str
 
         wait_for(ready, 120, 0.2, "lctx serve ready")
         assert server.poll() is None, log.read_text()
+
+        def real_model_ready() -> bool:  # the README's first job waits for the server to say so
+            names = [c["name"] for c in httpx.get(f"http://127.0.0.1:{port}/v1/checkpoints", timeout=10).json()]
+            return REAL_MODEL in names or server.poll() is not None
+
+        wait_for(real_model_ready, 180, 0.5, "the real model registered")
         ran = 0
         for block in readme_blocks((REPO / "README.md").read_text(encoding="utf-8")):
             if block.needs:
