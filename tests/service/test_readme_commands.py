@@ -83,7 +83,7 @@ def test_every_readme_command_block_runs_against_a_fresh_server(ray_cluster: str
     shutil.copytree(real_model, real_model_dir(work / "var" / "checkpoints"), copy_function=os.link)
     (work / ".venv").symlink_to(Path(sys.executable).parents[1])
     env = dict(os.environ, LCTX_PORT=str(port), LCTX_HOST="127.0.0.1", LCTX_RAY_ADDRESS=ray_cluster,
-               LCTX_REPO=str(REPO), LCTX_POLL_INTERVAL="0.1")
+               LCTX_REPO=str(REPO), LCTX_POLL_INTERVAL="0.1", LCTX_DEMO_REAL_MODEL="true")  # make serve's default
     for key in ("LCTX_HOME", "LCTX_CHECKPOINT_ROOTS", "LCTX_DATA_DIR", "LCTX_DATABASE_URL", "LCTX_API_TOKEN"):
         env.pop(key, None)
     log = tmp_path / "serve.log"
