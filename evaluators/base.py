@@ -235,8 +235,10 @@ def context_of(loaded: LoadedModel, samples: list[Sample]) -> dict[str, Any]:
     in results, the leaderboard and the dashboard."""
     config = loaded.config
     lengths = sorted({int(s.params["length"]) for s in samples if isinstance(s.params.get("length"), int)})
-    scaled = config.rope_scaling.type != "default"
-    return {"trained": config.rope_l0, "reach": config.effective_context, "rope_scaled": scaled,
+    scaling = getattr(config, "rope_scaling", None)  # a served model's config tells its context only
+    scaled = scaling is not None and scaling.type != "default"
+    trained = getattr(config, "rope_l0", config.effective_context)
+    return {"trained": trained, "reach": config.effective_context, "rope_scaled": scaled,
             "beyond": [n for n in lengths if n > config.effective_context]}
 
 

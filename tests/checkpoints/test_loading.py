@@ -219,4 +219,7 @@ def test_chat_template_from_tokenizer_config_or_chat_template_jinja(tmp_path) ->
     (tmp_path / "chat_template.jinja").write_text("{{ messages[0]['content'] }}")  # transformers >= 4.43's file
     assert load_tokenizer(tmp_path, cfg).chat_template == "{{ messages[0]['content'] }}"
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": "from config"}))
-    assert load_tokenizer(tmp_path, cfg).chat_template == "from config"  # the config's wins
+    # transformers reads chat_template.jinja first: the file beside the config wins over its field
+    assert load_tokenizer(tmp_path, cfg).chat_template == "{{ messages[0]['content'] }}"
+    (tmp_path / "chat_template.jinja").unlink()
+    assert load_tokenizer(tmp_path, cfg).chat_template == "from config"
