@@ -22,6 +22,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -57,9 +58,15 @@ def cells(task: str, entry: dict) -> dict:
     return {int(p.key): {"accuracy": p.value, "n": p.n} for p in series.points}
 
 
-def run(model: Path, trials: int, lengths: list[int], depths: list[int], seed: int, which: list[str]) -> dict:
+def run(model: Path, trials: int, lengths: list[int], depths: list[int], seed: int, which: list[str],
+        save: Callable[[dict], None]) -> dict:
+    """Every (rope, task) run in turn; `save` gets the report after each, so a long grid
+    cut short keeps what it measured."""
     context = json.loads((model / "config.json").read_text())["max_position_embeddings"]
-    rows = []
+    rows: list[dict] = []
+    report = {"model": REAL_MODEL, "context": context, "trials": trials, "depths": depths, "seed": seed,
+              "lengths": lengths, "tasks": which, "rows": rows, "seconds": {}, "torch": torch.__version__,
+              "threads": torch.get_num_threads()}
     for rope in ("none", *SCALED):
         wanted = [n for n in lengths if rope in settings_for(n, context)]
         if not wanted:
@@ -79,8 +86,9 @@ def run(model: Path, trials: int, lengths: list[int], depths: list[int], seed: i
                              **cell})
                 print(f"{task:8s} {rope:7s} {length:6d}  accuracy {cell['accuracy']:.2f} (n={cell['n']})", flush=True)
             print(f"  {task} {rope}: {seconds:.0f} s", flush=True)
-    return {"model": REAL_MODEL, "context": context, "trials": trials, "depths": depths, "seed": seed,
-            "lengths": lengths, "tasks": which, "rows": rows, "torch": torch.__version__, "threads": torch.get_num_threads()}
+            report["seconds"][f"{task} {rope}"] = round(seconds, 1)
+            save(report)
+    return report
 
 
 def markdown(report: dict) -> str:
@@ -136,11 +144,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    report = run(real_model(), args.trials, args.lengths, args.depths, args.seed, args.tasks)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "demo_real.json").write_text(json.dumps(report, indent=2) + "\n")
-    (RESULTS / "demo_real.md").write_text(markdown(report))
-    plot(report, RESULTS / "demo_real.png")
+
+    def save(report: dict) -> None:
+        (RESULTS / "demo_real.json").write_text(json.dumps(report, indent=2) + "\n")
+        (RESULTS / "demo_real.md").write_text(markdown(report))
+        plot(report, RESULTS / "demo_real.png")
+
+    report = run(real_model(), args.trials, args.lengths, args.depths, args.seed, args.tasks, save)
     print(markdown(report))
 
 
