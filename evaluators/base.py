@@ -23,7 +23,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, ClassVar
 
-from checkpoints import jsonfiles
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.loading import LoadedModel
 from checkpoints.prefix_cache import PrefixStats
@@ -31,9 +30,9 @@ from checkpoints.tokenizer import Tokenizer
 from evaluators.errors import EvaluationCancelled, EvaluatorError  # noqa: F401 - re-exported
 from evaluators.options import TaskOptions, validate_options
 from evaluators.results import RESULT_KEY, TaskResult
+from evaluators.samplelog import SAMPLES_FILE, SampleLog  # noqa: F401 - re-exported
 from evaluators.sequential import runner as sequential
 
-SAMPLES_FILE = "samples.jsonl"
 # Samples built (prompts tokenized) and handed to the engine at a time: bounds the
 # prompts held in memory; the engine batches within each group.
 BUILD_GROUP = 256
@@ -190,34 +189,6 @@ def finite_json(value: Any) -> Any:
     return value
 
 
-class SampleLog:
-    """Append-only JSONL of finished samples, read back to resume."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def done(self, task: str, config: str) -> dict[str, dict[str, Any]]:
-        """Records already finished for this task and configuration, by id."""
-        found: dict[str, dict[str, Any]] = {}
-        if self.path.is_file():
-            for _, rec in jsonfiles.records(self.path, strict=False):
-                if rec.get("task") == task and rec.get("config") == config:
-                    found.setdefault(rec["id"], rec)
-        return found
-
-    def last_config(self, task: str) -> str | None:
-        """The configuration of the task's most recently recorded sample."""
-        last = None
-        if self.path.is_file():
-            for _, rec in jsonfiles.records(self.path, strict=False):
-                if rec.get("task") == task:
-                    last = rec.get("config")
-        return last
-
-    def append(self, record: dict[str, Any]) -> None:
-        jsonfiles.append_record(self.path, record)
-
-
 def describe_run(loaded: LoadedModel) -> dict[str, Any]:
     """The model's description plus what `backend: auto` resolved to on this device (the
     attention implementation that actually ran: triton on CUDA, torch elsewhere). A served
@@ -242,6 +213,161 @@ def context_of(loaded: LoadedModel, samples: list[Sample]) -> dict[str, Any]:
             "beyond": [n for n in lengths if n > config.effective_context]}
 
 
+def planned_samples(evaluator: Evaluator, loaded: LoadedModel) -> list[Sample]:
+    """The task's samples in plan order (data prepared first); their ids must be unique."""
+    evaluator.prepare(loaded)
+    samples = evaluator.plan(loaded)
+    ids = [s.id for s in samples]
+    if len(set(ids)) != len(ids):
+        raise RuntimeError(f"{evaluator.name}: planned sample ids are not unique")
+    return samples
+
+
+def part_of(samples: list[Sample], part: tuple[int, int] | None) -> list[Sample]:
+    """Part `index` of `count` contiguous slices of the plan (None: all of it). Neighbours in
+    the plan share prompts (one length's trials), so contiguous slices keep prefix reuse."""
+    if part is None:
+        return samples
+    index, count = part
+    if not 0 <= index < count:
+        raise ValueError(f"part {index} of {count} does not exist")
+    n = len(samples)
+    return samples[index * n // count:(index + 1) * n // count]
+
+
+class TaskRun:
+    """One run over a task's samples in a task folder: the plan, the records already there
+    (in `samples.jsonl` and any unit files: skipped), this run's records (appended to
+    `samples.jsonl`, or with `unit` to that unit run's own file), the prompt tokens it
+    prefilled and those the prefix cache served, and the task's entry of results.json
+    once every planned sample is recorded. `run_evaluator` is the whole task in one run;
+    the service's workers run parts of it (`run_part`) and one of them the `entry`."""
+
+    def __init__(self, evaluator: Evaluator, loaded: LoadedModel, folder: Path, unit: str | None = None,
+                 progress: Progress | None = None, should_stop: ShouldStop | None = None,
+                 engine: Engine | None = None, on_prefill: Callable[[int], None] | None = None,
+                 samples: list[Sample] | None = None) -> None:
+        self.evaluator, self.loaded, self.folder = evaluator, loaded, Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.should_stop, self.engine, self.on_prefill = should_stop, engine, on_prefill
+        self.report = progress or (lambda *_: None)
+        self.samples = samples if samples is not None else planned_samples(evaluator, loaded)
+        self.config = evaluator.config_hash(loaded.describe())
+        self.log = SampleLog(self.folder, unit)
+        self.done = self.log.done(evaluator.name, self.config)
+        self.spent = PrefixStats()  # prompt tokens of this run, and those served from the engine's prefix cache
+        self.prefix_enabled: bool | None = None  # None: no lctx engine ran (a served model, run_sample)
+
+    @property
+    def total(self) -> int:
+        return len(self.samples)
+
+    def record(self, sample: Sample, fields: dict[str, Any]) -> None:
+        bad = non_finite(fields)
+        if bad:  # a model that overflowed: an error on this sample, kept out of the scores
+            fields = {**finite_json(fields), "error": f"non-finite values: {', '.join(bad[:5])}"}
+        rec = {"task": self.evaluator.name, "id": sample.id, "config": self.config, **fields}
+        self.log.append(rec)
+        self.done[sample.id] = rec
+        self.report(self.evaluator.name, len(self.done), self.total)
+
+    def check_stop(self) -> None:
+        if self.should_stop is not None and self.should_stop():
+            raise EvaluationCancelled(f"{self.evaluator.name}: stopped after {len(self.done)} of "
+                                      f"{self.total} samples")
+
+    def run(self, pending: list[Sample]) -> None:
+        """Run and record `pending`: through the engine in groups of BUILD_GROUP (batched
+        inside), or one at a time through the evaluator's `run_sample`."""
+        evaluator, loaded = self.evaluator, self.loaded
+        if evaluator.run_sample is not None:
+            for sample in pending:
+                self.check_stop()
+                self.record(sample, evaluator.run_sample(loaded, sample))
+            return
+
+        def finished(built: Built, response: Any) -> None:
+            self.record(built.sample, {**built.record, **evaluator.score(built, response)})
+            self.check_stop()  # a cancel lands mid-batch; every answered sample is already recorded
+
+        engine = self.engine = self.engine or Engine(loaded.model, loaded.tokenizer)
+        stats = getattr(engine, "stats", None)  # lctx's engine; a served model's (EndpointEngine) has none
+        before = replace(stats) if stats is not None else None
+        engine.on_prefill = self.on_prefill
+        try:
+            for lo in range(0, len(pending), BUILD_GROUP):
+                self.check_stop()
+                run_built(engine, [evaluator.build(loaded, s) for s in pending[lo:lo + BUILD_GROUP]], finished)
+        finally:
+            engine.on_prefill = None
+            if before is not None:
+                block = engine.stats.since(before)
+                self.spent = PrefixStats(self.spent.prompt_tokens + block.prompt_tokens,
+                                         self.spent.reused_tokens + block.reused_tokens)
+                self.prefix_enabled = engine.prefix is not None
+
+    def run_part(self, part: tuple[int, int] | None = None) -> None:
+        """Run what part `part` (index, count) of the plan still lacks; a sequential search is
+        never split: it runs block after block, only what it needs."""
+        self.report(self.evaluator.name, len(self.done), self.total)
+        if sequential.enabled(self.evaluator.options):
+            if part is not None and part[1] != 1:
+                raise ValueError(f"{self.evaluator.name}: a sequential search runs as one part, not {part[1]}")
+            consumed = sequential.run(self.evaluator, self.samples, self.done, self.run)
+            self.report(self.evaluator.name, len(consumed), len(consumed))  # finished: the search needs no more
+        else:
+            self.run([s for s in part_of(self.samples, part) if s.id not in self.done])
+
+    def prefix_use(self) -> dict[str, Any] | None:
+        """This run's prompt tokens and the fraction the prefix cache served (None: no lctx engine ran)."""
+        return {**self.spent.as_dict(), "enabled": self.prefix_enabled} if self.prefix_enabled is not None else None
+
+    def _unfinished_search(self, pending: list[Sample]) -> None:
+        raise EvaluatorError(f"{self.evaluator.name}: the sequential search has not finished "
+                             f"({len(pending)} more samples wanted)")
+
+    def entry(self, prefix_cache: dict[str, Any] | None) -> dict[str, Any]:
+        """The task's entry of results.json from every recorded sample (all must be there)."""
+        evaluator, loaded, out_dir = self.evaluator, self.loaded, self.folder
+        if sequential.enabled(evaluator.options):
+            ids = [s.id for s in sequential.run(evaluator, self.samples, self.done, self._unfinished_search)]
+        else:
+            ids = [s.id for s in self.samples]
+        missing = [i for i in ids if i not in self.done]
+        if missing:
+            raise EvaluatorError(f"{evaluator.name}: {len(missing)} of {len(ids)} planned samples are not recorded "
+                                 f"(first: {missing[0]}); the task cannot be aggregated yet")
+        records = [self.done[i] for i in ids]
+        scored = [r for r in records if "error" not in r]
+        errors = len(records) - len(scored)
+        if not scored and errors:
+            raise EvaluatorError(f"{evaluator.name}: every one of its {errors} samples failed "
+                                 f"(first: {records[0]['error']}); see {out_dir / SAMPLES_FILE}")
+        result = evaluator.result(records if sequential.enabled(evaluator.options) else scored)
+        if errors:
+            result.extra["sample_errors"] = errors
+            result.summary += f" ({errors} samples failed: non-finite outputs)"
+        plot_paths = evaluator.plots(scored, result, out_dir / "plots")
+        return {
+            "task": evaluator.name,
+            "evaluator_version": evaluator.version,
+            "seed": evaluator.options.get("seed"),
+            "options": evaluator.options,
+            "config": self.config,
+            "model": describe_run(loaded),
+            "context": context_of(loaded, self.samples),
+            "chat_template": {"applied": bool(evaluator.options.get("chat_template")),
+                              "file": getattr(loaded.tokenizer, "chat_template_source", None)},
+            "lctx_version": lctx_version(),
+            "samples": self.total,
+            "samples_file": str(out_dir / SAMPLES_FILE),
+            "plots": [str(p) for p in plot_paths],
+            "sample_errors": errors,
+            "prefix_cache": prefix_cache,
+            RESULT_KEY: finite_json(result.model_dump(mode="json")),
+        }
+
+
 def run_evaluator(
     evaluator: Evaluator,
     loaded: LoadedModel,
@@ -254,100 +380,10 @@ def run_evaluator(
     """Plan, skip what is recorded, run the rest through the engine in batches (or
     one at a time through `run_sample`), aggregate. `progress(task, done, total)` hears of
     every recorded sample, `on_prefill(tokens)` of every prefilled chunk."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    evaluator.prepare(loaded)
-    samples = evaluator.plan(loaded)
-    ids = [s.id for s in samples]
-    if len(set(ids)) != len(ids):
-        raise RuntimeError(f"{evaluator.name}: planned sample ids are not unique")
-    log = SampleLog(out_dir / SAMPLES_FILE)
-    config = evaluator.config_hash(loaded.describe())
-    done = log.done(evaluator.name, config)
-    total = len(samples)
-    report = progress or (lambda *_: None)
-    pending = [s for s in samples if s.id not in done]
-    report(evaluator.name, total - len(pending), total)
-
-    def record(sample: Sample, fields: dict[str, Any]) -> None:
-        bad = non_finite(fields)
-        if bad:  # a model that overflowed: an error on this sample, kept out of the scores
-            fields = {**finite_json(fields), "error": f"non-finite values: {', '.join(bad[:5])}"}
-        rec = {"task": evaluator.name, "id": sample.id, "config": config, **fields}
-        log.append(rec)
-        done[sample.id] = rec
-        report(evaluator.name, len(done), total)
-
-    def check_stop() -> None:
-        if should_stop is not None and should_stop():
-            raise EvaluationCancelled(f"{evaluator.name}: stopped after {len(done)} of {total} samples")
-
-    spent = PrefixStats()  # prompt tokens of this run, and those served from the engine's prefix cache
-    prefix_enabled: bool | None = None
-
-    def run_samples(pending: list[Sample]) -> None:
-        nonlocal engine, spent, prefix_enabled
-        if evaluator.run_sample is not None:
-            for sample in pending:
-                check_stop()
-                record(sample, evaluator.run_sample(loaded, sample))
-            return
-
-        def finished(built: Built, response: Any) -> None:
-            record(built.sample, {**built.record, **evaluator.score(built, response)})
-            check_stop()  # a cancel lands mid-batch; every answered sample is already recorded
-
-        engine = engine or Engine(loaded.model, loaded.tokenizer)
-        stats = getattr(engine, "stats", None)  # lctx's engine; a served model's (EndpointEngine) has none
-        before = replace(stats) if stats is not None else None
-        engine.on_prefill = on_prefill
-        try:
-            for lo in range(0, len(pending), BUILD_GROUP):
-                check_stop()
-                run_built(engine, [evaluator.build(loaded, s) for s in pending[lo:lo + BUILD_GROUP]], finished)
-        finally:
-            engine.on_prefill = None
-            if before is not None:
-                block = engine.stats.since(before)
-                spent = PrefixStats(spent.prompt_tokens + block.prompt_tokens,
-                                    spent.reused_tokens + block.reused_tokens)
-                prefix_enabled = engine.prefix is not None
-
-    if sequential.enabled(evaluator.options):  # block after block, only what the search needs
-        ids = [s.id for s in sequential.run(evaluator, samples, done, run_samples)]
-        report(evaluator.name, len(ids), len(ids))  # finished: the search needs no more
-    else:
-        run_samples(pending)
-    reuse = {**spent.as_dict(), "enabled": prefix_enabled} if prefix_enabled is not None else None
-    records = [done[i] for i in ids]
-    scored = [r for r in records if "error" not in r]
-    errors = len(records) - len(scored)
-    if not scored and errors:
-        raise EvaluatorError(f"{evaluator.name}: every one of its {errors} samples failed "
-                             f"(first: {records[0]['error']}); see {out_dir / SAMPLES_FILE}")
-    result = evaluator.result(records if sequential.enabled(evaluator.options) else scored)
-    if errors:
-        result.extra["sample_errors"] = errors
-        result.summary += f" ({errors} samples failed: non-finite outputs)"
-    plot_paths = evaluator.plots(scored, result, out_dir / "plots")
-    return {
-        "task": evaluator.name,
-        "evaluator_version": evaluator.version,
-        "seed": evaluator.options.get("seed"),
-        "options": evaluator.options,
-        "config": config,
-        "model": describe_run(loaded),
-        "context": context_of(loaded, samples),
-        "chat_template": {"applied": bool(evaluator.options.get("chat_template")),
-                          "file": getattr(loaded.tokenizer, "chat_template_source", None)},
-        "lctx_version": lctx_version(),
-        "samples": total,
-        "samples_file": str(out_dir / SAMPLES_FILE),
-        "plots": [str(p) for p in plot_paths],
-        "sample_errors": errors,
-        "prefix_cache": reuse,
-        RESULT_KEY: finite_json(result.model_dump(mode="json")),
-    }
+    run = TaskRun(evaluator, loaded, out_dir, progress=progress, should_stop=should_stop, engine=engine,
+                  on_prefill=on_prefill)
+    run.run_part()
+    return run.entry(run.prefix_use())
 
 
 def run_built(engine: Engine, built: list[Built], finished: Callable[[Built, Any], None]) -> None:

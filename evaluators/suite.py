@@ -124,11 +124,11 @@ def partial_result(task: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     """What a task that did not finish has: its recorded samples (of the configuration
     recorded last) aggregated by its evaluator, marked partial. For the results of a
     failed or cancelled job; reads only the task's folder."""
-    from evaluators.base import SAMPLES_FILE, SampleLog
+    from evaluators.samplelog import SampleLog
 
     spec = validate_task(task)
     evaluator = evaluator_class(spec["name"])({k: v for k, v in spec.items() if k != "name"})
-    log = SampleLog(Path(out_dir) / SAMPLES_FILE)
+    log = SampleLog(Path(out_dir))
     last = log.last_config(evaluator.name)
     records = list(log.done(evaluator.name, last).values()) if last else []
     scored = [r for r in records if "error" not in r]

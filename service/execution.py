@@ -1,12 +1,15 @@
-"""Jobs run as Ray tasks. With no address, `ray.init()` starts a local Ray, so the
-laptop default and a cluster share one code path. A job asks for one GPU when the
-cluster has GPUs, so a node with eight GPUs runs eight jobs.
+"""Jobs run on Ray. With no address, `ray.init()` starts a local Ray, so the laptop default
+and a cluster share one code path.
 
-The executor is a thread in the API process: it claims queued jobs (a conditional
-update, so replicas never run one job twice) up to the cluster's capacity, in priority
-order; hands each to Ray; reaps finished tasks; kills the task of a cancelled job; and
-keeps a heartbeat on its running jobs. On start-up, jobs left running by a dead process
-go back to the queue and resume from their per-sample records."""
+The executor claims queued jobs (a conditional update, so replicas never run one job twice)
+up to the cluster's capacity, in priority order, and runs each job's coordinator
+(`service.jobs.JobRun`) in a thread: the job's work units go to Ray actors (`ActorHandle`:
+one `service.worker.Worker` each, the checkpoint loaded once; one GPU each on GPU clusters,
+`job_cpus` CPUs otherwise), as many as `job_workers` or one per GPU. A cancelled job's
+coordinator kills its actors; a dead actor's unit runs again on a fresh one, placed by Ray
+wherever resources are free. The executor keeps a heartbeat on its running jobs; on
+start-up, jobs left running by a dead process go back to the queue and resume from their
+per-sample records."""
 
 from __future__ import annotations
 
@@ -16,16 +19,18 @@ import secrets
 import signal
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 import ray
-from ray.exceptions import RayError, TaskCancelledError
+from ray.exceptions import NodeDiedError, ObjectLostError, OwnerDiedError, RayActorError, WorkerCrashedError
 
+from service.jobs import JobRun
 from service.metrics import Metrics
 from service.settings import Settings
-from service.status import FAILED, FINAL, QUEUED, RUNNING
-from service.store import Store
+from service.status import FINAL
+from service.store import JobRow, Store
 
 log = logging.getLogger("lctx.execution")
 
@@ -86,18 +91,32 @@ def connect(settings: Settings) -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
-@ray.remote(max_retries=0)
-def _run_remote(settings: Settings, job_id: str) -> str:
-    from service.jobs import run_job  # imported in the worker: torch and the evaluators load there
+# A worker that died (its process, its node) makes its calls raise one of these; the unit it
+# was running runs again on a fresh worker.
+DIED = (RayActorError, WorkerCrashedError, NodeDiedError, ObjectLostError, OwnerDiedError)
 
-    return run_job(settings, job_id)
+
+class ActorHandle:
+    """A `Worker` as a Ray actor: one per GPU it asks for, or `job_cpus` CPUs."""
+
+    def __init__(self, settings: Settings, job_id: str, gpus: int) -> None:
+        from service.worker import Worker
+
+        remote = ray.remote(Worker)
+        self.actor = remote.options(num_cpus=settings.job_cpus, num_gpus=gpus, max_restarts=0, max_task_retries=0,
+                                    name=f"lctx-worker-{job_id}-{secrets.token_hex(3)}").remote(settings, job_id)
+
+    def call(self, method: str, *args: Any) -> Future:
+        return getattr(self.actor, method).remote(*args).future()
+
+    def kill(self) -> None:
+        ray.kill(self.actor, no_restart=True)
 
 
 @dataclass
 class _InFlight:
-    ref: Any
-    started: float
-    killed: bool = False
+    run: JobRun
+    thread: threading.Thread
 
 
 class Executor:
@@ -139,9 +158,10 @@ class Executor:
         self._wake.set()
         if self._thread:
             self._thread.join(timeout=30)
-        for job_id, item in list(self.running.items()):
-            self.store.requeue(job_id, error=None)
-            ray.cancel(item.ref, force=True)
+        for item in self.running.values():
+            item.run.stop()  # requeued; its workers are killed
+        for item in self.running.values():
+            item.thread.join(timeout=30)
         self.running.clear()
 
     def wake(self) -> None:
@@ -161,7 +181,6 @@ class Executor:
 
     def step(self) -> None:
         self._reap()
-        self._sync_cancelled()
         t = time.monotonic()
         if t - self._last_heartbeat >= HEARTBEAT_EVERY_S:
             self.store.heartbeat(list(self.running), self.owner)
@@ -191,53 +210,36 @@ class Executor:
             return None
         return int(ray.cluster_resources().get("GPU", 0))
 
+    def workers(self, job: JobRow) -> int:
+        """Workers a job spreads over: LCTX_JOB_WORKERS, else one per GPU of the cluster, else 2."""
+        if self.settings.job_workers:
+            return self.settings.job_workers
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        return gpus if gpus and not job.endpoint else 2
+
     def _fill(self) -> None:
         while len(self.running) < self.capacity():
             job = self.store.claim_next(self.owner)
             if job is None:
                 return
-            ref = _run_remote.options(num_cpus=self.settings.job_cpus, num_gpus=self._gpus(),
-                                      name=f"lctx-job-{job.id}").remote(self.settings, job.id)
-            self.running[job.id] = _InFlight(ref, time.monotonic())
-            log.info("job %s started (attempt %d)", job.id, job.attempts)
+            gpus = 0 if job.endpoint else self._gpus()  # a served model's worker only sends requests
+
+            def spawn(job_id: str = job.id, gpus: int = gpus) -> ActorHandle:
+                return ActorHandle(self.settings, job_id, gpus)
+
+            run = JobRun(self.settings, self.store, job, spawn, self.workers(job), died=DIED)
+            thread = threading.Thread(target=run.run, name=f"lctx-job-{job.id}", daemon=True)
+            self.running[job.id] = _InFlight(run, thread)
+            thread.start()
+            log.info("job %s started (attempt %d, up to %d workers)", job.id, job.attempts, run.workers)
 
     def _reap(self) -> None:
-        if not self.running:
-            return
-        refs = {item.ref: job_id for job_id, item in self.running.items()}
-        done, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0)
-        for ref in done:
-            job_id = refs[ref]
+        for job_id, item in list(self.running.items()):
+            if item.thread.is_alive():
+                continue
             self.running.pop(job_id, None)
-            try:
-                status = ray.get(ref)
-            except TaskCancelledError:
-                status = self.store.get_job(job_id).status
-            except RayError as e:
-                status = self._worker_died(job_id, e)
-            log.info("job %s ended: %s", job_id, status)
+            status = item.run.status or self.store.get_job(job_id).status
+            log.info("job %s ended: %s (%d unit runs, %d re-run after a worker died)", job_id, status,
+                     item.run.unit_runs, len(item.run.reruns))
             if self.metrics and status in FINAL:
                 self.metrics.observe_job(self.store.get_job(job_id))
-
-    def _worker_died(self, job_id: str, error: Exception) -> str:
-        """The retry policy: a worker that died (not an evaluator error) is retried
-        up to `max_attempts` runs, resuming from the samples already recorded."""
-        job = self.store.get_job(job_id)
-        if job.status != RUNNING:
-            return job.status
-        reason = f"worker died: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-        if job.attempts < self.settings.max_attempts:
-            log.warning("job %s: %s; requeued (attempt %d of %d)", job_id, reason, job.attempts,
-                        self.settings.max_attempts)
-            self.store.requeue(job_id, error=reason)
-            return QUEUED
-        self.store.finish(job_id, FAILED, f"{reason} (after {job.attempts} attempts)")
-        return FAILED
-
-    def _sync_cancelled(self) -> None:
-        """Kill the Ray task of every running job that was cancelled (here or on
-        another replica)."""
-        for job_id, item in list(self.running.items()):
-            if not item.killed and self.store.get_job(job_id).status != RUNNING:
-                ray.cancel(item.ref, force=True)
-                item.killed = True

@@ -1,160 +1,297 @@
-"""Runs one job: load the checkpoint once, run each task's evaluator, report progress,
-write `results/<job>/results.json` atomically
-(`evaluators.suite.run_suite`, the runner `lctx eval` uses too).
+"""Runs one job as work units spread over workers: a unit is a contiguous slice of one
+task's planned samples; each worker (`service.worker.Worker`: the checkpoint loaded once)
+takes the next unit as soon as it is free, so a job of many units keeps every worker of the
+cluster busy and a small job stays one unit on one worker.
 
-Every task gets its own folder `results/<job>/tasks/<key>/` where the evaluator appends
-per-sample records (`samples.jsonl`) and writes plots; it skips samples already
-recorded, so a job whose worker died resumes where it stopped. A file lock on the job
-folder makes sure a worker of an earlier attempt that is still dying has stopped
-writing before the next attempt reads the records."""
+Units append their records to files of their own in the task's folder (`units/`) and skip
+samples any earlier run recorded, so a unit whose worker died runs again elsewhere with only
+its unfinished samples, and when a task's units are done one worker folds the files into its
+`samples.jsonl` (each sample exactly once), aggregates and saves the task's entry; the last
+step writes `results/<job>/results.json` atomically (the same document `lctx eval` writes).
+
+`JobRun` is the coordinator. The service runs it in its dispatcher with Ray actors as workers
+(`service.execution`); `run_job` runs it in this process with one in-process worker, the
+one-worker run whose results a spread run must equal."""
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import socket
+import math
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from filelock import FileLock
-
-from checkpoints.engine import Engine
 from checkpoints.errors import CheckpointError
-from checkpoints.jsonfiles import write_json_atomic
-from checkpoints.loading import load_model
 from evaluators.errors import EvaluationCancelled, EvaluatorError
-from evaluators.suite import (
-    RESULTS_FILE,
-    TASK_RESULT,
-    partial_result,
-    run_suite,
-    suite_document,
-    task_folder,
-    task_keys,
-)
+from evaluators.suite import TASK_RESULT, partial_result, task_keys
 from service.errors import ServiceError
-from service.progress import JobProgress
+from service.progress import JobProgress, ProgressFeed, planned
 from service.settings import Settings
-from service.status import FAILED, RUNNING, SUCCEEDED
+from service.status import FAILED, QUEUED, RUNNING, SUCCEEDED
 from service.store import JobRow, Store
-from service.submission import confine_checkpoint_files
+from service.worker import Unit, Worker, job_dir, task_dir
 
 log = logging.getLogger("lctx.jobs")
 
 PROGRESS_EVERY_S = 0.5
+POLL_S = 0.25
 STOP_CHECK_EVERY_S = 1.0
+# Errors that are the job's, not the worker's: they fail the job with their message.
+JOB_ERRORS = (EvaluatorError, CheckpointError, ServiceError, ValueError)
 
 
-class Stopped(Exception):
-    """The job was cancelled (or taken back) while it ran."""
+def plan_units(tasks: dict[str, dict[str, Any]], unit_samples: int, workers: int) -> list[Unit]:
+    """The job's work units: a task its options plan n samples for splits into ceil(n /
+    unit_samples) slices, one whose data decides its samples into one slice per worker, and a
+    sequential search (each block decides the next) stays one unit."""
+    units: list[Unit] = []
+    for key, task in tasks.items():
+        samples, _ = planned(task)
+        if task.get("search") == "sequential":
+            count = 1
+        elif samples:
+            count = max(1, math.ceil(samples / unit_samples))
+        else:
+            count = max(1, workers)
+        units += [Unit(key, task, i, count) for i in range(count)]
+    return units
 
 
-def job_dir(settings: Settings, job_id: str) -> Path:
-    return settings.results / job_id
+class Handle(Protocol):
+    """A worker as the coordinator sees it: calls return futures; a worker that died makes
+    its future raise one of `JobRun.died`."""
+
+    def call(self, method: str, *args: Any) -> Future: ...
+
+    def kill(self) -> None: ...
 
 
-def task_dir(settings: Settings, job_id: str, key: str) -> Path:
-    return task_folder(job_dir(settings, job_id) / "tasks", key)
+class LocalHandle:
+    """A `Worker` in this process, called from one thread."""
+
+    def __init__(self, settings: Settings, job_id: str) -> None:
+        self.worker = Worker(settings, job_id)
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix=f"lctx-worker-{job_id}")
+
+    def call(self, method: str, *args: Any) -> Future:
+        return self.pool.submit(getattr(self.worker, method), *args)
+
+    def kill(self) -> None:
+        """Nothing to kill in-process: the worker stops at its next check of the job's status."""
+        self.pool.shutdown(wait=True)
+        self.worker.close()
 
 
-def pick_device(setting: str) -> str:
-    if setting != "auto":
-        return setting
-    import torch
+class Ended(Exception):
+    """The run ends here with the job in `status` (finished, failed, cancelled or requeued)."""
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    def __init__(self, status: str) -> None:
+        self.status = status
 
 
-def _stopper(store: Store, job_id: str) -> Callable[[], bool]:
-    last, stopped = [0.0], [False]
+def cause_of(error: BaseException) -> BaseException:
+    """The exception a worker raised (Ray wraps it in a RayTaskError carrying it as `cause`)."""
+    return getattr(error, "cause", None) or error
 
-    def should_stop() -> bool:
-        if not stopped[0] and time.monotonic() - last[0] >= STOP_CHECK_EVERY_S:
-            last[0] = time.monotonic()
-            stopped[0] = store.get_job(job_id).status != RUNNING
-        return stopped[0]
 
-    return should_stop
+class JobRun:
+    """Coordinates one claimed (running) job: plans its units, keeps up to `workers` workers
+    busy, re-runs a unit whose worker died on a fresh worker (up to `max_attempts` runs of
+    that unit), finishes each task once its units are done, reports progress from the task
+    folders, stops on a cancel or `stop()`."""
+
+    def __init__(self, settings: Settings, store: Store, job: JobRow, spawn: Callable[[], Handle], workers: int,
+                 died: tuple[type[BaseException], ...] = ()) -> None:
+        self.settings, self.store, self.job, self.spawn, self.died = settings, store, job, spawn, died
+        self.workers = max(1, workers)
+        self.status: str | None = None
+        self.units = 0  # units planned by this run (tasks an earlier attempt finished have none)
+        self.unit_runs = 0  # units started, re-runs included
+        self.reruns: list[str] = []  # the units that ran again after their worker died, with why
+        self._stop = threading.Event()
+        self.handles: list[Handle] = []
+        keys = task_keys(job.tasks)
+        self.tasks = dict(zip(keys, job.tasks, strict=True))
+        self.progress = JobProgress(lambda state: store.set_progress(job.id, state), self.tasks, job.progress,
+                                    PROGRESS_EVERY_S)
+        self.feed = ProgressFeed(self.progress, {k: task_dir(settings, job.id, k) for k in keys})
+        self.totals: dict[str, int] = {}
+
+    def stop(self) -> None:
+        """The service is stopping: the job goes back to the queue and its workers are killed."""
+        self._stop.set()
+
+    # -- the run ---------------------------------------------------------------------
+
+    def run(self) -> str:
+        """Run to the end; returns the status the job ended in. Evaluator and checkpoint errors
+        fail the job with their message; nothing escapes."""
+        job = self.job
+        job_dir(self.settings, job.id).mkdir(parents=True, exist_ok=True)
+        try:
+            self.status = self._run()
+        except Ended as e:
+            self.status = e.status
+        except Exception as e:  # a bug must fail its job, not the dispatcher
+            log.exception("job %s failed with an unexpected error", job.id)
+            self.status = self._fail(f"unexpected error: {type(e).__name__}: {e}")
+        finally:
+            for handle in self.handles:
+                try:
+                    handle.kill()
+                except Exception:
+                    log.exception("job %s: could not kill a worker", job.id)
+            self._final_progress()  # a cancel's or requeue's last state (ignored by the store if the job ended)
+        return self.status
+
+    def _run(self) -> str:
+        job = self.job
+        started = (job.started_at.replace(tzinfo=UTC) if job.started_at else datetime.now(UTC)).isoformat()
+        entries: dict[str, Any] = {}
+        for key in self.tasks:  # finished by an earlier attempt: kept
+            done = task_dir(self.settings, job.id, key) / TASK_RESULT
+            if done.is_file():
+                entries[key] = json.loads(done.read_text())
+        left = {k: t for k, t in self.tasks.items() if k not in entries}
+        pending = deque(plan_units(left, self.settings.unit_samples, self.workers))
+        self.units = len(pending)
+        remaining = {k: {u.index for u in pending if u.key == k} for k in left}
+        finishing: deque[str] = deque()
+        attempts: dict[Unit, int] = {}
+        busy: dict[Future, tuple[Handle, str, Any]] = {}
+        idle: list[Handle] = []
+        deaths = 0
+
+        def start(handle: Handle) -> None:
+            self.handles.append(handle)
+            busy[handle.call("load")] = (handle, "load", None)
+
+        for _ in range(min(self.workers, max(1, len(pending)))):
+            start(self.spawn())
+        last_check = 0.0
+        while True:
+            if self._stop.is_set():
+                self.store.requeue(job.id, error=None)
+                raise Ended(QUEUED)
+            if time.monotonic() - last_check >= STOP_CHECK_EVERY_S:
+                last_check = time.monotonic()
+                status = self.store.get_job(job.id).status
+                if status != RUNNING:  # cancelled, or taken back by another replica
+                    raise Ended(status)
+            if busy:
+                ready, _ = wait(list(busy), timeout=POLL_S, return_when=FIRST_COMPLETED)
+            else:
+                ready = set()
+                time.sleep(POLL_S)
+            self.feed.refresh(self.totals)
+            for future in ready:
+                handle, what, item = busy.pop(future)
+                try:
+                    value = future.result()
+                except self.died as e:
+                    self._forget(handle)
+                    deaths += 1
+                    reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                    if what == "run_unit":
+                        attempts[item] = attempts.get(item, 1) + 1
+                        if attempts[item] > self.settings.max_attempts:
+                            raise Ended(self._fail(f"{item.label}: its worker died {self.settings.max_attempts} "
+                                                   f"times (last: {reason})")) from e
+                        self.reruns.append(f"{item.label}: {reason}")
+                        log.warning("job %s: the worker of %s died (%s); the unit runs again", job.id, item.label,
+                                    reason)
+                        pending.appendleft(item)
+                    elif what == "finish_task":
+                        finishing.appendleft(item)
+                    if deaths > self.workers * self.settings.max_attempts:
+                        raise Ended(self._fail(f"its workers died {deaths} times (last: {reason})")) from e
+                    start(self.spawn())
+                    continue
+                except Exception as e:
+                    raise Ended(self._ended_by(cause_of(e))) from e
+                if what == "run_unit":
+                    self.totals[item.key] = max(self.totals.get(item.key, 0), int(value["total"]))
+                    remaining[item.key].discard(item.index)
+                    if not remaining[item.key]:
+                        finishing.append(item.key)
+                elif what == "finish_task":
+                    entries[item] = value
+                idle.append(handle)
+            while idle and (finishing or pending):
+                handle = idle.pop()
+                if finishing:
+                    key = finishing.popleft()
+                    busy[handle.call("finish_task", key, self.tasks[key])] = (handle, "finish_task", key)
+                else:
+                    unit = pending.popleft()
+                    self.unit_runs += 1
+                    attempts.setdefault(unit, 1)
+                    busy[handle.call("run_unit", unit)] = (handle, "run_unit", unit)
+            while len(idle) > 1 and not pending:  # nothing left for them: free their GPUs for other jobs
+                extra = idle.pop()
+                self._forget(extra)
+                extra.kill()
+            if len(entries) == len(self.tasks) and idle:
+                results = {key: entries[key] for key in self.tasks}
+                self._sequential_totals(results)
+                work = {"workers": self.workers, "units": self.units, "unit_runs": self.unit_runs,
+                        "reruns": self.reruns}
+                idle[0].call("finish_job", results, started, work).result()
+                if self.reruns:
+                    log.info("job %s: %d unit(s) ran again after their worker died: %s", job.id, len(self.reruns),
+                             "; ".join(self.reruns))
+                self._final_progress()
+                return SUCCEEDED if self.store.finish(job.id, SUCCEEDED) else self.store.get_job(job.id).status
+
+    def _forget(self, handle: Handle) -> None:
+        if handle in self.handles:
+            self.handles.remove(handle)
+
+    def _sequential_totals(self, results: dict[str, Any]) -> None:
+        """A finished sequential search needed no more samples than it ran: its total is what it spent."""
+        for key, entry in results.items():
+            search = (entry.get("result") or {}).get("extra", {}).get("search")
+            if search and search.get("finished"):
+                self.totals[key] = int(search["samples_spent"])
+        self.feed.refresh(self.totals)
+
+    def _final_progress(self) -> None:
+        """Written while the job is still running (the store keeps no progress of a finished job)."""
+        self.feed.refresh(self.totals)
+        self.progress.close()
+
+    def _fail(self, message: str) -> str:
+        log.warning("job %s failed: %s", self.job.id, message)
+        self._final_progress()
+        return FAILED if self.store.finish(self.job.id, FAILED, message) else self.store.get_job(self.job.id).status
+
+    def _ended_by(self, error: BaseException) -> str:
+        if isinstance(error, EvaluationCancelled):
+            return self.store.get_job(self.job.id).status
+        if isinstance(error, JOB_ERRORS):
+            return self._fail(str(error))
+        log.error("job %s: a worker raised %s: %s", self.job.id, type(error).__name__, error)
+        return self._fail(f"unexpected error: {type(error).__name__}: {error}")
 
 
 def run_job(settings: Settings, job_id: str, store: Store | None = None) -> str:
-    """Run a claimed (running) job to its end; returns the status it ended in. Evaluator
-    and checkpoint errors fail the job with their message; nothing escapes but a dying
-    process."""
+    """Run a claimed (running) job to its end in this process on one worker; returns the
+    status it ended in."""
     own_store = store is None
     store = store or Store(settings.database)
-    out = job_dir(settings, job_id)
-    out.mkdir(parents=True, exist_ok=True)
     try:
-        with FileLock(str(out / ".lock")):
-            job = store.get_job(job_id)
-            if job.status != RUNNING:
-                return job.status
-            (out / "worker.json").write_text(json.dumps(
-                {"pid": os.getpid(), "host": socket.gethostname(), "attempt": job.attempts}))
-            try:
-                _run(settings, store, job, out)
-            except (Stopped, EvaluationCancelled):
-                return store.get_job(job_id).status
-            except (EvaluatorError, CheckpointError, ServiceError, ValueError) as e:
-                log.warning("job %s failed: %s", job_id, e)
-                store.finish(job_id, FAILED, str(e))
-                return FAILED
-            except Exception as e:  # a bug in an evaluator must fail its job, not the service
-                log.exception("job %s failed with an unexpected error", job_id)
-                store.finish(job_id, FAILED, f"unexpected error: {type(e).__name__}: {e}")
-                return FAILED
-            return SUCCEEDED if store.finish(job_id, SUCCEEDED) else store.get_job(job_id).status
+        job = store.get_job(job_id)
+        if job.status != RUNNING:
+            return job.status
+        return JobRun(settings, store, job, lambda: LocalHandle(settings, job_id), workers=1).run()
     finally:
         if own_store:
             store.close()
-
-
-def _run(settings: Settings, store: Store, job: JobRow, out: Path) -> None:
-    started = (job.started_at.replace(tzinfo=UTC) if job.started_at else datetime.now(UTC)).isoformat()
-    if job.endpoint:
-        loaded, engine, source = _served(settings, store, job)
-    else:
-        confine_checkpoint_files(Path(job.checkpoint_path), settings.roots)  # a file swapped for a link since submission
-        loaded = load_model(job.checkpoint_path, rope=job.rope, backend=job.backend,
-                            device=pick_device(settings.device))
-        budget = settings.engine_memory_mb << 20 if settings.engine_memory_mb else None
-        engine = Engine(loaded.model, loaded.tokenizer, memory_budget=budget, max_batch=settings.engine_max_batch,
-                        prefix_cache=settings.engine_prefix_cache)
-        source = {"checkpoint": {"name": job.checkpoint, "path": job.checkpoint_path, "fingerprint": job.fingerprint}}
-    progress = JobProgress(lambda state: store.set_progress(job.id, state),
-                           dict(zip(task_keys(job.tasks), job.tasks, strict=True)), job.progress, PROGRESS_EVERY_S)
-    should_stop = _stopper(store, job.id)
-    plots: list[dict[str, str]] = []
-
-    def after_task(key: str, folder: Path) -> None:
-        progress.close()  # the task's last state
-        if should_stop():
-            raise Stopped
-        plots.extend({"task": key, "name": p.stem, "url": f"/v1/jobs/{job.id}/plots/{p.name}"}
-                     for p in sorted((folder / "plots").glob("*.png")))
-
-    results = run_suite(loaded, job.tasks, out / "tasks", engine, data_dir=settings.data_dir,
-                        progress=progress.samples, should_stop=should_stop, after_task=after_task,
-                        on_prefill=progress.prefilled)
-    write_json_atomic(out / RESULTS_FILE, suite_document(
-        loaded, job.tasks, results, started, job=job.id, **source, plots=plots, attempts=job.attempts))
-
-
-def _served(settings: Settings, store: Store, job: JobRow) -> tuple[Any, Any, dict[str, Any]]:
-    """The job's endpoint as a model evaluators run on: URL checked again against today's
-    allowed hosts, the server probed again (it may have been redeployed), its engine."""
-    from checkpoints.endpoint import EndpointEngine, connect
-    from service.submission import endpoint_spec
-
-    row = store.get_endpoint(job.endpoint)
-    served = connect(endpoint_spec(row), settings.endpoint_host_list)
-    return served, EndpointEngine(served), {"endpoint": {"name": row.name, "url": row.base_url,
-                                                         "served_model": row.served_model}}
 
 
 def partial_results(settings: Settings, job: JobRow) -> dict[str, Any]:

@@ -11,12 +11,18 @@ stays behind the work."""
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from checkpoints.jsonfiles import write_json_atomic
 from evaluators.registry import task_options
+from evaluators.samplelog import UNITS_DIR, sample_files
 
 
 def planned(task: dict[str, Any]) -> tuple[int, int | None]:
@@ -46,24 +52,31 @@ class JobProgress:
 
     def samples(self, key: str) -> Callable[[str, int, int], None]:
         def report(_label: str, done: int, total: int) -> None:
-            with self.lock:
-                cell = self.state[key]
-                self.started.setdefault(key, (time.monotonic(), int(done)))
-                cell["done"], cell["total"] = int(done), int(total)
-                self._estimate(key)
-            self.flush(force=False)
+            self.set(key, done=done, total=total)
 
         return report
 
     def prefilled(self, key: str) -> Callable[[int], None]:
         def report(tokens: int) -> None:
-            with self.lock:
-                self.started.setdefault(key, (time.monotonic(), self.state[key]["done"]))
-                self.state[key]["tokens"] += int(tokens)
-                self._estimate(key)
-            self.flush(force=False)
+            self.set(key, tokens=self.state[key]["tokens"] + int(tokens))
 
         return report
+
+    def set(self, key: str, done: int | None = None, total: int | None = None, tokens: int | None = None) -> None:
+        """A task's samples done, planned total or tokens prefilled as measured now; the
+        estimates follow and the state is written (throttled)."""
+        with self.lock:
+            cell = self.state[key]
+            self.started.setdefault(key, (time.monotonic(), cell["done"] if done is None else int(done)))
+            changed = any(v is not None and v != cell[k] for k, v in (("done", done), ("total", total),
+                                                                       ("tokens", tokens)))
+            if not changed:
+                return
+            for name, value in (("done", done), ("total", total), ("tokens", tokens)):
+                if value is not None:
+                    cell[name] = int(value)
+            self._estimate(key)
+        self.flush(force=False)
 
     # --- estimates and writes --------------------------------------------------------
 
@@ -118,3 +131,90 @@ class JobProgress:
         if timer is not None:
             timer.cancel()
         self.flush(force=True)
+
+
+NOTE_SUFFIX = ".json"  # beside a unit run's records (`units/<run>.jsonl`): `units/<run>.json`
+
+
+class UnitNote:
+    """What a unit run reports beside its records, in `units/<run>.json`: the prompt tokens
+    it prefilled so far (throttled; records alone say nothing during a long prefill) and, at
+    its end, the prompt tokens it asked for and those the prefix cache served."""
+
+    def __init__(self, folder: Path, run: str, every: float = 0.5) -> None:
+        self.path = Path(folder) / UNITS_DIR / f"{run}{NOTE_SUFFIX}"
+        self.every, self.last = every, 0.0
+        self.state: dict[str, Any] = {"tokens": 0, "pid": os.getpid(), "host": socket.gethostname()}
+
+    def prefilled(self, tokens: int) -> None:
+        self.state["tokens"] += int(tokens)
+        if time.monotonic() - self.last >= self.every:
+            self.write()
+
+    def write(self, **final: Any) -> None:
+        self.state.update(final)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.path, self.state)
+        self.last = time.monotonic()
+
+
+def unit_notes(folder: Path) -> list[dict[str, Any]]:
+    """Every unit run's note in a task folder (a note being replaced is read whole or not at all)."""
+    units = Path(folder) / UNITS_DIR
+    notes = []
+    for f in sorted(units.glob(f"*{NOTE_SUFFIX}")) if units.is_dir() else []:
+        try:
+            notes.append(json.loads(f.read_text()))
+        except (OSError, ValueError):
+            continue
+    return notes
+
+
+def prefix_use(folder: Path) -> dict[str, Any] | None:
+    """The task's prompt tokens and the share its prefix cache served, summed over the unit
+    runs that finished (None where none ran lctx's engine: a served model)."""
+    runs = [n for n in unit_notes(folder) if n.get("enabled") is not None]
+    if not runs:
+        return None
+    prompt, reused = sum(n["prompt_tokens"] for n in runs), sum(n["reused_tokens"] for n in runs)
+    return {"prompt_tokens": prompt, "reused_tokens": reused,
+            "reused_fraction": round(reused / prompt, 6) if prompt else 0.0, "enabled": any(n["enabled"] for n in runs)}
+
+
+class ProgressFeed:
+    """A job's progress read from its task folders while workers anywhere in the cluster
+    fill them: samples recorded (each id once over `samples.jsonl` and the unit files, read
+    incrementally) and prompt tokens prefilled (the unit runs' notes)."""
+
+    def __init__(self, progress: JobProgress, folders: dict[str, Path]) -> None:
+        self.progress, self.folders = progress, folders
+        self.ids: dict[str, set[str]] = {key: set() for key in folders}
+        self.read: dict[Path, tuple[int, int]] = {}  # file -> (inode, bytes consumed)
+
+    def _new_ids(self, path: Path) -> set[str]:
+        try:
+            stat = path.stat()
+            inode, offset = self.read.get(path, (stat.st_ino, 0))
+            if inode != stat.st_ino or offset > stat.st_size:  # replaced (units merged): read it again
+                offset = 0
+            with path.open("rb") as f:
+                f.seek(offset)
+                data = f.read()
+        except OSError:  # a unit file merged away meanwhile: its ids are in samples.jsonl
+            return set()
+        complete = data[:data.rfind(b"\n") + 1]  # a line still being written waits for the next read
+        self.read[path] = (stat.st_ino, offset + len(complete))
+        ids = set()
+        for line in complete.splitlines():
+            try:
+                ids.add(json.loads(line)["id"])
+            except (ValueError, KeyError, TypeError):
+                continue
+        return ids
+
+    def refresh(self, totals: dict[str, int] | None = None) -> None:
+        for key, folder in self.folders.items():
+            for f in sample_files(folder):
+                self.ids[key] |= self._new_ids(f)
+            tokens = sum(int(n.get("tokens", 0)) for n in unit_notes(folder))
+            self.progress.set(key, done=len(self.ids[key]), total=(totals or {}).get(key), tokens=tokens)

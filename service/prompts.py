@@ -10,18 +10,23 @@ from typing import Any
 
 from checkpoints import jsonfiles
 from evaluators.errors import EvaluatorError
+from evaluators.samplelog import sample_files
 from service.errors import NotFound
 
 Rebuilt = tuple[str, str]  # (prompt, needle)
 
 
-def find_record(samples: Path, sample_id: str) -> dict[str, Any]:
-    """The newest record of `sample_id` in a samples.jsonl (a resumed run may repeat one)."""
+def find_record(folder: Path, sample_id: str) -> dict[str, Any]:
+    """The newest record of `sample_id` in a task folder's sample files (a resumed run may
+    repeat one)."""
     found = None
-    if samples.is_file():
-        for _, record in jsonfiles.records(samples, strict=False):  # skips a line still being written
-            if record.get("id") == sample_id:
-                found = record
+    for f in sample_files(folder):
+        try:
+            for _, record in jsonfiles.records(f, strict=False):  # skips a line still being written
+                if record.get("id") == sample_id:
+                    found = record
+        except FileNotFoundError:  # a unit's file folded into samples.jsonl meanwhile
+            continue
     if found is None:
         raise NotFound(f"no sample {sample_id!r} recorded; GET /v1/jobs/{{id}}/samples lists the recorded ids")
     return found

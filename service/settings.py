@@ -54,7 +54,12 @@ class Settings(BaseSettings):
                                             "machine's physical memory")
     engine_max_batch: int = Field(64, ge=1, le=4096, description="most sequences decoded together by a job")
     engine_prefix_cache: bool = Field(True, description="reuse cached prompt prefixes (prefix KV cache) where exact")
-    max_attempts: int = Field(3, ge=1, description="runs of a job whose worker died before it is failed")
+    max_attempts: int = Field(3, ge=1, description="runs of a work unit whose worker died before its job is failed")
+    job_workers: int | None = Field(None, ge=1, description="workers (Ray actors, each holding the checkpoint) one "
+                                    "job spreads its work units over; default one per GPU of the cluster, or 2 on "
+                                    "a cluster without GPUs")
+    unit_samples: int = Field(64, ge=1, description="samples per work unit: a task that plans more is split into "
+                              "units the job's workers share; one with fewer stays one unit")
     lease_seconds: float = Field(120.0, gt=0, description="a running job with no heartbeat this long is requeued")
     executor: bool = Field(True, description="run jobs in this process's executor (off: API only)")
     scheduler: bool = Field(True, description="run cron schedules in this process")

@@ -12,6 +12,7 @@ from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, Response, StreamingResponse
 
 from service.api.deps import JobId, Read, SettingsDep, StoreDep
+from evaluators.samplelog import sample_files
 from service.errors import Conflict, NotFound
 from service.jobs import job_dir, partial_results, task_dir, task_keys
 from service.paths import NAME_PATTERN, child
@@ -42,11 +43,13 @@ def get_results(job_id: JobId, store: StoreDep, settings: SettingsDep) -> Respon
 
 
 def _sample_files(dirs: list[Path]) -> Iterator[bytes]:
-    for d in dirs:
-        f = d / "samples.jsonl"
-        if not f.is_file():
+    """Each task's `samples.jsonl`, then the files of its running units (read as they grow)."""
+    for f in (f for d in dirs for f in sample_files(d)):
+        try:
+            fh = f.open("rb")
+        except FileNotFoundError:  # a unit's file folded into samples.jsonl meanwhile
             continue
-        with f.open("rb") as fh:
+        with fh:
             for line in fh:
                 if line.endswith(b"\n"):  # a record still being written is left for the next read
                     yield line
@@ -78,7 +81,7 @@ def get_prompt(job_id: JobId, task: Annotated[str, Query(pattern=TASK_PATTERN, e
     if task not in keys:
         raise NotFound(f"job {job.id} has no task {task!r}; its tasks: {', '.join(keys)}")
     spec = job.tasks[keys.index(task)]
-    record = find_record(task_dir(settings, job.id, task) / "samples.jsonl", sample)
+    record = find_record(task_dir(settings, job.id, task), sample)
     options = {k: v for k, v in spec.items() if k != "name"}
     prompt, needle = rebuild_prompt(spec["name"], record, options, settings.data_dir)
     return SamplePrompt(task=task, id=sample, prompt=prompt, needle=needle, needle_start=prompt.find(needle))

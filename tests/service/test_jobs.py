@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from service.jobs import run_job, task_keys, write_json_atomic
+from checkpoints.jsonfiles import write_json_atomic
+from evaluators.suite import task_keys
+from service.jobs import run_job
 from service.status import CANCELLED, FAILED, SUCCEEDED
 from service.store import Store
 from tests.helpers import make_settings, tiny_checkpoint

@@ -56,6 +56,9 @@ def test_what_cannot_be_rebuilt_is_refused_with_a_reason(tmp_path: Path) -> None
 def test_the_newest_record_of_a_sample_is_found(tmp_path: Path) -> None:
     samples = tmp_path / "samples.jsonl"
     samples.write_text('{"id": "a", "key": 1}\n{"id": "b", "key": 2}\n{"id": "a", "key": 3}\n{"id": "a", "ke')
-    assert find_record(samples, "a")["key"] == 3
-    with pytest.raises(NotFound, match="no sample 'c' recorded"):
-        find_record(samples, "c")
+    assert find_record(tmp_path, "a")["key"] == 3
+    (tmp_path / "units").mkdir()  # a running unit's own file is read too
+    (tmp_path / "units" / "u00000of00002-ab.jsonl").write_text('{"id": "c", "key": 4}\n')
+    assert find_record(tmp_path, "c")["key"] == 4
+    with pytest.raises(NotFound, match="no sample 'd' recorded"):
+        find_record(tmp_path, "d")

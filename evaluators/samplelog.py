@@ -1,0 +1,98 @@
+"""The per-sample log of a task folder: `samples.jsonl`, plus while a job runs spread
+over workers one file per run of a work unit under `units/` (each worker appends to its
+own file: appends from several nodes to one file on shared storage interleave).
+
+Readers take every file (a record is done wherever it landed); `merge_units` folds the
+unit files into `samples.jsonl` once the task's units have all finished, keeping each
+(task, id, config) once, so the finished task's `samples.jsonl` holds every sample exactly
+once however often a unit was re-run. No torch: the API reads these files too."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from checkpoints import jsonfiles
+
+SAMPLES_FILE = "samples.jsonl"
+UNITS_DIR = "units"
+
+
+def sample_files(folder: Path) -> list[Path]:
+    """`samples.jsonl` then the unit files, the ones that exist."""
+    folder = Path(folder)
+    main = folder / SAMPLES_FILE
+    units = sorted((folder / UNITS_DIR).glob("*.jsonl")) if (folder / UNITS_DIR).is_dir() else []
+    return ([main] if main.is_file() else []) + units
+
+
+def _key(rec: dict[str, Any]) -> tuple[Any, Any, Any]:
+    return rec.get("task"), rec.get("id"), rec.get("config")
+
+
+class SampleLog:
+    """Finished samples of one task folder, read back to resume. Appends go to
+    `samples.jsonl`, or with `unit` to that unit run's own file."""
+
+    def __init__(self, folder: Path, unit: str | None = None) -> None:
+        self.folder = Path(folder)
+        self.path = self.folder / UNITS_DIR / f"{unit}.jsonl" if unit else self.folder / SAMPLES_FILE
+
+    def records(self) -> list[dict[str, Any]]:
+        return [rec for f in sample_files(self.folder) for _, rec in jsonfiles.records(f, strict=False)]
+
+    def done(self, task: str, config: str) -> dict[str, dict[str, Any]]:
+        """Records already finished for this task and configuration, by id (the first of each)."""
+        found: dict[str, dict[str, Any]] = {}
+        for rec in self.records():
+            if rec.get("task") == task and rec.get("config") == config:
+                found.setdefault(rec["id"], rec)
+        return found
+
+    def last_config(self, task: str) -> str | None:
+        """The configuration of the task's most recently recorded sample."""
+        last = None
+        for rec in self.records():
+            if rec.get("task") == task:
+                last = rec.get("config")
+        return last
+
+    def append(self, record: dict[str, Any]) -> None:
+        jsonfiles.append_record(self.path, record)
+
+
+def merge_units(folder: Path) -> int:
+    """Fold the unit files into `samples.jsonl` (its lines kept as they are, then each unit
+    record not already there), atomically, then remove the unit files; returns the records
+    added. Run once no unit of the task is running; a crash in between leaves files a later
+    merge folds again without duplicates."""
+    folder = Path(folder)
+    units = sample_files(folder)
+    main = folder / SAMPLES_FILE
+    units = [f for f in units if f != main]
+    if not units:
+        return 0
+    lines: list[str] = []
+    seen: set[tuple[Any, Any, Any]] = set()
+    if main.is_file():
+        for _, rec in jsonfiles.records(main, strict=False):
+            seen.add(_key(rec))
+            lines.append(json.dumps(rec, ensure_ascii=False, allow_nan=False))
+    added = 0
+    for f in units:
+        for _, rec in jsonfiles.records(f, strict=False):  # a line a dying worker cut short is skipped
+            if _key(rec) not in seen:
+                seen.add(_key(rec))
+                lines.append(json.dumps(rec, ensure_ascii=False, allow_nan=False))
+                added += 1
+    tmp = main.with_name(f".{main.name}.{os.getpid()}.tmp")
+    with tmp.open("w", encoding="utf-8") as out:
+        out.write("".join(line + "\n" for line in lines))
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, main)
+    for f in units:
+        f.unlink(missing_ok=True)
+    return added

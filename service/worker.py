@@ -1,0 +1,188 @@
+"""One worker of a job: the checkpoint loaded once (or the served model connected) and
+kept for every work unit of the job it is given. The service runs workers as Ray actors
+(`service.execution`: one per GPU, or `job_workers` on a cluster without GPUs); `run_job`
+runs one in-process. Torch and the evaluators are imported when a worker loads, not with
+this module: the dispatcher that creates the actors never needs them."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from checkpoints.jsonfiles import write_json_atomic
+from evaluators.samplelog import merge_units
+from evaluators.suite import RESULTS_FILE, TASK_RESULT, suite_document, task_folder
+from service.progress import UnitNote, prefix_use
+from service.settings import Settings
+from service.status import RUNNING
+from service.store import JobRow, Store
+
+STOP_CHECK_EVERY_S = 1.0
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A work unit: part `index` of `count` contiguous slices of one task's planned samples."""
+
+    key: str  # the task's key in the job (`passkey`, `passkey#2`)
+    task: dict[str, Any] = field(compare=False, hash=False)  # the same for every unit of the key
+    index: int = 0
+    count: int = 1
+
+    @property
+    def label(self) -> str:
+        return f"{self.key} part {self.index + 1}/{self.count}"
+
+    @property
+    def stem(self) -> str:
+        """Names this unit's files (`units/<stem>-<run>.jsonl`); the count is in it, so a job
+        re-planned with another unit size never mixes two slicings' names."""
+        return f"u{self.index:05d}of{self.count:05d}"
+
+
+def job_dir(settings: Settings, job_id: str) -> Path:
+    return settings.results / job_id
+
+
+def task_dir(settings: Settings, job_id: str, key: str) -> Path:
+    return task_folder(job_dir(settings, job_id) / "tasks", key)
+
+
+def pick_device(setting: str) -> str:
+    if setting != "auto":
+        return setting
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def stopper(store: Store, job_id: str) -> Callable[[], bool]:
+    """True once the job is no longer running (cancelled, or taken back); reads the store at
+    most once a second."""
+    last, stopped = [0.0], [False]
+
+    def should_stop() -> bool:
+        if not stopped[0] and time.monotonic() - last[0] >= STOP_CHECK_EVERY_S:
+            last[0] = time.monotonic()
+            stopped[0] = store.get_job(job_id).status != RUNNING
+        return stopped[0]
+
+    return should_stop
+
+
+class Worker:
+    """Holds one job's model and runs its units, finishes its tasks and writes its results."""
+
+    def __init__(self, settings: Settings, job_id: str) -> None:
+        self.settings, self.job_id = settings, job_id
+        self.store: Store | None = None
+        self.loaded: Any = None
+        self.engine: Any = None
+        self.source: dict[str, Any] = {}
+        self.evaluators: dict[str, tuple[Any, list[Any]]] = {}  # task key -> (evaluator, its planned samples)
+
+    def load(self) -> dict[str, Any]:
+        """Load the checkpoint (files confined to the roots again: one may have been swapped for a
+        link since submission) or connect the served model; returns where this worker runs."""
+        from checkpoints.engine import Engine
+        from checkpoints.loading import load_model
+        from service.submission import confine_checkpoint_files
+
+        settings = self.settings
+        self.store = Store(settings.database)
+        job = self.store.get_job(self.job_id)
+        if job.endpoint:
+            self.loaded, self.engine, self.source = served(settings, self.store, job)
+        else:
+            confine_checkpoint_files(Path(job.checkpoint_path), settings.roots)
+            self.loaded = load_model(job.checkpoint_path, rope=job.rope, backend=job.backend,
+                                     device=pick_device(settings.device))
+            budget = settings.engine_memory_mb << 20 if settings.engine_memory_mb else None
+            self.engine = Engine(self.loaded.model, self.loaded.tokenizer, memory_budget=budget,
+                                 max_batch=settings.engine_max_batch, prefix_cache=settings.engine_prefix_cache)
+            self.source = {"checkpoint": {"name": job.checkpoint, "path": job.checkpoint_path,
+                                          "fingerprint": job.fingerprint}}
+        self.should_stop = stopper(self.store, self.job_id)
+        return {"pid": os.getpid(), "host": socket.gethostname()}
+
+    def _evaluator(self, key: str, task: dict[str, Any]) -> tuple[Any, list[Any]]:
+        """The task's evaluator and plan, made once per worker (preparing data, fitting prompt
+        lengths: work every unit of the task would otherwise repeat)."""
+        if key not in self.evaluators:
+            from evaluators.base import planned_samples
+            from evaluators.registry import evaluator_class, validate_task
+
+            spec = validate_task(task)
+            evaluator = evaluator_class(spec["name"])({k: v for k, v in spec.items() if k != "name"},
+                                                      data_dir=self.settings.data_dir)
+            self.evaluators[key] = (evaluator, planned_samples(evaluator, self.loaded))
+        return self.evaluators[key]
+
+    def _task_run(self, key: str, task: dict[str, Any], **kwargs: Any) -> Any:
+        from evaluators.base import TaskRun
+
+        evaluator, samples = self._evaluator(key, task)
+        return TaskRun(evaluator, self.loaded, task_dir(self.settings, self.job_id, key), samples=samples,
+                       engine=self.engine, **kwargs)
+
+    def run_unit(self, unit: Unit) -> dict[str, Any]:
+        """Run what the unit's slice still lacks (samples recorded by an earlier run of it, or
+        of any unit, are skipped) into this run's own file; its note says what it prefilled."""
+        run_name = f"{unit.stem}-{secrets.token_hex(4)}"
+        note = UnitNote(task_dir(self.settings, self.job_id, unit.key), run_name)
+        note.write()  # the run exists from now on: progress reads its tokens as they grow
+        run = self._task_run(unit.key, unit.task, unit=run_name, should_stop=self.should_stop,
+                             on_prefill=note.prefilled)
+        try:
+            run.run_part((unit.index, unit.count))
+        finally:
+            use = run.prefix_use()
+            note.write(**({k: use[k] for k in ("prompt_tokens", "reused_tokens", "enabled")} if use else {}))
+        return {"total": run.total, "done": len(run.done)}
+
+    def finish_task(self, key: str, task: dict[str, Any]) -> dict[str, Any]:
+        """Once every unit of the task has finished: fold the unit files into `samples.jsonl`
+        (each sample once), aggregate, save the task's entry of results.json."""
+        folder = task_dir(self.settings, self.job_id, key)
+        merge_units(folder)
+        self.evaluators.pop(key, None)  # its sample log is read again, whole
+        run = self._task_run(key, task)
+        entry = run.entry(prefix_use(folder))
+        write_json_atomic(folder / TASK_RESULT, entry)
+        return entry
+
+    def finish_job(self, results: dict[str, Any], started: str, work: dict[str, Any]) -> None:
+        """The job's results.json, with its plots (every task folder's), the attempts it took
+        and how its work was spread (`work`: workers, units, unit runs, re-runs)."""
+        job = self.store.get_job(self.job_id) if self.store else None
+        assert job is not None, "load() first"
+        from evaluators.suite import task_keys
+
+        plots = [{"task": key, "name": p.stem, "url": f"/v1/jobs/{job.id}/plots/{p.name}"}
+                 for key in task_keys(job.tasks)
+                 for p in sorted((task_dir(self.settings, job.id, key) / "plots").glob("*.png"))]
+        write_json_atomic(job_dir(self.settings, job.id) / RESULTS_FILE, suite_document(
+            self.loaded, job.tasks, results, started, job=job.id, **self.source, plots=plots,
+            attempts=job.attempts, work=work))
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+
+
+def served(settings: Settings, store: Store, job: JobRow) -> tuple[Any, Any, dict[str, Any]]:
+    """The job's endpoint as a model evaluators run on: URL checked again against today's
+    allowed hosts, the server probed again (it may have been redeployed), its engine."""
+    from checkpoints.endpoint import EndpointEngine, connect
+    from service.submission import endpoint_spec
+
+    row = store.get_endpoint(job.endpoint)
+    model = connect(endpoint_spec(row), settings.endpoint_host_list)
+    return model, EndpointEngine(model), {"endpoint": {"name": row.name, "url": row.base_url,
+                                                       "served_model": row.served_model}}

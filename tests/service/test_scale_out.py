@@ -1,0 +1,186 @@
+"""One job spread over workers: work units, their files folded into one samples.jsonl,
+results equal to a one-worker run, a dead worker's unit run again with only its unfinished
+samples, cancel across every unit. The Ray tests run real actors on the session's Ray."""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ray.exceptions import WorkerCrashedError
+
+from evaluators.base import Sample, part_of
+from evaluators.errors import EvaluationCancelled
+from evaluators.samplelog import SAMPLES_FILE, UNITS_DIR, merge_units, sample_files
+from service.jobs import JobRun, LocalHandle, plan_units, run_job
+from service.progress import unit_notes
+from service.status import CANCELLED, FAILED, RUNNING, SUCCEEDED
+from service.store import Store
+from service.worker import task_dir
+from tests.helpers import make_settings, tiny_checkpoint, wait_for
+
+PASSKEY = {"name": "passkey", "lengths": [128, 256], "trials": 5, "seed": 1}
+NEEDLE = {"name": "needle", "lengths": [128], "depths": [0, 50, 100], "trials": 1, "seed": 1}
+
+
+def test_units_cover_every_planned_sample_once() -> None:
+    units = plan_units({"passkey": dict(PASSKEY, trials=50), "needle": NEEDLE,
+                        "seq": dict(PASSKEY, search="sequential"), "lb": {"name": "longbench"}},
+                       unit_samples=32, workers=3)
+    counts = {key: [u.count for u in units if u.key == key] for key in ("passkey", "needle", "seq", "lb")}
+    assert counts == {"passkey": [4] * 4, "needle": [1], "seq": [1], "lb": [3] * 3}  # 100 samples: 4 units of <= 32
+    samples = [Sample(str(i)) for i in range(100)]
+    parts = [part_of(samples, (i, 4)) for i in range(4)]
+    assert [s.id for p in parts for s in p] == [s.id for s in samples] and max(map(len, parts)) <= 32
+    with pytest.raises(ValueError, match="part 4 of 4 does not exist"):
+        part_of(samples, (4, 4))
+
+
+def test_merging_unit_files_keeps_each_sample_once(tmp_path: Path) -> None:
+    rec = {"task": "passkey", "config": "c"}
+    (tmp_path / SAMPLES_FILE).write_text(json.dumps({**rec, "id": "a", "score": 1}) + "\n")
+    units = tmp_path / UNITS_DIR
+    units.mkdir()
+    # a unit run that died after recording b (and half of c), and its re-run that recorded b again, then c
+    (units / "u00000of00001-1.jsonl").write_text(json.dumps({**rec, "id": "b", "score": 0}) + '\n{"task": "pa')
+    (units / "u00000of00001-2.jsonl").write_text("".join(json.dumps({**rec, "id": i, "score": 1}) + "\n"
+                                                         for i in ("b", "c", "a")))
+    (units / "u00000of00001-2.json").write_text('{"tokens": 5}')  # its note stays: progress and prefix use read it
+    assert merge_units(tmp_path) == 2
+    ids = [json.loads(line)["id"] for line in (tmp_path / SAMPLES_FILE).read_text().splitlines()]
+    assert ids == ["a", "b", "c"] and sample_files(tmp_path) == [tmp_path / SAMPLES_FILE]
+    assert [p.name for p in units.iterdir()] == ["u00000of00001-2.json"]
+    assert merge_units(tmp_path) == 0
+
+
+@pytest.fixture
+def env(tmp_path: Path):
+    settings = make_settings(tmp_path, unit_samples=4, job_workers=2, max_attempts=2)
+    store = Store(settings.database)
+    store.create_all()
+    path = tiny_checkpoint(settings.roots[0] / "tiny")
+    yield settings, store, path
+    store.close()
+
+
+def claim(store: Store, path: Path, tasks: list[dict]) -> Any:
+    job = store.add_job(checkpoint="tiny", checkpoint_path=str(path), fingerprint="f" * 64, tasks=tasks,
+                        rope=None, backend="auto", priority=0)
+    claimed = store.claim_next("test")
+    assert claimed.id == job.id
+    return claimed
+
+
+def records(settings, job_id: str, key: str) -> list[dict]:
+    return [json.loads(line) for line in (task_dir(settings, job_id, key) / SAMPLES_FILE).read_text().splitlines()]
+
+
+def comparable(entry: dict) -> dict:
+    """A task entry without what differs between two runs of the same work (paths, timings, reuse)."""
+    return {k: v for k, v in entry.items() if k not in ("samples_file", "plots", "prefix_cache")}
+
+
+def spread_run(settings, store, job, workers: int = 2) -> JobRun:
+    from service.execution import DIED, ActorHandle
+
+    return JobRun(settings, store, job, lambda: ActorHandle(settings, job.id, 0), workers, died=DIED)
+
+
+@pytest.mark.timeout(240)
+def test_a_job_spread_over_two_ray_workers_equals_the_one_worker_run(ray_cluster: str, env) -> None:
+    settings, store, path = env
+    spread = claim(store, path, [PASSKEY, NEEDLE])
+    run = spread_run(settings, store, spread)
+    assert run.run() == SUCCEEDED, store.get_job(spread.id).error
+    assert run.units == 4 and run.unit_runs == 4 and not run.reruns  # passkey: 10 samples in 3 units; needle: 1
+    single = claim(store, path, [PASSKEY, NEEDLE])
+    assert run_job(settings, single.id, store) == SUCCEEDED
+
+    results = {j.id: json.loads((settings.results / j.id / "results.json").read_text()) for j in (spread, single)}
+    assert results[spread.id]["work"] == {"workers": 2, "units": 4, "unit_runs": 4, "reruns": []}
+    for key in ("passkey", "needle"):
+        assert comparable(results[spread.id]["results"][key]) == comparable(results[single.id]["results"][key])
+        spread_records, single_records = records(settings, spread.id, key), records(settings, single.id, key)
+        assert sorted(r["id"] for r in spread_records) == sorted(r["id"] for r in single_records)
+        assert len({r["id"] for r in spread_records}) == len(spread_records)  # each sample exactly once
+        assert {r["id"]: r["prediction"] for r in spread_records} == {r["id"]: r["prediction"] for r in single_records}
+        assert not list((task_dir(settings, spread.id, key) / UNITS_DIR).glob("*.jsonl"))
+    notes = unit_notes(task_dir(settings, spread.id, "passkey"))
+    assert len(notes) == 3 and len({n["pid"] for n in notes}) == 2  # both workers took passkey units
+    assert results[spread.id]["results"]["passkey"]["prefix_cache"]["prompt_tokens"] == \
+        sum(n["prompt_tokens"] for n in notes)
+    progress = store.get_job(spread.id).progress
+    assert {k: (p["done"], p["total"]) for k, p in progress.items()} == {"passkey": (10, 10), "needle": (3, 3)}
+
+
+@pytest.mark.timeout(240)
+def test_a_cancel_stops_every_unit_and_keeps_what_they_recorded(ray_cluster: str, env) -> None:
+    settings, store, path = env
+    job = claim(store, path, [dict(PASSKEY, lengths=[512, 1024], trials=12)])
+    run = spread_run(settings, store, job)
+    thread = threading.Thread(target=run.run)
+    thread.start()
+    folder = task_dir(settings, job.id, "passkey")
+    wait_for(lambda: sum(len(f.read_text().splitlines()) for f in sample_files(folder)) >= 2, 120, 0.1,
+             "two samples recorded")
+    store.cancel(job.id)
+    thread.join(60)
+    assert not thread.is_alive() and run.status == CANCELLED
+    recorded = [json.loads(line)["id"] for f in sample_files(folder) for line in f.read_text().splitlines()
+                if line.endswith("}")]
+    assert 2 <= len(recorded) < 24 and len(set(recorded)) == len(recorded)
+
+
+class DiesOnce:
+    """A worker handle whose first `run_unit` call dies with its worker (as a killed actor's
+    future does) after recording its slice's first sample; the rest is the real worker."""
+
+    def __init__(self, settings, job_id: str, deaths: list[int]) -> None:
+        self.inner = LocalHandle(settings, job_id)
+        self.deaths = deaths
+
+    def call(self, method: str, *args: Any) -> Future:
+        if method != "run_unit" or not self.deaths:
+            return self.inner.call(method, *args)
+        self.deaths.pop()
+        worker, checks = self.inner.worker, iter([False, True])  # true after the first record: it stops there
+        real, worker.should_stop = worker.should_stop, lambda: next(checks, True)
+        try:
+            worker.run_unit(*args)
+        except EvaluationCancelled:
+            pass
+        finally:
+            worker.should_stop = real
+        future: Future = Future()
+        future.set_exception(WorkerCrashedError())
+        return future
+
+    def kill(self) -> None:
+        self.inner.kill()
+
+
+def test_a_dead_workers_unit_runs_again_with_only_its_unfinished_samples(env) -> None:
+    settings, store, path = env
+    job = claim(store, path, [dict(PASSKEY, lengths=[128], trials=4)])  # one unit of 4 samples
+    deaths = [1]
+    run = JobRun(settings, store, job, lambda: DiesOnce(settings, job.id, deaths), 1, died=(WorkerCrashedError,))
+    assert run.run() == SUCCEEDED, store.get_job(job.id).error
+    assert run.unit_runs == 2 and len(run.reruns) == 1 and "WorkerCrashedError" in run.reruns[0]
+    ids = [r["id"] for r in records(settings, job.id, "passkey")]
+    assert sorted(ids) == sorted(f"passkey/len=128/trial={t}" for t in range(4))  # 0 lost, 0 duplicated
+    notes = unit_notes(task_dir(settings, job.id, "passkey"))
+    assert sorted(n.get("prompt_tokens", 0) > 0 for n in notes) == [True, True]  # the re-run did the other 3
+
+
+def test_a_unit_whose_worker_keeps_dying_fails_the_job_saying_so(env) -> None:
+    settings, store, path = env
+    job = claim(store, path, [dict(PASSKEY, lengths=[128], trials=2)])
+    deaths = [1, 1, 1]
+    run = JobRun(settings, store, job, lambda: DiesOnce(settings, job.id, deaths), 1, died=(WorkerCrashedError,))
+    assert run.run() == FAILED
+    error = store.get_job(job.id).error
+    assert "passkey part 1/1: its worker died 2 times" in error and store.get_job(job.id).status != RUNNING
