@@ -257,6 +257,7 @@ class TaskRun:
         self.done = self.log.done(evaluator.name, self.config)
         self.spent = PrefixStats()  # prompt tokens of this run, and those served from the engine's prefix cache
         self.prefix_enabled: bool | None = None  # None: no lctx engine ran (a served model, run_sample)
+        self.recorded = 0  # samples this run recorded
 
     @property
     def total(self) -> int:
@@ -269,6 +270,7 @@ class TaskRun:
         rec = {"task": self.evaluator.name, "id": sample.id, "config": self.config, **fields}
         self.log.append(rec)
         self.done[sample.id] = rec
+        self.recorded += 1
         self.report(self.evaluator.name, len(self.done), self.total)
 
     def check_stop(self) -> None:

@@ -38,6 +38,8 @@ HEARTBEAT_EVERY_S = 5.0
 CAPACITY_EVERY_S = 10.0
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
 # Unix socket paths (<temp>/session_<date>_<pid>/sockets/plasma_store) must fit in 107 bytes.
 MAX_RAY_TEMP_DIR = 44
 
@@ -79,6 +81,14 @@ def connect(settings: Settings) -> None:
     address = settings.ray_address or os.environ.get("RAY_ADDRESS")  # the container's entrypoint sets RAY_ADDRESS
     if address:
         kwargs["address"] = address  # joining: Ray refuses num_cpus for a cluster it did not start
+        if address.rsplit(":", 1)[0].strip("[]") in LOOPBACK:
+            # A cluster on loopback (head and worker raylets on 127.0.0.1): Ray would rewrite the
+            # address to this machine's outward IP, where nothing listens, unless clusters are off
+            # for this process (the switch `local_ray_options` uses; other nodes are still joined).
+            import ray._private.ray_constants as ray_constants
+
+            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+            ray_constants.ENABLE_RAY_CLUSTER = False
     else:
         kwargs.update(local_ray_options(settings))
         if settings.ray_num_cpus:

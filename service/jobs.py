@@ -195,6 +195,10 @@ class JobRun:
                     value = future.result()
                 except self.died as e:
                     self._forget(handle)
+                    try:
+                        handle.kill()  # "unavailable" may come back: it must not linger holding a GPU
+                    except Exception:
+                        pass
                     deaths += 1
                     reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                     if what == "run_unit":

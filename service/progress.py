@@ -141,10 +141,10 @@ class UnitNote:
     it prefilled so far (throttled; records alone say nothing during a long prefill) and, at
     its end, the prompt tokens it asked for and those the prefix cache served."""
 
-    def __init__(self, folder: Path, run: str, every: float = 0.5) -> None:
+    def __init__(self, folder: Path, run: str, unit: str, every: float = 0.5) -> None:
         self.path = Path(folder) / UNITS_DIR / f"{run}{NOTE_SUFFIX}"
         self.every, self.last = every, 0.0
-        self.state: dict[str, Any] = {"tokens": 0, "pid": os.getpid(), "host": socket.gethostname()}
+        self.state: dict[str, Any] = {"unit": unit, "tokens": 0, "pid": os.getpid(), "host": socket.gethostname()}
 
     def prefilled(self, tokens: int) -> None:
         self.state["tokens"] += int(tokens)

@@ -135,7 +135,7 @@ class Worker:
         """Run what the unit's slice still lacks (samples recorded by an earlier run of it, or
         of any unit, are skipped) into this run's own file; its note says what it prefilled."""
         run_name = f"{unit.stem}-{secrets.token_hex(4)}"
-        note = UnitNote(task_dir(self.settings, self.job_id, unit.key), run_name)
+        note = UnitNote(task_dir(self.settings, self.job_id, unit.key), run_name, unit.stem)
         note.write()  # the run exists from now on: progress reads its tokens as they grow
         run = self._task_run(unit.key, unit.task, unit=run_name, should_stop=self.should_stop,
                              on_prefill=note.prefilled)
@@ -143,7 +143,8 @@ class Worker:
             run.run_part((unit.index, unit.count))
         finally:
             use = run.prefix_use()
-            note.write(**({k: use[k] for k in ("prompt_tokens", "reused_tokens", "enabled")} if use else {}))
+            note.write(samples=run.recorded,
+                       **({k: use[k] for k in ("prompt_tokens", "reused_tokens", "enabled")} if use else {}))
         return {"total": run.total, "done": len(run.done)}
 
     def finish_task(self, key: str, task: dict[str, Any]) -> dict[str, Any]:

@@ -360,3 +360,72 @@ class TransformersServer:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(30)
         self.process = None
+
+
+# A two-node Ray cluster on loopback in a process of its own (the test process is already the
+# driver of the session's Ray): Ray's own multi-node utility, real GCS and raylet processes.
+TWO_NODE_SCRIPT = """
+import json, sys
+from ray.cluster_utils import Cluster
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+                                                        "node_ip_address": "127.0.0.1"})
+worker = cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+print(json.dumps({"address": cluster.address,
+                  "worker_raylet": worker.all_processes["raylet"][0].process.pid,
+                  "worker_processes": [p.process.pid for ps in worker.all_processes.values() for p in ps]}),
+      flush=True)
+sys.stdin.read()  # until the test closes our stdin
+cluster.shutdown()
+"""
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+class TwoNodeRay:
+    """A head node and a worker node of one CPU each; `kill_worker_node` SIGKILLs the worker
+    node's raylet, agents and the workers it started, by pid."""
+
+    def __init__(self, cwd: Path) -> None:
+        env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="1")
+        self.proc = subprocess.Popen([sys.executable, "-c", TWO_NODE_SCRIPT], cwd=cwd, env=env, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the two-node Ray cluster did not start (exit {self.proc.wait(30)})")
+        info = json.loads(line)
+        self.address, self.worker_raylet = info["address"], info["worker_raylet"]
+        self.worker_processes = info["worker_processes"]
+
+    def worker_node_pids(self) -> list[int]:
+        return sorted(set(self.worker_processes) | set(descendants(self.worker_raylet)))
+
+    def kill_worker_node(self) -> list[int]:
+        pids = self.worker_node_pids()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return pids
+
+    def stop(self) -> None:
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(60)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()

@@ -14,6 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from evaluators.samplelog import sample_files
+from service.progress import unit_notes
 from service.status import RUNNING
 from service.store import Store
 from tests.helpers import free_port, tiny_checkpoint, wait_for, wait_job
@@ -30,9 +32,20 @@ def start_service(tmp: Path, port: int, ray_address: str) -> subprocess.Popen:
 
 
 def recorded(results: Path, job_id: str) -> int:
-    """Samples already on disk (read directly: progress in the store is throttled)."""
-    f = results / job_id / "tasks" / "passkey" / "samples.jsonl"
-    return f.read_bytes().count(b"\n") if f.is_file() else 0
+    """Samples already on disk, in samples.jsonl or a running unit's file (read directly:
+    progress in the store is throttled)."""
+    total = 0
+    for f in sample_files(results / job_id / "tasks" / "passkey"):
+        try:
+            total += f.read_bytes().count(b"\n")
+        except FileNotFoundError:
+            pass
+    return total
+
+
+def worker_pids(results: Path, job_id: str) -> set[int]:
+    """The processes of the job's workers (each unit run notes its own)."""
+    return {n["pid"] for n in unit_notes(results / job_id / "tasks" / "passkey")}
 
 
 def ready(url: str) -> bool:
@@ -59,13 +72,14 @@ def test_killed_worker_and_service_resume_with_every_sample_once(ray_cluster: st
                 {"name": "passkey", "lengths": [512], "trials": 32, "seed": 3}]}).json()
             # early in the job, so even a fast machine is still scoring when the kill lands
             wait_for(lambda: recorded(tmp_path / "var" / "results", job["id"]) >= 2, 120, 0.01, "samples on disk")
-        worker = json.loads((tmp_path / "var" / "results" / job["id"] / "worker.json").read_text())
+        workers = worker_pids(tmp_path / "var" / "results", job["id"])
         proc.send_signal(signal.SIGKILL)  # the service first, so nobody sees the worker die
         proc.wait(30)
-        try:
-            os.kill(worker["pid"], signal.SIGKILL)
-        except ProcessLookupError:
-            pass  # Ray already took the dead driver's worker down
+        for pid in workers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # Ray already took the dead driver's workers down
         store = Store(f"sqlite:///{tmp_path / 'var' / 'lctx.db'}")
         assert store.get_job(job["id"]).status == RUNNING  # left running by a dead process
         store.close()
@@ -92,7 +106,7 @@ def test_killed_worker_and_service_resume_with_every_sample_once(ray_cluster: st
 
 
 @pytest.mark.timeout(180)
-def test_a_worker_killed_under_a_live_service_is_retried(ray_cluster: str, tmp_path: Path) -> None:
+def test_a_worker_killed_under_a_live_service_has_its_unit_run_again(ray_cluster: str, tmp_path: Path) -> None:
     from service.app import create_app
     from tests.helpers import ThreadServer, make_settings
 
@@ -103,9 +117,12 @@ def test_a_worker_killed_under_a_live_service_is_retried(ray_cluster: str, tmp_p
         job = c.post("/v1/jobs", json={"checkpoint": str(tmp_path / "models" / "tiny"), "tasks": [
             {"name": "passkey", "lengths": [512], "trials": 32, "seed": 4}]}).json()
         wait_for(lambda: recorded(settings.results, job["id"]) >= 2, 120, 0.01, "samples on disk")
-        worker = json.loads((settings.results / job["id"] / "worker.json").read_text())
-        os.kill(worker["pid"], signal.SIGKILL)
+        for pid in worker_pids(settings.results, job["id"]):
+            os.kill(pid, signal.SIGKILL)
         done = wait_job(c, job["id"], timeout=150)
-        assert done["status"] == "succeeded" and done["attempts"] == 2, done
+        # the unit whose worker died ran again on a fresh worker; the job itself was not requeued
+        assert done["status"] == "succeeded" and done["attempts"] == 1, done
+        work = json.loads((settings.results / job["id"] / "results.json").read_text())["work"]
+        assert work["reruns"] and work["unit_runs"] > work["units"], work
         ids = [json.loads(x)["id"] for x in c.get(f"/v1/jobs/{job['id']}/samples").text.splitlines()]
         assert len(ids) == len(set(ids)) == done["progress"]["passkey"]["total"]

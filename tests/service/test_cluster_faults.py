@@ -1,0 +1,115 @@
+"""A job spread over a real two-node Ray cluster on loopback: the worker node's processes
+are killed by pid mid-job; the unit that node was running runs again on the head with only
+its unfinished samples, the job finishes, no sample is lost or duplicated, and the result
+equals a one-worker run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from evaluators.samplelog import sample_files
+from service.jobs import run_job
+from service.progress import unit_notes
+from service.status import SUCCEEDED
+from service.store import Store
+from tests.helpers import TwoNodeRay, descendants, free_port, make_settings, tiny_checkpoint, wait_for, wait_job
+
+TASK = {"name": "passkey", "lengths": [1024], "trials": 36, "seed": 5}
+UNIT = 12  # samples per unit: 3 units over 2 workers
+
+
+def ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def lines(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+@pytest.mark.timeout(300)
+def test_killing_the_worker_node_mid_job_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    tiny_checkpoint(tmp_path / "models" / "tiny")
+    cluster = TwoNodeRay(tmp_path)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = dict(os.environ, LCTX_HOME=str(tmp_path / "var"), LCTX_CHECKPOINT_ROOTS=str(tmp_path / "models"),
+               LCTX_RAY_ADDRESS=cluster.address, LCTX_JOB_WORKERS="2", LCTX_UNIT_SAMPLES=str(UNIT),
+               LCTX_SCHEDULER="false", LCTX_POLL_INTERVAL="0.1", LCTX_DEMO_CHECKPOINTS="false")
+    log = (tmp_path / "service.log").open("ab")
+    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(port), "--log-level", "warning"],
+                            cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: proc.poll() is not None or ready(url), 120, 0.2, "service ready")
+        assert proc.poll() is None, (tmp_path / "service.log").read_text()
+        assert cluster.address.startswith("127.0.0.1:")
+        with httpx.Client(base_url=url, timeout=30) as c:
+            assert c.post("/v1/checkpoints", json={"name": "tiny", "path": "tiny"}).status_code == 201
+            job = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [TASK]}).json()
+            folder = tmp_path / "var" / "results" / job["id"] / "tasks" / "passkey"
+
+            on_node: dict[Path, bool] = {}  # unit run -> ran on the worker node
+
+            def worker_node_unit() -> Path | None:
+                """The unit file of a run on the worker node once it holds a record (so the kill lands mid-unit)."""
+                for note in (folder / "units").glob("*.json") if (folder / "units").is_dir() else []:
+                    if note not in on_node:
+                        try:
+                            pid = json.loads(note.read_text())["pid"]
+                        except (ValueError, KeyError):
+                            continue
+                        on_node[note] = pid in descendants(cluster.worker_raylet)
+                    records = note.with_suffix(".jsonl")
+                    if on_node[note] and 1 <= lines(records) < UNIT:
+                        return records
+                assert not (folder / "result.json").exists(), "the job ended before the worker node recorded"
+                return None
+
+            unit = wait_for(worker_node_unit, 180, 0.002, "a unit on the worker node with a record")
+            killed = cluster.kill_worker_node()
+            assert killed
+            before = lines(unit)  # what the killed run recorded (a line cut short by the kill is not counted)
+            done = wait_job(c, job["id"], timeout=240)
+            assert done["status"] == "succeeded", done
+            assert done["attempts"] == 1  # the job was never requeued: only the unit ran again
+            results = json.loads((tmp_path / "var" / "results" / job["id"] / "results.json").read_text())
+        work = results["work"]
+        assert work["units"] == 3 and work["unit_runs"] >= 4 and len(work["reruns"]) >= 1, work
+        stem = unit.stem.split("-")[0]  # u00001of00003: part 2 of 3
+        part = f"passkey part {int(stem[1:6]) + 1}/{int(stem[8:])}"
+        assert any(r.startswith(part) for r in work["reruns"]), (part, work)
+        reruns = [n for n in unit_notes(folder) if n.get("samples") is not None and n["pid"] not in killed
+                  and n["unit"] == stem]
+        assert [n["samples"] for n in reruns] == [UNIT - before]  # only its unfinished samples ran again
+        ids = [json.loads(line)["id"] for line in (folder / "samples.jsonl").read_text().splitlines()]
+        assert len(ids) == len(set(ids)) == 36 and sample_files(folder) == [folder / "samples.jsonl"]
+        pids = {n["pid"] for n in unit_notes(folder)}
+        assert len(pids) >= 2  # both nodes worked; the re-run ran on the head
+    finally:
+        proc.terminate()
+        proc.wait(60)
+        cluster.stop()
+
+    # the same job on one in-process worker: the same records, the same result
+    settings = make_settings(tmp_path / "single", checkpoint_roots=[tmp_path / "models"])
+    store = Store(settings.database)
+    store.create_all()
+    single = store.add_job(checkpoint="tiny", checkpoint_path=str(tmp_path / "models" / "tiny"),
+                           fingerprint="f" * 64, tasks=[TASK], rope=None, backend="auto", priority=0)
+    store.claim_next("single")
+    assert run_job(settings, single.id, store) == SUCCEEDED
+    store.close()
+    one = json.loads((settings.results / single.id / "results.json").read_text())
+    assert one["results"]["passkey"]["result"] == results["results"]["passkey"]["result"]
