@@ -11,8 +11,8 @@ from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, Response, StreamingResponse
 
-from service.api.deps import JobId, Read, SettingsDep, StoreDep
 from evaluators.samplelog import sample_files
+from service.api.deps import JobId, Read, SettingsDep, StoreDep
 from service.errors import Conflict, NotFound
 from service.jobs import job_dir, partial_results, task_dir, task_keys
 from service.paths import NAME_PATTERN, child

@@ -19,7 +19,15 @@ from service.jobs import run_job
 from service.progress import unit_notes
 from service.status import SUCCEEDED
 from service.store import Store
-from tests.helpers import TwoNodeRay, descendants, free_port, make_settings, tiny_checkpoint, wait_for, wait_job
+from tests.helpers import (
+    TwoNodeRay,
+    descendants,
+    free_port,
+    make_settings,
+    tiny_checkpoint,
+    wait_for,
+    wait_job,
+)
 
 TASK = {"name": "passkey", "lengths": [1024], "trials": 36, "seed": 5}
 UNIT = 12  # samples per unit: 3 units over 2 workers
