@@ -30,7 +30,10 @@ def service(ray_cluster: str, tmp_path_factory: pytest.TempPathFactory):
     data.mkdir()
     shutil.copy(REPO / "tests" / "evaluators" / "data" / "longbench" / "qasper.jsonl", data / "qasper.jsonl")
     (data / "hotpotqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in HOTPOTQA))
-    settings = make_settings(tmp, executor=True, ray_address=ray_cluster, replica_id="api-test", data_dir=data)
+    # one worker per job: its units run in order (the partial-results test needs passkey finished
+    # before LongBench fails; spreading is tests/service/test_scale_out.py's)
+    settings = make_settings(tmp, executor=True, ray_address=ray_cluster, replica_id="api-test", data_dir=data,
+                             job_workers=1)
     with ThreadServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
         for name in ("tiny-a", "tiny-b"):
             assert c.post("/v1/checkpoints", json={"name": name, "path": str(models / name)}).status_code == 201
