@@ -7,10 +7,11 @@ from pathlib import Path
 
 import httpx
 
+from checkpoints.jsonfiles import write_json_atomic
 from evaluators.babilong.evaluator import typed as babilong_typed
 from evaluators.longbench_v2.evaluator import typed as longbench_v2_typed
 from service.app import create_app
-from service.jobs import job_dir, write_json_atomic
+from service.jobs import job_dir
 from service.store import SUCCEEDED, Store
 from tests.helpers import ThreadServer, make_settings
 
