@@ -63,7 +63,8 @@ class Settings(BaseSettings):
     engine_prefix_cache: bool = Field(True, description="reuse cached prompt prefixes (prefix KV cache) where exact")
     max_attempts: int = Field(3, ge=1, description="runs of a job whose worker died before it is failed")
     lease_seconds: float = Field(120.0, gt=0, description="a running job with no heartbeat this long is requeued")
-    executor: bool = Field(True, description="run jobs in this process's executor (off: API only)")
+    executor: bool = Field(True, description="run jobs: a dispatcher process beside the API, supervised and "
+                          "restarted by it, hands them to Ray (off: API only)")
     scheduler: bool = Field(True, description="run cron schedules in this process")
     scheduler_interval: float = Field(30.0, gt=0, description="seconds between schedule ticks")
     demo_checkpoints: bool = Field(True, description="`lctx serve` copies the committed demo checkpoints into the "
