@@ -209,13 +209,13 @@ class DispatcherSupervisor:
             if self._proc is None and t >= self._next_start and not self._stop.is_set():
                 self._spawn()
         if t - self._last_heartbeat >= min(5.0, self.settings.lease_seconds / 4):
+            self._last_heartbeat = t  # first: a database that is down is retried at this pace, not every tick
             if not self.store.heartbeat_replica(self.settings.replica_id, INSTANCE):
                 log.error("replica id %s is held by another server now (our heartbeat lapsed); its running jobs "
                           "and ours may be requeued by each other: stop one of them", self.settings.replica_id)
-            self._last_heartbeat = t
         if t - self._last_observed >= OBSERVE_EVERY_S:
-            self.observe_finished()
             self._last_observed = t
+            self.observe_finished()
 
     def _died(self, proc: subprocess.Popen[bytes], t: float) -> None:
         lived = t - self._proc_started

@@ -115,3 +115,38 @@ def test_a_dispatcher_started_by_hand_says_who_starts_it() -> None:
     run = subprocess.run([sys.executable, "-m", "service.dispatcher"], input="", capture_output=True, text=True,
                          timeout=60)
     assert run.returncode == 2 and "started by `lctx serve`" in run.stderr
+
+
+@pytest.mark.timeout(30)
+def test_job_durations_are_observed_once_each_for_this_replicas_jobs(tmp_path: Path, store: Store) -> None:
+    from service.metrics import Metrics
+    from service.status import FAILED, SUCCEEDED
+
+    def finished_job(owner: str, status: str) -> str:
+        job = store.add_job(checkpoint="ck", checkpoint_path="/m/ck", fingerprint="f" * 64,
+                            tasks=[{"name": "passkey", "lengths": [256]}])
+        assert store.claim_next(owner).id == job.id
+        store.finish(job.id, status)
+        return job.id
+
+    settings = make_settings(tmp_path, replica_id="me")
+    finished_job("me", SUCCEEDED)  # before this server started: not its to count
+    metrics = Metrics(store)
+    sup = DispatcherSupervisor(settings, store, metrics, command=child("import time; time.sleep(60)"))
+    sup.start()
+    try:
+        finished_job("me", SUCCEEDED)
+        finished_job("me", FAILED)
+        finished_job("someone-else", SUCCEEDED)  # another replica's job: its histogram, not ours
+        for _ in range(3):  # the watcher's ticks and scrapes race: still once each
+            sup.observe_finished()
+        time.sleep(1.5)  # the watcher's own pass
+        finished_job("me", SUCCEEDED)
+        sup.observe_finished()
+    finally:
+        sup.stop()
+
+    def count(status: str) -> float:
+        return metrics.registry.get_sample_value("lctx_job_duration_seconds_count", {"status": status}) or 0
+
+    assert (count(SUCCEEDED), count(FAILED)) == (2, 1)
