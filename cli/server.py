@@ -63,20 +63,45 @@ def _install_demos(settings: Any) -> list[Any]:
         store.close()
 
 
+def _claim_replica(settings: Any) -> None:
+    """Refuse to start when a live server holds this replica id (its jobs would be requeued)."""
+    from service.replicas import register
+    from service.store import Store
+
+    store = Store(settings.database)
+    try:
+        register(store, settings)
+    finally:
+        store.close()
+
+
 def _serve(args: argparse.Namespace) -> int:
+    from service.serverlock import ServerLock
+    from service.settings import get_settings
+
+    settings = get_settings()
+    settings = settings.model_copy(update={"host": args.host or settings.host, "port": args.port or settings.port})
+    settings.prepare()
+    lock = ServerLock(settings)
+    lock.acquire()  # before anything touches the database: a second server on this home stops here
+    try:
+        return _run(args, settings)
+    finally:
+        lock.release()
+
+
+def _run(args: argparse.Namespace, settings: Any) -> int:
     import uvicorn
 
     from service.app import create_app
     from service.redact import install_log_redaction, redact
-    from service.settings import get_settings
 
     install_log_redaction()
-    settings = get_settings()
-    settings = settings.model_copy(update={"host": args.host or settings.host, "port": args.port or settings.port})
-    settings.prepare()
     url = f"http://{settings.host}:{settings.port}"
     auth = " -H \"Authorization: Bearer $LCTX_API_TOKEN\"" if settings.token else ""
     _upgrade_database(settings)  # a database newer than this code stops here, before the API starts
+    if settings.executor:
+        _claim_replica(settings)  # before the dispatcher requeues "its" running jobs
     demos = _install_demos(settings) if settings.demo_checkpoints else []
     registered = [d.name for d in demos if not d.action.startswith("skipped")]
     demo = None if registered else example_checkpoint(settings.roots[0])

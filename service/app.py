@@ -1,5 +1,6 @@
-"""The FastAPI application: `create_app(settings)` wires the store, executor, scheduler
-and metrics in `lifespan`, and maps the error hierarchy to HTTP in one place."""
+"""The FastAPI application: `create_app(settings)` wires the store, the dispatcher's
+supervisor (jobs run from a process of its own: service/dispatcher.py), the scheduler and
+metrics in `lifespan`, and maps the error hierarchy to HTTP in one place."""
 
 from __future__ import annotations
 
@@ -21,13 +22,13 @@ from evaluators.registry import registry
 from service import web
 from service.api import checkpoints, endpoints, health, jobs, leaderboard, results, schedules
 from service.errors import ServiceError
-from service.execution import Executor
 from service.metrics import Metrics
 from service.redact import install_log_redaction, redact
 from service.schedules import Scheduler, ensure_configured_schedule
 from service.schemas import errors
 from service.settings import Settings, get_settings
 from service.store import Store
+from service.supervisor import DispatcherSupervisor
 from service.views import client_text
 
 log = logging.getLogger("lctx.api")
@@ -77,12 +78,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise
         app.state.store = store
         app.state.metrics = Metrics(store)
-        app.state.executor = Executor(settings, store, app.state.metrics) if settings.executor else None
+        dispatcher = DispatcherSupervisor(settings, store, app.state.metrics) if settings.executor else None
+        app.state.dispatcher = dispatcher
         app.state.scheduler = Scheduler(
-            settings, store, on_submit=app.state.executor.wake if app.state.executor else None
+            settings, store, on_submit=dispatcher.wake if dispatcher else None
         ) if settings.scheduler else None
-        if app.state.executor:
-            app.state.executor.start()
+        if dispatcher:
+            try:
+                dispatcher.start()  # a live server holding this replica id stops the start here
+            except Exception:
+                store.close()
+                raise
         if app.state.scheduler:
             app.state.scheduler.start()
         try:
@@ -90,8 +96,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             if app.state.scheduler:
                 app.state.scheduler.stop()
-            if app.state.executor:
-                app.state.executor.stop()
+            if dispatcher:
+                dispatcher.stop()
             store.close()
 
     # FastAPIOffline: /docs and /redoc load Swagger UI and ReDoc from the app itself, not a CDN

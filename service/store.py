@@ -12,7 +12,7 @@ made before migrations existed as the first revision, and refuses one newer than
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,6 +30,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     create_engine,
+    delete,
     event,
     func,
     inspect,
@@ -115,7 +116,8 @@ class JobRow(Base):
     duration_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     endpoint: Mapped[str | None] = mapped_column(String(128), nullable=True)  # a served model in place of weights
 
-    __table_args__ = (Index("ix_jobs_queue", "status", "priority", "created_at"),)
+    __table_args__ = (Index("ix_jobs_queue", "status", "priority", "created_at"),
+                      Index("ix_jobs_owner_finished", "owner", "finished_at"))
 
     @property
     def tasks(self) -> list[dict[str, Any]]:
@@ -156,6 +158,23 @@ class SubmissionRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=now)
 
     __table_args__ = (UniqueConstraint("fingerprint", "suite_hash", name="uq_submission"),)
+
+
+class ReplicaRow(Base):
+    """A server that runs jobs: its id names the jobs it runs (`JobRow.owner`); `instance`
+    is drawn per process, so a second process claiming a live replica's id is told apart
+    from that replica's own restart."""
+
+    __tablename__ = "replicas"
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    instance: Mapped[str] = mapped_column(String(32))
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    home: Mapped[str] = mapped_column(Text)
+    url: Mapped[str] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(DateTime)
+    heartbeat_at: Mapped[datetime] = mapped_column(DateTime)
 
 
 def _alembic() -> tuple[Any, Any]:
@@ -518,6 +537,12 @@ class Store:
                           .values(status=QUEUED, owner=None))
         return ids
 
+    def finished_since(self, owner: str, since: datetime) -> list[JobRow]:
+        """Jobs `owner` ran that reached a final state at or after `since` (the API's job metrics)."""
+        with self.reading() as s:
+            return list(s.scalars(select(JobRow).where(JobRow.owner == owner, JobRow.finished_at >= since,
+                                                       JobRow.status.in_(FINAL))))
+
     def latest_succeeded(self, task: str) -> list[JobRow]:
         """Succeeded jobs that ran `task` (or `task/...`), newest first."""
         with self.reading() as s:
@@ -568,3 +593,47 @@ class Store:
                                                       ScheduleRow.next_run_at == expected_next)
                             .values(next_run_at=new_next, last_run_at=at))
             return res.rowcount == 1
+
+    # -- replicas ----------------------------------------------------------------------
+
+    def claim_replica(self, row: ReplicaRow, lease_seconds: float, dead: Callable[[ReplicaRow], bool]) -> None:
+        """Register `row` under its id. Refused (Conflict) while another instance holds the id
+        and is alive: a heartbeat within `lease_seconds` and not `dead(holder)`. Our own
+        instance again only refreshes the row."""
+        for _ in range(2):
+            try:
+                with self.writing() as s:
+                    held = s.scalars(select(ReplicaRow).where(ReplicaRow.id == row.id).with_for_update()).first()
+                    if held is not None and held.instance != row.instance:
+                        age = (now() - held.heartbeat_at).total_seconds()
+                        if age < lease_seconds and not dead(held):
+                            raise Conflict(
+                                f"replica id {row.id!r} is held by a live lctx server: host {held.host}, pid "
+                                f"{held.pid}, home {held.home}, {held.url}, started {held.started_at:%Y-%m-%d %H:%M:%S}"
+                                f" UTC, last heartbeat {age:.0f} s ago; stop that server, or give this one an "
+                                "id of its own with LCTX_REPLICA_ID")
+                    if held is not None:
+                        s.delete(held)
+                        s.flush()
+                    s.add(ReplicaRow(id=row.id, instance=row.instance, host=row.host, pid=row.pid, home=row.home,
+                                     url=row.url, started_at=row.started_at, heartbeat_at=now()))
+                return
+            except IntegrityError:  # another process inserted the id between our read and write: read it
+                continue
+        raise Conflict(f"replica id {row.id!r} is being claimed by another server right now; retry, or set LCTX_REPLICA_ID")
+
+    def heartbeat_replica(self, replica_id: str, instance: str) -> bool:
+        """False when the row is no longer ours (our lease lapsed and another server took the id)."""
+        with self.writing() as s:
+            res = s.execute(update(ReplicaRow).where(ReplicaRow.id == replica_id, ReplicaRow.instance == instance)
+                            .values(heartbeat_at=now()))
+            return res.rowcount == 1
+
+    def release_replica(self, replica_id: str, instance: str) -> None:
+        """A clean stop: the id is free at once."""
+        with self.writing() as s:
+            s.execute(delete(ReplicaRow).where(ReplicaRow.id == replica_id, ReplicaRow.instance == instance))
+
+    def get_replica(self, replica_id: str) -> ReplicaRow | None:
+        with self.reading() as s:
+            return s.get(ReplicaRow, replica_id)

@@ -39,7 +39,8 @@ def ray_cluster() -> str:
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+        # address="local": always a new Ray, never one a `ray start` on this machine left behind
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
                  runtime_env={"env_vars": {"TRITON_INTERPRET": os.environ.get("TRITON_INTERPRET", "1")}})
     address = ray.get_runtime_context().gcs_address
     yield address

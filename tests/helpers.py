@@ -401,7 +401,10 @@ class TwoNodeRay:
     node's raylet, agents and the workers it started, by pid."""
 
     def __init__(self, cwd: Path) -> None:
-        env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="1")
+        # its own RAY_TMPDIR (short: Unix socket paths): Ray notes the newest cluster there, and a
+        # later `ray.init()` on this machine must not find this one
+        self.tmpdir = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+        env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="1", RAY_TMPDIR=self.tmpdir)
         self.proc = subprocess.Popen([sys.executable, "-c", TWO_NODE_SCRIPT], cwd=cwd, env=env, text=True,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         line = self.proc.stdout.readline()
@@ -429,3 +432,18 @@ class TwoNodeRay:
             self.proc.wait(60)
         except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+def recorded(results: Path, job_id: str, key: str = "passkey") -> int:
+    """Samples of a job's task already on disk, in samples.jsonl or a running unit's file (read
+    directly: progress in the store is throttled)."""
+    from evaluators.samplelog import sample_files
+
+    total = 0
+    for f in sample_files(results / job_id / "tasks" / key.replace("#", "-")):
+        try:
+            total += f.read_bytes().count(b"\n")
+        except FileNotFoundError:  # folded into samples.jsonl meanwhile
+            pass
+    return total

@@ -1,4 +1,4 @@
-"""Dependencies shared by the routers: the store, settings and executor of the running
+"""Dependencies shared by the routers: the store, settings and dispatcher of the running
 app, and bearer-token auth (constant-time compare). They are `async` because they never
 block: a sync dependency costs a thread-pool hop on every request."""
 
@@ -11,11 +11,11 @@ from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from service.errors import Unauthorized
-from service.execution import Executor
 from service.metrics import Metrics
 from service.schemas import JOB_ID_PATTERN, NAME_PATTERN
 from service.settings import Settings
 from service.store import Store
+from service.supervisor import DispatcherSupervisor
 
 _bearer = HTTPBearer(auto_error=False, description="LCTX_API_TOKEN, when the service has one")
 
@@ -28,8 +28,9 @@ async def get_app_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-async def get_executor(request: Request) -> Executor | None:
-    return request.app.state.executor
+async def get_dispatcher(request: Request) -> DispatcherSupervisor | None:
+    """The supervisor of the dispatcher process (None: this server runs no jobs, LCTX_EXECUTOR=false)."""
+    return request.app.state.dispatcher
 
 
 async def get_metrics(request: Request) -> Metrics:
@@ -58,7 +59,7 @@ async def require_read(request: Request, creds: Annotated[HTTPAuthorizationCrede
 
 StoreDep = Annotated[Store, Depends(get_store)]
 SettingsDep = Annotated[Settings, Depends(get_app_settings)]
-ExecutorDep = Annotated[Executor | None, Depends(get_executor)]
+DispatcherDep = Annotated[DispatcherSupervisor | None, Depends(get_dispatcher)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 JobId = Annotated[str, Path(pattern=JOB_ID_PATTERN, description="job id from POST /v1/jobs")]
 NameParam = Annotated[str, Path(pattern=NAME_PATTERN)]

@@ -1,4 +1,5 @@
-"""/healthz (the process answers), /readyz (store reachable, executor connected), /metrics."""
+"""/healthz (the process answers), /readyz (store reachable, the dispatcher process connected to Ray
+and reporting), /metrics."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy.exc import SQLAlchemyError
 
-from service.api.deps import ExecutorDep, MetricsDep, Read, StoreDep
+from service.api.deps import DispatcherDep, MetricsDep, Read, StoreDep
 from service.errors import NotReady
 from service.schemas import errors
 
@@ -20,20 +21,19 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", responses=errors(503))
-def readyz(request: Request, store: StoreDep, executor: ExecutorDep) -> dict[str, str]:
+def readyz(request: Request, store: StoreDep, dispatcher: DispatcherDep) -> dict[str, str]:
     try:
         store.ping()
     except SQLAlchemyError as e:
         raise NotReady(f"database unreachable: {type(e).__name__}") from e
-    if executor is not None:
-        if executor.error:
-            raise NotReady(executor.error)
-        if not executor.ready.is_set():
-            raise NotReady("executor is still connecting to Ray")
-    return {"status": "ready", "executor": "on" if executor is not None else "off"}
+    if dispatcher is not None and (problem := dispatcher.not_ready()):
+        raise NotReady(problem)
+    return {"status": "ready", "executor": "on" if dispatcher is not None else "off"}
 
 
 @router.get("/metrics", dependencies=Read, response_class=Response,
             responses={200: {"content": {"text/plain": {}}}})
-def metrics(m: MetricsDep) -> Response:
+def metrics(m: MetricsDep, dispatcher: DispatcherDep) -> Response:
+    if dispatcher is not None:
+        dispatcher.observe_finished()  # jobs end in the dispatcher process: their durations, up to now
     return Response(m.render(), media_type=CONTENT_TYPE_LATEST)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
-from service.api.deps import ExecutorDep, JobId, Read, SettingsDep, StoreDep, Write
+from service.api.deps import DispatcherDep, JobId, Read, SettingsDep, StoreDep, Write
 from service.paths import NAME_PATTERN
 from service.schemas import NO_NUL_PATTERN, TASK_PATTERN, JobCreate, JobList, JobOut, Status, errors
 from service.submission import submit
@@ -16,11 +16,11 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=errors(400, 403, 
 
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED, dependencies=Write, response_model=JobOut)
-def submit_job(body: JobCreate, store: StoreDep, settings: SettingsDep, executor: ExecutorDep) -> JobOut:
+def submit_job(body: JobCreate, store: StoreDep, settings: SettingsDep, dispatcher: DispatcherDep) -> JobOut:
     """Queue an evaluation; the job is committed to the store before this answers."""
-    job = submit(store, settings, body, executor.gpus() if executor is not None else None)
-    if executor is not None:
-        executor.wake()
+    job = submit(store, settings, body, dispatcher.gpus() if dispatcher is not None else None)
+    if dispatcher is not None:
+        dispatcher.wake()
     return job_out(job, settings)
 
 
@@ -51,9 +51,9 @@ async def get_job(job_id: JobId, store: StoreDep, settings: SettingsDep) -> Resp
 
 
 @router.post("/{job_id}/cancel", dependencies=Write, response_model=JobOut)
-def cancel_job(job_id: JobId, store: StoreDep, settings: SettingsDep, executor: ExecutorDep) -> JobOut:
+def cancel_job(job_id: JobId, store: StoreDep, settings: SettingsDep, dispatcher: DispatcherDep) -> JobOut:
     """Cancel a queued or running job; a running job's Ray task is stopped."""
     job = store.cancel(job_id)
-    if executor is not None:
-        executor.wake()
+    if dispatcher is not None:
+        dispatcher.wake()
     return job_out(job, settings)

@@ -29,7 +29,7 @@ SCHEMA = Path(__file__).with_name("compose_spec.json")
 COMPOSE_ONLY = {"LCTX_BIND", "LCTX_PUBLISHED_PORT", "LCTX_RAY_PUBLISHED_PORT", "LCTX_CHECKPOINTS_HOST_DIR",
                 "LCTX_DATA_HOST_DIR", "LCTX_DATASETS_HOST_DIR", "LCTX_PG_HOST_DIR", "LCTX_RAY_HEAD_ADDRESS",
                 "LCTX_RAY_HEAD", "LCTX_RAY_PORT", "LCTX_PG_BIND", "LCTX_PG_PUBLISHED_PORT", "LCTX_API_HOST"}
-COMPOSE_FILES = ("docker-compose.yml", "docker-compose.cluster.yml")
+COMPOSE_FILES = ("docker-compose.yml", "docker-compose.cluster.yml", "docker-compose.multinode.yml")
 
 
 @pytest.fixture(scope="module")
@@ -100,14 +100,69 @@ def test_image_installs_with_the_makefile_recipe() -> None:
     assert re.search(r"^USER (?!root)\S+", dockerfile, re.M), "the image must not run as root"
 
 
-def test_cluster_head_shares_the_host_network_and_keeps_the_api_on_loopback(compose: dict) -> None:
-    cluster = yaml.safe_load((DOCKER / "docker-compose.cluster.yml").read_text())
+def test_multinode_head_shares_the_host_network_and_keeps_the_api_on_loopback(compose: dict) -> None:
+    cluster = yaml.safe_load((DOCKER / "docker-compose.multinode.yml").read_text())
     assert set(cluster["services"]) <= set(compose["services"])  # an override, not a second deployment
     lctx = cluster["services"]["lctx"]
     assert lctx["network_mode"] == "host"  # Ray workers on other nodes reach the head's Ray processes
     assert lctx["environment"]["LCTX_HOST"] == "${LCTX_API_HOST:-127.0.0.1}"
     assert compose["services"]["postgres"]["ports"] == ["${LCTX_PG_BIND:-127.0.0.1}:${LCTX_PG_PUBLISHED_PORT:-5432}:5432"]
     assert "--dashboard-host=127.0.0.1" in (DOCKER / "entrypoint.sh").read_text()  # job submission stays local
+
+
+def test_cluster_file_is_a_head_running_the_api_and_scalable_one_gpu_workers() -> None:
+    """docker-compose.cluster.yml: the head runs `lctx serve` (the API, its dispatcher process
+    and the Ray head) with no GPU; each worker is a Ray worker node joining the head with one
+    GPU; every node mounts the same folders and reaches the same PostgreSQL."""
+    cluster = yaml.safe_load((DOCKER / "docker-compose.cluster.yml").read_text())
+    jsonschema.validate(cluster, json.loads(SCHEMA.read_text()))
+    services = cluster["services"]
+    assert set(services) == {"head", "worker", "postgres"}
+    head, worker = services["head"], services["worker"]
+
+    assert head["command"] == ["lctx", "serve"] and "entrypoint" not in head  # the image's: Ray head, then serve
+    assert head["environment"]["LCTX_RAY_HEAD"] == "1" and "--head" in (DOCKER / "entrypoint.sh").read_text()
+    assert "deploy" not in head  # no GPU on the head: Ray places every job on a worker's GPU
+    assert head["ports"] == ["${LCTX_BIND:-127.0.0.1}:${LCTX_PUBLISHED_PORT:-8000}:8000"]
+    assert head["environment"]["LCTX_PORT"] == "8000" and head["environment"]["LCTX_REPLICA_ID"]
+
+    command = " ".join(worker["command"])
+    port = head["environment"]["LCTX_RAY_PORT"]
+    assert f"ray start --address=head:{port} --num-gpus=1" in command and "--block" in command
+    assert "ports" not in worker and worker["entrypoint"] == ["tini", "--"]  # no Ray head of its own
+    deploy = worker["deploy"]
+    assert deploy["resources"]["reservations"]["devices"] == [{"driver": "nvidia", "count": 1,
+                                                               "capabilities": ["gpu"]}]
+    assert isinstance(deploy["replicas"], int)  # `--scale worker=N` scales it
+    assert "--scale worker=" in (REPO / "README.md").read_text()
+
+    assert worker["volumes"] == head["volumes"]  # the same results, checkpoints and datasets on every node
+    mounts = {v.split(":")[-2] if v.endswith(":ro") else v.split(":")[-1]: v for v in head["volumes"]}
+    assert set(mounts) == {"/data", "/checkpoints", "/datasets"} and not mounts["/data"].endswith(":ro")
+    for key in ("LCTX_HOME", "LCTX_DATABASE_URL", "LCTX_CHECKPOINT_ROOTS", "RAY_AUTH_TOKEN"):
+        assert worker["environment"][key] == head["environment"][key], key
+    assert "@postgres:5432/" in head["environment"]["LCTX_DATABASE_URL"]  # the service below, on the project network
+    assert head["depends_on"]["postgres"]["condition"] == "service_healthy" and services["postgres"]["healthcheck"]
+    settings = Settings(home=Path(head["environment"]["LCTX_HOME"]), results_dir=None)
+    assert settings.results.is_relative_to("/data")  # results/<job>/ land on the shared folder
+
+
+def has_docker_compose() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    return subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=30).returncode == 0
+
+
+@pytest.mark.skipif(not has_docker_compose(), reason="no `docker compose` here: the schema tests above stand in")
+@pytest.mark.parametrize("name", COMPOSE_FILES)
+def test_docker_compose_accepts_the_file(name: str, tmp_path: Path) -> None:
+    folder = tmp_path / "docker"
+    shutil.copytree(DOCKER, folder)
+    (folder / ".env").write_text((DOCKER / ".env.example").read_text() + "\nRAY_AUTH_TOKEN=0123\nVLLM_MODEL_DIR=m\n")
+    files = ["-f", str(folder / "docker-compose.yml")] if name == "docker-compose.multinode.yml" else []
+    run = subprocess.run(["docker", "compose", *files, "-f", str(folder / name), "--env-file", str(folder / ".env"),
+                          "config", "-q"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
 
 
 def test_first_checkpoint_root_is_writable_and_the_users_checkpoints_read_only(compose: dict) -> None:

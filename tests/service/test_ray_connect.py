@@ -36,7 +36,9 @@ def test_serve_joins_the_ray_of_RAY_ADDRESS_even_with_num_cpus_set(ray_cluster: 
 
     def settled() -> httpx.Response | None:
         r = answered()
-        return r if r is not None and (r.status_code != 503 or "connecting" not in r.text) else None
+        starting = r is not None and r.status_code == 503 and "exited" not in r.text and (
+            "starting" in r.text or "connecting" in r.text)  # not yet joined; a Ray error shows as an exit
+        return r if r is not None and not starting else None
 
     try:
         r = wait_for(settled, 120, 0.2, "service to answer /readyz")

@@ -1,6 +1,7 @@
 """Crash recovery: SIGKILL the worker running a job and the service process mid-way,
 start the service again: the job resumes and finishes, every sample is recorded
-exactly once, and results.json is valid."""
+exactly once, and results.json is valid. The service's dispatcher process (Ray's driver)
+outlives the killed API only long enough to put the job back in the queue."""
 
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evaluators.samplelog import sample_files
+from service.dispatcher import read_status
 from service.progress import unit_notes
-from service.status import RUNNING
+from service.status import QUEUED
 from service.store import Store
-from tests.helpers import free_port, tiny_checkpoint, wait_for, wait_job
+from tests.helpers import free_port, recorded, tiny_checkpoint, wait_for, wait_job
 
 
 def start_service(tmp: Path, port: int, ray_address: str) -> subprocess.Popen:
@@ -31,16 +32,6 @@ def start_service(tmp: Path, port: int, ray_address: str) -> subprocess.Popen:
                             cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
-def recorded(results: Path, job_id: str) -> int:
-    """Samples already on disk, in samples.jsonl or a running unit's file (read directly:
-    progress in the store is throttled)."""
-    total = 0
-    for f in sample_files(results / job_id / "tasks" / "passkey"):
-        try:
-            total += f.read_bytes().count(b"\n")
-        except FileNotFoundError:
-            pass
-    return total
 
 
 def worker_pids(results: Path, job_id: str) -> set[int]:
@@ -73,6 +64,7 @@ def test_killed_worker_and_service_resume_with_every_sample_once(ray_cluster: st
             # early in the job, so even a fast machine is still scoring when the kill lands
             wait_for(lambda: recorded(tmp_path / "var" / "results", job["id"]) >= 2, 120, 0.01, "samples on disk")
         workers = worker_pids(tmp_path / "var" / "results", job["id"])
+        dispatcher = read_status(tmp_path / "var" / "dispatcher.json")["pid"]
         proc.send_signal(signal.SIGKILL)  # the service first, so nobody sees the worker die
         proc.wait(30)
         for pid in workers:
@@ -80,8 +72,10 @@ def test_killed_worker_and_service_resume_with_every_sample_once(ray_cluster: st
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass  # Ray already took the dead driver's workers down
+        # no orphan: the dispatcher sees its pipe from the API close, requeues the job and exits
+        wait_for(lambda: not Path(f"/proc/{dispatcher}").exists(), 60, 0.1, "the orphaned dispatcher to exit")
         store = Store(f"sqlite:///{tmp_path / 'var' / 'lctx.db'}")
-        assert store.get_job(job["id"]).status == RUNNING  # left running by a dead process
+        assert store.get_job(job["id"]).status == QUEUED
         store.close()
 
         proc = start_service(tmp_path, port, ray_cluster)

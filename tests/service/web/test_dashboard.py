@@ -50,7 +50,7 @@ def world(ray_cluster: str, chromium, tmp_path_factory: pytest.TempPathFactory):
                                           "suite": NIGHTLY})
         assert r.status_code == 201, r.text
         store = app.state.store
-        nightly = Scheduler(settings, store, on_submit=app.state.executor.wake).tick(
+        nightly = Scheduler(settings, store, on_submit=app.state.dispatcher.wake).tick(
             at=store.get_schedule("nightly").next_run_at)
         assert len(nightly) == 3
         (models / "doomed" / "model.safetensors").unlink()  # gone between registration and run
