@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.status import RUNNING
+from service.status import RUNNING, SUCCEEDED
 from service.store import Store
 from tests.helpers import free_port, recorded, tiny_checkpoint, wait_for, wait_job
 
@@ -67,7 +67,8 @@ def test_a_second_server_on_the_same_home_or_database_is_refused(ray_cluster: st
             store = Store(f"sqlite:///{home / 'lctx.db'}")
             row = store.get_job(job["id"])
             store.close()
-            assert row.status == RUNNING and row.attempts == 1  # not requeued by the refused servers
+            # not requeued by the refused servers (it may have finished meanwhile: two workers share it)
+            assert row.status in (RUNNING, SUCCEEDED) and row.attempts == 1
             done = wait_job(c, job["id"], timeout=120)
             assert done["status"] == "succeeded" and done["attempts"] == 1, done
     finally:

@@ -120,7 +120,7 @@ def test_a_job_spread_over_two_ray_workers_equals_the_one_worker_run(ray_cluster
 @pytest.mark.timeout(240)
 def test_a_cancel_stops_every_unit_and_keeps_what_they_recorded(ray_cluster: str, env) -> None:
     settings, store, path = env
-    job = claim(store, path, [dict(PASSKEY, lengths=[512, 1024], trials=12)])
+    job = claim(store, path, [dict(PASSKEY, lengths=[2048], trials=60)])
     run = spread_run(settings, store, job)
     thread = threading.Thread(target=run.run)
     thread.start()
@@ -132,7 +132,7 @@ def test_a_cancel_stops_every_unit_and_keeps_what_they_recorded(ray_cluster: str
     assert not thread.is_alive() and run.status == CANCELLED
     recorded = [json.loads(line)["id"] for f in sample_files(folder) for line in f.read_text().splitlines()
                 if line.endswith("}")]
-    assert 2 <= len(recorded) < 24 and len(set(recorded)) == len(recorded)
+    assert 2 <= len(recorded) < 60 and len(set(recorded)) == len(recorded)
 
 
 class DiesOnce:
