@@ -110,7 +110,7 @@ def speedup(samples: int, lengths: list[int], unit: int) -> list[dict[str, Any]]
     return rows
 
 
-def fault_run(trials: int, unit: int) -> dict[str, Any]:
+def fault_run(trials: int, unit: int, length: int) -> dict[str, Any]:
     """The two-node run: the worker node is killed as soon as one of its units has recorded a sample."""
     import ray
 
@@ -124,7 +124,7 @@ def fault_run(trials: int, unit: int) -> dict[str, Any]:
 
         settings = settings_for(tmp / "var", unit, 2)
         connect(settings.model_copy(update={"ray_address": cluster.address}))
-        task = {"name": "passkey", "lengths": [1024], "trials": trials, "seed": 7}
+        task = {"name": "passkey", "lengths": [length], "trials": trials, "seed": 7}
 
         def kill_mid_unit(run: JobRun, job: Any) -> None:
             folder = task_dir(settings, job.id, "passkey")
@@ -150,7 +150,7 @@ def fault_run(trials: int, unit: int) -> dict[str, Any]:
         cluster.stop()
     ids = [r["id"] for r in result["records"]["passkey"]]
     reran = [n for n in result["notes"]["passkey"] if n.get("unit") == seen.get("unit") and "samples" in n]
-    return {"status": result["status"], "planned": trials, "units": result["work"]["units"],
+    return {"status": result["status"], "planned": trials, "length": length, "units": result["work"]["units"],
             "unit_runs": result["work"]["unit_runs"], "reruns": result["work"]["reruns"],
             "killed_unit": seen.get("unit"), "killed_pids": seen.get("killed_pids"),
             "recorded_before_kill": seen.get("recorded_before_kill"),
@@ -175,7 +175,7 @@ def markdown(report: dict[str, Any]) -> str:
     if f is None:
         return "\n".join(out + [""])
     out += ["", "## Fault run: a two-node Ray cluster on loopback, the worker node killed mid-unit", "",
-            f"passkey, {f['planned']} samples in {f['units']} units over 2 workers (one per node). The worker node's "
+            f"passkey at {f.get('length')} tokens, {f['planned']} samples in {f['units']} units over 2 workers (one per node). The worker node's "
             f"{f['killed_pids']} processes (raylet, agents, its actor) were SIGKILLed by pid while its unit "
             f"{f['killed_unit']} had {f['recorded_before_kill']} samples recorded.", "",
             "| status | unit runs | units re-run | samples the re-run ran | records | lost | duplicated | seconds |",
@@ -192,14 +192,20 @@ def main() -> None:
     parser.add_argument("--unit", type=int, default=16, help="samples per work unit")
     parser.add_argument("--fault-trials", type=int, default=36)
     parser.add_argument("--fault-unit", type=int, default=12)
+    parser.add_argument("--fault-length", type=int, default=4096, help="long enough that the kill lands mid-unit")
     parser.add_argument("--no-fault", action="store_true", help="skip the two-node fault run")
+    parser.add_argument("--only-fault", action="store_true", help="run the fault run again, keep the saved speedup")
     args = parser.parse_args()
     os.environ.setdefault("TRITON_INTERPRET", "1")
     report: dict[str, Any] = {"machine": f"{platform.platform()}, {os.cpu_count()} cores",
                               "load": [round(x, 1) for x in os.getloadavg()], "args": vars(args)}
-    report["fault"] = fault_run(args.fault_trials, args.fault_unit) if not args.no_fault else None
+    report["fault"] = fault_run(args.fault_trials, args.fault_unit, args.fault_length) if not args.no_fault else None
     print(json.dumps(report["fault"], indent=1), flush=True)
-    report["speedup"] = speedup(args.samples, args.lengths, args.unit)
+    if args.only_fault:
+        saved = json.loads((RESULTS / "scale_out.json").read_text())
+        report = {**saved, "fault": report["fault"], "fault_args": vars(args), "fault_load": report["load"]}
+    else:
+        report["speedup"] = speedup(args.samples, args.lengths, args.unit)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "scale_out.json").write_text(json.dumps(report, indent=2) + "\n")
     (RESULTS / "scale_out.md").write_text(markdown(report))
