@@ -1,6 +1,7 @@
-"""One way to run a suite of tasks on a loaded model, used by `lctx eval` and by the
-service's worker: the same task keys (the task name, `name#2` for its first repeat), the
-same folder per task, the same per-task result file and the same results document.
+"""One way to run a suite of tasks on a loaded model, `lctx eval`'s; the service's workers
+run the same tasks in work units (`evaluators.base.TaskRun`, `service.worker`) and share
+with it the task keys (the task name, `name#2` for its first repeat), the folder per task,
+the per-task result file and the results document defined here.
 
 Each task gets its own folder `<root>/<key>` (`#` written as `-`) where its evaluator
 appends per-sample records (`samples.jsonl`), writes plots and, once finished, its entry
