@@ -29,7 +29,7 @@ from tests.helpers import (
     wait_job,
 )
 
-TASK = {"name": "passkey", "lengths": [1024], "trials": 36, "seed": 5}
+TASK = {"name": "passkey", "lengths": [4096], "trials": 36, "seed": 5}  # long enough to kill mid-unit
 UNIT = 12  # samples per unit: 3 units over 2 workers
 
 
