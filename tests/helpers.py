@@ -447,3 +447,11 @@ def recorded(results: Path, job_id: str, key: str = "passkey") -> int:
         except FileNotFoundError:  # folded into samples.jsonl meanwhile
             pass
     return total
+
+
+def ready(url: str) -> bool:
+    """The server at `url` answers /readyz with 200 (False while it starts or is gone)."""
+    try:
+        return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False

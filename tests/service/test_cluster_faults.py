@@ -24,6 +24,7 @@ from tests.helpers import (
     descendants,
     free_port,
     make_settings,
+    ready,
     tiny_checkpoint,
     wait_for,
     wait_job,
@@ -31,13 +32,6 @@ from tests.helpers import (
 
 TASK = {"name": "passkey", "lengths": [4096], "trials": 36, "seed": 5}  # long enough to kill mid-unit
 UNIT = 12  # samples per unit: 3 units over 2 workers
-
-
-def ready(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def lines(path: Path) -> int:

@@ -14,7 +14,7 @@ import pytest
 
 from service.status import RUNNING, SUCCEEDED
 from service.store import Store
-from tests.helpers import free_port, recorded, tiny_checkpoint, wait_for, wait_job
+from tests.helpers import free_port, ready, recorded, tiny_checkpoint, wait_for, wait_job
 
 
 def serve(tmp: Path, home: Path, port: int, ray_address: str, **env: str) -> subprocess.Popen:
@@ -26,13 +26,6 @@ def serve(tmp: Path, home: Path, port: int, ray_address: str, **env: str) -> sub
                             stderr=subprocess.STDOUT, text=True)
 
 
-
-
-def ready(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 @pytest.mark.timeout(150)

@@ -19,7 +19,7 @@ from service.dispatcher import read_status
 from service.progress import unit_notes
 from service.status import QUEUED
 from service.store import Store
-from tests.helpers import free_port, recorded, tiny_checkpoint, wait_for, wait_job
+from tests.helpers import free_port, ready, recorded, tiny_checkpoint, wait_for, wait_job
 
 
 def start_service(tmp: Path, port: int, ray_address: str) -> subprocess.Popen:
@@ -37,13 +37,6 @@ def start_service(tmp: Path, port: int, ray_address: str) -> subprocess.Popen:
 def worker_pids(results: Path, job_id: str) -> set[int]:
     """The processes of the job's workers (each unit run notes its own)."""
     return {n["pid"] for n in unit_notes(results / job_id / "tasks" / "passkey")}
-
-
-def ready(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 @pytest.mark.timeout(240)
