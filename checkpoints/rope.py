@@ -505,7 +505,7 @@ class Rotary:
             return hit[1], hit[2]
         inv, factor = self.inv_freq(dim)
         # float32 angles like transformers, so logits match it bit-for-bit closely.
-        angles = positions.to(torch.float32)[:, None] * inv.to(torch.float32)[None, :]  # (T, dim/2)
+        angles = positions.to(torch.float32)[:, None] * inv.to(positions.device, torch.float32)[None, :]  # (T, dim/2)
         if self.interleaved:
             angles = angles.repeat_interleave(2, dim=-1)
         else:

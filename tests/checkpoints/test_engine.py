@@ -17,6 +17,8 @@ from checkpoints.tokenizer import ByteTokenizer
 from tests.helpers import variant_model as _model
 
 TOK = ByteTokenizer()
+# Triton models run compiled on a GPU when there is one, interpreted on CPU otherwise.
+TRITON_DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 PROMPT_LENGTHS = (3, 29, 11, 46, 1, 20)
 
 
@@ -50,10 +52,15 @@ CASES = [(v, "torch", {}) for v in available_variants()] + [
 ]
 
 
+def _on_device(model: Decoder, backend: str) -> Decoder:
+    model = model.to(TRITON_DEVICE if backend == "triton" else "cpu")
+    model.backend = backend
+    return model
+
+
 @pytest.mark.parametrize("variant,backend,config", CASES, ids=lambda x: str(x))
 def test_batched_generation_equals_one_at_a_time(variant, backend, config):
-    model = _model(variant, **dict(config))
-    model.backend = backend
+    model = _on_device(_model(variant, **dict(config)), backend)
     reqs = [GenerateRequest(p, max_new_tokens=n, stop_at_eos=False)
             for p, n in zip(_prompts(), (5, 9, 1, 7, 12, 3), strict=True)]
     got = Engine(model, TOK, max_batch=4).generate_until(reqs)
@@ -66,10 +73,9 @@ def test_batched_generation_equals_one_at_a_time(variant, backend, config):
 @pytest.mark.parametrize("variant,backend,config", CASES, ids=lambda x: str(x))
 def test_decode_step_logits_match_single_rows(variant, backend, config):
     """One step of a ragged batch (rows of different lengths) against each row stepped alone."""
-    model = _model(variant, **dict(config))
-    model.backend = backend
+    model = _on_device(_model(variant, **dict(config)), backend)
     prompts = _prompts(seed=2)
-    nxt = torch.arange(7, 7 + len(prompts))
+    nxt = torch.arange(7, 7 + len(prompts), device=model.device)
     with torch.inference_mode():
         singles = []
         for p in prompts:

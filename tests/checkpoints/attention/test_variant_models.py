@@ -64,6 +64,38 @@ def test_torch_and_triton_backends_give_the_same_logits(variant, params):
     assert err <= 1e-5 * scale, f"max abs logit difference {err:.3g} (scale {scale:.3g})"
 
 
+# Relative RMS error of the logits against the fp32 reference path, per dtype: the bounds of
+# docs/protocols/attention.md's half-precision rule, at model level (weights and activations
+# rounded too, so looser than the kernels' own 0.005).
+HALF_BOUNDS = {torch.bfloat16: 0.03, torch.float16: 0.005}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="bf16/fp16 Triton models are checked on a GPU only")
+@pytest.mark.parametrize("dtype", list(HALF_BOUNDS), ids=str)
+@pytest.mark.parametrize("variant", available_variants())
+def test_half_precision_models_on_gpu(variant, dtype):
+    """Every variant's model in bf16/fp16 on the Triton backend, prefill in two chunks and three
+    decode steps, against the same weights in fp32 on the reference path."""
+    model = _model(variant, seed=1).cuda()
+    ids = torch.randint(0, 259, (1, 300), generator=torch.Generator().manual_seed(2)).cuda()
+
+    def logits(m):
+        cache = m.new_cache()
+        with torch.no_grad():
+            parts = [m(ids[:, :200], cache)[0], m(ids[:, 200:297], cache)[0]]
+            parts += [m(ids[:, t:t + 1], cache)[0] for t in range(297, 300)]
+        return torch.cat(parts, dim=1).float()
+
+    model.backend = "reference"
+    ref = logits(model)
+    half = model.to(dtype)
+    half.backend = "triton"
+    got = logits(half)
+    rel = ((got - ref).pow(2).mean().sqrt() / ref.pow(2).mean().sqrt()).item()
+    print(f"{variant} {dtype}: relative RMS logit error {rel:.2e}")
+    assert rel < HALF_BOUNDS[dtype], rel
+
+
 @pytest.mark.parametrize("variant", other_family_variants())
 def test_weights_and_statistics_through_the_model(variant):
     """`return_weights` gives each layer's dense (B, Hq, T, S) weights and
