@@ -38,7 +38,6 @@ import torch.nn.functional as F
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from checkpoints.attention import triton_common as tc  # noqa: E402
 from checkpoints.attention.entmax import triton as te  # noqa: E402
 from checkpoints.attention.pointwise import triton as tp  # noqa: E402
 from checkpoints.attention.pointwise.threshold import rms_normalize  # noqa: E402
@@ -95,7 +94,6 @@ def copy_bandwidth() -> float:
     x = torch.empty(n, dtype=torch.uint8, device=DEVICE)
     y = torch.empty_like(x)
     ms = bench_ms(lambda: y.copy_(x))
-    del x, y
     return 2 * n / (ms / 1e3)
 
 

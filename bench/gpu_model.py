@@ -18,7 +18,8 @@ the whole vocabulary (the engine needs one; the prompts are token ids).
 3. Batched greedy decoding: B prompts of L tokens, `--new` tokens each;
    lctx `Engine.generate_until` (ragged KV cache, prefix cache off) against
    transformers `generate` (static batch, greedy); decode time = time(new+1
-   tokens) - time(1 token), so prefill is left out of both.
+   tokens) - time(1 token), so prefill is left out of both; one short untimed
+   run of each warms up first (Triton compiles, allocator).
 
 Rows are written to --out as they come.
 Usage: python bench/gpu_model.py [--shapes smollm2-135m,llama-3.2-1b,llama-3.1-8b] [--out FILE] [--smoke]"""
@@ -168,7 +169,7 @@ def prefill_rows(shape: str, folder: Path, device: str, lengths: list[int]):
             try:
                 if impl == "lctx":
                     model = lctx_model(folder, device, rope).model
-                    step = lambda model=model: prefill(model, ids[0].tolist(), model.new_cache())  # noqa: E731
+                    step = lambda model=model, ids=ids: prefill(model, ids[0].tolist(), model.new_cache())  # noqa: E731
                 else:
                     model = hf_model(folder, torch.bfloat16, device, rope)
                     dev_ids = ids.to(device)
@@ -210,17 +211,22 @@ def decode_rows(shape: str, folder: Path, device: str, batches: list[int], cache
     budget = int(torch.cuda.mem_get_info()[0] * 0.5) if device == "cuda" else None
     engine = Engine(loaded.model, loaded.tokenizer, prefix_cache=False, memory_budget=budget, max_batch=max(batches))
     hf = hf_model(folder, torch.bfloat16, device, None)
+    warm = ids_for(256, vocab, 2, seed=99)  # compile and allocator warm-up for both, untimed
+    engine.generate_until([GenerateRequest(prompt_ids=row.tolist(), max_new_tokens=4, stop_at_eos=False) for row in warm])
+    with torch.inference_mode():
+        hf.generate(warm.to(device), attention_mask=torch.ones_like(warm).to(device), max_new_tokens=4, do_sample=False,
+                    pad_token_id=0)
     for length in caches:
         for b in batches:
             ids = ids_for(length, vocab, b, seed=b)
             row = {"part": "decode", "shape": shape, "batch": b, "cache": length, "new_tokens": new}
 
-            def ours(k):
+            def ours(k, ids=ids, b=b):
                 reqs = [GenerateRequest(prompt_ids=ids[i].tolist(), max_new_tokens=k, min_new_tokens=k,
                                         stop_at_eos=False) for i in range(b)]
                 return engine.generate_until(reqs)
 
-            def theirs(k):
+            def theirs(k, ids=ids):
                 with torch.inference_mode():
                     return hf.generate(ids.to(device), attention_mask=torch.ones_like(ids).to(device),
                                        max_new_tokens=k, min_new_tokens=k, do_sample=False, pad_token_id=0)
@@ -271,7 +277,8 @@ def main() -> None:
     import transformers
 
     doc = {"info": {"gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
-                    "transformers": transformers.__version__, "cuda": torch.version.cuda, "args": vars(args)},
+                    "transformers": transformers.__version__, "cuda": torch.version.cuda, "args": vars(args),
+                    "decode_warmup": True},
            "rows": []}
     out = Path(args.out)
     if out.exists():  # runs into one file append (one run per shape, say)
@@ -305,11 +312,11 @@ def main() -> None:
             build(shape, folder, device)
         add({"part": "build", "shape": shape, "s": time.perf_counter() - t0})
         if "parity" in args.parts:
-            guarded(shape, lambda: [parity(shape, folder, device, args.parity_n)])
+            guarded(shape, lambda shape=shape, folder=folder: [parity(shape, folder, device, args.parity_n)])
         if "prefill" in args.parts:
-            guarded(shape, lambda: prefill_rows(shape, folder, device, args.lengths))
+            guarded(shape, lambda shape=shape, folder=folder: prefill_rows(shape, folder, device, args.lengths))
     for shape in args.decode_shapes if "decode" in args.parts else []:
-        guarded(shape, lambda: decode_rows(shape, work / shape, device, args.batches, args.caches, args.new))
+        guarded(shape, lambda shape=shape: decode_rows(shape, work / shape, device, args.batches, args.caches, args.new))
 
 if __name__ == "__main__":
     main()

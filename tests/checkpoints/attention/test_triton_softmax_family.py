@@ -150,15 +150,19 @@ def test_layer_triton_matches_reference(variant, d, position):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("signed", [False, True])
 def test_half_precision_on_gpu(dtype, signed):
-    """Relative RMS error < 0.005 against the fp32 reference (docs/protocols/attention.md)."""
+    """Relative RMS error < 0.005 against the fp32 reference on the same rounded inputs: the
+    kernel's own error (docs/protocols/attention.md). Against unrounded inputs an H200 gave 0.0151
+    (bf16) and 0.0062 (fp16) for cog's signed weights, where rounding the inputs alone gives 0.0149
+    and 0.0062 (cancellation amplifies it): a bound there would measure the rounding, not the kernel."""
     q, k, v = _qkv(1000, 1000, 128, hq=8, hkv=2, seed=11)
+    q, k, v = (x.to(dtype) for x in (q, k, v))
     slopes = alibi_slopes(8, "alibi")
     ref_fn = cog_reference if signed else (lambda q, k, v, o, s, sl: softmax_reference(q, k, v, o, s, None, sl))
     for t, off in ((1000, 0), (1, 999)):
         qs = q[:, :, -t:]
-        ref, _ = ref_fn(qs, k, v, off, 1 / math.sqrt(128), slopes)
-        out, _, _ = tk.attention(qs.to(dtype), k.to(dtype), v.to(dtype), off, scale=1 / math.sqrt(128),
-                                 slopes=slopes, signed=signed)
+        ref, _ = ref_fn(qs.float(), k.float(), v.float(), off, 1 / math.sqrt(128), slopes)
+        out, _, _ = tk.attention(qs, k, v, off, scale=1 / math.sqrt(128), slopes=slopes, signed=signed)
+        assert out.dtype == dtype
         rel = ((out.float() - ref).pow(2).mean().sqrt() / ref.pow(2).mean().sqrt()).item()
         assert rel < 0.005, rel
 
