@@ -83,9 +83,22 @@ def run_engine(loaded, requests: list, prefix_cache: bool) -> tuple[dict, list, 
     from checkpoints.engine import Engine
 
     engine = Engine(loaded.model, loaded.tokenizer, prefix_cache=prefix_cache)
-    t0, c0 = time.perf_counter(), time.process_time()
-    gens = engine.generate_until(requests)
-    return {"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0}, gens, engine.stats.as_dict()
+    model, decode_step, decode_s = loaded.model, loaded.model.decode_step, [0.0]
+
+    def timed_step(*args, **kwargs):  # the decoding share of the time: the cache cannot shorten it
+        t = time.perf_counter()
+        out = decode_step(*args, **kwargs)
+        decode_s[0] += time.perf_counter() - t
+        return out
+
+    model.decode_step = timed_step
+    try:
+        t0, c0 = time.perf_counter(), time.process_time()
+        gens = engine.generate_until(requests)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    finally:
+        del model.decode_step
+    return {"wall": wall, "cpu": cpu, "decode": decode_s[0]}, gens, engine.stats.as_dict()
 
 
 def run_hf(hflm, loaded, requests: list) -> tuple[dict, list[str], int]:
@@ -119,13 +132,16 @@ def write(report: dict, out: Path) -> None:
              "tokens served from the prefix cache / prompt tokens. lm-eval hf = the same prompts (as text) "
              "through lm-eval's `HFLM.generate_until`, batch size 1 (its default); `hf ids` = prompts HF "
              "tokenized to our ids. RULER's essay tasks use Alice in Wonderland in place of Paul Graham's "
-             "essays (not downloadable here).", "",
+             "essays (not downloadable here)."
+             + (f" Rows come from {len(m['earlier_runs']) + 1} runs (`--resume`); each row's load average is "
+                "in the JSON." if m.get("earlier_runs") else ""), "",
              "Wall times on a CPU shared with other jobs swing with their load, so each time is also given as "
              "this process's CPU time (`cpu`), which the other jobs barely move; speedups are given for both.", "",
              "| length | workload | n | cache off s (cpu) | cache on s (cpu) | speedup wall (cpu) | reused | "
              "identical tokens | score off / on | lm-eval hf s (cpu) | lctx vs hf wall (cpu) | hf ids | "
              "hf identical texts |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    decided_rows = []
     for r in report["rows"]:
         hf = r.get("hf")
         hf_cols = (f"{hf['seconds']:.1f} ({hf['cpu_seconds']:.1f}) | {hf['seconds'] / r['cached_s']:.2f}x "
@@ -135,6 +151,16 @@ def write(report: dict, out: Path) -> None:
                      f"{r['cached_s']:.1f} ({r['cached_cpu_s']:.1f}) | {r['speedup']:.2f}x ({r['speedup_cpu']:.2f}x) | "
                      f"{r['reuse']['reused_fraction']:.1%} | {r['identical_tokens']}/{r['n']} | "
                      f"{r['score_uncached']:.2f} / {r['score_cached']:.2f} | {hf_cols} |")
+        if "decided" in r:
+            d = r["decided"]
+            decided_rows.append(
+                f"| {r['length']} | {r['workload']} | {r['uncached_s']:.1f} ({r['uncached_cpu_s']:.1f}) | "
+                f"{r['uncached_decode_s']:.1f} | {r['cached_s']:.1f} ({r['cached_cpu_s']:.1f}) | "
+                f"{d['seconds']:.1f} ({d['cpu_seconds']:.1f}) | {r['uncached_s'] / d['seconds']:.2f}x "
+                f"({r['uncached_cpu_s'] / d['cpu_seconds']:.2f}x) | {d['stopped_early']}/{r['n']} | "
+                f"{d['new_tokens']} / {d['new_tokens_whole_budget']} | {'yes' if d['same_scores'] else 'NO'} | "
+                + (f"{r['hf']['seconds'] / d['seconds']:.2f}x ({r['hf']['cpu_seconds'] / d['cpu_seconds']:.2f}x) |"
+                   if r.get("hf") else "- |"))
     rows = report["rows"]
     if rows:
         tot = {k: sum(r[k] for r in rows) for k in ("uncached_s", "cached_s", "uncached_cpu_s", "cached_cpu_s")}
@@ -153,8 +179,28 @@ def write(report: dict, out: Path) -> None:
                if (length, name) not in done]
     if missing:
         lines += ["", f"Not measured (the run was stopped before them): {', '.join(missing)}."]
+    if decided_rows:
+        lines += ["", "## Decoding only what the score needs (`stop_when_decided`, with the cache)", "",
+                  "The same requests with the tasks' `stop_when_decided` option: a sample stops generating once its "
+                  "score can no longer change (passkey/needle: the first integer is complete; RULER: every "
+                  "reference found). `decode s` = the uncached run's time in decoding steps, which the prefix "
+                  "cache cannot shorten.", "",
+                  "| length | workload | cache off s (cpu) | decode s | cache on s (cpu) | cache + decided s (cpu) | "
+                  "speedup over cache off wall (cpu) | stopped early | new tokens (whole budget) | same scores | "
+                  "vs lm-eval hf wall (cpu) |", "|---|---|---|---|---|---|---|---|---|---|---|", *decided_rows]
     lines += ["", "## Targets", "", *report.get("notes", [])]
     (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
+
+
+def decode_bound(r: dict) -> str:
+    """The speedup a perfect cache could give the row: prefill shrinks by the reused fraction,
+    decoding (the answer's tokens, one step at a time) does not shrink at all."""
+    if "uncached_decode_s" not in r:
+        return ", and less than that in compute (this row predates the decoding split)"
+    decode, total, reused = r["uncached_decode_s"], r["uncached_s"], r["reuse"]["reused_fraction"]
+    best = total / ((total - decode) * (1 - reused) + decode)
+    return (f"; decoding took {decode / total:.0%} of the uncached run ({decode:.0f} s, which reuse cannot "
+            f"shorten), so the whole run can be at best {best:.2f}x faster")
 
 
 def target_notes(rows: list[dict]) -> list[str]:
@@ -165,8 +211,7 @@ def target_notes(rows: list[dict]) -> list[str]:
             notes.append(f"- {r['workload']} at {r['length']}: cache speedup {r['speedup']:.2f}x wall, "
                          f"{r['speedup_cpu']:.2f}x cpu, against {CACHE_TARGET}x: {reused:.0%} of prompt tokens "
                          f"reused, so prefill does at best 1/(1 - {reused:.2f}) = {1 / (1 - reused):.2f}x less token "
-                         "work, and less than that in compute, since the tokens left sit after the shared prefix "
-                         "and attend to more keys.")
+                         "work" + decode_bound(r) + ".")
         hf = r.get("hf")
         if hf and r["workload"] in CACHE_TARGET_ON:
             wall, cpu = hf["seconds"] / r["cached_s"], hf["cpu_seconds"] / r["cached_cpu_s"]
@@ -189,6 +234,8 @@ def main() -> None:
     ap.add_argument("--no-hf", dest="hf", action="store_false", help="skip lm-eval's hf backend")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     ap.add_argument("--render", type=Path, default=None, help="only rewrite the .md of a saved .json")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the saved rows and measure only the (length, workload) pairs they lack")
     args = ap.parse_args()
     if args.render is not None:
         report = json.loads(args.render.read_text())
@@ -211,11 +258,20 @@ def main() -> None:
                     "torch": torch.__version__, "load_start": [round(x, 1) for x in os.getloadavg()]},
         "checkpoint": Path(args.checkpoint).name, "quick": args.quick, "hf_batch_size": 1, "lengths": lengths,
         "rows": []}
+    saved = args.out / ("eval_cost_quick.json" if args.quick else "eval_cost.json")
+    if args.resume and saved.exists():
+        old = json.loads(saved.read_text())
+        report["rows"] = old["rows"]
+        report["machine"] = {**report["machine"], "earlier_runs": [*old["machine"].get("earlier_runs", []),
+                                                                   {k: v for k, v in old["machine"].items()
+                                                                    if k != "earlier_runs"}]}
+        report["lengths"] = sorted({*lengths, *old.get("lengths", [])})
+    done = {(r["length"], r["workload"]) for r in report["rows"]}
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = ruler_data(Path(tmp))
         for length in lengths:
             for name, spec in workloads(length, args.quick).items():
-                if args.only and name not in args.only.split(","):
+                if (args.only and name not in args.only.split(",")) or (length, name) in done:
                     continue
                 evaluator, built = build(loaded, spec, data_dir)
                 requests = [b.request for b in built]
@@ -227,6 +283,7 @@ def main() -> None:
                     "uncached_s": uncached_s["wall"], "cached_s": cached_s["wall"],
                     "speedup": uncached_s["wall"] / cached_s["wall"],
                     "uncached_cpu_s": uncached_s["cpu"], "cached_cpu_s": cached_s["cpu"],
+                    "uncached_decode_s": uncached_s["decode"], "cached_decode_s": cached_s["decode"],
                     "speedup_cpu": uncached_s["cpu"] / cached_s["cpu"], "reuse": reuse,
                     "identical_tokens": sum(a.token_ids == b.token_ids for a, b in zip(cached, uncached, strict=True)),
                     "score_uncached": mean_score(evaluator, built, uncached),
@@ -237,6 +294,16 @@ def main() -> None:
                     row["hf"] = {"seconds": hf_s["wall"], "cpu_seconds": hf_s["cpu"], "same_prompt_ids": same_ids,
                                  "identical_texts": sum(t.strip() == g.text.strip()
                                                         for t, g in zip(texts, cached, strict=True))}
+                # The same workload with `stop_when_decided` (cache on): decoding stops once a score is fixed.
+                evaluator_d, built_d = build(loaded, {**spec, "stop_when_decided": True}, data_dir)
+                decided_s, decided, _ = run_engine(loaded, [b.request for b in built_d], prefix_cache=True)
+                scores = [[float(e.score(b, g)["score"]) for b, g in zip(bs, gs, strict=True)]
+                          for e, bs, gs in ((evaluator, built, cached), (evaluator_d, built_d, decided))]
+                row["decided"] = {"seconds": decided_s["wall"], "cpu_seconds": decided_s["cpu"],
+                                  "decode_seconds": decided_s["decode"], "same_scores": scores[0] == scores[1],
+                                  "stopped_early": sum(g.stop_reason == "decided" for g in decided),
+                                  "new_tokens": sum(len(g.token_ids) for g in decided),
+                                  "new_tokens_whole_budget": sum(len(g.token_ids) for g in cached)}
                 report["rows"].append(row)
                 report["notes"] = target_notes(report["rows"])
                 write(report, args.out)

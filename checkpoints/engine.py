@@ -69,7 +69,11 @@ class GenerateRequest:
     False), at any of `stop_ids` (end tokens besides EOS, left out of the output as EOS
     is: LongBench's samsum ends at the id of "\n"), at the first of `stop` in the decoded
     text (cut before it), or after `max_new_tokens`; until `min_new_tokens` tokens exist,
-    EOS, `stop_ids` and `suppress_ids` cannot be chosen (transformers' `min_length`)."""
+    EOS, `stop_ids` and `suppress_ids` cannot be chosen (transformers' `min_length`).
+    `decided(text)`, when given, is the evaluator's word that the sample's score can no
+    longer change whatever follows `text` (the decoded tokens so far): generation stops
+    there (stop reason "decided"), the decoding steps after it would not move the score.
+    A served model (checkpoints/endpoint.py) generates the whole budget regardless."""
 
     prompt_ids: tuple[int, ...]
     max_new_tokens: int
@@ -78,6 +82,7 @@ class GenerateRequest:
     suppress_ids: tuple[int, ...] = ()
     stop_at_eos: bool = True
     stop_ids: tuple[int, ...] = ()
+    decided: Callable[[str], bool] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "prompt_ids", tuple(self.prompt_ids))
@@ -154,6 +159,9 @@ class _Row:
                 return True
         if len(self.tokens) >= req.max_new_tokens:
             self.reason = "length"
+            return True
+        if req.decided is not None and req.decided(tokenizer.decode(self.tokens)):
+            self.reason = "decided"
             return True
         return False
 

@@ -22,7 +22,7 @@ class Generation:
     text: str
     token_ids: list[int]
     prompt_tokens: int
-    stop_reason: str  # "eos" | "stop_string" | "length"
+    stop_reason: str  # "eos" | "stop_string" | "length" | "decided" (the engine: GenerateRequest.decided)
 
 
 def _as_batch(ids: Sequence[int], device: torch.device) -> torch.Tensor:

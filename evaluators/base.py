@@ -167,6 +167,12 @@ class Evaluator:
         """Work done once before the first sample (loading data files, ...)."""
 
 
+def decided_early(response: Any) -> dict[str, Any]:
+    """The record's mark of a generation stopped by its task's `stop_when_decided` option
+    (its prediction ends where the score was decided), else nothing."""
+    return {"decided_early": True} if getattr(response, "stop_reason", None) == "decided" else {}
+
+
 def non_finite(value: Any, where: str = "") -> list[str]:
     """Paths of the nan/inf floats in a record (JSON has no spelling for them)."""
     if isinstance(value, float) and not math.isfinite(value):

@@ -96,6 +96,15 @@ def chat_template_option(default: bool, official: str) -> Any:
                  json_schema_extra={CHAT: True})
 
 
+def stop_when_decided_option(rule: str) -> Any:
+    """The `stop_when_decided` option of the generation tasks whose score, once decided,
+    no longer depends on what the model generates next (`rule` says when that is)."""
+    return Field(False, description=f"stop generating a sample as soon as its score is decided ({rule}): the "
+                 "scores are the same as without it, only the stored prediction ends there and decoding the rest "
+                 "of the budget is saved. No effect on a served model, which generates the whole budget. Default "
+                 "false: predictions stay comparable with the benchmark's own runs")
+
+
 class TaskOptions(BaseModel):
     """Base of every task's options: unknown options are refused."""
 

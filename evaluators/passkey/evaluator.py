@@ -35,7 +35,7 @@ from checkpoints.passkey_text import (  # noqa: F401 - the protocol's text, re-e
     repeated,
 )
 from checkpoints.tokenizer import Tokenizer
-from evaluators.base import Built, Evaluator, EvaluatorError, Sample
+from evaluators.base import Built, Evaluator, EvaluatorError, Sample, decided_early
 from evaluators.data import read_text
 from evaluators.passkey.options import NeedleOptions, PasskeyOptions
 from evaluators.plots import heatmap
@@ -48,6 +48,13 @@ def is_correct(output: str, key: int) -> bool:
         return True
     first = re.search(r"\d+", output)
     return first is not None and int(first.group()) == key
+
+
+def first_integer_decided(output: str) -> bool:
+    """Whether `is_correct` can no longer change, whatever follows: the output's first integer
+    is followed by another character (digits are single ASCII characters, so no later token
+    rewrites it), and an output that is only the key has its first integer equal to it."""
+    return re.search(r"\d\D", output) is not None
 
 
 def count_tokens(tokenizer: Tokenizer, text: str) -> int:
@@ -118,12 +125,14 @@ class _Retrieval(Evaluator):
 
     def request(self, sample: Sample, ids: list[int], key: int, record: dict[str, Any]) -> Built:
         """Greedy decoding of `max_new_tokens` after the prompt; `key` is kept for scoring."""
-        return Built(sample, GenerateRequest(ids, max_new_tokens=self.options["max_new_tokens"]), record, keep=key)
+        decided = first_integer_decided if self.options.get("stop_when_decided") else None
+        return Built(sample, GenerateRequest(ids, max_new_tokens=self.options["max_new_tokens"], decided=decided),
+                     record, keep=key)
 
     def score(self, built: Built, response: Generation) -> dict[str, Any]:
         key = built.keep
         return {"prediction": response.text, "references": [str(key)],
-                "score": 1.0 if is_correct(response.text, key) else 0.0}
+                "score": 1.0 if is_correct(response.text, key) else 0.0, **decided_early(response)}
 
 
 class PasskeyEvaluator(_Retrieval):

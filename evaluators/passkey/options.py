@@ -15,10 +15,14 @@ from evaluators.options import (
     Seed,
     chat_template_option,
     option,
+    stop_when_decided_option,
 )
 from evaluators.sequential.options import SearchOptions
 
 TDA_LENGTHS = list(range(500, 4001, 500))  # the TDA paper's passkey grid
+# Passkey and needle score the output's first integer (or the whole output when it is one).
+FIRST_INTEGER_RULE = ("once the output's first integer is followed by another character, the integer the protocol "
+                      "scores is fixed")
 
 
 class PasskeyOptions(SearchOptions):
@@ -30,6 +34,7 @@ class PasskeyOptions(SearchOptions):
     max_new_tokens: MaxNewTokens = option(10, "greedy tokens generated per trial", tokens=True)
     chat_template: StrictBool = chat_template_option(False, "the landmark/TDA protocol prompts the model as "
                                                      "plain text")
+    stop_when_decided: StrictBool = stop_when_decided_option(FIRST_INTEGER_RULE)
     search_threshold: Annotated[float, Field(gt=0, lt=1)] = option(
         0.5, "a sequential search's pass mark: a length passes when its accuracy is >= this", selects=True)
     search_extra: ClassVar[dict[str, Any]] = {"search_threshold": 0.5}
@@ -62,6 +67,7 @@ class NeedleOptions(SearchOptions):
                                             "garbage); absolute or relative to the data directory", file=True)
     chat_template: StrictBool = chat_template_option(False, "the needle-in-a-haystack grid prompts the model as "
                                                      "plain text, as passkey does")
+    stop_when_decided: StrictBool = stop_when_decided_option(FIRST_INTEGER_RULE)
 
     def search_threshold_values(self) -> tuple[float | None, float | None]:
         return self.search_threshold, None

@@ -16,7 +16,7 @@ from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
-from evaluators.base import Built, Evaluator, EvaluatorError, Sample
+from evaluators.base import Built, Evaluator, EvaluatorError, Sample, decided_early
 from evaluators.plots import average_with_threshold, heatmap
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.ruler import scoring, summary
@@ -74,7 +74,8 @@ class RulerEvaluator(Evaluator):
         s = self.samples_of(loaded.tokenizer, task, length)[index]
         ids = loaded.tokenizer.encode(s.prompt)
         gen = TASKS[task].spec.tokens_to_generate
-        return Built(sample, GenerateRequest(ids, max_new_tokens=gen),
+        decided = scoring.decided(TASKS[task].metric, s.outputs) if self.options.get("stop_when_decided") else None
+        return Built(sample, GenerateRequest(ids, max_new_tokens=gen, decided=decided),
                      {"ruler_task": task, "length": length, "index": index, "prompt_tokens": len(ids),
                       "truncated": False, "sample_length": len(ids) + gen, "answer_prefix": s.answer_prefix,
                       "references": s.outputs},
@@ -84,7 +85,8 @@ class RulerEvaluator(Evaluator):
         s: RulerSample = built.keep
         pred = scoring.postprocess(response.text)
         fn = scoring.SAMPLE_METRICS[TASKS[built.record["ruler_task"]].metric]
-        return {"prediction": response.text, "pred": pred, "null": not pred, "score": fn(pred, s.outputs)}
+        return {"prediction": response.text, "pred": pred, "null": not pred, "score": fn(pred, s.outputs),
+                **decided_early(response)}
 
     def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
         cells: dict[tuple[str, int], list[float]] = defaultdict(list)

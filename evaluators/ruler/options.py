@@ -7,7 +7,15 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, StrictBool, model_validator
 
-from evaluators.options import Int, Lengths, Seed, chat_template_option, listed, option
+from evaluators.options import (
+    Int,
+    Lengths,
+    Seed,
+    chat_template_option,
+    listed,
+    option,
+    stop_when_decided_option,
+)
 from evaluators.ruler.files import RULER_ESSAY_TASKS, RULER_FILES_HOWTO, ruler_file_candidates, ruler_files
 from evaluators.sequential.options import SearchOptions
 
@@ -40,6 +48,9 @@ class RulerOptions(SearchOptions):
                                      "the same as chat_template=true) or one of RULER's model_template_type names")
     chat_template: StrictBool = chat_template_option(False, "RULER's model_template_type is 'base' for base "
                                                      "models; true is template=chat")
+    stop_when_decided: StrictBool = stop_when_decided_option(
+        "string_match_all: every reference is in the output; string_match_part (qa): one is. Only a sample that "
+        "scores 1 stops early: one that has not found its references yet runs to its budget")
     threshold: Annotated[float, Field(ge=0, le=100)] = option(85.6, "effective-length threshold on the "
                                                                "per-length average (0-100)")
     bootstrap: Int(ge=0, le=100_000) = option(1000, "bootstrap resamples of the 95% intervals (0: none)")

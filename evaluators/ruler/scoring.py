@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,14 @@ def string_match_all(preds: list[str], refs: list[list[str]]) -> float:
 
 def string_match_part(preds: list[str], refs: list[list[str]]) -> float:
     return corpus_score([sample_part(p, r) for p, r in zip(preds, refs, strict=True)])
+
+
+def decided(metric: str, refs: list[str]) -> Callable[[str], bool]:
+    """When a prediction's score can no longer change, whatever text follows: both metrics
+    only ever gain from more text (a reference found stays found; post-processing strips
+    and maps control characters one by one), so a prediction is decided once it scores 1."""
+    sample = SAMPLE_METRICS[metric]
+    return lambda text: sample(postprocess(text), refs) == 1.0
 
 
 def metric_of(task: str) -> str:

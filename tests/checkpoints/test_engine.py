@@ -192,6 +192,27 @@ def test_ragged_sdpa_step_equals_each_row_alone(window, position, softcap):
         torch.testing.assert_close(out[b:b + 1], want, atol=1e-5, rtol=1e-5)
 
 
+def test_a_decided_request_stops_where_its_predicate_first_holds():
+    """`GenerateRequest.decided` ends its row at the first step where the decoded text satisfies
+    it (stop reason "decided"); the other rows of the batch run on unchanged."""
+    model = _model("softmax")
+    prompts = _prompts()[:3]
+    reqs = [GenerateRequest(p, max_new_tokens=10, stop_at_eos=False) for p in prompts]
+    full = Engine(model, TOK, max_batch=4).generate_until(reqs)
+    seen: list[str] = []
+
+    def decided(text: str) -> bool:
+        seen.append(text)
+        return text == TOK.decode(full[1].token_ids[:4])
+
+    reqs[1] = GenerateRequest(prompts[1], max_new_tokens=10, stop_at_eos=False, decided=decided)
+    got = Engine(model, TOK, max_batch=4).generate_until(reqs)
+    assert got[1].token_ids == full[1].token_ids[:4] and got[1].stop_reason == "decided"
+    assert seen == [TOK.decode(full[1].token_ids[:k]) for k in range(1, 5)]
+    assert [g.token_ids for g in (got[0], got[2])] == [full[0].token_ids, full[2].token_ids]
+    assert {g.stop_reason for g in (got[0], got[2])} == {"length"}
+
+
 def test_prefill_progress_counts_every_prompt_token_chunk_by_chunk():
     """`on_prefill` hears of each chunk as it is prefilled (a long batch is never silent)."""
     model = _model("softmax")

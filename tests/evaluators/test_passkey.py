@@ -8,11 +8,14 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from checkpoints.tokenizer import ByteTokenizer
 from evaluators import EvaluationCancelled, EvaluatorError, run_task, validate_task
 from evaluators.passkey.evaluator import (
     PasskeyEvaluator,
+    first_integer_decided,
     fit_length,
     is_correct,
     passkey_prompt,
@@ -90,6 +93,41 @@ def test_fit_length_is_maximal() -> None:
 ])
 def test_scoring_rules(output: str, ok: bool) -> None:
     assert is_correct(output, 12345) is ok
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.integers(0, 99999), head=st.text("0123456789 .ab\n", max_size=12),
+       tail=st.text("0123456789 .ab\n", max_size=12))
+def test_a_decided_output_scores_the_same_whatever_follows(key, head, tail) -> None:
+    """`stop_when_decided`: once the first integer is followed by another character, more
+    text cannot change `is_correct`."""
+    if first_integer_decided(head):
+        assert is_correct(head + tail, key) == is_correct(head, key)
+
+
+def test_decided_once_the_first_integer_ends() -> None:
+    assert not first_integer_decided("The key is 123")  # the next token may add digits
+    assert first_integer_decided("The key is 123.") and first_integer_decided("12345 is")
+    assert not first_integer_decided("no digits yet ")
+
+
+def test_stop_when_decided_gives_the_same_scores_and_shorter_predictions(tmp_path: Path) -> None:
+    """The option through the engine on the softmax demo model, which answers its passkeys (" 9173."
+    then EOS): the same scores as the whole budget, each prediction stopped at the character after
+    the integer, marked in its record."""
+    from checkpoints.loading import load_model
+
+    loaded = load_model(Path(__file__).resolve().parents[2] / "demo" / "checkpoints" / "softmax")
+    task = {"name": "passkey", "lengths": [200], "trials": 6, "seed": 3, "max_new_tokens": 12}
+    full = run_task(loaded, task, tmp_path / "full")
+    early = run_task(loaded, {**task, "stop_when_decided": True}, tmp_path / "early")
+    rows = [[json.loads(x) for x in (tmp_path / d / "samples.jsonl").read_text().splitlines()]
+            for d in ("full", "early")]
+    assert [r["score"] for r in rows[0]] == [r["score"] for r in rows[1]] and sum(r["score"] for r in rows[0]) >= 3
+    assert typed(full).metric("accuracy").value == typed(early).metric("accuracy").value
+    assert not any(a.get("decided_early") for a in rows[0]) and all(b.get("decided_early") for b in rows[1])
+    for a, b in zip(*rows, strict=True):
+        assert first_integer_decided(b["prediction"]) and a["prediction"].startswith(b["prediction"])
 
 
 def test_sentence_boundaries() -> None:

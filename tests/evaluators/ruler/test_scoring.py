@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cli.main import main
 from evaluators.errors import EvaluatorError
@@ -37,6 +39,25 @@ def test_string_match_part_any_reference_no_partial_credit() -> None:
              "Santa Clara, California."], ["no"], ["Paris"]]
     preds = ["levi's stadium", "I don't know", ""]
     assert scoring.string_match_part(preds, refs) == 66.67  # (1 + 1 + 0) / 3, "no" inside "don't know"
+
+
+@settings(max_examples=300, deadline=None)
+@given(metric=st.sampled_from(sorted(scoring.SAMPLE_METRICS)),
+       refs=st.lists(st.text("abcXYZ0123-", min_size=1, max_size=4), min_size=1, max_size=3),
+       head=st.text("abcXYZ0123- \n\t\x01", max_size=30), tail=st.text("abcXYZ0123- \n\t\x01", max_size=30))
+def test_a_decided_prediction_scores_the_same_whatever_follows(metric, refs, head, tail) -> None:
+    """`stop_when_decided`'s rule: once `decided` holds, more text cannot move the score, so
+    stopping there scores what the whole budget would have."""
+    sample = scoring.SAMPLE_METRICS[metric]
+    if scoring.decided(metric, refs)(head):
+        assert sample(scoring.postprocess(head + tail), refs) == sample(scoring.postprocess(head), refs) == 1.0
+
+
+def test_decided_only_once_the_score_is_one() -> None:
+    assert scoring.decided("string_match_all", ["7431", "88"])(" The numbers are 7431 and 88.")
+    assert not scoring.decided("string_match_all", ["7431", "88"])(" The numbers are 7431 and 8")
+    assert scoring.decided("string_match_part", ["lake 3", "into lake 3"])("It flows into Lake 3")
+    assert not scoring.decided("string_match_part", ["lake 3"])("It flows into lake")
 
 
 def test_rounding_is_pythons() -> None:
