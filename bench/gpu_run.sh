@@ -5,7 +5,7 @@
 # to gpu_tests_stream.log by bench/pytest_stream.py).
 # Usage (repo root, on the device): OUT=/some/dir bash bench/gpu_run.sh STAGE[,STAGE...]
 #   stages: tests, kernels (bf16 d=128 prefill and decode, then d=64), kernels-fp32, model
-# Time limits (s): T_TESTS (170), T_KERNELS (70, each of its two runs), T_DECODE (30), T_FP32 (45), T_MODEL (110), T_MODEL_8B (70)
+# Time limits (s): T_TESTS (200), T_KERNELS (70, each of its two runs), T_DECODE (30), T_FP32 (45), T_MODEL (110), T_MODEL_8B (70)
 set -u
 OUT=${OUT:-/tmp/gpu-out}
 STAGES=${1:-tests,kernels,kernels-fp32,model}
@@ -29,8 +29,8 @@ kernels() {  # time limit, then gpu_kernels.py's arguments; all runs append to o
   echo "kernels ($*) exit $? after $SECONDS s" >> "$OUT/gpu_kernels.log"
 }
 if [[ ,$STAGES, == *,tests,* ]]; then
-  PYTEST_STREAM="$OUT/gpu_tests_stream.log" PYTHONPATH=$PYTHONPATH:$PWD/bench timeout "${T_TESTS:-170}" \
-    python3 -m pytest -p pytest_stream -n 14 -q -p no:cacheprovider -rfEs --tb=short --timeout 160 \
+  PYTEST_STREAM="$OUT/gpu_tests_stream.log" PYTHONPATH=$PYTHONPATH:$PWD/bench timeout "${T_TESTS:-200}" \
+    python3 -m pytest -p pytest_stream -n 14 -q -p no:cacheprovider -rfEs --tb=short --timeout 190 \
     tests/checkpoints/attention tests/checkpoints/test_engine.py tests/checkpoints/test_long_prefill.py \
     > "$OUT/gpu_tests.log" 2>&1
   echo "pytest exit $? after $SECONDS s" >> "$OUT/gpu_tests.log"

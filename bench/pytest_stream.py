@@ -6,8 +6,8 @@ import os
 
 
 def pytest_runtest_logreport(report) -> None:
-    if report.when != "call" and report.passed:
-        return
+    if os.environ.get("PYTEST_XDIST_WORKER") or (report.when != "call" and report.passed):
+        return  # xdist workers hear their own reports too: only the controller writes
     with open(os.environ.get("PYTEST_STREAM", "pytest_stream.log"), "a") as f:
         f.write(f"{report.outcome.upper()} {report.nodeid} [{report.when}, {report.duration:.1f} s]\n")
         if report.failed:
