@@ -252,8 +252,18 @@ class Engine:
                 + sorted(batched, key=lambda i: -len(prompts[i])), batched)
 
     def _fits(self, rows: int, width: int, bytes_per_token: int) -> bool:
-        held = self.prefix.nbytes if self.prefix is not None else 0
-        return bytes_per_token * rows * width + held <= self.memory_budget
+        """Whether a decoding batch of `rows` rows `width` tokens wide fits the budget beside
+        the prefix cache. The cache gives way, least recently used first, down to the entries
+        of the prompt it took last (the one the next prompt in reuse order shares most): one
+        more decoding row saves a whole step per token for every row, older prefixes only
+        some prefill (bench/results/eval_cost.md measured a batch halved by the cache)."""
+        room = self.memory_budget - bytes_per_token * rows * width
+        if self.prefix is None or self.prefix.nbytes <= room:
+            return room >= 0
+        if room < self.prefix.last_bytes:
+            return False
+        self.prefix.evict(room)
+        return True
 
     # --- generate until -------------------------------------------------------
 

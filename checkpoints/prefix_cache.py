@@ -96,6 +96,7 @@ class PrefixCache:
         self.root = _Node((), [], None)
         self.nbytes = 0
         self._clock = 0
+        self.last_bytes = 0  # the entries of the prompt inserted last (what the next one likely shares)
 
     # --- lookup -------------------------------------------------------------
 
@@ -145,6 +146,7 @@ class PrefixCache:
         ids = tuple(ids)
         budget = self.capacity if limit is None else min(self.capacity, limit)
         self._clock += 1
+        self.last_bytes = len(ids) * self._bytes_per_token(kv) if ids else 0
         node, pos = self.root, 0
         while pos < len(ids):
             node.last_used = self._clock
@@ -196,6 +198,7 @@ class PrefixCache:
     def clear(self) -> None:
         self.root = _Node((), [], None)
         self.nbytes = 0
+        self.last_bytes = 0
 
     def _nodes(self) -> list[_Node]:
         out, stack = [], list(self.root.children.values())

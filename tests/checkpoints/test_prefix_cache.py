@@ -142,6 +142,37 @@ def test_tiny_budget_evicts_but_changes_no_output():
     assert engine.prefix.cached_tokens < sum(map(len, _needle_prompts(seed=5)))
 
 
+def test_the_prefix_cache_gives_way_to_the_decoding_batch():
+    """A budget of five prompts' widths: the cache (up to half of it) would leave room for two
+    decoding rows; it gives way down to the last prompt's entries, so four rows decode together,
+    in as few steps as without the cache, and the tokens are the same."""
+    model = _model("softmax", seed=6)
+    prompts = _needle_prompts(seed=6)[:4]
+    reqs = [GenerateRequest(p, max_new_tokens=8, stop_at_eos=False) for p in prompts]
+    probe = model.new_cache()
+    with torch.inference_mode():
+        prefill(model, [1], probe)
+    width = max(map(len, prompts)) + 8
+    budget = 5 * width * probe.bytes_per_token()
+    steps, step = [0], model.decode_step
+
+    def counted(*args, **kwargs):
+        steps[0] += 1
+        return step(*args, **kwargs)
+
+    model.decode_step = counted
+    try:
+        runs = {}
+        for cache in (False, True):
+            steps[0] = 0
+            engine = Engine(model, TOK, memory_budget=budget, batch_prefill_tokens=0, prefix_cache=cache)
+            runs[cache] = ([g.token_ids for g in engine.generate_until(reqs)], steps[0], engine.stats.reused_tokens)
+    finally:
+        del model.decode_step
+    assert runs[True][0] == runs[False][0] and runs[True][1] == runs[False][1] == 7  # 4 rows in one batch
+    assert runs[True][2] > 0  # and the prompts still shared their haystack
+
+
 def test_dynamic_ntk_turns_prefix_reuse_and_batched_prefill_off():
     model = _model("softmax", max_position_embeddings=16, rope_scaling=RopeScaling(type="dynamic", factor=2.0))
     engine = Engine(model, TOK, batch_prefill_tokens=64)
