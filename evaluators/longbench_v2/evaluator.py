@@ -21,7 +21,7 @@ from checkpoints.engine import Engine, GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
-from evaluators.base import Built, Evaluator, EvaluatorError, Sample
+from evaluators.base import Built, Evaluator, EvaluatorError, Sample, decided_early
 from evaluators.chat import apply_chat_template
 from evaluators.longbench_v2 import protocol
 from evaluators.longbench_v2.data import load_records
@@ -72,7 +72,8 @@ class LongBenchV2Evaluator(Evaluator):
                                  f"beside {max_new_tokens} new tokens; set max_length")
         return budget
 
-    def request(self, loaded: LoadedModel, prompt: str, max_new_tokens: int) -> tuple[GenerateRequest, dict]:
+    def request(self, loaded: LoadedModel, prompt: str, max_new_tokens: int,
+                answer: bool = True) -> tuple[GenerateRequest, dict]:
         """query_llm: truncate the prompt's token ids in the middle to the budget and decode
         them (special tokens skipped), then the chat message, then greedy decoding."""
         tokenizer: Tokenizer = loaded.tokenizer
@@ -83,13 +84,16 @@ class LongBenchV2Evaluator(Evaluator):
         if self.options["chat_template"]:
             prompt = apply_chat_template(tokenizer, prompt, NO_TEMPLATE)
         final = tokenizer.encode(prompt)
-        return (GenerateRequest(final, max_new_tokens=max_new_tokens),
+        decided = protocol.answer_decided if answer and self.options["stop_when_decided"] else None
+        return (GenerateRequest(final, max_new_tokens=max_new_tokens, decided=decided),
                 {"prompt_tokens": len(final), "truncated": truncated, "max_length": max_len})
 
     def _first(self, loaded: LoadedModel, item: dict[str, Any]) -> tuple[GenerateRequest, dict]:
         o = self.options
         prompt = protocol.first_prompt(item, cot=o["cot"], no_context=o["no_context"], rag=o["rag"])
-        return self.request(loaded, prompt, protocol.COT_TOKENS if o["cot"] else protocol.ANSWER_TOKENS)
+        # With CoT the first query is the reasoning: only the answer query stops once decided.
+        return self.request(loaded, prompt, protocol.COT_TOKENS if o["cot"] else protocol.ANSWER_TOKENS,
+                            answer=not o["cot"])
 
     # --- zero-shot: batched through the engine --------------------------------
 
@@ -99,7 +103,7 @@ class LongBenchV2Evaluator(Evaluator):
         return Built(sample, req, {**{k: item[k] for k in KEPT_FIELDS}, **fields}, keep=item)
 
     def score(self, built: Built, response: Generation) -> dict[str, Any]:
-        return judged(built.keep, response.text)
+        return {**judged(built.keep, response.text), **decided_early(response)}
 
     # --- CoT: two queries per question -----------------------------------------
 

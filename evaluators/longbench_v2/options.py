@@ -7,7 +7,15 @@ from typing import ClassVar, Literal
 
 from pydantic import StrictBool, model_validator
 
-from evaluators.options import MAX_LENGTH, Int, Seed, TaskOptions, chat_template_option, option
+from evaluators.options import (
+    MAX_LENGTH,
+    Int,
+    Seed,
+    TaskOptions,
+    chat_template_option,
+    option,
+    stop_when_decided_option,
+)
 
 DATA_HOWTO = (
     "download data.json from https://huggingface.co/datasets/THUDM/LongBench-v2 and put it at "
@@ -36,6 +44,10 @@ class LongBenchV2Options(TaskOptions):
                                      "needs records carrying 'retrieved_context')")
     chat_template: StrictBool = chat_template_option(False, "pred.py sends the prompt as a chat message to a "
                                                      "served chat model; set it for an instruct model")
+    stop_when_decided: StrictBool = stop_when_decided_option(
+        "the answer query's output holds \"The correct answer is (X)\": extract_answer takes the first such "
+        "phrase, whatever follows; an output with only the bare form runs on, since a later parenthesised one "
+        "would win")
     max_length: Int(ge=16, le=MAX_LENGTH) | None = option(
         None, "prompt budget in tokens (default: the model's effective context x 120000/131072, pred.py's "
         "model2maxlen for 128k models, less the generation length when that would not fit)", tokens=True)

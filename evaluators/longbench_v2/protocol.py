@@ -104,6 +104,13 @@ def extract_answer(response: str) -> str | None:
     return None
 
 
+def answer_decided(response: str) -> bool:
+    """Whether `extract_answer` can no longer change, whatever follows: the parenthesised form
+    is found (its first occurrence wins, and asterisks removed later sit after it). The bare
+    form alone is not enough: a parenthesised one later in the text would take precedence."""
+    return _PARENS.search(response.replace("*", "")) is not None
+
+
 @dataclass(frozen=True)
 class Row:
     """One line of result.py's table: percentages rounded to one decimal (None where

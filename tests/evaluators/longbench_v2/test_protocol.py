@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evaluators.errors import EvaluatorError
 from evaluators.longbench_v2 import protocol
@@ -142,3 +144,23 @@ def test_lctx_score_longbench_v2(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "cli.main", "score", "longbench-v2", "--pred-dir", str(tmp_path)],
                          capture_output=True, text=True, check=True).stdout
     assert json.loads(out[: out.rindex("}") + 1])["m"]["Overall"] == 57.1
+
+
+FRAGMENTS = ["The correct answer is (A)", "The correct answer is B", "The correct answer is (", "C)", "D", "*", " ",
+             "so", "(B)", "\n"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(head=st.lists(st.sampled_from(FRAGMENTS), max_size=6), tail=st.lists(st.sampled_from(FRAGMENTS), max_size=6))
+def test_a_decided_answer_is_extracted_the_same_whatever_follows(head, tail) -> None:
+    """`stop_when_decided`: once the parenthesised phrase is there, more text cannot change
+    what extract_answer takes; the bare form alone does not decide."""
+    text = "".join(head)
+    if protocol.answer_decided(text):
+        assert protocol.extract_answer(text + "".join(tail)) == protocol.extract_answer(text) is not None
+
+
+def test_answer_decided_needs_the_parenthesised_phrase() -> None:
+    assert protocol.answer_decided("Thus **The correct answer is (C)** because")
+    assert not protocol.answer_decided("The correct answer is C")  # a later "(D)" phrase would win
+    assert not protocol.answer_decided("The correct answer is (C")
