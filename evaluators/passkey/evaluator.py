@@ -52,9 +52,10 @@ def is_correct(output: str, key: int) -> bool:
 
 def first_integer_decided(output: str) -> bool:
     """Whether `is_correct` can no longer change, whatever follows: the output's first integer
-    is followed by another character (digits are single ASCII characters, so no later token
-    rewrites it), and an output that is only the key has its first integer equal to it."""
-    return re.search(r"\d\D", output) is not None
+    is followed by another character, and an output that is only the key has its first integer
+    equal to it. A replacement character right after a digit does not count: it may be the
+    first bytes of a character a later token completes (another digit, for Unicode digits)."""
+    return re.search("\\d[^\\d\ufffd]", output) is not None
 
 
 def count_tokens(tokenizer: Tokenizer, text: str) -> int:

@@ -109,6 +109,7 @@ def test_decided_once_the_first_integer_ends() -> None:
     assert not first_integer_decided("The key is 123")  # the next token may add digits
     assert first_integer_decided("The key is 123.") and first_integer_decided("12345 is")
     assert not first_integer_decided("no digits yet ")
+    assert not first_integer_decided("The key is 12\ufffd")  # a character still being completed
 
 
 def test_stop_when_decided_gives_the_same_scores_and_shorter_predictions(tmp_path: Path) -> None:
