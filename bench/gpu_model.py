@@ -115,11 +115,17 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def peak_reset(device: str) -> int:
+def release(device: str) -> None:
+    """Free what the last model or run left (so the next one's peak is its own)."""
     gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+
+def peak_reset(device: str) -> int:
+    release(device)
     if device != "cuda":
         return 0
-    torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     return torch.cuda.memory_allocated()
 
@@ -194,9 +200,7 @@ def prefill_rows(shape: str, folder: Path, device: str, lengths: list[int]):
                 del model, step, logits
             except torch.OutOfMemoryError as e:
                 row[f"{impl}_error"] = f"OutOfMemoryError: {str(e)[:160]}"
-            gc.collect()
-            if device == "cuda":
-                torch.cuda.empty_cache()
+            release(device)
         if "lctx_s" in row and "transformers_s" in row:
             row["speedup"] = row["transformers_s"] / row["lctx_s"]
             row["memory_ratio"] = row["lctx_peak_mib"] / row["transformers_peak_mib"]
@@ -247,9 +251,7 @@ def decode_rows(shape: str, folder: Path, device: str, batches: list[int], cache
                     row[f"{impl}_peak_mib"] = peak_mib(device, 0)
                 except torch.OutOfMemoryError as e:
                     row[f"{impl}_error"] = f"OutOfMemoryError: {str(e)[:160]}"
-                gc.collect()
-                if device == "cuda":
-                    torch.cuda.empty_cache()
+                release(device)
             if "lctx_decode_s" in row and "transformers_decode_s" in row:
                 row["speedup"] = row["transformers_decode_s"] / row["lctx_decode_s"]
             yield row
