@@ -2,10 +2,10 @@
 TFLOP/s and decode memory bandwidth (issue #30; docs/protocols/attention.md).
 
 Prefill: every kernel of the package (the softmax family with a window, a
-softcap and the signed cog form; softpick and its two relatives, rectified
-softmax and scalable softpick's kernel; pointwise rela/tra/tda; 1.5-entmax)
-at N in --sizes, causal, batch x heads chosen so every launch has
-`--tokens` query rows per head group (the GPU is full), Hq = 32 query heads
+softcap and the signed cog form; softpick and rectified softmax — scalable
+softpick runs softpick's kernel on scaled queries, ssmax/gated/intg/diff the
+softmax kernel; pointwise rela/tra/tda; 1.5-entmax) at N in --sizes, causal,
+batch = --tokens // N so every size fills the GPU alike, Hq = 32 query heads
 over 8 key/value heads (GQA 4). FLOPs are the issue's convention, causal
 forward = 2 B H N^2 d (the softmax-equivalent count: pointwise and entmax do
 more per score). Baselines: SDPA's flash backend in bf16/fp16 (keys
