@@ -151,7 +151,8 @@ def prefill_rows(args, save: Saver, peak_flops: float) -> None:
                 b = max(1, args.tokens // n)
                 flops = 2 * b * HQ * n * n * d
                 clear_autotune()
-                names = [x for x in kernels(d) if (not args.variants or x in args.variants)
+                table = kernels(d)
+                names = [x for x in table if (not args.variants or x in args.variants)
                          and (d == 128 or x in args.d64_variants) and (dtype != torch.float32 or x in args.fp32_variants)]
                 for name in [None, *names]:
                     row = {"variant": name or "softmax", "path": "triton", "dtype": dtype_name, "d": d, "n": n,
@@ -161,7 +162,7 @@ def prefill_rows(args, save: Saver, peak_flops: float) -> None:
                         if name is None:
                             fn, row["path"] = sdpa(q, k, v, True)
                         else:
-                            kern = kernels(d)[name]
+                            kern = table[name]
                             fn = lambda kern=kern, q=q, k=k, v=v: kern(q, k, v, 0)  # noqa: E731
                         fn()
                         sync()
@@ -179,6 +180,7 @@ def decode_rows(args, save: Saver, copy_bw: float, sheet_bw: float) -> None:
         b = max(1, args.decode_tokens // s)
         nbytes = 2 * b * HKV * s * d * 2
         clear_autotune()
+        table = kernels(d)
         for name in [None, "softmax", "softpick", "rela", "entmax15"]:
             row = {"variant": name or "softmax", "path": "triton", "dtype": "bfloat16", "d": d, "cache": s, "batch": b}
             try:
@@ -186,7 +188,7 @@ def decode_rows(args, save: Saver, copy_bw: float, sheet_bw: float) -> None:
                 if name is None:
                     fn, row["path"] = sdpa(q, k, v, False)
                 else:
-                    kern = kernels(d)[name]
+                    kern = table[name]
                     fn = lambda kern=kern, q=q, k=k, v=v, s=s: kern(q, k, v, s - 1)  # noqa: E731
                 fn()
                 sync()

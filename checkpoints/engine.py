@@ -151,8 +151,8 @@ class _Row:
             self.reason = "eos"
             return True
         self.tokens.append(token)
+        text = tokenizer.decode(self.tokens) if req.stop or req.decided is not None else ""
         if req.stop:
-            text = tokenizer.decode(self.tokens)
             cut = min((i for i in (text.find(s) for s in req.stop) if i >= 0), default=-1)
             if cut >= 0:
                 self.text, self.reason = text[:cut], "stop_string"
@@ -160,7 +160,7 @@ class _Row:
         if len(self.tokens) >= req.max_new_tokens:
             self.reason = "length"
             return True
-        if req.decided is not None and req.decided(tokenizer.decode(self.tokens)):
+        if req.decided is not None and req.decided(text):
             self.reason = "decided"
             return True
         return False
@@ -251,9 +251,9 @@ class Engine:
         return ([i for i in order if i not in batched]
                 + sorted(batched, key=lambda i: -len(prompts[i])), batched)
 
-    def _fits(self, rows: int, width: int, bytes_per_token: int) -> bool:
+    def _make_room(self, rows: int, width: int, bytes_per_token: int) -> bool:
         """Whether a decoding batch of `rows` rows `width` tokens wide fits the budget beside
-        the prefix cache. The cache gives way, least recently used first, down to the entries
+        the prefix cache, evicting cached prefixes to make it fit. The cache gives way, least recently used first, down to the entries
         of the prompt it took last (the one the next prompt in reuse order shares most): one
         more decoding row saves a whole step per token for every row, older prefixes only
         some prefill (bench/results/eval_cost.md measured a batch halved by the cache)."""
@@ -294,7 +294,7 @@ class Engine:
                 while waiting and len(rows) + len(group) < self.max_batch:
                     req = requests[waiting[0]]
                     wider = max(width, len(req.prompt_ids) + req.max_new_tokens)
-                    if (rows or group) and not self._fits(len(rows) + len(group) + 1, wider, bytes_per_token):
+                    if (rows or group) and not self._make_room(len(rows) + len(group) + 1, wider, bytes_per_token):
                         break
                     if group and not self._joins_batch(group, waiting[0], batched, requests):
                         break
