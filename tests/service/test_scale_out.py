@@ -84,10 +84,57 @@ def comparable(entry: dict) -> dict:
     return {k: v for k, v in entry.items() if k not in ("samples_file", "plots", "prefix_cache")}
 
 
-def spread_run(settings, store, job, workers: int = 2) -> JobRun:
-    from service.execution import DIED, ActorHandle
+class LoadTogether:
+    """Real Ray workers whose first `workers` `load` futures resolve only once all of them
+    have loaded, so that every worker is idle when the first unit is handed out (on a busy
+    machine one worker could otherwise run every unit before the other one has loaded). A
+    failed load, and any later worker's, passes straight through; the rest is the real actor."""
 
-    return JobRun(settings, store, job, lambda: ActorHandle(settings, job.id, 0), workers, died=DIED)
+    def __init__(self, settings, job_id: str, workers: int) -> None:
+        self.settings, self.job_id, self.workers = settings, job_id, workers
+        self.lock = threading.Lock()
+        self.loads: list[tuple[Future, Future]] = []  # (the actor's, the one handed out)
+
+    def spawn(self) -> Any:
+        from service.execution import ActorHandle
+
+        return _Gated(ActorHandle(self.settings, self.job_id, 0), self)
+
+    def gate(self, real: Future) -> Future:
+        gated: Future = Future()
+        with self.lock:
+            self.loads.append((real, gated))
+        real.add_done_callback(lambda _: self.release())
+        return gated
+
+    def release(self) -> None:
+        with self.lock:
+            first = self.loads[: self.workers]
+            together = len(first) == self.workers and all(real.done() for real, _ in first)
+            for i, (real, gated) in enumerate(self.loads):
+                if real.done() and not gated.done() and (together or i >= self.workers or real.exception()):
+                    if real.exception():
+                        gated.set_exception(real.exception())
+                    else:
+                        gated.set_result(real.result())
+
+
+class _Gated:
+    def __init__(self, handle: Any, together: LoadTogether) -> None:
+        self.handle, self.together = handle, together
+
+    def call(self, method: str, *args: Any) -> Future:
+        future = self.handle.call(method, *args)
+        return self.together.gate(future) if method == "load" else future
+
+    def kill(self) -> None:
+        self.handle.kill()
+
+
+def spread_run(settings, store, job, workers: int = 2) -> JobRun:
+    from service.execution import DIED
+
+    return JobRun(settings, store, job, LoadTogether(settings, job.id, workers).spawn, workers, died=DIED)
 
 
 @pytest.mark.timeout(240)
