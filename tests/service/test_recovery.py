@@ -102,7 +102,9 @@ def test_a_worker_killed_under_a_live_service_has_its_unit_run_again(ray_cluster
                              max_attempts=2)
     with ThreadServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
         job = c.post("/v1/jobs", json={"checkpoint": str(tmp_path / "models" / "tiny"), "tasks": [
-            {"name": "passkey", "lengths": [512], "trials": 32, "seed": 4}]}).json()
+            {"name": "passkey", "lengths": [2048], "trials": 32, "seed": 4}]}).json()
+        # 2k tokens: the other 30 samples take seconds, so the kill lands mid-unit even when this
+        # process is slow to see the second record (at 512 a busy machine once saw the unit end first)
         wait_for(lambda: recorded(settings.results, job["id"]) >= 2, 120, 0.01, "samples on disk")
         for pid in worker_pids(settings.results, job["id"]):
             os.kill(pid, signal.SIGKILL)
