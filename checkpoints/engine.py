@@ -253,10 +253,11 @@ class Engine:
 
     def _make_room(self, rows: int, width: int, bytes_per_token: int) -> bool:
         """Whether a decoding batch of `rows` rows `width` tokens wide fits the budget beside
-        the prefix cache, evicting cached prefixes to make it fit. The cache gives way, least recently used first, down to the entries
-        of the prompt it took last (the one the next prompt in reuse order shares most): one
-        more decoding row saves a whole step per token for every row, older prefixes only
-        some prefill (bench/results/eval_cost.md measured a batch halved by the cache)."""
+        the prefix cache, evicting cached prefixes to make it fit. The cache gives way, least
+        recently used first, down to the entries of the prompt it took last (the one the next
+        prompt in reuse order shares most): one more decoding row saves a whole step per token
+        for every row, older prefixes only some prefill (bench/results/eval_cost.md measured a
+        batch halved by the cache)."""
         room = self.memory_budget - bytes_per_token * rows * width
         if self.prefix is None or self.prefix.nbytes <= room:
             return room >= 0

@@ -55,7 +55,7 @@ def first_integer_decided(output: str) -> bool:
     is followed by another character, and an output that is only the key has its first integer
     equal to it. A replacement character right after a digit does not count: it may be the
     first bytes of a character a later token completes (another digit, for Unicode digits)."""
-    return re.search("\\d[^\\d\ufffd]", output) is not None
+    return re.search(r"\d[^\d\ufffd]", output) is not None
 
 
 def count_tokens(tokenizer: Tokenizer, text: str) -> int:
