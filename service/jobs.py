@@ -166,6 +166,7 @@ class JobRun:
         busy: dict[Future, tuple[Handle, str, Any]] = {}
         idle: list[Handle] = []
         deaths = 0
+        writing = False  # finish_job is with a worker
 
         def start(handle: Handle) -> None:
             self.handles.append(handle)
@@ -212,6 +213,10 @@ class JobRun:
                         pending.appendleft(item)
                     elif what == "finish_task":
                         finishing.appendleft(item)
+                    elif what == "finish_job":
+                        writing = False  # the next idle worker writes results.json
+                    if what != "run_unit":
+                        log.warning("job %s: a worker died in %s (%s); a fresh one takes over", job.id, what, reason)
                     if deaths > self.workers * self.settings.max_attempts:
                         raise Ended(self._fail(f"its workers died {deaths} times (last: {reason})")) from e
                     start(self.spawn())
@@ -225,6 +230,12 @@ class JobRun:
                         finishing.append(item.key)
                 elif what == "finish_task":
                     entries[item] = value
+                elif what == "finish_job":
+                    if self.reruns:
+                        log.info("job %s: %d unit(s) ran again after their worker died: %s", job.id,
+                                 len(self.reruns), "; ".join(self.reruns))
+                    self._final_progress()
+                    return SUCCEEDED if self.store.finish(job.id, SUCCEEDED) else self.store.get_job(job.id).status
                 idle.append(handle)
             while idle and (finishing or pending):
                 handle = idle.pop()
@@ -237,20 +248,22 @@ class JobRun:
                     attempts.setdefault(unit, 1)
                     busy[handle.call("run_unit", unit)] = (handle, "run_unit", unit)
             while len(idle) > 1 and not pending:  # nothing left for them: free their GPUs for other jobs
-                extra = idle.pop()
+                extra = idle.pop(0)  # the one idle longest (the latest is known to be alive)
                 self._forget(extra)
-                extra.kill()
-            if len(entries) == len(self.tasks) and idle:
+                try:
+                    extra.kill()
+                except Exception:  # already gone
+                    log.warning("job %s: could not kill an idle worker", job.id, exc_info=True)
+            if len(entries) == len(self.tasks) and idle and not writing:
+                # on the worker that finished last (one idle since may have died unnoticed); if
+                # it dies meanwhile, the next idle worker writes instead
                 results = {key: entries[key] for key in self.tasks}
                 self._sequential_totals(results)
                 work = {"workers": self.workers, "units": self.units, "unit_runs": self.unit_runs,
                         "reruns": self.reruns}
-                idle[0].call("finish_job", results, started, work).result()
-                if self.reruns:
-                    log.info("job %s: %d unit(s) ran again after their worker died: %s", job.id, len(self.reruns),
-                             "; ".join(self.reruns))
-                self._final_progress()
-                return SUCCEEDED if self.store.finish(job.id, SUCCEEDED) else self.store.get_job(job.id).status
+                handle = idle.pop()
+                busy[handle.call("finish_job", results, started, work)] = (handle, "finish_job", None)
+                writing = True
 
     def _forget(self, handle: Handle) -> None:
         if handle in self.handles:

@@ -56,7 +56,7 @@ def test_killed_dispatcher_restarts_while_the_api_answers_and_the_job_finishes(r
     url = f"http://127.0.0.1:{port}"
     env = dict(os.environ, LCTX_HOME=str(home), LCTX_CHECKPOINT_ROOTS=str(tmp_path / "models"),
                LCTX_RAY_ADDRESS=ray_cluster, LCTX_REPLICA_ID="dispatcher-test", LCTX_SCHEDULER="false",
-               LCTX_POLL_INTERVAL="20")
+               LCTX_POLL_INTERVAL="20", LCTX_ENGINE_MAX_BATCH="1")  # records a sample apart: the kill lands mid-job
     log = tmp_path / "service.log"
     proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--host", "127.0.0.1", "--port", str(port),
                              "--log-level", "warning"], cwd=tmp_path, env=env, stdout=log.open("wb"),

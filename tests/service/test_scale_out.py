@@ -183,17 +183,20 @@ def test_a_cancel_stops_every_unit_and_keeps_what_they_recorded(ray_cluster: str
 
 
 class DiesOnce:
-    """A worker handle whose first `run_unit` call dies with its worker (as a killed actor's
-    future does) after recording its slice's first sample; the rest is the real worker."""
+    """A worker handle whose first call of `method` dies with its worker (as a killed actor's
+    future does); a dying `run_unit` first records its slice's first sample. The rest is the
+    real worker."""
 
-    def __init__(self, settings, job_id: str, deaths: list[int]) -> None:
+    def __init__(self, settings, job_id: str, deaths: list[int], method: str = "run_unit") -> None:
         self.inner = LocalHandle(settings, job_id)
-        self.deaths = deaths
+        self.deaths, self.method = deaths, method
 
     def call(self, method: str, *args: Any) -> Future:
-        if method != "run_unit" or not self.deaths:
+        if method != self.method or not self.deaths:
             return self.inner.call(method, *args)
         self.deaths.pop()
+        if method != "run_unit":
+            return self.died()
         worker, checks = self.inner.worker, iter([False, True])  # true after the first record: it stops there
         real, worker.should_stop = worker.should_stop, lambda: next(checks, True)
         try:
@@ -202,6 +205,10 @@ class DiesOnce:
             pass
         finally:
             worker.should_stop = real
+        return self.died()
+
+    @staticmethod
+    def died() -> Future:
         future: Future = Future()
         future.set_exception(WorkerCrashedError())
         return future
@@ -221,6 +228,21 @@ def test_a_dead_workers_unit_runs_again_with_only_its_unfinished_samples(env) ->
     assert sorted(ids) == sorted(f"passkey/len=128/trial={t}" for t in range(4))  # 0 lost, 0 duplicated
     notes = unit_notes(task_dir(settings, job.id, "passkey"))
     assert sorted(n.get("prompt_tokens", 0) > 0 for n in notes) == [True, True]  # the re-run did the other 3
+
+
+@pytest.mark.parametrize("method", ["finish_task", "finish_job"])
+def test_a_worker_dying_while_it_finishes_leaves_the_work_to_a_fresh_one(env, method: str) -> None:
+    settings, store, path = env
+    job = claim(store, path, [dict(PASSKEY, lengths=[128], trials=4)])
+    deaths = [1]
+    run = JobRun(settings, store, job, lambda: DiesOnce(settings, job.id, deaths, method), 1,
+                 died=(WorkerCrashedError,))
+    assert run.run() == SUCCEEDED, store.get_job(job.id).error
+    assert not deaths and run.unit_runs == 1 and not run.reruns  # only the finishing step ran again
+    results = json.loads((settings.results / job.id / "results.json").read_text())
+    assert results["results"]["passkey"]["samples"] == 4
+    assert sorted(r["id"] for r in records(settings, job.id, "passkey")) == \
+        sorted(f"passkey/len=128/trial={t}" for t in range(4))
 
 
 def test_a_unit_whose_worker_keeps_dying_fails_the_job_saying_so(env) -> None:
