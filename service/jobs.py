@@ -166,7 +166,6 @@ class JobRun:
         busy: dict[Future, tuple[Handle, str, Any]] = {}
         idle: list[Handle] = []
         deaths = 0
-        writing = False  # finish_job is with a worker
 
         def start(handle: Handle) -> None:
             self.handles.append(handle)
@@ -213,9 +212,7 @@ class JobRun:
                         pending.appendleft(item)
                     elif what == "finish_task":
                         finishing.appendleft(item)
-                    elif what == "finish_job":
-                        writing = False  # the next idle worker writes results.json
-                    if what != "run_unit":
+                    if what != "run_unit":  # finish_job: the next idle worker writes results.json
                         log.warning("job %s: a worker died in %s (%s); a fresh one takes over", job.id, what, reason)
                     if deaths > self.workers * self.settings.max_attempts:
                         raise Ended(self._fail(f"its workers died {deaths} times (last: {reason})")) from e
@@ -254,7 +251,7 @@ class JobRun:
                     extra.kill()
                 except Exception:  # already gone
                     log.warning("job %s: could not kill an idle worker", job.id, exc_info=True)
-            if len(entries) == len(self.tasks) and idle and not writing:
+            if len(entries) == len(self.tasks) and idle and not any(w == "finish_job" for _, w, _ in busy.values()):
                 # on the worker that finished last (one idle since may have died unnoticed); if
                 # it dies meanwhile, the next idle worker writes instead
                 results = {key: entries[key] for key in self.tasks}
@@ -263,7 +260,6 @@ class JobRun:
                         "reruns": self.reruns}
                 handle = idle.pop()
                 busy[handle.call("finish_job", results, started, work)] = (handle, "finish_job", None)
-                writing = True
 
     def _forget(self, handle: Handle) -> None:
         if handle in self.handles:

@@ -67,6 +67,12 @@ def tiny_checkpoint(path: Path, seed: int = 0, **config: object) -> Path:
     return save_model(Decoder(ModelConfig(**fields)), path, ByteTokenizer())
 
 
+# Tests that kill a worker mid-unit decode one sample at a time: its records then come a whole
+# sample apart (decoded together, a unit's records land within milliseconds, and the kill
+# could come after the last, finding the unit finished).
+KILL_MID_UNIT_BATCH = 1
+
+
 def make_settings(tmp: Path, **overrides: object) -> Settings:
     fields = dict(home=tmp / "var", checkpoint_roots=[tmp / "models"], executor=False, scheduler=False,
                   poll_interval=0.1)

@@ -20,6 +20,7 @@ from service.progress import unit_notes
 from service.status import SUCCEEDED
 from service.store import Store
 from tests.helpers import (
+    KILL_MID_UNIT_BATCH,
     TwoNodeRay,
     descendants,
     free_port,
@@ -32,9 +33,6 @@ from tests.helpers import (
 
 TASK = {"name": "passkey", "lengths": [4096], "trials": 36, "seed": 5}  # long enough to kill mid-unit
 UNIT = 12  # samples per unit: 3 units over 2 workers
-# One sample decoded at a time: a unit's records then come a whole sample apart, so the kill
-# lands mid-unit (decoded together, its twelve records come within milliseconds)
-BATCH = 1
 
 
 def lines(path: Path) -> int:
@@ -53,7 +51,7 @@ def test_killing_the_worker_node_mid_job_loses_and_duplicates_nothing(tmp_path: 
     env = dict(os.environ, LCTX_HOME=str(tmp_path / "var"), LCTX_CHECKPOINT_ROOTS=str(tmp_path / "models"),
                LCTX_RAY_ADDRESS=cluster.address, LCTX_JOB_WORKERS="2", LCTX_UNIT_SAMPLES=str(UNIT),
                LCTX_SCHEDULER="false", LCTX_POLL_INTERVAL="0.1", LCTX_DEMO_CHECKPOINTS="false",
-               LCTX_ENGINE_MAX_BATCH=str(BATCH))
+               LCTX_ENGINE_MAX_BATCH=str(KILL_MID_UNIT_BATCH))
     log = (tmp_path / "service.log").open("ab")
     proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(port), "--log-level", "warning"],
                             cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -110,7 +108,7 @@ def test_killing_the_worker_node_mid_job_loses_and_duplicates_nothing(tmp_path: 
         cluster.stop()
 
     # the same job on one in-process worker: the same records, the same result
-    settings = make_settings(tmp_path / "single", checkpoint_roots=[tmp_path / "models"], engine_max_batch=BATCH)
+    settings = make_settings(tmp_path / "single", checkpoint_roots=[tmp_path / "models"], engine_max_batch=KILL_MID_UNIT_BATCH)
     store = Store(settings.database)
     store.create_all()
     single = store.add_job(checkpoint="tiny", checkpoint_path=str(tmp_path / "models" / "tiny"),

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from service.dispatcher import read_status
-from tests.helpers import free_port, recorded, tiny_checkpoint, wait_for, wait_job
+from tests.helpers import KILL_MID_UNIT_BATCH, free_port, recorded, tiny_checkpoint, wait_for, wait_job
 
 
 def parent_of(pid: int) -> int:
@@ -56,7 +56,7 @@ def test_killed_dispatcher_restarts_while_the_api_answers_and_the_job_finishes(r
     url = f"http://127.0.0.1:{port}"
     env = dict(os.environ, LCTX_HOME=str(home), LCTX_CHECKPOINT_ROOTS=str(tmp_path / "models"),
                LCTX_RAY_ADDRESS=ray_cluster, LCTX_REPLICA_ID="dispatcher-test", LCTX_SCHEDULER="false",
-               LCTX_POLL_INTERVAL="20", LCTX_ENGINE_MAX_BATCH="1")  # records a sample apart: the kill lands mid-job
+               LCTX_POLL_INTERVAL="20", LCTX_ENGINE_MAX_BATCH=str(KILL_MID_UNIT_BATCH))
     log = tmp_path / "service.log"
     proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--host", "127.0.0.1", "--port", str(port),
                              "--log-level", "warning"], cwd=tmp_path, env=env, stdout=log.open("wb"),

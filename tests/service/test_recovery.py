@@ -19,13 +19,13 @@ from service.dispatcher import read_status
 from service.progress import unit_notes
 from service.status import QUEUED
 from service.store import Store
-from tests.helpers import free_port, ready, recorded, tiny_checkpoint, wait_for, wait_job
+from tests.helpers import KILL_MID_UNIT_BATCH, free_port, ready, recorded, tiny_checkpoint, wait_for, wait_job
 
 
 def start_service(tmp: Path, port: int, ray_address: str) -> subprocess.Popen:
     env = dict(os.environ, LCTX_HOME=str(tmp / "var"), LCTX_CHECKPOINT_ROOTS=str(tmp / "models"),
                LCTX_RAY_ADDRESS=ray_address, LCTX_REPLICA_ID="crash-test", LCTX_SCHEDULER="false",
-               LCTX_POLL_INTERVAL="0.1", LCTX_ENGINE_MAX_BATCH="1")  # records a sample apart: the kill lands mid-job
+               LCTX_POLL_INTERVAL="0.1", LCTX_ENGINE_MAX_BATCH=str(KILL_MID_UNIT_BATCH))
     log = (tmp / f"service-{port}.log").open("ab")
     return subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--host", "127.0.0.1",
                              "--port", str(port), "--log-level", "warning"],
@@ -98,10 +98,8 @@ def test_a_worker_killed_under_a_live_service_has_its_unit_run_again(ray_cluster
     from tests.helpers import ThreadServer, make_settings
 
     tiny_checkpoint(tmp_path / "models" / "tiny")
-    # one sample decoded at a time: records come a sample apart (decoded together, a unit's
-    # records land within milliseconds, and the kill could come after the last)
     settings = make_settings(tmp_path, executor=True, ray_address=ray_cluster, replica_id="retry-test",
-                             max_attempts=2, engine_max_batch=1)
+                             max_attempts=2, engine_max_batch=KILL_MID_UNIT_BATCH)
     with ThreadServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
         job = c.post("/v1/jobs", json={"checkpoint": str(tmp_path / "models" / "tiny"), "tasks": [
             {"name": "passkey", "lengths": [2048], "trials": 32, "seed": 4}]}).json()
