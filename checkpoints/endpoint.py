@@ -19,12 +19,14 @@ that runs elsewhere (docs/protocols/endpoints.md).
   finished sample before a failure propagates.
 
 The API key is read from the environment variable the registration names, at the
-moment a request is made; it is never stored, logged or put in an error message."""
+moment a request is made; it is never stored, logged or put in an error message, and is
+masked in everything the server answers (`Client.scrubbed`)."""
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import logging
 import os
 import random
@@ -49,6 +51,8 @@ API_STYLES: tuple[str, ...] = ("completions", "chat")
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 LOOPBACK_HOSTS: tuple[str, ...] = ("127.0.0.1", "::1", "localhost")
 PROBE_TEXT = "The quick brown fox jumps over the lazy dog."
+KEY_MASK = "***"
+MIN_KEY = 8
 
 
 @dataclass(frozen=True)
@@ -142,10 +146,32 @@ class Client:
     def __init__(self, spec: EndpointSpec) -> None:
         self.spec = spec
         self.semaphore = asyncio.Semaphore(spec.concurrency)
+        headers = spec.headers()
+        key = headers.get("Authorization", "").removeprefix("Bearer ")
+        # The key and its JSON-escaped form, as a server would echo it back (MIN_KEY: a shorter
+        # "key" such as vLLM's customary EMPTY is no secret and would mask ordinary words).
+        self._key_forms = sorted({key, json.dumps(key)[1:-1]}, key=len, reverse=True) if len(key) >= MIN_KEY else []
         self.http = httpx.AsyncClient(timeout=httpx.Timeout(spec.timeout_s, connect=min(10.0, spec.timeout_s)),
                                       limits=httpx.Limits(max_connections=spec.concurrency),
-                                      headers=spec.headers())
+                                      headers=headers)
         self.retried = 0
+
+    def scrubbed(self, response: httpx.Response) -> httpx.Response:
+        """The answer with the API key we sent masked in its body and headers: a server that
+        echoes the Authorization header (in a completion, a model name, a version, an error)
+        cannot make the key part of a prediction, a stored row or an error message."""
+        if not self._key_forms:
+            return response
+        content, headers = response.content, []
+        for form in self._key_forms:
+            content = content.replace(form.encode(), KEY_MASK.encode())
+        for name, value in response.headers.multi_items():
+            if name.lower() in ("content-length", "content-encoding", "transfer-encoding"):
+                continue  # the body above is decoded and may have changed length
+            for form in self._key_forms:
+                value = value.replace(form, KEY_MASK)
+            headers.append((name, value))
+        return httpx.Response(response.status_code, headers=headers, content=content, request=response.request)
 
     async def __aenter__(self) -> Client:
         return self
@@ -159,7 +185,7 @@ class Client:
 
     async def get(self, path: str, root: bool = False) -> httpx.Response:
         url = (api_root(self.spec.base_url) if root else self.spec.base_url) + path
-        return await self.http.get(url)
+        return self.scrubbed(await self.http.get(url))
 
     async def _with_retries(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
         url = self.spec.base_url + path
@@ -169,7 +195,7 @@ class Client:
                 self.retried += 1
                 await asyncio.sleep(self.delay(attempt, last))
             try:
-                response = await self.http.request(method, url, json=body)
+                response = self.scrubbed(await self.http.request(method, url, json=body))
             except (httpx.TimeoutException, httpx.TransportError) as e:  # connect refused, reset, dropped, timed out
                 last = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
                 log.warning("%s %s: %s (try %d of %d)", method, url, last, attempt + 1, self.spec.max_retries + 1)
@@ -211,16 +237,22 @@ async def _probe(spec: EndpointSpec, tokenizer: Tokenizer) -> Capabilities:
     async with Client(spec) as client:
         try:
             response = await client.get("/models")
-        except (httpx.HTTPError, httpx.InvalidURL) as e:
+        except (httpx.ConnectError, httpx.TimeoutException) as e:
             raise EndpointError(f"{spec.base_url}/models did not answer ({type(e).__name__}: {e}); "
                                 "is the server running and is the URL its API root (ending in /v1)?") from e
+        except (httpx.HTTPError, httpx.InvalidURL) as e:  # h11 quotes the bytes it could not parse: not shown
+            raise EndpointError(f"{spec.base_url}/models: not an OpenAI-compatible server there "
+                                f"({type(e).__name__}); give the server's API root (ending in /v1)") from None
         if response.status_code != 200:
-            raise EndpointError(f"{spec.base_url}/models answered HTTP {response.status_code}: {response.text[:200]}; "
-                                "give the server's API root (ending in /v1) and its key variable if it needs one")
+            # Not quoted: whatever listens on an allowed host's port would have its first bytes shown.
+            raise EndpointError(f"{spec.base_url}/models answered HTTP {response.status_code}: not an "
+                                "OpenAI-compatible server there; give the server's API root (ending in /v1) and its "
+                                "key variable if it needs one")
         try:
             models = [str(m["id"]) for m in response.json()["data"]]
-        except (ValueError, KeyError, TypeError) as e:
-            raise EndpointError(f"{spec.base_url}/models did not answer with an OpenAI model list") from e
+        except (ValueError, KeyError, TypeError):
+            raise EndpointError(f"{spec.base_url}/models did not answer with an OpenAI model list: not an "
+                                "OpenAI-compatible server there") from None
         if spec.served_model not in models:
             raise EndpointError(f"the server at {spec.base_url} does not serve {spec.served_model!r}; "
                                 f"it lists {', '.join(models) or 'no model'}")
@@ -269,8 +301,6 @@ def load_endpoint_tokenizer(path: str | Path) -> Tokenizer:
 def context_of(tokenizer_dir: str | Path) -> int:
     """The context of the checkpoint a tokenizer folder belongs to (its config.json's
     max_position_embeddings); EndpointError asking for it when the folder does not say."""
-    import json
-
     config = Path(tokenizer_dir) / "config.json"
     try:
         return int(json.loads(config.read_text())["max_position_embeddings"])

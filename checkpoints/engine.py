@@ -60,7 +60,7 @@ CPU_BATCH_PREFILL_TOKENS = 128
 BATCH_PREFILL_MAX_TOKENS = 16384
 
 Done = Callable[[int, Any], None]  # (index, result) of each request the moment it finishes
-Prefilled = Callable[[int], None]  # tokens just prefilled (after each chunk): progress before any request ends
+Prefilled = Callable[[int], None]  # tokens just prefilled (each chunk) or served by the prefix cache: progress
 
 
 @dataclass(frozen=True)
@@ -368,10 +368,17 @@ class Engine:
             cache = self.model.new_cache()
             return self._row(index, req, prefill(self.model, ids, cache, self.chunk_size, self.on_prefill)), cache
         cache = self.prefix.load(ids[:-1], len(self.model.layers), capacity=len(ids))
-        self.stats.reused_tokens += cache.length
+        self._reused(cache.length)
         logits = prefill(self.model, ids[cache.length:], cache, self.chunk_size, self.on_prefill)
         self.prefix.insert(ids, cache.entries(len(ids)), limit=self.memory_budget - batch_bytes)
         return self._row(index, req, logits), cache
+
+    def _reused(self, tokens: int) -> None:
+        """Prompt tokens the prefix cache served: counted for progress like prefilled ones (a
+        task's planned tokens include them; left out, a finished job read '3,059/6,000')."""
+        self.stats.reused_tokens += tokens
+        if tokens and self.on_prefill is not None:
+            self.on_prefill(tokens)
 
     def _start_batch(self, indices: list[int], requests: Sequence[GenerateRequest]) -> list[tuple[_Row, KVCache]]:
         """Prefill short prompts together: right-padded to the longest, so every real
@@ -453,7 +460,7 @@ class Engine:
                 prefill(self.model, ids, cache, self.chunk_size, self.on_prefill)
             return cache
         cache = self.prefix.load(ids, len(self.model.layers), capacity=len(ids))
-        self.stats.reused_tokens += cache.length
+        self._reused(cache.length)
         if cache.length < len(ids):
             prefill(self.model, ids[cache.length:], cache, self.chunk_size, self.on_prefill)
             self.prefix.insert(ids, cache.entries())

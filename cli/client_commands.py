@@ -360,7 +360,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--concurrency", type=int, default=8)
     a.add_argument("--request-timeout", type=float, default=600.0)
     a.add_argument("--retries", type=int, default=5)
-    a.add_argument("--api-key-env", help="NAME of the workers' environment variable holding the API key")
+    a.add_argument("--api-key-env", help="NAME of the workers' environment variable holding the API key (LCTX_ENDPOINT_KEY_* or one listed in LCTX_ENDPOINT_KEY_NAMES)")
     _client_args(a)
     a.set_defaults(func=_endpoints_add)
     ls = esub.add_parser("list", help="registered endpoints")

@@ -96,7 +96,7 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
     from service.app import create_app
     from service.redact import install_log_redaction, redact
 
-    install_log_redaction()
+    install_log_redaction(settings.secrets)
     url = f"http://{settings.host}:{settings.port}"
     auth = " -H \"Authorization: Bearer $LCTX_API_TOKEN\"" if settings.token else ""
     _upgrade_database(settings)  # a database newer than this code stops here, before the API starts

@@ -13,19 +13,21 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
 from fastapi_offline import FastAPIOffline
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Mount, Route
 
 from evaluators.registry import registry
 from service import web
 from service.api import checkpoints, endpoints, health, jobs, leaderboard, results, schedules
+from service.api.guard import BodyGuard
 from service.errors import ServiceError
 from service.metrics import Metrics
 from service.redact import install_log_redaction, redact
 from service.schedules import Scheduler, ensure_configured_schedule
 from service.schemas import errors
+from service.secrets import mask
 from service.settings import Settings, get_settings
 from service.store import Store
 from service.supervisor import DispatcherSupervisor
@@ -56,15 +58,32 @@ def truthful_openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
                 op.get("responses", {}).pop("401", None)
             if not op.get("parameters") and "requestBody" not in op:
                 op.get("responses", {}).pop("422", None)
+            if "requestBody" in op:  # refused before the body is read (service/api/guard.py)
+                for code, answer in errors(413, 415).items():
+                    op.setdefault("responses", {})[str(code)] = {
+                        "description": answer["description"],
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}}
     if settings.token is None:
         schema.get("components", {}).pop("securitySchemes", None)
     app.openapi_schema = schema
     return schema
 
 
+def allowed_methods(routes: list[BaseRoute], path: str) -> set[str]:
+    """The methods some route answers on `path`: a route's own, GET and HEAD under a mount
+    (the dashboard's and the docs' static files). A route whose path is `path` itself is
+    that resource (/v1/checkpoints/pull), not the templated one it also matches."""
+    matching = [r for r in routes if isinstance(r, Route | Mount) and r.path_regex.match(path)]
+    literal = [r for r in matching if isinstance(r, Route) and r.path == path]
+    methods: set[str] = set()
+    for route in literal or matching:
+        methods |= set(route.methods or ()) if isinstance(route, Route) else {"GET", "HEAD"}
+    return methods
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
-    install_log_redaction()
+    install_log_redaction(settings.secrets)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -107,15 +126,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                          responses={**errors(401, 422), 503: errors(503)[503]})
     app.state.settings = settings
     app.openapi = lambda: truthful_openapi(app, settings)  # type: ignore[method-assign]
-    for module in (checkpoints, endpoints, jobs, results, leaderboard, schedules, health):
-        app.include_router(module.router)
+    routers = [m.router for m in (checkpoints, endpoints, jobs, results, leaderboard, schedules, health)]
+    for router in routers:
+        app.include_router(router)
     web.mount(app)  # the dashboard at /, its assets under /ui
+    # Every route with its full path, read from the routers themselves: FastAPI >= 0.165 keeps an
+    # included router as one opaque entry of app.routes, so app.routes alone does not list them.
+    routes = [r for r in app.router.routes if isinstance(r, Route | Mount)] + \
+        [r for router in routers + [web.router] for r in router.routes]
+    app.add_middleware(BodyGuard, settings=settings, routes=routes)  # token and type before the body
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return JSONResponse({"detail": client_text(redact(exc.message), settings), "code": exc.code}, status_code=exc.status,
-                            headers=headers)
+        detail = client_text(mask(redact(exc.message), settings.secrets()), settings)
+        return JSONResponse({"detail": detail, "code": exc.code}, status_code=exc.status, headers=headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -123,13 +148,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         the path (Starlette lists only those of the first route that matched it)."""
         headers = dict(exc.headers or {})
         if exc.status_code == 405:
-            methods = {m for route in app.routes if isinstance(route, APIRoute)
-                       and route.path_regex.match(request.url.path) for m in route.methods or ()}
+            methods = allowed_methods(routes, request.url.path)
             headers["Allow"] = ", ".join(sorted(methods))
             detail = f"{request.method} is not allowed on {request.url.path}; it allows {headers['Allow']}"
         else:
             detail = str(exc.detail)
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "bad_request")
+        code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(exc.status_code, "bad_request")
         return JSONResponse({"detail": detail, "code": code}, status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(RequestValidationError)

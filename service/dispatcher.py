@@ -172,6 +172,7 @@ def main() -> int:
               "which writes them there", file=sys.stderr)
         return 2
     settings = Settings(**json.loads(line))
+    install_log_redaction(settings.secrets)  # and the values of its secrets, known now
     log.info("dispatcher %d starting at %s", os.getpid(), datetime.now(UTC).isoformat(timespec="seconds"))
     return run(settings, 0)
 

@@ -16,7 +16,9 @@ SAFE_NAME = re.compile(NAME_PATTERN)
 
 def confine(raw: str, roots: list[Path], what: str = "path") -> Path:
     """The resolved absolute path of `raw` if it lies inside a root; relative paths are
-    taken relative to the first root."""
+    taken relative to the first root. Messages quote `raw` as the client gave it, never
+    what it resolves to (`/proc/self/cwd` would name the server's working directory), and
+    anything outside the roots is one 403, whether it exists, is readable or not."""
     allowed = ", ".join(str(r) for r in roots)
     if not raw or "\x00" in raw:
         raise InvalidRequest(f"{what} must be a non-empty path without NUL bytes")
@@ -25,15 +27,19 @@ def confine(raw: str, roots: list[Path], what: str = "path") -> Path:
     path = Path(raw)
     if not path.is_absolute():
         path = roots[0] / path
+    outside = Forbidden(f"{what} {raw!r} is outside the allowed roots: {allowed}")
     try:
         resolved = path.resolve()
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, an unencodable name: where it leads is unknown
+        raise outside from None
+    if not any(resolved.is_relative_to(root.resolve()) for root in roots):
+        raise outside
+    try:
         resolved.exists()  # surfaces names too long for the file system
-    except (OSError, RuntimeError, ValueError) as e:  # loops, over-long or unencodable names
-        raise InvalidRequest(f"{what} {raw!r} cannot be resolved: {e}") from e
-    for root in roots:
-        if resolved.is_relative_to(root.resolve()):
-            return resolved
-    raise Forbidden(f"{what} {raw!r} resolves to {resolved}, outside the allowed roots: {allowed}")
+    except (OSError, ValueError) as e:
+        raise InvalidRequest(f"{what} {raw!r} cannot be read ({type(e).__name__}: {e.strerror or e}); "
+                             "give a shorter path of readable folders") from None
+    return resolved
 
 
 def child(base: Path, name: str, what: str = "name") -> Path:
@@ -42,5 +48,5 @@ def child(base: Path, name: str, what: str = "name") -> Path:
         raise InvalidRequest(f"{what} {name!r} must be letters, digits, '_', '.', '-' (no slashes)")
     path = (base / name).resolve()
     if not path.is_relative_to(base.resolve()):
-        raise Forbidden(f"{what} {name!r} resolves outside {base}")
+        raise Forbidden(f"{what} {name!r} is outside its folder")
     return path

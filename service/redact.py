@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 
 # scheme://user:password@host -> scheme://user:***@host (SQLAlchemy, libpq and HTTP URLs alike)
 URL_CREDENTIALS = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s'\"]*):(?P<password>[^@\s'\"]+)@")
@@ -18,13 +19,27 @@ def redact(text: str) -> str:
 
 
 _installed = False
+_secret_sources: list[Callable[[], list[str]]] = []
 
 
-def install_log_redaction() -> None:
+def redact_all(text: str) -> str:
+    """`text` with URL passwords and every known secret value (service/secrets.py) masked."""
+    text = redact(text)
+    for source in _secret_sources:
+        for secret in source():
+            if secret in text:
+                text = text.replace(secret, MASK)
+    return text
+
+
+def install_log_redaction(secrets: Callable[[], list[str]] | None = None) -> None:
     """Mask secrets in every log record this process makes, whichever logger or handler
     emits it (Ray's, uvicorn's, SQLAlchemy's, ours): the record factory formats the message
-    once and redacts it. Idempotent."""
+    once and redacts it; `secrets` adds the values it returns (the service's token, keys).
+    Idempotent."""
     global _installed
+    if secrets is not None and secrets not in _secret_sources:
+        _secret_sources.append(secrets)
     if _installed:
         return
     make = logging.getLogRecordFactory()
@@ -35,10 +50,10 @@ def install_log_redaction() -> None:
             message = record.getMessage()
         except Exception:  # a malformed record: leave it to logging's own error report
             return record
-        masked = redact(message)
+        masked = redact_all(message)
         error = record.exc_info[1] if record.exc_info else None
-        if error is not None and redact(str(error)) != str(error):  # its traceback would print the secret
-            masked = f"{masked} ({type(error).__name__}: {redact(str(error))})"
+        if error is not None and redact_all(str(error)) != str(error):  # its traceback would print the secret
+            masked = f"{masked} ({type(error).__name__}: {redact_all(str(error))})"
             record.exc_info = None
         if masked != message:
             record.msg, record.args = masked, None

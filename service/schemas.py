@@ -57,6 +57,7 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     what = {400: "the body is not JSON", 401: "missing or wrong bearer token",
             403: "a path outside the configured roots", 404: "no such resource (or a path that does not exist)",
             409: "the resource's state does not allow it (a name taken, a job not ended)",
+            413: "the body is larger than LCTX_MAX_BODY_MB", 415: "the body is not application/json",
             422: "invalid request: the message names the field and what is allowed",
             503: "the database or Ray is not ready; retry shortly"}
     return {s: {"model": ErrorOut, "description": what[s]} for s in statuses}
@@ -272,8 +273,10 @@ class EndpointCreate(_Strict):
     max_retries: Annotated[int, Field(ge=0, le=100, description="retries of a request (timeouts, 429, 5xx, "
                                                                  "dropped connections) with exponential backoff")] = 5
     api_key_env: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$", description="NAME of the "
-                                             "environment variable (of the workers) holding the API key; the key "
-                                             "itself is never sent to, stored or shown by lctx")] = None
+                                             "environment variable (of the workers) holding the API key: one "
+                                             "starting with LCTX_ENDPOINT_KEY_PREFIX or listed in "
+                                             "LCTX_ENDPOINT_KEY_NAMES, never a setting of the service; the key "
+                                             "itself is never stored or shown by lctx")] = None
 
 
 class EndpointOut(_Out):

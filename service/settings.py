@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import socket
 from functools import lru_cache
 from pathlib import Path
@@ -14,6 +15,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from service.paths import NAME_PATTERN
+from service.secrets import check_key_variable, known_secrets, reserved_reason
 
 
 def default_replica_id(home: Path) -> str:
@@ -42,6 +44,13 @@ class Settings(BaseSettings):
                                      "summed over its tasks)")
     endpoint_hosts: str = Field("127.0.0.1,::1,localhost", description="hosts a registered endpoint (a served "
                                 "model) may be on, comma-separated; '*' allows any (default: loopback only)")
+    endpoint_key_prefix: str = Field("LCTX_ENDPOINT_KEY_", max_length=64, description="an endpoint's api_key_env "
+                                     "may name a variable starting with this (empty: none by prefix); never a "
+                                     "setting of the service or a variable Ray, the hub or libpq read")
+    endpoint_key_names: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="further variables an endpoint's api_key_env may name (comma-separated)")
+    max_body_mb: float = Field(4.0, gt=0, le=1024, description="largest request body the API reads, in MiB "
+                               "(413 beyond it); a request without the token is refused before its body is read")
     host: str = Field("127.0.0.1", description="bind address of `lctx serve`")
     port: int = Field(8000, ge=1, le=65535, description="port of `lctx serve`")
     base_url: str | None = Field(None, description="API the CLI client talks to; default http://<host>:<port>")
@@ -99,6 +108,30 @@ class Settings(BaseSettings):
             return [p.strip() for p in value.replace(os.pathsep, ",").split(",") if p.strip()]
         return value
 
+    @field_validator("endpoint_key_names", mode="before")
+    @classmethod
+    def _split_names(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [n.strip() for n in value.split(",") if n.strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _endpoint_keys_are_not_the_services(self) -> Settings:
+        """A listed key variable (or the prefix) that would hand the service's own secrets to
+        an endpoint stops the start, naming it."""
+        own = own_variables()
+        for name in self.endpoint_key_names + ([self.endpoint_key_prefix] if self.endpoint_key_prefix else []):
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"endpoint key variable {name!r}: letters, digits and '_' only")
+        for name in self.endpoint_key_names:
+            if why := reserved_reason(name, own):
+                raise ValueError(f"LCTX_ENDPOINT_KEY_NAMES lists {name}, but {why}: an endpoint would be sent it")
+        if self.endpoint_key_prefix and (self.endpoint_key_prefix.upper() in ("LCTX_", "")
+                                         or any(self.endpoint_key_prefix.startswith(p) for p in ("RAY_", "HF_"))):
+            raise ValueError(f"LCTX_ENDPOINT_KEY_PREFIX {self.endpoint_key_prefix!r} would admit the service's own "
+                             "variables; use a prefix of its own such as LCTX_ENDPOINT_KEY_")
+        return self
+
     @field_validator("home", "results_dir", "data_dir", mode="after")
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:
@@ -143,6 +176,15 @@ class Settings(BaseSettings):
     def token(self) -> str | None:
         return self.api_token.get_secret_value() if self.api_token else None
 
+    def check_endpoint_key(self, name: str | None) -> None:
+        """Refuse (422) an endpoint key variable this service does not allow."""
+        check_key_variable(name, self.endpoint_key_prefix, self.endpoint_key_names, own_variables())
+
+    def secrets(self) -> list[str]:
+        """The values no answer, log line or stored row may carry (read now: the environment
+        may change between requests in tests, and reading it is cheap)."""
+        return known_secrets(self.token, self.database_url, self.endpoint_key_prefix, self.endpoint_key_names)
+
     def model_memory_limit(self) -> int:
         """Bytes a checkpoint's weights may take (LCTX_MAX_MODEL_MEMORY_MB, or physical memory)."""
         if self.max_model_memory_mb:
@@ -155,6 +197,11 @@ class Settings(BaseSettings):
         self.results.mkdir(parents=True, exist_ok=True)
         for root in self.roots:
             root.mkdir(parents=True, exist_ok=True)
+
+
+def own_variables() -> frozenset[str]:
+    """LCTX_<FIELD> for every setting: variables an endpoint is never sent."""
+    return frozenset(f"LCTX_{name.upper()}" for name in Settings.model_fields)
 
 
 @lru_cache

@@ -220,8 +220,10 @@ def job_fields(resolved: ResolvedCheckpoint, suite: Suite, tasks: list[dict[str,
     return dict(checkpoint=resolved.name, checkpoint_path=str(resolved.path), **request)
 
 
-def endpoint_spec(row: EndpointRow) -> EndpointSpec:
-    """The registration as the endpoint client's spec (the API key stays a variable's name)."""
+def endpoint_spec(row: EndpointRow, settings: Settings) -> EndpointSpec:
+    """The registration as the endpoint client's spec (the API key stays a variable's name,
+    checked again against today's allow-list: nothing sends a variable it no longer admits)."""
+    settings.check_endpoint_key(row.api_key_env)
     return EndpointSpec(base_url=row.base_url, served_model=row.served_model, tokenizer=row.tokenizer,
                         context_length=row.context_length, api_style=row.api_style, concurrency=row.concurrency,
                         timeout_s=row.timeout_s, max_retries=row.max_retries, api_key_env=row.api_key_env)
@@ -239,6 +241,7 @@ def submit_to_endpoint(store: Store, settings: Settings, request: JobCreate) -> 
     from evaluators.served import endpoint_refusals
 
     row = store.get_endpoint(request.endpoint)
+    settings.check_endpoint_key(row.api_key_env)  # registered before the allow-list, or the list changed since
     tasks = validate_tasks(request, settings)
     problems = endpoint_refusals(tasks, row.capabilities, {"rope": request.rope, "backend": request.backend})
     if problems:

@@ -13,9 +13,10 @@ from checkpoints.errors import CheckpointError
 from checkpoints.pull import read_source
 from checkpoints.tokenizer import read_chat_template
 from evaluators.registry import task_options
-from service.schemas import CheckpointOut, JobOut, JobState, ScheduleOut
+from service.schemas import CheckpointOut, EndpointOut, JobOut, JobState, ScheduleOut
+from service.secrets import mask
 from service.settings import Settings
-from service.store import CheckpointRow, JobRow, ScheduleRow
+from service.store import CheckpointRow, EndpointRow, JobRow, ScheduleRow
 
 
 def client_path(path: str | Path, settings: Settings, base: Path | None = None) -> str:
@@ -64,7 +65,14 @@ def job_out(row: JobRow, settings: Settings) -> JobOut:
     where = job.checkpoint_path if row.endpoint else client_path(job.checkpoint_path, settings)  # an endpoint's URL
     return job.model_copy(update={"checkpoint_path": where,
                                   "tasks": [client_task(t, settings) for t in job.tasks],
-                                  "error": client_text(job.error, settings) if job.error else job.error})
+                                  "error": client_text(mask(job.error, settings.secrets()), settings) if job.error
+                                  else job.error})
+
+
+def endpoint_out(row: EndpointRow, settings: Settings) -> EndpointOut:
+    """The registration, its tokenizer folder relative to the checkpoint root holding it."""
+    out = EndpointOut.model_validate(row)
+    return out.model_copy(update={"tokenizer": client_path(out.tokenizer, settings)})
 
 
 def checkpoint_out(row: CheckpointRow, settings: Settings) -> CheckpointOut:
@@ -97,6 +105,9 @@ def client_results(results: dict[str, Any], settings: Settings, job_dir: Path) -
     out = dict(results)
     if isinstance(out.get("checkpoint"), dict) and "path" in out["checkpoint"]:
         out["checkpoint"] = {**out["checkpoint"], "path": client_path(out["checkpoint"]["path"], settings)}
+    if isinstance(out.get("model"), dict):  # a served model's tokenizer folder, a local model's path
+        out["model"] = {k: client_path(v, settings) if k in ("path", "tokenizer") and isinstance(v, str) else v
+                        for k, v in out["model"].items()}
     out["tasks"] = [client_task(t, settings) for t in out.get("tasks", [])]
     entries = {}
     for key, entry in (out.get("results") or {}).items():

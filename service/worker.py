@@ -184,6 +184,6 @@ def served(settings: Settings, store: Store, job: JobRow) -> tuple[Any, Any, dic
     from service.submission import endpoint_spec
 
     row = store.get_endpoint(job.endpoint)
-    model = connect(endpoint_spec(row), settings.endpoint_host_list)
+    model = connect(endpoint_spec(row, settings), settings.endpoint_host_list)
     return model, EndpointEngine(model), {"endpoint": {"name": row.name, "url": row.base_url,
                                                        "served_model": row.served_model}}

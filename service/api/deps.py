@@ -37,14 +37,23 @@ async def get_metrics(request: Request) -> Metrics:
     return request.app.state.metrics
 
 
-def _check(settings: Settings, creds: HTTPAuthorizationCredentials | None) -> None:
+def token_refusal(settings: Settings, scheme: str | None, credentials: str | None) -> Unauthorized | None:
+    """Why a request's credentials do not pass (None: they do, or the service has no token).
+    The one check of the routes' dependencies and of the guard that runs before a body is read."""
     token = settings.token
     if token is None:
-        return
-    if creds is None or creds.scheme.lower() != "bearer":
-        raise Unauthorized("this service needs `Authorization: Bearer <token>` (the server's LCTX_API_TOKEN)")
-    if not secrets.compare_digest(creds.credentials.encode(), token.encode()):
-        raise Unauthorized("the bearer token does not match the server's LCTX_API_TOKEN")
+        return None
+    if scheme is None or credentials is None or scheme.lower() != "bearer":
+        return Unauthorized("this service needs `Authorization: Bearer <token>` (the server's LCTX_API_TOKEN)")
+    if not secrets.compare_digest(credentials.encode(), token.encode()):
+        return Unauthorized("the bearer token does not match the server's LCTX_API_TOKEN")
+    return None
+
+
+def _check(settings: Settings, creds: HTTPAuthorizationCredentials | None) -> None:
+    refusal = token_refusal(settings, creds.scheme if creds else None, creds.credentials if creds else None)
+    if refusal is not None:
+        raise refusal
 
 
 async def require_write(request: Request, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:

@@ -1,8 +1,9 @@
 """/v1/endpoints: served models (OpenAI-compatible servers) registered like checkpoints:
 the URL checked (scheme, allowed host), the tokenizer folder confined to the checkpoint
 roots, the server probed (/v1/models lists the model; token prompts, prompt logprobs,
-version) and what it said recorded. The API key never passes through here: only the name
-of the variable that holds it on the workers."""
+version) and what it said recorded, with the service's secrets masked. The API key never
+passes through here: only the name of the variable that holds it on the workers, which
+must be one the operator set aside for endpoint keys (service/secrets.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from service.api.deps import NameParam, Read, SettingsDep, StoreDep, Write
 from service.errors import InvalidRequest
 from service.paths import confine
 from service.schemas import EndpointCreate, EndpointOut, errors
+from service.secrets import masked
 from service.store import EndpointRow, now
+from service.views import endpoint_out
 
 router = APIRouter(prefix="/v1/endpoints", tags=["endpoints"], responses=errors(400, 403, 404, 409))
 
@@ -23,6 +26,7 @@ router = APIRouter(prefix="/v1/endpoints", tags=["endpoints"], responses=errors(
 @router.post("", status_code=status.HTTP_201_CREATED, dependencies=Write, response_model=EndpointOut)
 async def register_endpoint(body: EndpointCreate, store: StoreDep, settings: SettingsDep) -> EndpointOut:
     """Check the URL and the tokenizer, ask the server what it serves and supports, record it."""
+    settings.check_endpoint_key(body.api_key_env)
     tokenizer = confine(body.tokenizer, settings.roots, "tokenizer")
     try:
         url = check_base_url(body.base_url, settings.endpoint_host_list)
@@ -36,18 +40,18 @@ async def register_endpoint(body: EndpointCreate, store: StoreDep, settings: Set
     row = EndpointRow(name=body.name, base_url=url, served_model=body.served_model, api_style=body.api_style,
                       tokenizer=str(tokenizer), context_length=context, concurrency=body.concurrency,
                       timeout_s=body.timeout_s, max_retries=body.max_retries, api_key_env=body.api_key_env,
-                      capabilities=capabilities.to_dict(), created_at=now())
-    return EndpointOut.model_validate(store.add_endpoint(row))
+                      capabilities=masked(capabilities.to_dict(), settings.secrets()), created_at=now())
+    return endpoint_out(store.add_endpoint(row), settings)
 
 
 @router.get("", dependencies=Read, response_model=list[EndpointOut])
-def list_endpoints(store: StoreDep) -> list[EndpointOut]:
-    return [EndpointOut.model_validate(r) for r in store.list_endpoints()]
+def list_endpoints(store: StoreDep, settings: SettingsDep) -> list[EndpointOut]:
+    return [endpoint_out(r, settings) for r in store.list_endpoints()]
 
 
 @router.get("/{name}", dependencies=Read, response_model=EndpointOut)
-def get_endpoint(name: NameParam, store: StoreDep) -> EndpointOut:
-    return EndpointOut.model_validate(store.get_endpoint(name))
+def get_endpoint(name: NameParam, store: StoreDep, settings: SettingsDep) -> EndpointOut:
+    return endpoint_out(store.get_endpoint(name), settings)
 
 
 @router.delete("/{name}", status_code=status.HTTP_204_NO_CONTENT, dependencies=Write)

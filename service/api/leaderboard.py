@@ -15,9 +15,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from evaluators.registry import registry
 from service.api.deps import Read, SettingsDep, StoreDep
 from service.comparison import Scored, column_info, column_order, headline_column, scored
-from service.errors import Conflict
+from service.errors import Conflict, NotFound
 from service.schemas import (
     JOB_ID_PATTERN,
     NO_NUL_PATTERN,
@@ -43,12 +44,15 @@ def _row(entry: Scored, names: list[str]) -> dict:
                 values={c: entry.values[c][0] if c in entry.values else None for c in names})
 
 
-@router.get("/v1/leaderboard", dependencies=Read, response_model=Leaderboard)
+@router.get("/v1/leaderboard", dependencies=Read, response_model=Leaderboard, responses=errors(404))
 def leaderboard(task: Annotated[str, Query(pattern=TASK_PATTERN, examples=["passkey"])],
                 store: StoreDep, settings: SettingsDep, checkpoint: Filter = None,
                 rope: Filter = None, backend: Filter = None) -> Leaderboard:
     """One row per (checkpoint, RoPE setting, backend, scoring options): its latest results.
     Filter by `checkpoint` (name), `rope` (label as shown, e.g. `yarn:4`) and `backend`."""
+    name = task.split("/")[0].split("#")[0]
+    if name not in registry():  # an unknown task is not an empty table
+        raise NotFound(f"no task {name!r}; the tasks are {', '.join(registry())}")
     entries: dict[tuple, Scored] = {}
     for job in store.latest_succeeded(task):  # newest first: the first job of a key is its row
         if checkpoint is not None and job.checkpoint != checkpoint:

@@ -237,3 +237,10 @@ def test_prefill_progress_counts_every_prompt_token_chunk_by_chunk():
     batched.on_prefill = heard.append
     batched.generate_until([GenerateRequest(p, max_new_tokens=2) for p in prompts])
     assert sum(heard) == sum(PROMPT_LENGTHS)
+    # Tokens the prefix cache serves count too: a finished task's progress reads all its prompt tokens.
+    cached = Engine(model, TOK, max_batch=4, chunk_size=8, batch_prefill_tokens=0, prefix_cache=True)
+    heard.clear()
+    cached.on_prefill = heard.append
+    twice = [p for p in prompts for _ in range(2)]
+    cached.generate_until([GenerateRequest(p, max_new_tokens=2) for p in twice])
+    assert cached.stats.reused_tokens > 0 and sum(heard) == 2 * sum(PROMPT_LENGTHS)

@@ -21,12 +21,12 @@ SECRET = "sk-lctx-test-not-to-be-seen-3f9a"
 
 def test_register_refuse_submit_and_run_on_an_endpoint(transformers_server, real_model, tmp_path, monkeypatch,
                                                         capsys):
-    monkeypatch.setenv("LCTX_TEST_ENDPOINT_KEY", SECRET)
+    monkeypatch.setenv("LCTX_ENDPOINT_KEY_TEST", SECRET)
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "doc.txt").write_text("A document to score. " * 20)
     settings = make_settings(tmp_path, checkpoint_roots=[real_model.parent], data_dir=tmp_path / "data")
     body = {"name": "smol-served", "base_url": transformers_server.url, "served_model": transformers_server.name,
-            "tokenizer": real_model.name, "api_key_env": "LCTX_TEST_ENDPOINT_KEY"}
+            "tokenizer": real_model.name, "api_key_env": "LCTX_ENDPOINT_KEY_TEST"}
     with ThreadServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=120) as c:
         refused = {
             "scheme": ({**body, "base_url": "ftp://127.0.0.1/v1"}, "scheme must be http or https"),
@@ -42,7 +42,7 @@ def test_register_refuse_submit_and_run_on_an_endpoint(transformers_server, real
         # registered through the CLI, as a user would (`lctx endpoints add`)
         assert main(["endpoints", "add", "smol-served", transformers_server.url, "--served-model",
                      transformers_server.name, "--tokenizer", real_model.name, "--api-key-env",
-                     "LCTX_TEST_ENDPOINT_KEY", "--url", srv.url]) == 0
+                     "LCTX_ENDPOINT_KEY_TEST", "--url", srv.url]) == 0
         assert "smol-served" in capsys.readouterr().out
         endpoint = c.get("/v1/endpoints/smol-served").json()
         assert endpoint["context_length"] == 8192  # from the tokenizer folder's config.json
@@ -79,5 +79,5 @@ def test_register_refuse_submit_and_run_on_an_endpoint(transformers_server, real
     db = sqlite3.connect(settings.database.removeprefix("sqlite:///"))
     dump = "\n".join(db.iterdump())
     db.close()
-    assert "LCTX_TEST_ENDPOINT_KEY" in dump and SECRET not in dump
+    assert "LCTX_ENDPOINT_KEY_TEST" in dump and SECRET not in dump
     assert SECRET not in json.dumps(results) and SECRET not in json.dumps(endpoint)

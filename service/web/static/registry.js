@@ -110,7 +110,7 @@ function endpointForm() {
     field("context_length", "Context (tokens; default from the folder's config.json)", { type: "number", min: 16 }),
     h("label", {}, "API style", h("select", { name: "api_style" },
       h("option", { value: "completions" }, "completions"), h("option", { value: "chat" }, "chat"))),
-    field("api_key_env", "API key variable name (the key stays on the workers)", { placeholder: "VLLM_API_KEY" }),
+    field("api_key_env", "API key variable name (the key stays on the workers)", { placeholder: "LCTX_ENDPOINT_KEY_VLLM" }),
     h("button", { type: "submit" }, "Register endpoint"), status);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
