@@ -23,7 +23,7 @@ from checkpoints.config_reader import load_config
 from checkpoints.errors import LoadError, OutsideCheckpoint
 from checkpoints.families import hf_to_lctx_name, split_fused
 from checkpoints.model import Decoder
-from checkpoints.rope import parse_rope_override
+from checkpoints.rope import apply_rope_override
 from checkpoints.tokenizer import BYTE_TOKENIZER_FILE, Tokenizer, load_tokenizer
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
@@ -212,7 +212,7 @@ def load_model(
     path = Path(path)
     device = torch.device(device)
     config = load_config(path)
-    config = config.with_rope(parse_rope_override(rope, config))
+    config = apply_rope_override(rope, config)
     torch_dtype = resolve_dtype(dtype, config, device)
     state = read_state_dict(path, config, torch_dtype)
     with torch.device("meta"):
