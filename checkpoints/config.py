@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from checkpoints.errors import ConfigError
-from checkpoints.rope import L0_KEY, RopeScaling, rope_method_of
+from checkpoints.rope import L0_KEY, RopeScaling, check_factor_lists, check_theta, rope_method_of
 
 OWN_MODEL_TYPE = "lctx"
 ROTARY_LAYOUTS = ("half", "interleaved")
@@ -152,6 +152,8 @@ class ModelConfig:
             )
         if not 0.0 < self.partial_rotary_factor <= 1.0:
             raise ConfigError(f"partial_rotary_factor must be in (0, 1], got {self.partial_rotary_factor}")
+        check_theta(self.rope_theta)
+        check_factor_lists(self.rope_scaling, self.rotary_dim)
         if isinstance(self.eos_token_id, int):
             self.eos_token_id = [self.eos_token_id]
         self.eos_token_id = list(self.eos_token_id or [])

@@ -23,7 +23,7 @@ from checkpoints.config_reader import load_config
 from checkpoints.errors import LoadError, OutsideCheckpoint
 from checkpoints.families import hf_to_lctx_name, split_fused
 from checkpoints.model import Decoder
-from checkpoints.rope import parse_rope_override
+from checkpoints.rope import apply_rope_override
 from checkpoints.tokenizer import BYTE_TOKENIZER_FILE, Tokenizer, load_tokenizer
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
@@ -185,14 +185,23 @@ def check_state_dict(model: Decoder, state: dict[str, torch.Tensor], path: Path)
         raise LoadError("\n".join(lines))
 
 
+def load_dtype(device: str, gpu: bool | None, checkpoint_dtype: str) -> str:
+    """The dtype a checkpoint's weights load in when none is asked for: the checkpoint's own
+    on a GPU, float32 on CPU (where half-precision kernels are slow or missing). `device` is
+    the setting (auto, cpu, cuda) or the device a worker picked; `gpu` whether the worker has
+    a GPU (None: not known, as for an API that has not heard from the Ray cluster yet, taken
+    as a GPU cluster's like the backend check does). The loader and the service's memory check
+    (service.submission.check_model_memory) both ask this, so what is admitted is what loads."""
+    on_gpu = device.startswith("cuda") or (device == "auto" and gpu is not False)
+    return checkpoint_dtype if on_gpu and checkpoint_dtype in DTYPES else "float32"
+
+
 def resolve_dtype(dtype: str | torch.dtype | None, config: ModelConfig, device: torch.device) -> torch.dtype:
-    """Default: the checkpoint's dtype on GPU, float32 on CPU."""
+    """Default: `load_dtype` for the device (the checkpoint's dtype on GPU, float32 on CPU)."""
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype is None or dtype == "auto":
-        if device.type != "cuda":
-            return torch.float32
-        dtype = config.torch_dtype if config.torch_dtype in DTYPES else "float32"
+        dtype = load_dtype(device.type, device.type == "cuda", config.torch_dtype)
     if dtype not in DTYPES:
         raise LoadError(f"unsupported dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
     return DTYPES[dtype]
@@ -212,7 +221,7 @@ def load_model(
     path = Path(path)
     device = torch.device(device)
     config = load_config(path)
-    config = config.with_rope(parse_rope_override(rope, config))
+    config = apply_rope_override(rope, config)
     torch_dtype = resolve_dtype(dtype, config, device)
     state = read_state_dict(path, config, torch_dtype)
     with torch.device("meta"):

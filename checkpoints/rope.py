@@ -50,6 +50,9 @@ ROPE_BOUNDS: dict[str, tuple[float, float, bool]] = {
     "high_freq_factor": (0.0, 10_000.0, True),
 }
 FACTOR_LIST_BOUNDS = (0.0, 10_000.0)  # each LongRoPE long/short factor, exclusive low
+# The base (`rope_theta`) of a config or a job's override: a base of 0 or below divides by
+# zero or turns the rotation around; the upper bound is far above any released model's base.
+THETA_BOUNDS = (0.0, 1e15, True)
 
 
 # --- the closed forms -----------------------------------------------------
@@ -167,7 +170,7 @@ class RopeScaling:
 
 def _number(name: str, value: Any, low: float, high: float, open_low: bool) -> None:
     """A real number (not a bool, not nan/inf) in its range, or a ConfigError naming it."""
-    where = f"rope {name}"
+    where = name if name.startswith("rope_") else f"rope {name}"
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{where} must be a number, got {value!r}")
     if not math.isfinite(value):
@@ -175,6 +178,22 @@ def _number(name: str, value: Any, low: float, high: float, open_low: bool) -> N
     if value > high or value < low or (open_low and value == low):
         side = ">" if open_low else ">="
         raise ConfigError(f"{where} must be {side} {low:g} and <= {high:g}, got {value!r}")
+
+
+def check_theta(theta: Any) -> None:
+    """`rope_theta` is a finite number within THETA_BOUNDS, or a ConfigError naming it."""
+    _number("rope_theta", theta, *THETA_BOUNDS)
+
+
+def check_factor_lists(s: RopeScaling, dim: int) -> None:
+    """LongRoPE's factor lists hold one factor per rotated pair of the model: `dim` / 2 for a
+    rotary dimension `dim` (head_dim x partial_rotary_factor). Checked when a config is built
+    (with its own scaling or a job's override), not first when a prompt runs."""
+    for name in ("long_factor", "short_factor"):
+        values = getattr(s, name)
+        if values is not None and len(values) != dim // 2:
+            raise ConfigError(f"rope {name} has {len(values)} entries; this model rotates {dim} dimensions of each "
+                              f"head, so LongRoPE needs dim/2 = {dim // 2} factors in each list")
 
 
 def _check_numbers(s: RopeScaling) -> None:
@@ -338,8 +357,7 @@ def longrope_freq(s: RopeScaling, dim: int, base: float, l0: int, length: int) -
     """LongRoPE (Phi-3): per-pair rescale factors, long ones beyond L0."""
     ext = s.long_factor if length > l0 else s.short_factor
     assert ext is not None  # validated in RopeScaling
-    if len(ext) != dim // 2:
-        raise ConfigError(f"longrope factors must have dim/2 = {dim // 2} entries, got {len(ext)}")
+    check_factor_lists(s, dim)
     ext_t = torch.tensor(ext, dtype=torch.float64)
     return 1.0 / (ext_t * base ** (torch.arange(0, dim, 2, dtype=torch.int64).to(torch.float64) / dim))
 
@@ -404,8 +422,9 @@ ASCII_NUMBER = re.compile(r"([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 def parse_rope_override(value: str | dict[str, Any] | RopeScaling | None, config: ModelConfig) -> RopeScaling:
     """A job's RoPE override: `"yarn:4"`, `"ntk:8"`, `"none"`, or a dict in
-    either transformers spelling. A method that takes an original length gets the
-    checkpoint's L0 unless the override gives one."""
+    either transformers spelling (a dict's `rope_theta` is checked here and applied by
+    `apply_rope_override`). A method that takes an original length gets the checkpoint's
+    L0 unless the override gives one."""
     if value is None:
         return config.rope_scaling
     if isinstance(value, RopeScaling):
@@ -415,6 +434,8 @@ def parse_rope_override(value: str | dict[str, Any] | RopeScaling | None, config
         if not (raw.get("rope_type") or raw.get("type")):
             raise ConfigError(f"a rope override dict must name its method in 'rope_type' (one of "
                               f"{', '.join(ROPE_METHODS)}), e.g. {{'rope_type': 'yarn', 'factor': 4}}; got {value!r}")
+        if "rope_theta" in raw:  # the base, applied by apply_rope_override; checked here
+            check_theta(raw["rope_theta"])
     elif isinstance(value, str):
         text = value.strip().lower()
         if text in ("", "checkpoint"):
@@ -437,6 +458,17 @@ def parse_rope_override(value: str | dict[str, Any] | RopeScaling | None, config
     if method.takes_original_length and L0_KEY not in raw:
         raw[L0_KEY] = config.rope_l0
     return RopeScaling.from_dict(raw)
+
+
+def apply_rope_override(value: str | dict[str, Any] | None, config: ModelConfig) -> ModelConfig:
+    """The checkpoint's config with a job's RoPE override applied: its scaling and, where a
+    dict gives one, its `rope_theta` (the base; results record the base that ran). The config
+    is built again, so what depends on the model's sizes (LongRoPE's factor lists) is checked
+    against this checkpoint."""
+    scaling = parse_rope_override(value, config)
+    theta = value.get("rope_theta") if isinstance(value, dict) else None
+    return dataclasses.replace(config, rope_scaling=scaling,
+                               rope_theta=config.rope_theta if theta is None else float(theta))
 
 
 class Rotary:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -31,8 +32,9 @@ MAX_LIST = 1000  # values of a list option (lengths, depths, datasets)
 # evaluator reads (confined to the data dir and checkpoint roots at submission), the option
 # only chooses which samples run (kept out of the configuration hash, so a run with more
 # lengths reuses the samples already scored), the option is another name of `x-alias-of`.
-# The option counts tokens (`x-tokens`): the service bounds it by LCTX_MAX_LENGTH.
-FILE, SELECTS, ALIAS_OF, TOKENS = "x-file", "x-selects", "x-alias-of", "x-tokens"
+# The option counts tokens (`x-tokens`): the service bounds it by LCTX_MAX_LENGTH. A file
+# option that also takes a folder (`x-folder`: of .txt files); any other must name a file.
+FILE, SELECTS, ALIAS_OF, TOKENS, FOLDER = "x-file", "x-selects", "x-alias-of", "x-tokens", "x-folder"
 # The task's `chat_template` option (`x-chat-template`): the service checks at submission that
 # the checkpoint has a template when it is true. Where a checkpoint keeps one, as transformers
 # reads it (checkpoints.tokenizer.read_chat_template):
@@ -54,30 +56,51 @@ def listed(value: Any) -> Any:
     return value
 
 
+def distinct(values: list[Any]) -> list[Any]:
+    """A list option names each value once: a repeated length or dataset would plan the same
+    samples twice (their ids collide and the job fails when a worker plans it), so it is
+    refused at the edge, naming the value, rather than dropped in silence."""
+    seen: set[Any] = set()
+    for value in values:
+        if value in seen:
+            raise ValueError(f"{value!r} is repeated; give each value once")
+        seen.add(value)
+    return values
+
+
 def Int(ge: int | None = None, le: int | None = None, gt: int | None = None) -> Any:  # noqa: N802 - a type
     """A strict int (true, 1.5 and "3" are refused) within bounds."""
     return Annotated[int, Field(strict=True, ge=ge, le=le, gt=gt)]
 
 
 def IntList(minimum: int, maximum: int) -> Any:  # noqa: N802 - a type
-    """A non-empty list of at most MAX_LIST strict ints in [minimum, maximum]."""
+    """A non-empty list of at most MAX_LIST distinct strict ints in [minimum, maximum]."""
     item = Annotated[int, Field(strict=True, ge=minimum, le=maximum)] if minimum != 1 else \
         Annotated[int, Field(strict=True, gt=0, le=maximum)]
-    return Annotated[list[item], BeforeValidator(listed), Field(min_length=1, max_length=MAX_LIST)]
+    return Annotated[list[item], BeforeValidator(listed), Field(min_length=1, max_length=MAX_LIST),
+                     AfterValidator(distinct)]
 
 
-Names = Annotated[list[Annotated[str, Field(min_length=1, max_length=128)]], BeforeValidator(listed),
-                  Field(min_length=1, max_length=MAX_LIST)]
+def Choices(item: Any, most: int = MAX_LIST) -> Any:  # noqa: N802 - a type
+    """A non-empty list of at most `most` distinct values of `item` (names, a Literal of a
+    benchmark's tasks), given as a list or a comma-separated string."""
+    return Annotated[list[item], BeforeValidator(listed), Field(min_length=1, max_length=most),
+                     AfterValidator(distinct)]
+
+
+Names = Choices(Annotated[str, Field(min_length=1, max_length=128)])
 Seed = Annotated[int, Field(strict=True, ge=-(2**63), le=2**63 - 1, description="seed of every sampled choice")]
 FilePath = Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00]*$")]
 
 
 def option(default: Any = ..., description: str = "", *, file: bool = False, selects: bool = False,
-           alias_of: str | None = None, tokens: bool = False) -> Any:
-    """A field with its description and lctx's marks (see FILE, SELECTS, ALIAS_OF, TOKENS)."""
+           alias_of: str | None = None, tokens: bool = False, folder: bool = False) -> Any:
+    """A field with its description and lctx's marks (see FILE, SELECTS, ALIAS_OF, TOKENS, FOLDER)."""
     extra: dict[str, Any] = {}
     if file:
         extra[FILE] = True
+    if folder:
+        extra[FOLDER] = True
     if selects:
         extra[SELECTS] = True
     if tokens:
@@ -122,6 +145,10 @@ class TaskOptions(BaseModel):
         return cls._marked(FILE)
 
     @classmethod
+    def folder_options(cls) -> tuple[str, ...]:
+        return cls._marked(FOLDER)
+
+    @classmethod
     def selection(cls) -> tuple[str, ...]:
         return cls._marked(SELECTS)
 
@@ -144,6 +171,13 @@ class TaskOptions(BaseModel):
             if numbers:
                 out[name] = max(numbers)
         return out
+
+    def context_needed(self) -> int | None:
+        """Tokens of context the longest sample takes, prompt and generated tokens together,
+        where the options fix it (a task that sizes prompts to target lengths); None where the
+        task fits its prompts to the model's context itself (truncating) or the data decides.
+        A served model with a smaller context could only fail on it: the service refuses it."""
+        return None
 
     def planned_samples(self) -> int | None:
         """How many samples the options ask for, for the service's per-job bound; None

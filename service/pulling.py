@@ -16,7 +16,8 @@ from service.store import CheckpointRow, Store
 from service.submission import check_model_memory, checkpoint_info
 
 
-def pull_checkpoint(store: Store, settings: Settings, body: CheckpointPull) -> CheckpointRow:
+def pull_checkpoint(store: Store, settings: Settings, body: CheckpointPull,
+                    cluster_gpus: int | None = None) -> CheckpointRow:
     """Pull, validate, fingerprint and register; a refusal names what to fix."""
     if store.find_checkpoint(body.name) is not None:
         raise Conflict(f"checkpoint name {body.name!r} is already registered; pick another name or delete it first")
@@ -36,5 +37,5 @@ def pull_checkpoint(store: Store, settings: Settings, body: CheckpointPull) -> C
     except PullError as e:
         raise InvalidRequest(str(e)) from e
     info = checkpoint_info(Path(pulled.path), settings.roots)
-    check_model_memory(info.parameters, info.dtype, settings, body.name)
+    check_model_memory(info.parameters, info.dtype, settings, body.name, cluster_gpus)
     return store.add_checkpoint(body.name, str(pulled.path), info.fingerprint, info.variant, info.parameters)

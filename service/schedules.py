@@ -23,12 +23,11 @@ from service.settings import Settings
 from service.store import JobRow, ScheduleRow, Store, now
 from service.submission import (
     ResolvedCheckpoint,
-    check_rope,
+    check_model_memory,
     checkpoint_info,
     job_fields,
     suite_hash,
     validate_suite,
-    validate_tasks,
 )
 
 log = logging.getLogger("lctx.schedules")
@@ -48,13 +47,16 @@ def next_run(cron: str, after: datetime) -> datetime:
                              "use five fields, e.g. '0 2 * * *' for 02:00 every night") from e
 
 
-def create_schedule(store: Store, settings: Settings, request: ScheduleCreate) -> ScheduleRow:
+def create_schedule(store: Store, settings: Settings, request: ScheduleCreate,
+                    cluster_gpus: int | None = None) -> ScheduleRow:
+    """Its suite passes what a job's does (`validate_suite`: the same function, the backend
+    against the cluster's GPUs included); what depends on a checkpoint is checked again for
+    each one found, when its job is made."""
     watch = [str(confine(w, settings.roots, "watch folder")) for w in request.watch]
     for w in watch:
         if not Path(w).is_dir():
             raise InvalidRequest(f"watch folder {w} does not exist; create it or fix the path")
-    validate_tasks(request.suite, settings)
-    check_rope(request.suite.rope)  # and against each checkpoint found, when its job is made
+    validate_suite(request.suite, settings, cluster_gpus)
     t = now()
     return store.add_schedule(ScheduleRow(
         name=request.name, cron=request.cron, watch=watch, suite=request.suite.model_dump(mode="json", exclude_none=True),
@@ -162,13 +164,14 @@ class Scheduler:
     def _submit_once(self, schedule: ScheduleRow, suite: Suite, path: Path) -> JobRow | None:
         path = confine(str(path), self.settings.roots, "checkpoint path")  # a symlink may point out
         info = checkpoint_info(path, self.settings.roots)
+        check_model_memory(info.parameters, info.dtype, self.settings, path.name)  # as registration does
         known = self.store.checkpoint_by_path(str(path))
         if known is None:
             name = path.name if self.store.find_checkpoint(path.name) is None else f"{path.name}-{info.fingerprint[:8]}"
             known = self.store.add_checkpoint(name, str(path), info.fingerprint, info.variant, info.parameters)
         elif known.fingerprint != info.fingerprint:  # retrained in place: a new checkpoint to evaluate
             known = self.store.add_checkpoint(known.name, str(path), info.fingerprint, info.variant, info.parameters)
-        tasks = validate_suite(suite, path, self.settings)
+        tasks = validate_suite(suite, self.settings, checkpoint=path)
         resolved = ResolvedCheckpoint(known.name, path, info.fingerprint)
         return self.store.add_job_once(info.fingerprint, schedule.suite_hash, schedule=schedule.name,
                                        **job_fields(resolved, suite, tasks))

@@ -15,8 +15,8 @@ from checkpoints.config_reader import load_config
 from checkpoints.endpoint import EndpointSpec
 from checkpoints.errors import CheckpointError, OutsideCheckpoint
 from checkpoints.fingerprint import CheckpointInfo, inspect_checkpoint
-from checkpoints.loading import checkpoint_files
-from checkpoints.rope import parse_rope_override
+from checkpoints.loading import checkpoint_files, load_dtype
+from checkpoints.rope import apply_rope_override, parse_rope_override
 from checkpoints.tokenizer import CHAT_TEMPLATE_FILE, TOKENIZER_CONFIG_FILE, read_chat_template
 from evaluators.data import sniff_text_option
 from evaluators.options import TaskOptions
@@ -48,10 +48,13 @@ def _size(n: int) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
-def check_model_memory(parameters: int, config_dtype: str, settings: Settings, name: str) -> None:
+def check_model_memory(parameters: int, config_dtype: str, settings: Settings, name: str,
+                       cluster_gpus: int | None = None) -> None:
     """The weights fit the memory this service allows a model (LCTX_MAX_MODEL_MEMORY_MB,
-    default the machine's): jobs load float32 on CPU and the checkpoint's dtype on GPU."""
-    per = 4 if settings.device == "cpu" or config_dtype not in DTYPE_BYTES else DTYPE_BYTES[config_dtype]
+    default the machine's) at the dtype a worker loads them in: the loader's own rule
+    (checkpoints.loading.load_dtype) from LCTX_DEVICE and whether the cluster has a GPU."""
+    gpu = None if cluster_gpus is None else cluster_gpus > 0
+    per = DTYPE_BYTES[load_dtype(settings.device, gpu, config_dtype)]
     need, limit = parameters * per, settings.model_memory_limit()
     if need > limit:
         raise InvalidRequest(f"checkpoint {name}: its {parameters:,} parameters take {_size(need)} at "
@@ -81,11 +84,13 @@ class ResolvedCheckpoint:
     fingerprint: str
 
 
-def resolve_checkpoint(store: Store, settings: Settings, ref: str) -> ResolvedCheckpoint:
+def resolve_checkpoint(store: Store, settings: Settings, ref: str,
+                       cluster_gpus: int | None = None) -> ResolvedCheckpoint:
     """A registered name, or a path inside the checkpoint roots (validated and fingerprinted)."""
     row = store.find_checkpoint(ref)
     if row is not None:
-        check_model_memory(row.parameters or 0, _dtype_of(Path(row.path), row.name), settings, row.name)
+        check_model_memory(row.parameters or 0, _dtype_of(Path(row.path), row.name), settings, row.name,
+                           cluster_gpus)
         return ResolvedCheckpoint(row.name, Path(row.path), row.fingerprint)
     if "/" not in ref and not ref.startswith("."):
         names = ", ".join(c.name for c in store.list_checkpoints()[:20]) or "none yet"
@@ -93,7 +98,7 @@ def resolve_checkpoint(store: Store, settings: Settings, ref: str) -> ResolvedCh
                              "register it with POST /v1/checkpoints or give its directory")
     path = confine(ref, settings.roots, "checkpoint path")
     info = checkpoint_info(path, settings.roots)
-    check_model_memory(info.parameters, info.dtype, settings, path.name)
+    check_model_memory(info.parameters, info.dtype, settings, path.name, cluster_gpus)
     known = store.checkpoint_by_path(str(path))
     return ResolvedCheckpoint(known.name if known else str(path), path, info.fingerprint)
 
@@ -107,12 +112,16 @@ def _dtype_of(path: Path, name: str) -> str:
         raise InvalidRequest(f"checkpoint {name}: {e}; fix its config.json or register it again") from e
 
 
-def validate_suite(suite: Suite, checkpoint: Path, settings: Settings,
-                   cluster_gpus: int | None = None) -> list[dict[str, Any]]:
-    """Each task checked by its evaluator, the RoPE override against the checkpoint."""
+def validate_suite(suite: Suite, settings: Settings, cluster_gpus: int | None = None,
+                   checkpoint: Path | None = None) -> list[dict[str, Any]]:
+    """What a suite must pass to be queued, one function for a job, a schedule and each job a
+    schedule makes: its tasks (`validate_tasks`), the RoPE override and the chat template
+    against the checkpoint. A schedule's suite (`checkpoint` None: none found yet) has what
+    does not depend on the checkpoint checked now and the rest when each job is made."""
     tasks = validate_tasks(suite, settings, cluster_gpus)
-    check_rope(suite.rope, load_config(checkpoint) if suite.rope is not None else None)
-    check_chat_templates(suite, checkpoint)
+    check_rope(suite.rope, load_config(checkpoint) if suite.rope is not None and checkpoint is not None else None)
+    if checkpoint is not None:
+        check_chat_templates(suite, checkpoint)
     return tasks
 
 
@@ -134,11 +143,16 @@ _PROBE = dict(hidden_size=64, num_layers=1, num_heads=1, intermediate_size=64, v
 
 
 def check_rope(rope: str | dict[str, Any] | None, config: ModelConfig | None = None) -> None:
-    """The RoPE override is a known method with finite parameters within their bounds."""
+    """The RoPE override is a known method with finite parameters within their bounds (its
+    `rope_theta` too); with the checkpoint's config, the config it makes is one the worker
+    can build (LongRoPE's factor lists as long as the model's rotary pairs)."""
     if rope is None:
         return
     try:
-        parse_rope_override(rope, config or ModelConfig(**_PROBE))
+        if config is None:
+            parse_rope_override(rope, ModelConfig(**_PROBE))
+        else:
+            apply_rope_override(rope, config)
     except (CheckpointError, ValueError, TypeError, KeyError, AttributeError) as e:
         raise InvalidRequest(f"rope {rope!r}: {e}") from e
 
@@ -203,11 +217,20 @@ def confine_files(task: dict[str, Any], settings: Settings, where: str) -> None:
     dir. The option is replaced by the resolved path, so the worker reads exactly the file
     that was checked."""
     roots = ([settings.data_dir.absolute()] if settings.data_dir else []) + settings.roots
-    for key in task_options()[task["name"]].file_options():
+    options = task_options()[task["name"]]
+    for key in options.file_options():
         if isinstance(task.get(key), str):
-            path = confine(task[key], roots, f"{where}.{key}")
+            given = task[key]
+            path = confine(given, roots, f"{where}.{key}")
             task[key] = str(path)
-            problem = sniff_text_option(path) if path.exists() else None
+            if not path.exists():
+                relative = "the data directory (LCTX_DATA_DIR)" if settings.data_dir else \
+                    "the first checkpoint root (no data directory is configured)"
+                raise InvalidRequest(f"{where}.{key}: {given} does not exist (a relative path is taken relative "
+                                     f"to {relative}); put the file there or fix the path")
+            if path.is_dir() and key not in options.folder_options():
+                raise InvalidRequest(f"{where}.{key}: {given} is a folder; give a file")
+            problem = sniff_text_option(path)
             if problem:
                 raise InvalidRequest(f"{where}.{key}: {problem}; give a UTF-8 text file (.txt) or, where the "
                                      "option takes one, a .jsonl of objects")
@@ -244,6 +267,7 @@ def submit_to_endpoint(store: Store, settings: Settings, request: JobCreate) -> 
     settings.check_endpoint_key(row.api_key_env)  # registered before the allow-list, or the list changed since
     tasks = validate_tasks(request, settings)
     problems = endpoint_refusals(tasks, row.capabilities, {"rope": request.rope, "backend": request.backend})
+    problems += context_refusals(request, row.context_length)
     if problems:
         raise InvalidRequest(f"cannot run on endpoint {row.name!r}: " + "; ".join(problems))
     suite = {**request.model_dump(mode="json", include=set(Suite.model_fields)), "tasks": tasks}
@@ -251,13 +275,27 @@ def submit_to_endpoint(store: Store, settings: Settings, request: JobCreate) -> 
                          endpoint=row.name, **suite)
 
 
+def context_refusals(suite: Suite, context: int) -> list[str]:
+    """One message per task whose longest sample (prompt and generated tokens, where its
+    options fix them) does not fit a served model's context: the server's limit is hard, and
+    the endpoint engine would refuse every such prompt when the job runs."""
+    problems = []
+    for i, spec in enumerate(suite.tasks):
+        need = spec.context_needed()
+        if need is not None and need > context:
+            problems.append(f"tasks[{i}] ({spec.name}): its longest sample takes {need} tokens (its longest length, "
+                            f"with the tokens it generates where the length leaves them out), more than the served "
+                            f"context of {context} tokens; ask for lengths that fit in {context} tokens")
+    return problems
+
+
 def submit(store: Store, settings: Settings, request: JobCreate, cluster_gpus: int | None = None) -> JobRow:
     """Validate and queue; the row is committed when this returns. `cluster_gpus`: what
     the executor's Ray reports (None: not known here)."""
     if request.endpoint is not None:
         return submit_to_endpoint(store, settings, request)
-    resolved = resolve_checkpoint(store, settings, request.checkpoint)
-    tasks = validate_suite(request, resolved.path, settings, cluster_gpus)
+    resolved = resolve_checkpoint(store, settings, request.checkpoint, cluster_gpus)
+    tasks = validate_suite(request, settings, cluster_gpus, resolved.path)
     return store.add_job(fingerprint=resolved.fingerprint, **job_fields(resolved, request, tasks))
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal
+from typing import ClassVar, Literal
 
-from pydantic import BeforeValidator, Field, StrictBool, model_validator
+from pydantic import StrictBool, model_validator
 
-from evaluators.options import MAX_LENGTH, Int, IntList, TaskOptions, chat_template_option, listed, option
+from evaluators.options import MAX_LENGTH, Choices, Int, IntList, TaskOptions, chat_template_option, option
 
 BABI_DIR = Path("tasks_1-20_v1-2") / "en-10k"
 BOOKS_DIR = Path("pg19") / "test"
@@ -21,7 +21,7 @@ DATA_HOWTO = (
 
 TASK_ORDER = ("qa1", "qa2", "qa3", "qa4", "qa5", "qa6", "qa7", "qa8", "qa9", "qa10")
 TaskName = Literal["qa1", "qa2", "qa3", "qa4", "qa5", "qa6", "qa7", "qa8", "qa9", "qa10"]
-Tasks = Annotated[list[TaskName], BeforeValidator(listed), Field(min_length=1, max_length=10)]
+Tasks = Choices(TaskName, len(TASK_ORDER))
 
 
 class BabilongOptions(TaskOptions):
@@ -53,8 +53,6 @@ class BabilongOptions(TaskOptions):
         chosen = self.tasks or self.datasets or list(TASK_ORDER)
         self.tasks = [t for t in TASK_ORDER if t in chosen]  # qa1..qa10, once each
         self.datasets = None
-        if self.lengths is not None and len(set(self.lengths)) != len(self.lengths):
-            raise ValueError("lengths must not repeat")
         return self
 
     def data_files(self, data_dir: Path) -> list[Path]:
@@ -71,3 +69,8 @@ class BabilongOptions(TaskOptions):
 
     def planned_samples(self) -> int | None:
         return len(self.tasks or []) * len(self.lengths) * self.samples if self.lengths else None
+
+    def context_needed(self) -> int | None:
+        """At least the longest nominal length (the prompt's text around the haystack and the
+        answer come on top); by default the lengths are chosen to fit the model's context."""
+        return max(self.lengths) if self.lengths else None

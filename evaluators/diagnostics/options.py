@@ -49,3 +49,6 @@ class DiagnosticsOptions(TaskOptions):
 
     def planned_samples(self) -> int:
         return len(self.lengths) * self.samples
+
+    def context_needed(self) -> int:
+        return max(self.lengths)

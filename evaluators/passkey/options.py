@@ -45,6 +45,9 @@ class PasskeyOptions(SearchOptions):
     def planned_samples(self) -> int:
         return len(self.lengths) * self.trials
 
+    def context_needed(self) -> int:
+        return max(self.lengths) + self.max_new_tokens  # prompts fill their length, then it generates
+
     def planned_tokens(self) -> int:
         return sum(self.lengths) * self.trials
 
@@ -74,6 +77,9 @@ class NeedleOptions(SearchOptions):
 
     def planned_samples(self) -> int:
         return len(self.lengths) * len(self.depths) * self.trials
+
+    def context_needed(self) -> int:
+        return max(self.lengths) + self.max_new_tokens
 
     def planned_tokens(self) -> int:
         return sum(self.lengths) * len(self.depths) * self.trials

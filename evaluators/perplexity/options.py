@@ -16,13 +16,16 @@ class PerplexityOptions(TaskOptions):
                                              selects=True, tokens=True)
     text_file: FilePath = option(..., "the documents (absolute, or relative to the data directory): a UTF-8 "
                                  ".txt file, a .jsonl of {\"text\": ...} per line, or a folder of .txt files, "
-                                 "e.g. PG-19 or Proof-Pile documents", file=True)
+                                 "e.g. PG-19 or Proof-Pile documents", file=True, folder=True)
     max_tokens: Int(ge=2, le=MAX_LENGTH) = option(32_768, "tokens scored per document (its first max_tokens): "
                                                   "the same tokens at every length", tokens=True)
     stride: Int(ge=1, le=MAX_LENGTH) | None = option(None, "sliding-window stride in tokens, as YaRN's "
                                                      "evaluation (default: L - 1, windows back to back after a BOS; without a "
                                                      "BOS they overlap by one context token)")
     seed: Seed = 0
+
+    def context_needed(self) -> int:
+        return max(self.lengths)  # each window is scored whole
 
     @model_validator(mode="after")
     def _budget(self) -> PerplexityOptions:

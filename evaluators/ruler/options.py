@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BeforeValidator, Field, StrictBool, model_validator
+from pydantic import Field, StrictBool, model_validator
 
 from evaluators.options import (
+    Choices,
     Int,
     Lengths,
     Seed,
     chat_template_option,
-    listed,
     option,
     stop_when_decided_option,
 )
@@ -25,7 +25,7 @@ from evaluators.sequential.options import SearchOptions
 RulerTask = Literal["niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2",
                     "niah_multikey_3", "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe", "qa_1", "qa_2"]
 RULER_TASKS: tuple[str, ...] = RulerTask.__args__  # type: ignore[attr-defined]
-RulerTasks = Annotated[list[RulerTask], BeforeValidator(listed), Field(min_length=1, max_length=len(RULER_TASKS))]
+RulerTasks = Choices(RulerTask, len(RULER_TASKS))
 RULER_LENGTHS = [4096, 8192, 16384, 32768, 65536, 131072]
 RulerTemplate = Literal["base", "chat", "meta-chat", "vicuna-chat", "lwm-chat", "command-r-chat", "chatglm-chat",
                         "RWKV", "Phi3", "meta-llama3", "jamba", "nemotron5-instruct"]
@@ -73,7 +73,7 @@ class RulerOptions(SearchOptions):
         chosen = self.tasks or self.datasets or list(RULER_TASKS)
         self.tasks = [t for t in RULER_TASKS if t in chosen]  # synthetic.yaml's order, once each
         self.datasets = None
-        self.lengths = sorted(set(self.lengths))
+        self.lengths = sorted(self.lengths)
         if self.chat_template and self.template not in ("base", "chat"):
             raise ValueError(f"chat_template=true wraps prompts in the checkpoint's template; template="
                              f"{self.template} names another wrapper: give one of them")
@@ -89,6 +89,9 @@ class RulerOptions(SearchOptions):
 
     def planned_tokens(self) -> int:
         return len(self.tasks or []) * sum(self.lengths) * self.samples
+
+    def context_needed(self) -> int:
+        return max(self.lengths)  # RULER's lengths count the generation budget too
 
     def missing_files(self, data_dir: Path | None) -> list[str]:
         out = []

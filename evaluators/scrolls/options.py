@@ -3,25 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal
+from typing import ClassVar, Literal
 
-from pydantic import BeforeValidator, Field, StrictBool, model_validator
+from pydantic import StrictBool, model_validator
 
 from evaluators import datafiles
 from evaluators.options import (
     MAX_LENGTH,
+    Choices,
     Int,
     MaxNewTokens,
     Seed,
     TaskOptions,
     chat_template_option,
-    listed,
     option,
 )
 
 ScrollsTask = Literal["gov_report", "summ_screen_fd", "qmsum", "qasper", "narrative_qa", "quality", "contract_nli"]
 SCROLLS_TASKS: tuple[str, ...] = ScrollsTask.__args__  # type: ignore[attr-defined]
-ScrollsTasks = Annotated[list[ScrollsTask], BeforeValidator(listed), Field(min_length=1, max_length=len(SCROLLS_TASKS))]
+ScrollsTasks = Choices(ScrollsTask, len(SCROLLS_TASKS))
 
 
 class ScrollsOptions(TaskOptions):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from service.api.deps import NameParam, Read, SettingsDep, StoreDep, Write
+from service.api.deps import DispatcherDep, NameParam, Read, SettingsDep, StoreDep, Write
 from service.errors import InvalidRequest
 from service.paths import confine
 from service.pulling import pull_checkpoint
@@ -17,7 +17,8 @@ router = APIRouter(prefix="/v1/checkpoints", tags=["checkpoints"], responses=err
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, dependencies=Write, response_model=CheckpointOut)
-def register_checkpoint(body: CheckpointCreate, store: StoreDep, settings: SettingsDep) -> CheckpointOut:
+def register_checkpoint(body: CheckpointCreate, store: StoreDep, settings: SettingsDep,
+                        dispatcher: DispatcherDep) -> CheckpointOut:
     """Validate the checkpoint (config readable, complete safetensors weights, no pickle, a
     tokenizer) and record its fingerprint."""
     path = confine(body.path, settings.roots, "checkpoint path")
@@ -25,19 +26,21 @@ def register_checkpoint(body: CheckpointCreate, store: StoreDep, settings: Setti
         raise InvalidRequest(f"checkpoint path {body.path} ({path}) is not a directory; give the folder that "
                              "holds config.json and the safetensors weights")
     info = checkpoint_info(path, settings.roots)
-    check_model_memory(info.parameters, info.dtype, settings, body.name)
+    check_model_memory(info.parameters, info.dtype, settings, body.name,
+                       dispatcher.gpus() if dispatcher is not None else None)
     row = store.add_checkpoint(body.name, str(path), info.fingerprint, info.variant, info.parameters)
     return checkpoint_out(row, settings)
 
 
 @router.post("/pull", status_code=status.HTTP_201_CREATED, dependencies=Write, response_model=CheckpointOut,
              responses=errors(422))
-def pull(body: CheckpointPull, store: StoreDep, settings: SettingsDep) -> CheckpointOut:
+def pull(body: CheckpointPull, store: StoreDep, settings: SettingsDep, dispatcher: DispatcherDep) -> CheckpointOut:
     """Bring a checkpoint into the first checkpoint root and register it: from the Hugging Face
     hub by id and revision (safetensors, config, tokenizer and chat template only; the commit is
     recorded), or from a GGUF file dequantised to float32 safetensors (its sha256 recorded).
     Answers when the folder is written and registered (a GGUF of 100 MB takes under a minute)."""
-    return checkpoint_out(pull_checkpoint(store, settings, body), settings)
+    gpus = dispatcher.gpus() if dispatcher is not None else None
+    return checkpoint_out(pull_checkpoint(store, settings, body, gpus), settings)
 
 
 @router.get("", dependencies=Read, response_model=list[CheckpointOut])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from service.api.deps import NameParam, Read, SettingsDep, StoreDep, Write
+from service.api.deps import DispatcherDep, NameParam, Read, SettingsDep, StoreDep, Write
 from service.schedules import create_schedule
 from service.schemas import ScheduleCreate, ScheduleOut, errors
 from service.views import schedule_out
@@ -13,10 +13,13 @@ router = APIRouter(prefix="/v1/schedules", tags=["schedules"], responses=errors(
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, dependencies=Write, response_model=ScheduleOut)
-def add_schedule(body: ScheduleCreate, store: StoreDep, settings: SettingsDep) -> ScheduleOut:
+def add_schedule(body: ScheduleCreate, store: StoreDep, settings: SettingsDep,
+                 dispatcher: DispatcherDep) -> ScheduleOut:
     """Every time `cron` comes due, checkpoints in the watch folders are evaluated with
-    the suite, once per checkpoint fingerprint."""
-    return schedule_out(create_schedule(store, settings, body), settings)
+    the suite, once per checkpoint fingerprint. The suite is refused now for what a job of it
+    would be refused for."""
+    gpus = dispatcher.gpus() if dispatcher is not None else None
+    return schedule_out(create_schedule(store, settings, body, gpus), settings)
 
 
 @router.get("", dependencies=Read, response_model=list[ScheduleOut])

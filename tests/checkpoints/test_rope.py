@@ -24,7 +24,7 @@ from checkpoints.rope import (
     ntk_base,
     parse_rope_override,
 )
-from tests.helpers import HEAD_DIM, HF_CASES, L0, LONG, SHORT
+from tests.helpers import HEAD_DIM, HF_CASES, L0, LONG, SHORT, tiny_checkpoint
 
 
 def hf_config(params: dict, max_pos: int):
@@ -144,6 +144,10 @@ def test_override_strings_and_dicts() -> None:
         ("yarn:1_0", "factor '1_0' is not a finite number"),
         ("ntk:inf", "factor 'inf' is not a finite number"),
         ({"rope_type": "yarn", "factor": 2, "betafast": 3}, "unknown rope scaling keys ['betafast']"),
+        ({"rope_type": "default", "rope_theta": 0}, "rope_theta must be > 0"),
+        ({"rope_type": "default", "rope_theta": -1}, "rope_theta must be > 0"),
+        ({"rope_type": "yarn", "factor": 2, "rope_theta": math.nan}, "rope_theta must be a finite number"),
+        ({"rope_type": "default", "rope_theta": "20000"}, "rope_theta must be a number"),
     ],
 )
 def test_bad_overrides_are_clear_errors(value, message: str) -> None:
@@ -283,3 +287,53 @@ def test_a_new_method_is_one_function_and_one_row(monkeypatch) -> None:
         assert factor == 0.5
         model(torch.tensor([[1]]), cache)  # "step": the decode step moves the length on
         assert model.rotary.length == 41
+
+
+def test_a_rope_theta_override_is_the_base_that_runs(tmp_path) -> None:
+    """`{"rope_type": "default", "rope_theta": 20000}` on a checkpoint of base 10000 runs what
+    the same weights saved with base 20000 run, and records that base."""
+    import json
+    import shutil
+
+    from checkpoints.loading import load_model
+
+    own = tiny_checkpoint(tmp_path / "own")
+    other = tmp_path / "other"
+    shutil.copytree(own, other)
+    cfg = json.loads((other / "config.json").read_text())
+    assert cfg["rope_parameters"]["rope_theta"] == 10000.0
+    cfg["rope_parameters"]["rope_theta"] = 20000.0
+    (other / "config.json").write_text(json.dumps(cfg))
+    ids = torch.arange(3, 40)[None]
+
+    def run(path, rope=None) -> tuple[torch.Tensor, float]:
+        loaded = load_model(path, rope=rope)
+        with torch.no_grad():
+            return loaded.model(ids)[0], loaded.describe()["rope"]["rope_theta"]
+
+    overridden, theta = run(own, {"rope_type": "default", "rope_theta": 20000})
+    saved, saved_theta = run(other)
+    plain, plain_theta = run(own)
+    assert theta == saved_theta == 20000.0 and plain_theta == 10000.0
+    torch.testing.assert_close(overridden, saved, rtol=0, atol=0)
+    assert not torch.allclose(overridden, plain)
+
+
+def test_longrope_factor_lists_are_checked_against_the_model() -> None:
+    """One factor per rotated pair: a config or an override with lists of another size is
+    refused when the config is built, not when the first prompt runs."""
+    from checkpoints.rope import apply_rope_override
+
+    cfg = ModelConfig(hidden_size=64, num_layers=1, num_heads=4, intermediate_size=8, vocab_size=8,
+                      max_position_embeddings=4 * L0)  # head_dim 16: 8 factors per list
+    with pytest.raises(ConfigError, match="long_factor has 16 entries.*dim/2 = 8"):
+        apply_rope_override(HF_CASES["longrope"], cfg)
+    fits = apply_rope_override({**HF_CASES["longrope"], "long_factor": LONG[:8], "short_factor": SHORT[:8]}, cfg)
+    assert fits.rope_scaling.type == "longrope" and fits.rope_theta == cfg.rope_theta
+    partial = dataclasses.replace(cfg, head_dim=32, partial_rotary_factor=0.5)  # rotates 16 of 32: 8 again
+    assert apply_rope_override(HF_CASES["longrope"] | {"long_factor": LONG[:8], "short_factor": SHORT[:8]},
+                               partial).rotary_dim == 16
+    with pytest.raises(ConfigError, match="short_factor has 4 entries"):
+        ModelConfig(hidden_size=64, num_layers=1, num_heads=4, intermediate_size=8, vocab_size=8,
+                    rope_scaling=RopeScaling(type="longrope", long_factor=LONG[:8], short_factor=SHORT[:4],
+                                             original_max_position_embeddings=L0))
