@@ -39,9 +39,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from checkpoints.engine import Done, GenerateRequest, LoglikelihoodRequest, RollingRequest
+from checkpoints.engine import GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.errors import EndpointError, EndpointUnavailable
 from checkpoints.generate import Generation
+from checkpoints.lm import Done
 from checkpoints.tokenizer import Tokenizer, load_tokenizer
 
 log = logging.getLogger("lctx.endpoint")
@@ -323,9 +324,15 @@ class ServedConfig:
     """The part of a model's config that evaluators read of a served model: its context."""
 
     effective_context: int
+    rope_scaling: None = None  # the server's settings apply; not known here
 
     @property
     def max_position_embeddings(self) -> int:
+        return self.effective_context
+
+    @property
+    def rope_l0(self) -> int:
+        """The context it was trained at, as far as lctx knows: the registered one."""
         return self.effective_context
 
 
@@ -388,6 +395,8 @@ class EndpointEngine:
         self.spec = served.spec
         self.tokenizer = served.tokenizer
         self.sent = 0  # requests answered (the resume test counts them)
+        self.stats = None  # prefix reuse happens in the server, unseen here
+        self.on_prefill = None  # prompts are prefilled in the server: no progress by token
 
     # --- checks made before anything is sent ---
 

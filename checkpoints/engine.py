@@ -33,14 +33,15 @@ import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
 from checkpoints.attention.cache import KVCache, RaggedKVCache
 from checkpoints.generate import DEFAULT_CHUNK, Generation, prefill, token_logprobs
+from checkpoints.lm import Done, Prefilled
 from checkpoints.model import Decoder
 from checkpoints.prefix_cache import PrefixCache, PrefixStats, common_prefix, reuse_order
+from checkpoints.sampler import StopRule, pick, to_device
 from checkpoints.tokenizer import Tokenizer
 
 log = logging.getLogger("lctx.engine")
@@ -59,8 +60,6 @@ CPU_BATCH_PREFILL_TOKENS = 128
 # Most tokens (rows x padded width) one batched prefill runs at once: bounds its activations.
 BATCH_PREFILL_MAX_TOKENS = 16384
 
-Done = Callable[[int, Any], None]  # (index, result) of each request the moment it finishes
-Prefilled = Callable[[int], None]  # tokens just prefilled (each chunk) or served by the prefix cache: progress
 
 
 @dataclass(frozen=True)
@@ -119,12 +118,13 @@ class RollingRequest:
 
 @dataclass
 class _Row:
-    """One request in flight: its generated tokens and the logits of its next step."""
+    """One request in flight: its generated tokens, its stop rule and the logits of its
+    first step (those of later steps come for the whole batch)."""
 
     index: int
     request: GenerateRequest
-    logits: torch.Tensor  # (V,) fp32
-    eos: frozenset[int]
+    logits: torch.Tensor  # (V,) fp32: the prompt's last position
+    rule: StopRule
     tokens: list[int] = field(default_factory=list)
     text: str = ""
     reason: str = ""
@@ -134,36 +134,27 @@ class _Row:
         """Tokens of cache this row can reach: prompt plus every new token."""
         return len(self.request.prompt_ids) + self.request.max_new_tokens
 
-    def step(self, tokenizer: Tokenizer) -> bool:
-        """Choose the next token from `logits`; True when the row has finished
-        (greedy_generate's rules, one step)."""
-        req = self.request
-        if len(self.tokens) >= req.max_new_tokens:
+    def blocked(self) -> tuple[int, ...]:
+        return self.rule.blocked_at(len(self.tokens))
+
+    def first_step(self, tokenizer: Tokenizer) -> bool:
+        """The step from the prompt's logits (after its prefill)."""
+        if self.rule.exhausted(self.tokens):
             self.reason = "length"
             return True
-        logits = self.logits
-        blocked = sorted(self.eos | set(req.suppress_ids))
-        if len(self.tokens) < req.min_new_tokens and blocked:
-            logits = logits.clone()
-            logits[blocked] = float("-inf")
-        token = int(logits.argmax())
-        if token in self.eos:
-            self.reason = "eos"
-            return True
-        self.tokens.append(token)
-        text = tokenizer.decode(self.tokens) if req.stop or req.decided is not None else ""
-        if req.stop:
-            cut = min((i for i in (text.find(s) for s in req.stop) if i >= 0), default=-1)
-            if cut >= 0:
-                self.text, self.reason = text[:cut], "stop_string"
-                return True
-        if len(self.tokens) >= req.max_new_tokens:
+        return self.step(pick(self.logits[None], [self.blocked()])[0], tokenizer)
+
+    def step(self, token: int, tokenizer: Tokenizer) -> bool:
+        """`token` was chosen (`sampler.pick`); True when the row has finished (the stop
+        rule greedy_generate follows too)."""
+        if self.rule.exhausted(self.tokens):
             self.reason = "length"
             return True
-        if req.decided is not None and req.decided(text):
-            self.reason = "decided"
-            return True
-        return False
+        reason, cut = self.rule.after(self.tokens, token, tokenizer.decode)
+        if reason is None:
+            return False
+        self.reason, self.text = reason, cut or ""
+        return True
 
     def result(self, tokenizer: Tokenizer) -> Generation:
         text = self.text if self.reason == "stop_string" else tokenizer.decode(self.tokens)
@@ -310,7 +301,7 @@ class Engine:
                 else:
                     started = self._start_batch(group, requests)
                 for row, cache in started:
-                    if row.step(self.tokenizer):
+                    if row.first_step(self.tokenizer):
                         finish(row)
                         continue
                     bytes_per_token = bytes_per_token or cache.bytes_per_token()
@@ -320,12 +311,12 @@ class Engine:
                     rows.append(row)
             if not rows:
                 continue
-            tokens = torch.tensor([r.tokens[-1] for r in rows], dtype=torch.long, device=self.model.device)
+            tokens = to_device([r.tokens[-1] for r in rows], self.model.device)
             logits = self.model.decode_step(tokens, batch)  # (B, V)
+            chosen = pick(logits, [r.blocked() for r in rows])  # the step's one read from the device
             keep = []
             for i, row in enumerate(rows):
-                row.logits = logits[i]
-                if row.step(self.tokenizer):
+                if row.step(chosen[i], self.tokenizer):
                     finish(row)
                 else:
                     keep.append(i)
@@ -344,19 +335,20 @@ class Engine:
 
     def _generate_alone(self, index: int, req: GenerateRequest, done: Done | None) -> Generation:
         row, cache = self._start(index, req, 0)
-        while not row.step(self.tokenizer):
-            token = torch.tensor([[row.tokens[-1]]], dtype=torch.long, device=self.model.device)
-            logits, _ = self.model(token, cache, logits_for="last")
-            row.logits = logits[0, -1]
+        finished = row.first_step(self.tokenizer)
+        while not finished:
+            logits, _ = self.model(to_device([row.tokens[-1]], self.model.device)[None], cache, logits_for="last")
+            finished = row.step(pick(logits[:, -1], [row.blocked()])[0], self.tokenizer)
         result = row.result(self.tokenizer)
         if done is not None:
             done(index, result)
         return result
 
     def _row(self, index: int, req: GenerateRequest, logits: torch.Tensor) -> _Row:
-        eos = frozenset(self.tokenizer.eos_ids) if req.stop_at_eos else frozenset()
-        eos |= frozenset(req.stop_ids)
-        return _Row(index=index, request=req, logits=logits.float(), eos=eos)
+        rule = StopRule.make(self.tokenizer.eos_ids, req.max_new_tokens, stop=req.stop, stop_at_eos=req.stop_at_eos,
+                             min_new_tokens=req.min_new_tokens, suppress_ids=req.suppress_ids,
+                             stop_ids=req.stop_ids, decided=req.decided)
+        return _Row(index=index, request=req, logits=logits.float(), rule=rule)
 
     def _start(self, index: int, req: GenerateRequest, batch_bytes: int) -> tuple[_Row, KVCache]:
         """Prefill one prompt, from its longest cached prefix (at least its last token runs,

@@ -12,6 +12,7 @@ import torch
 
 from checkpoints.attention.cache import KVCache
 from checkpoints.model import Decoder
+from checkpoints.sampler import StopRule, pick
 from checkpoints.tokenizer import Tokenizer
 
 DEFAULT_CHUNK = 4096
@@ -68,31 +69,17 @@ def greedy_generate(
     (as transformers' `min_length` does with its end tokens: LongBench's samsum)."""
     cache = model.new_cache()
     logits = prefill(model, prompt_ids, cache, chunk_size)
+    rule = StopRule.make(tokenizer.eos_ids, max_new_tokens, stop=stop, stop_at_eos=stop_at_eos,
+                         min_new_tokens=min_new_tokens, suppress_ids=suppress_ids, stop_ids=stop_ids)
     out: list[int] = []
-    eos = (set(tokenizer.eos_ids) if stop_at_eos else set()) | set(stop_ids)
-    blocked = sorted(eos | set(suppress_ids))
-    reason = "length"
-    text = ""
-    for step in range(max_new_tokens):
-        if step < min_new_tokens and blocked:
-            logits = logits.clone()
-            logits[blocked] = float("-inf")
-        token = int(logits.argmax())
-        if token in eos:
-            reason = "eos"
-            break
-        out.append(token)
-        if stop:
-            text = tokenizer.decode(out)
-            cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=-1)
-            if cut >= 0:
-                text, reason = text[:cut], "stop_string"
-                break
-        if step + 1 < max_new_tokens:
+    reason, cut = ("length", None) if rule.exhausted(out) else (None, None)
+    while reason is None:
+        token = pick(logits[None], [rule.blocked_at(len(out))])[0]
+        reason, cut = rule.after(out, token, tokenizer.decode)
+        if reason is None:
             logits, _ = model(_as_batch([token], model.device), cache, logits_for="last")
             logits = logits[0, -1]
-    if reason != "stop_string":
-        text = tokenizer.decode(out)
+    text = cut if reason == "stop_string" else tokenizer.decode(out)
     return Generation(text=text, token_ids=out, prompt_tokens=len(prompt_ids), stop_reason=reason)
 
 

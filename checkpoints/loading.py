@@ -72,6 +72,12 @@ class LoadedModel:
             "source_format": self.config.source_format,
         }
 
+    def describe_run(self) -> dict:
+        """`describe` plus what `backend: auto` resolved to on this device (the attention
+        implementation that ran: triton on CUDA, torch elsewhere) and the device."""
+        return {**self.describe(), "resolved_backend": self.model.resolved_backend.value,
+                "device": str(self.model.device)}
+
 
 def weight_files(path: Path) -> list[Path]:
     """The safetensors files of a checkpoint directory, refusing pickle formats."""

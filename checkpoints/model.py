@@ -193,6 +193,7 @@ class Decoder(nn.Module):
             backend=self.resolved_backend,
             block_size=self.block_size,
             row_positions=cache.lengths,
+            host_row_positions=cache.host_lengths,
         )
         x = self.embed_tokens(tokens[:, None])  # (B, 1, hidden)
         for block, layer_cache in zip(self.layers, cache.layers, strict=True):

@@ -485,9 +485,6 @@ class Rotary:
         self.interleaved = config.rotary_layout == "interleaved"
         self._length = 0  # the sequence length the current tables were built for
         self._cache: dict[tuple[int, int], tuple[torch.Tensor, float]] = {}
-        # cos/sin tables of the latest positions: every layer of one forward pass
-        # rotates q and k at the same positions, so the tables are built once per pass.
-        self._tables: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
     def set_length(self, length: int) -> None:
         """Declare the sequence length (methods with a `length_key` depend on it)."""
@@ -527,14 +524,9 @@ class Rotary:
     def cos_sin(
         self, positions: torch.Tensor, dim: int, dtype: torch.dtype
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin of shape (T, dim), attention factor folded in, in `dtype`.
-        The tables of the latest positions are kept and returned again (read-only)
-        while the positions, scaling, layout and dtype stay the same."""
-        key = (self._freq_key(dim), self.interleaved, dtype, positions.device,
-               torch.is_inference_mode_enabled())
-        hit = self._tables.get(key)
-        if hit is not None and hit[0].shape == positions.shape and torch.equal(hit[0], positions):
-            return hit[1], hit[2]
+        """cos, sin of shape (T, dim), attention factor folded in, in `dtype`, on the
+        positions' device. No host synchronisation: a forward pass builds its tables once
+        and every layer shares them (`AttentionContext.rope_tables`)."""
         inv, factor = self.inv_freq(dim)
         # float32 angles like transformers, so logits match it bit-for-bit closely.
         angles = positions.to(torch.float32)[:, None] * inv.to(positions.device, torch.float32)[None, :]  # (T, dim/2)
@@ -545,11 +537,7 @@ class Rotary:
         cos, sin = angles.cos(), angles.sin()
         if factor != 1.0:
             cos, sin = cos * factor, sin * factor
-        cos, sin = cos.to(dtype), sin.to(dtype)
-        if len(self._tables) >= 4:  # positions moved on (next chunk or decode step)
-            self._tables.clear()
-        self._tables[key] = (positions.clone(), cos, sin)
-        return cos, sin
+        return cos.to(dtype), sin.to(dtype)
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> torch.Tensor:

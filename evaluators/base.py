@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, RollingRequest
+from checkpoints.lm import ModelSource
 from checkpoints.loading import LoadedModel
 from checkpoints.prefix_cache import PrefixStats
 from checkpoints.tokenizer import Tokenizer
@@ -195,15 +196,10 @@ def finite_json(value: Any) -> Any:
     return value
 
 
-def describe_run(loaded: LoadedModel) -> dict[str, Any]:
-    """The model's description plus what `backend: auto` resolved to on this device (the
-    attention implementation that actually ran: triton on CUDA, torch elsewhere). A served
-    model (`checkpoints.endpoint.ServedModel`, no weights here) describes its endpoint."""
-    if not hasattr(loaded, "model"):
-        return loaded.describe_run()
-    model = loaded.model
-    return {**loaded.describe(), "resolved_backend": model.resolved_backend.value,
-            "device": str(model.device)}
+def describe_run(loaded: ModelSource) -> dict[str, Any]:
+    """How results describe the model as it ran (`checkpoints.lm.ModelSource`): the backend
+    `auto` resolved to and the device, or a served model's endpoint and version."""
+    return loaded.describe_run()
 
 
 def context_of(loaded: LoadedModel, samples: list[Sample]) -> dict[str, Any]:
@@ -212,9 +208,9 @@ def context_of(loaded: LoadedModel, samples: list[Sample]) -> dict[str, Any]:
     in results, the leaderboard and the dashboard."""
     config = loaded.config
     lengths = sorted({int(s.params["length"]) for s in samples if isinstance(s.params.get("length"), int)})
-    scaling = getattr(config, "rope_scaling", None)  # a served model's config tells its context only
+    scaling = config.rope_scaling  # None: a served model's config tells its context only
     scaled = scaling is not None and scaling.type != "default"
-    trained = getattr(config, "rope_l0", config.effective_context)
+    trained = config.rope_l0
     return {"trained": trained, "reach": config.effective_context, "rope_scaled": scaled,
             "beyond": [n for n in lengths if n > config.effective_context]}
 
@@ -299,7 +295,7 @@ class TaskRun:
             self.check_stop()  # a cancel lands mid-batch; every answered sample is already recorded
 
         engine = self.engine = self.engine or Engine(loaded.model, loaded.tokenizer)
-        stats = getattr(engine, "stats", None)  # lctx's engine; a served model's (EndpointEngine) has none
+        stats = engine.stats  # lctx's engine counts prefix reuse; a served model's (EndpointEngine) None
         before = replace(stats) if stats is not None else None
         engine.on_prefill = self.on_prefill
         try:

@@ -222,8 +222,8 @@ def tiny_own(path, **overrides) -> Decoder:
 def variant_model(variant: str, params: dict | None = None, seed: int = 0, position: str = "rope", **config) -> Decoder:
     """A tiny random model of `variant` (GQA, 2 layers); `config` overrides ModelConfig fields."""
     torch.manual_seed(seed)
-    config = ModelConfig(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=128,
-                         vocab_size=259, **config,
+    fields = dict(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=128, vocab_size=259)
+    config = ModelConfig(**{**fields, **config},
                          attention=AttentionConfig(variant=variant, params=params or {}, position=position))
     model = Decoder(config).eval()
     with torch.no_grad():  # move parameters that start constant away from their initial value

@@ -54,18 +54,22 @@ class AttentionContext:
     weights: list[torch.Tensor] = field(default_factory=list)
     # Ragged decode (one new token per row, rows of different lengths): row b's
     # query sits at position `row_positions[b]` (B,) and sees its first
-    # `row_positions[b] + 1` cached keys; `start` is unused then.
+    # `row_positions[b] + 1` cached keys; `start` is unused then. `host_row_positions`
+    # is the same on the host (the cache keeps both): nothing reads the device copy back.
     row_positions: torch.Tensor | None = None
+    host_row_positions: list[int] | None = None
 
-    # Host copy of `row_positions + 1`, read once per step (not once per layer: a device sync).
-    _row_key_lengths: list[int] = field(default_factory=list, init=False, repr=False)
+    # cos/sin of this pass's positions per (rotary, dim, dtype, device): every layer rotates q
+    # and k at the same positions, so the tables are built once per pass, never compared.
+    _rope: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.backend = Backend.parse(self.backend)
         if self.backend is Backend.AUTO:
             raise ValueError("AttentionContext takes a resolved backend: use Backend.resolve(device) on 'auto'")
-        if self.row_positions is not None:
-            self._row_key_lengths = [n + 1 for n in self.row_positions.tolist()]
+        if self.row_positions is not None and self.host_row_positions is None:
+            raise ValueError("a ragged decode step needs host_row_positions beside row_positions "
+                             "(reading the device tensor back would synchronise every step)")
 
     def positions(self, length: int, device: torch.device) -> torch.Tensor:
         """Absolute positions of this chunk's queries: (T,), or (B, 1) in a ragged decode step."""
@@ -73,9 +77,19 @@ class AttentionContext:
             return self.row_positions.to(device)[:, None]
         return torch.arange(self.start, self.start + length, device=device)
 
+    def rope_tables(self, rotary: Rotary, length: int, dim: int, dtype: torch.dtype,
+                    device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin (T, dim) at this pass's positions ((B, dim) in a ragged decode step),
+        built by the first layer that asks and shared by the rest."""
+        key = (id(rotary), length, dim, dtype, device)
+        if key not in self._rope:
+            self._rope[key] = rotary.cos_sin(self.positions(length, device).reshape(-1), dim, dtype)
+        return self._rope[key]
+
     def row_key_lengths(self) -> list[int]:
         """Keys each row of a ragged decode step sees (host ints)."""
-        return self._row_key_lengths
+        assert self.host_row_positions is not None, "a ragged decode step"
+        return [n + 1 for n in self.host_row_positions]
 
 
 class AttentionLayer(nn.Module):
@@ -185,11 +199,10 @@ class AttentionLayer(nn.Module):
             return x
         dim = dim if dim is not None else self.config.rotary_dim
         rotary = ctx.local_rotary if self.local_rope else ctx.rotary
-        positions = ctx.positions(x.shape[2], x.device)
-        cos, sin = rotary.cos_sin(positions.reshape(-1), dim, x.dtype)
-        if positions.ndim == 2:  # one position per row: (B, dim) -> (B, 1, 1, dim) over (B, H, 1, D)
+        cos, sin = ctx.rope_tables(rotary, x.shape[2], dim, x.dtype, x.device)
+        if ctx.row_positions is not None:  # one position per row: (B, dim) -> (B, 1, 1, dim) over (B, H, 1, D)
             cos, sin = cos[:, None, None], sin[:, None, None]
-        return apply_rotary(x, cos.to(x.device), sin.to(x.device), rotary.interleaved)
+        return apply_rotary(x, cos, sin, rotary.interleaved)
 
     def alibi(self, device: torch.device) -> torch.Tensor | None:
         """Per-query-head ALiBi slopes (Hq,) for position alibi/nape, else None."""

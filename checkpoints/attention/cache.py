@@ -135,6 +135,11 @@ class RaggedKVCache:
         return max(self._host_lengths, default=0)
 
     @property
+    def host_lengths(self) -> list[int]:
+        """`lengths` on the host (kept beside it: reading the device tensor would synchronise)."""
+        return list(self._host_lengths)
+
+    @property
     def capacity(self) -> int:
         first = self.layers[0].buffers
         return next(iter(first.values())).shape[2] if first else 0

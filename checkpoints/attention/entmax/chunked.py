@@ -12,6 +12,7 @@ import math
 
 import torch
 
+from checkpoints import hostsync
 from checkpoints.attention.entmax.reference import check_alpha, dpow_r, pow_r, scale_queries
 from checkpoints.attention.gqa import group_rows, per_head
 from checkpoints.attention.stats import BlockedStats, RowStats
@@ -82,8 +83,9 @@ def entmax_chunked(
             step = torch.where(fp > 0, f / (r * fp.clamp_min(1e-30)), 0.0)
             tau = torch.maximum(tau + step, floor)
             # After the first (leftward) step the iterates only rise; a step that is
-            # not clearly positive is rounding noise: the row has converged.
-            if it > 0 and not (step > NEWTON_TOL * tau.abs().clamp_min(1.0)).any():
+            # not clearly positive is rounding noise: the row has converged. Asked only where
+            # the answer is on the host already (on a GPU the Triton kernel is the fast path).
+            if it > 0 and hostsync.reads_are_free(step) and not (step > NEWTON_TOL * tau.abs().clamp_min(1.0)).any():
                 break
         acc = torch.zeros(b, hkv, g * n, dv, device=q.device)
         stats.begin((b, hkv, g, n))

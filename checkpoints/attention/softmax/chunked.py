@@ -22,7 +22,9 @@ from checkpoints.attention.masks import causal_mask
 from checkpoints.attention.softmax.reference import Logits, softcap_logits
 from checkpoints.attention.stats import BlockedStats, RowStats
 
-Term = tuple[float, torch.Tensor, torch.Tensor]  # (coef, q (B, Hq, T, D), k (B, Hkv, S, D))
+# (coef, q (B, Hq, T, D), k (B, Hkv, S, D)); coef a number or a 0-dim tensor (diff's lam, left on the
+# device: only the statistics read it)
+Term = tuple[float | torch.Tensor, torch.Tensor, torch.Tensor]
 # One softmax: (q, k) -> (out (B, Hq, T, Dv), m, l (B, Hq, T)).
 Softmax = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 # (coef, q, k, m, l) per term -> RowStats of their weighted sum.
@@ -34,6 +36,7 @@ def _tile_logits(
     kb: torch.Tensor,
     shape: tuple[int, ...],
     qpos: torch.Tensor,
+    qlo: int,
     klo: int,
     slopes: torch.Tensor | None,
     window: int | None,
@@ -42,7 +45,8 @@ def _tile_logits(
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Logits of one (query block, key block) tile, (B, Hkv, G, n, m) fp32, with
     -inf on hidden keys; also the sign (signed form) and the visibility mask
-    (None when every key of the tile is visible to every row)."""
+    (None when every key of the tile is visible to every row). `qpos` (n,) are the
+    queries' positions, `qlo` the first of them on the host (never read back)."""
     b, hkv, g, n = shape
     m = kb.shape[2]
     z = (qb @ kb.transpose(-1, -2)).view(b, hkv, g, n, m)
@@ -56,7 +60,7 @@ def _tile_logits(
     if slopes is not None:
         z += slopes.view(hkv, g, 1, 1) * (kpos[None, :] - qpos[:, None]).float()
     visible = None
-    if klo + m - 1 > int(qpos[0]) or (window is not None and klo <= int(qpos[-1]) - window):
+    if klo + m - 1 > qlo or (window is not None and klo <= qlo + n - 1 - window):
         visible = kpos[None, :] <= qpos[:, None]
         if window is not None:
             visible &= kpos[None, :] > qpos[:, None] - window
@@ -130,8 +134,8 @@ def online_softmax_chunked(
         start, end = _key_range(q_offset, lo, hi, s, window)
         for klo in range(start, end, block):
             khi = min(end, klo + block)
-            a, sign, _ = _tile_logits(qb, k[:, :, klo:khi].float(), (b, hkv, g, n), qpos, klo, slopes, window, signed,
-                                      softcap)
+            a, sign, _ = _tile_logits(qb, k[:, :, klo:khi].float(), (b, hkv, g, n), qpos, q_offset + lo, klo, slopes,
+                                      window, signed, softcap)
             m_new = torch.maximum(m, a.amax(-1))
             m_safe = m_new.masked_fill(m_new == float("-inf"), 0.0)
             alpha = torch.exp(m - m_safe)
@@ -195,7 +199,8 @@ def family_stats_chunked(
             w = None
             visible = None
             for coef, qb, k, m, l in grouped:
-                a, sign, visible = _tile_logits(qb, k[:, :, klo:khi].float(), (b, hkv, g, n), qpos, klo, slopes,
+                a, sign, visible = _tile_logits(qb, k[:, :, klo:khi].float(), (b, hkv, g, n), qpos, q_offset + lo, klo,
+                                                slopes,
                                                 window, signed, softcap)
                 p = (a - m.masked_fill(m == float("-inf"), 0.0)).exp_() / torch.where(l > 0, l, 1.0)
                 if sign is not None:

@@ -82,8 +82,9 @@ class DiffAttention(SoftmaxFamilyLayer):
                               self.alibi(q.device), self.window)
 
     def terms(self, q_offset: int, q: torch.Tensor, k: torch.Tensor) -> list[Term]:
-        """softmax(z1) and softmax(z2); the statistics take lam as a number."""
-        return [(1.0, q[:, 0::2], k[:, 0::2]), (-float(self.lam().detach()), q[:, 1::2], k[:, 1::2])]
+        """softmax(z1) and softmax(z2); lam stays a device scalar (only the statistics use
+        it: reading it back would synchronise every layer of every step)."""
+        return [(1.0, q[:, 0::2], k[:, 0::2]), (-self.lam().detach(), q[:, 1::2], k[:, 1::2])]
 
     def combine(self, outs: list[torch.Tensor]) -> torch.Tensor:
         return outs[0].float() - self.lam() * outs[1].float()
