@@ -31,7 +31,7 @@ kernels() {  # time limit, then gpu_kernels.py's arguments; all runs append to o
 if [[ ,$STAGES, == *,tests,* ]]; then
   PYTEST_STREAM="$OUT/gpu_tests_stream.log" PYTHONPATH=$PYTHONPATH:$PWD/bench timeout "${T_TESTS:-200}" \
     python3 -m pytest -p pytest_stream -n 14 -q -p no:cacheprovider -rfEs --tb=short --timeout 190 \
-    tests/checkpoints/attention tests/checkpoints/test_engine.py tests/checkpoints/test_long_prefill.py \
+    tests/checkpoints/attention tests/checkpoints/test_engine.py tests/checkpoints/test_long_prefill.py tests/checkpoints/test_host_sync.py \
     > "$OUT/gpu_tests.log" 2>&1
   echo "pytest exit $? after $SECONDS s" >> "$OUT/gpu_tests.log"
 fi

@@ -162,6 +162,9 @@ def _eval(args: argparse.Namespace) -> int:
                             device=args.device)
         engine = Engine(loaded.model, loaded.tokenizer, max_batch=args.max_batch, prefix_cache=args.prefix_cache,
                         memory_budget=args.memory_mb << 20 if args.memory_mb is not None else None)
+        from checkpoints.warmup import warm_up
+
+        warm_up(loaded.model)  # Triton's kernels compiled (or read from its cache) before any sample
         source = {"checkpoint": {"path": str(Path(args.checkpoint).resolve())}}
     started = datetime.now(UTC).isoformat()
     bars: dict[str, tqdm] = {}

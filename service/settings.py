@@ -36,6 +36,9 @@ class Settings(BaseSettings):
         default_factory=list, description="folders checkpoints may live in (comma-separated); default <home>/checkpoints"
     )
     data_dir: Path | None = Field(None, description="local dataset files for the evaluators")
+    triton_cache_dir: Path | None = Field(None, description="Triton's compiled kernels and autotuning timings "
+                                          "(workers set TRITON_CACHE_DIR to it unless already set); default "
+                                          "<home>/triton: compiled and tuned once per machine")
     hub_data: bool = Field(False, description="let jobs of data-backed tasks (LongBench, SCROLLS) download from the "
                            "Hugging Face hub when the data directory lacks their files (off: refused at submission)")
     max_length: int = Field(1_048_576, ge=16, description="most tokens any length option of a job may ask for "
@@ -132,7 +135,7 @@ class Settings(BaseSettings):
                              "variables; use a prefix of its own such as LCTX_ENDPOINT_KEY_")
         return self
 
-    @field_validator("home", "results_dir", "data_dir", mode="after")
+    @field_validator("home", "results_dir", "data_dir", "triton_cache_dir", mode="after")
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:
         """Relative folders are taken relative to where `lctx serve` starts, once: a Ray worker
@@ -159,6 +162,10 @@ class Settings(BaseSettings):
     @property
     def results(self) -> Path:
         return (self.results_dir or self.home / "results").absolute()
+
+    @property
+    def triton_cache(self) -> Path:
+        return (self.triton_cache_dir or self.home / "triton").absolute()
 
     @property
     def endpoint_host_list(self) -> list[str]:

@@ -6,6 +6,7 @@ this module: the dispatcher that creates the actors never needs them."""
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import socket
@@ -22,6 +23,8 @@ from service.progress import UnitNote, prefix_use
 from service.settings import Settings
 from service.status import RUNNING
 from service.store import JobRow, Store
+
+log = logging.getLogger("lctx.worker")
 
 STOP_CHECK_EVERY_S = 1.0
 
@@ -101,11 +104,20 @@ class Worker:
             self.loaded, self.engine, self.source = served(settings, self.store, job)
         else:
             confine_checkpoint_files(Path(job.checkpoint_path), settings.roots)
+            # Triton's compiled kernels and autotuning timings under the service's home (a docker
+            # volume): compiled and tuned once per machine, not in every worker process.
+            os.environ.setdefault("TRITON_CACHE_DIR", str(settings.triton_cache))
             self.loaded = load_model(job.checkpoint_path, rope=job.rope, backend=job.backend,
                                      device=pick_device(settings.device))
             budget = settings.engine_memory_mb << 20 if settings.engine_memory_mb else None
             self.engine = Engine(self.loaded.model, self.loaded.tokenizer, memory_budget=budget,
                                  max_batch=settings.engine_max_batch, prefix_cache=settings.engine_prefix_cache)
+            from checkpoints.warmup import warm_up
+
+            seconds = warm_up(self.loaded.model)  # kernels compiled here, not inside the first unit's timing
+            if seconds:
+                log.info("job %s: kernels compiled or read from %s in %.1f s", self.job_id,
+                         os.environ["TRITON_CACHE_DIR"], seconds)
             self.source = {"checkpoint": {"name": job.checkpoint, "path": job.checkpoint_path,
                                           "fingerprint": job.fingerprint}}
         self.should_stop = stopper(self.store, self.job_id)

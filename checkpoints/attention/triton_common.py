@@ -15,6 +15,7 @@ used; on CUDA a few configurations are autotuned."""
 
 from __future__ import annotations
 
+import inspect
 import os
 
 import torch
@@ -84,9 +85,34 @@ def stats_buffers(b: int, hq: int, t: int, device: torch.device) -> list[torch.T
     return [torch.full((b, hq, t), float("nan"), device=device) for _ in range(5)]
 
 
+# Arguments that change with the prompt or cache length: not specialised (Triton would
+# compile a kernel per divisibility of each, a new compile at many new lengths), so one
+# compiled kernel serves every length; tiles are tuned per LEN_BUCKET instead.
+LENGTH_ARGS = ["T", "S", "q_offset", "window", "keys_per_split", "SPLITS", "LEN_BUCKET"]
+
+
+def jit_any_length(fn):
+    """triton.jit with the kernel's length arguments (those of LENGTH_ARGS it has) not specialised."""
+    names = inspect.signature(fn).parameters
+    return triton.jit(do_not_specialize=[a for a in LENGTH_ARGS if a in names])(fn)
+
+
+def length_bucket(keys: int) -> int:
+    """The autotuning bucket of a key length: its power of two (at least 2^10), so tiles are
+    tuned once per bucket (1k, 2k, ... 128k), not once per process at whatever length came
+    first, nor at every length."""
+    return max(10, (max(keys, 1) - 1).bit_length())
+
+
+def autotune(configs_: list[triton.Config], key: list[str]):
+    """triton.autotune with its timings kept on disk (`cache_results`, under TRITON_CACHE_DIR:
+    the service points it at its home), so a new process does not tune again."""
+    return triton.autotune(configs=configs_, key=key, cache_results=True)
+
+
 def autotuned(kernel, key: list[str]) -> tuple:
     """(prefill, decode): the kernel autotuned over prefill and decode tiles."""
-    return triton.autotune(configs(), key=key)(kernel), triton.autotune(configs(decode=True), key=key)(kernel)
+    return autotune(configs(), key)(kernel), autotune(configs(decode=True), key)(kernel)
 
 
 def check_heads(q: torch.Tensor, k: torch.Tensor) -> None:

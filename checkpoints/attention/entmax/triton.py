@@ -28,7 +28,7 @@ from checkpoints.attention.entmax.chunked import NEWTON_MAX_ITERS, NEWTON_TOL
 from checkpoints.attention.entmax.reference import check_alpha
 from checkpoints.attention.stats import RowStats
 
-_KEY = ["D", "DV", "POW", "STATS", "HAS_BIAS", "PRECISION"]
+_KEY = ["D", "DV", "POW", "STATS", "HAS_BIAS", "PRECISION", "LEN_BUCKET"]
 
 
 @triton.jit
@@ -53,11 +53,11 @@ def _tile(q, K, b, hk, offs_n, hi, qpos, skb, skh, sks, skd, offs_d, D, qk_scale
     return x, tc.visibility(offs_n, qpos, hi)
 
 
-@triton.jit
+@tc.jit_any_length
 def _entmax_kernel(
     Q, K, V, O, AbsSum, Zeros, First, PlogP, Visible, Slopes,
     sqb, sqh, sqt, sqd, skb, skh, sks, skd, svb, svh, svs, svd, sob, soh, sot, sod,
-    Hq, GROUPS, T, S, q_offset, qk_scale, bias_scale, r, tol,
+    Hq, GROUPS, T, S, q_offset, qk_scale, bias_scale, r, tol, LEN_BUCKET,
     D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     POW: tl.constexpr, STATS: tl.constexpr, HAS_BIAS: tl.constexpr, MAX_ITERS: tl.constexpr,
     PRECISION: tl.constexpr,
@@ -148,7 +148,7 @@ def entmax_attention(
     grid = lambda meta: (triton.cdiv(t * (hq // hkv), meta["BLOCK_M"]), b * hkv)  # noqa: E731
     kernel[grid](
         q, k, v, out, *bufs, slopes_arg, *q.stride(), *k.stride(), *v.stride(), *out.stride(),
-        hq, hq // hkv, t, s, q_offset, (alpha - 1.0) / math.sqrt(d), alpha - 1.0, r, NEWTON_TOL,
+        hq, hq // hkv, t, s, q_offset, (alpha - 1.0) / math.sqrt(d), alpha - 1.0, r, NEWTON_TOL, tc.length_bucket(s),
         D=d, DV=dv, BLOCK_D=tc.pow2(d), BLOCK_DV=tc.pow2(dv), POW=tc.pow_code(r),
         STATS=collect_stats, HAS_BIAS=slopes is not None, MAX_ITERS=NEWTON_MAX_ITERS, PRECISION=tc.precision(q.dtype),
     )

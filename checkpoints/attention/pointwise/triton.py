@@ -26,7 +26,7 @@ import triton.language as tl
 from checkpoints.attention import triton_common as tc
 from checkpoints.attention.stats import RowStats
 
-_KEY = ["D", "DV", "THRESHOLD", "TWO", "POW", "STATS", "PRECISION"]
+_KEY = ["D", "DV", "THRESHOLD", "TWO", "POW", "STATS", "PRECISION", "LEN_BUCKET"]
 
 
 @triton.jit
@@ -42,11 +42,11 @@ def _tile_weights(q, q2, kt, k2t, tau, qk_scale, p, lam,
     return w
 
 
-@triton.jit
+@tc.jit_any_length
 def _pointwise_kernel(
     Q, K, Q2, K2, V, O, Beta, AbsSum, Zeros, First, PlogP, Visible,
     sqb, sqh, sqt, sqd, skb, skh, sks, skd, svb, svh, svs, svd, sob, soh, sot, sod, sos,
-    Hq, GROUPS, T, S, q_offset, keys_per_split, qk_scale, inv_d, p, lam,
+    Hq, GROUPS, T, S, q_offset, keys_per_split, qk_scale, inv_d, p, Lam, LEN_BUCKET,
     D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     THRESHOLD: tl.constexpr, TWO: tl.constexpr, POW: tl.constexpr, STATS: tl.constexpr,
     PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -60,6 +60,9 @@ def _pointwise_kernel(
     if TWO:
         q2 = tc.load_rows(Q2, b, h, t, rmask, sqb, sqh, sqt, sqd, offs_d, D)
     qpos = q_offset + t
+    lam = 0.0
+    if TWO:  # tda's lam, read here: a host read of it would synchronise every layer of every step
+        lam = tl.load(Lam)
     tau = tl.zeros([BLOCK_M], tl.float32)
     if THRESHOLD:
         beta = tl.load(Beta + h, mask=rmask, other=0.0)
@@ -100,7 +103,7 @@ def pointwise_attention(
     scale: float,
     beta: torch.Tensor | None = None,
     p: float = 1.0,
-    lam: float = 0.0,
+    lam: float | torch.Tensor = 0.0,
     collect_stats: bool = False,
     layer: int = 0,
     out: torch.Tensor | None = None,
@@ -128,12 +131,14 @@ def pointwise_attention(
     beta_t = (beta.detach().to(q.device, torch.float32).expand(hq).contiguous() if beta is not None
               else torch.zeros(hq, device=q.device))
     pw = float(p)
+    lam_t = (lam.detach().to(q.device, torch.float32).reshape(1) if isinstance(lam, torch.Tensor)
+             else torch.full((1,), float(lam), device=q.device))
     kernel = _decode if decode else _prefill
     grid = lambda meta: (triton.cdiv(t * (hq // hkv), meta["BLOCK_M"]), b * hkv, splits)  # noqa: E731
     kernel[grid](
         q, k, q2, k2, v, target, beta_t, *bufs,
         *q.stride(), *k.stride(), *v.stride(), *so, sos,
-        hq, hq // hkv, t, s, q_offset, per, scale, 1.0 / d, pw, float(lam),
+        hq, hq // hkv, t, s, q_offset, per, scale, 1.0 / d, pw, lam_t, tc.length_bucket(s),
         D=d, DV=dv, BLOCK_D=tc.pow2(d), BLOCK_DV=tc.pow2(dv), THRESHOLD=threshold, TWO=two,
         POW=tc.pow_code(pw), STATS=collect_stats, PRECISION=tc.precision(q.dtype),
     )
@@ -145,7 +150,6 @@ def pointwise_attention(
 def threshold_attention(qs, ks, v, q_offset, beta, p=2.0, lam=0.0, *, collect_stats=False, layer=0, out=None,
                         splits=None):
     """TRA (one normalised q/k pair) or TDA (two pairs): see reference.py."""
-    lam = float(lam.detach()) if isinstance(lam, torch.Tensor) else float(lam)
     return pointwise_attention(qs, ks, v, q_offset, threshold=True, scale=1.0 / qs[0].shape[-1], beta=beta,
                                p=p, lam=lam, collect_stats=collect_stats, layer=layer, out=out, splits=splits)
 

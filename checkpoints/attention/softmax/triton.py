@@ -31,7 +31,7 @@ from checkpoints.attention.softmax.reference import Logits
 from checkpoints.attention.stats import RowStats
 
 INTERPRET = tc.INTERPRET  # kernels run in Triton's interpreter (TRITON_INTERPRET=1, CPU tests)
-_KEY = ["D", "DV", "HAS_BIAS", "SIGNED", "HAS_WINDOW", "SOFTCAP", "PRECISION"]
+_KEY = ["D", "DV", "HAS_BIAS", "SIGNED", "HAS_WINDOW", "SOFTCAP", "PRECISION", "LEN_BUCKET"]
 
 # --- kernels --------------------------------------------------------------------
 
@@ -123,12 +123,12 @@ def _stream_keys(q, kbase, vbase, kmask_d, vmask_d, lo, hi, S, sks, svs, qpos, s
     return m_i, l_i, acc
 
 
-@triton.autotune(configs=tc.configs(interpret_tile=64), key=_KEY)
-@triton.jit
+@tc.autotune(tc.configs(interpret_tile=64), _KEY)
+@tc.jit_any_length
 def _prefill_kernel(
     Q, K, V, O, M, L, Slopes,
     sqb, sqh, sqt, sqd, skb, skh, sks, skd, svb, svh, svs, svd, sob, soh, sot, sod,
-    Hq, GROUPS, T, S, q_offset, window, qk_scale, softcap,
+    Hq, GROUPS, T, S, q_offset, window, qk_scale, softcap, LEN_BUCKET,
     D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     HAS_BIAS: tl.constexpr, SIGNED: tl.constexpr, HAS_WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
     PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -171,12 +171,12 @@ def _prefill_kernel(
     tl.store(L + row, l_i, mask=offs_m < T)
 
 
-@triton.autotune(configs=tc.configs(decode=True, rows=None, interpret_tile=64), key=_KEY)
-@triton.jit
+@tc.autotune(tc.configs(decode=True, rows=None, interpret_tile=64), _KEY)
+@tc.jit_any_length
 def _decode_kernel(
     Q, K, V, Opart, Mpart, Lpart, Slopes, Qpos,
     sqb, sqh, sqd, skb, skh, sks, skd, svb, svh, svs, svd,
-    Hkv, GROUPS, S, q_offset, window, qk_scale, softcap, keys_per_split, SPLITS,
+    Hkv, GROUPS, S, q_offset, window, qk_scale, softcap, keys_per_split, SPLITS, LEN_BUCKET,
     D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_H: tl.constexpr,
     HAS_BIAS: tl.constexpr, SIGNED: tl.constexpr, HAS_WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
     PRECISION: tl.constexpr, BLOCK_N: tl.constexpr, RAGGED: tl.constexpr,
@@ -320,7 +320,7 @@ def prefill(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False,
     _prefill_kernel[grid](
         q, k, v, out, m, l, slopes_t, *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         hq, hq // k.shape[1], t, k.shape[2], q_offset, window or 0, scale * tc.LOG2E, _cap(softcap),
-        SIGNED=signed, **meta,
+        tc.length_bucket(k.shape[2]), SIGNED=signed, **meta,
     )
     return out, m, l
 
@@ -349,7 +349,8 @@ def decode(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, 
     _decode_kernel[(b * hkv, splits)](
         q, k, v, opart, mpart, lpart, slopes_t, qpos, qs.stride(0), qs.stride(1), qs.stride(2),
         *k.stride(), *v.stride(), hkv, groups, s, 0 if ragged else q_offset, window or 0, scale * tc.LOG2E,
-        _cap(softcap), per_split, splits, BLOCK_H=tc.pow2(groups), SIGNED=signed, RAGGED=ragged, **meta,
+        _cap(softcap), per_split, splits, tc.length_bucket(s), BLOCK_H=tc.pow2(groups), SIGNED=signed,
+        RAGGED=ragged, **meta,
     )
     m = mpart.amax(-1)
     m_safe = torch.where(m == float("-inf"), 0.0, m)

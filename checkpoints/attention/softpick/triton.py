@@ -23,7 +23,7 @@ import triton.language as tl
 from checkpoints.attention import triton_common as tc
 from checkpoints.attention.stats import RowStats
 
-_KEY = ["D", "DV", "PARTIAL", "STATS", "PRECISION", "EXP_DEN"]
+_KEY = ["D", "DV", "PARTIAL", "STATS", "PRECISION", "EXP_DEN", "LEN_BUCKET"]
 
 
 @triton.jit
@@ -35,11 +35,11 @@ def _scores(q, K, b, hk, offs_n, hi, qpos, skb, skh, sks, skd, offs_d, D, qk_sca
     return z, vis
 
 
-@triton.jit
+@tc.jit_any_length
 def _softpick_kernel(
     Q, K, V, O, M, L, AbsSum, Zeros, First, PlogP, Visible,
     sqb, sqh, sqt, sqd, skb, skh, sks, skd, svb, svh, svs, svd, sob, soh, sot, sod, sos,
-    Hq, GROUPS, T, S, q_offset, keys_per_split, qk_scale, eps,
+    Hq, GROUPS, T, S, q_offset, keys_per_split, qk_scale, eps, LEN_BUCKET,
     D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     PARTIAL: tl.constexpr, STATS: tl.constexpr, PRECISION: tl.constexpr, EXP_DEN: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -129,7 +129,7 @@ def softpick_attention(
     kernel[grid](
         q, k, v, target, m, den, *bufs,
         *q.stride(), *k.stride(), *v.stride(), *so, sos,
-        hq, hq // hkv, t, s, q_offset, per, tc.LOG2E / math.sqrt(d), float(eps),
+        hq, hq // hkv, t, s, q_offset, per, tc.LOG2E / math.sqrt(d), float(eps), tc.length_bucket(s),
         D=d, DV=dv, BLOCK_D=tc.pow2(d), BLOCK_DV=tc.pow2(dv), PARTIAL=partial, STATS=collect_stats,
         PRECISION=tc.precision(q.dtype), EXP_DEN=denominator == "exp",
     )
