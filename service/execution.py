@@ -31,6 +31,8 @@ from service.metrics import Metrics
 from service.settings import Settings
 from service.status import FINAL
 from service.store import JobRow, Store
+from service.warm import WarmPool
+from service.worker import model_key
 
 log = logging.getLogger("lctx.execution")
 
@@ -140,6 +142,7 @@ class Executor:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._capacity = (0, 0.0)
+        self.pool = WarmPool(settings.warm_workers, settings.warm_memory_limit(), settings.warm_idle_seconds)
         self._last_heartbeat = 0.0
         self._last_recover = 0.0
 
@@ -173,6 +176,7 @@ class Executor:
         for item in self.running.values():
             item.thread.join(timeout=30)
         self.running.clear()
+        self.pool.clear()
 
     def wake(self) -> None:
         """Something changed (a submission, a cancel): poll now."""
@@ -191,6 +195,7 @@ class Executor:
 
     def step(self) -> None:
         self._reap()
+        self.pool.expire()
         t = time.monotonic()
         if t - self._last_heartbeat >= HEARTBEAT_EVERY_S:
             self.store.heartbeat(list(self.running), self.owner)
@@ -210,6 +215,11 @@ class Executor:
             value = gpus if gpus else max(1, int(res.get("CPU", 1) // self.settings.job_cpus))
             self._capacity = (value, time.monotonic())
         return value
+
+    def _room_for(self, gpus: int) -> bool:
+        """Whether the cluster has the resources of one more worker free now."""
+        free = ray.available_resources()
+        return free.get("CPU", 0) >= self.settings.job_cpus and free.get("GPU", 0) >= gpus
 
     def _gpus(self) -> int:
         return 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
@@ -233,11 +243,20 @@ class Executor:
             if job is None:
                 return
             gpus = 0 if job.endpoint else self._gpus()  # a served model's worker only sends requests
+            key = model_key(job, self.settings)
 
-            def spawn(job_id: str = job.id, gpus: int = gpus) -> ActorHandle:
+            def spawn(job_id: str = job.id, gpus: int = gpus, key: tuple = key) -> ActorHandle:
+                warm = self.pool.take(key)
+                if warm is not None:
+                    return warm
+                if not self._room_for(gpus):  # idle warm workers of other models hold what it needs
+                    self.pool.evict_one(keep=key)
                 return ActorHandle(self.settings, job_id, gpus)
 
-            run = JobRun(self.settings, self.store, job, spawn, self.workers(job), died=DIED)
+            def release(handle: ActorHandle, info: dict[str, Any], key: tuple = key) -> None:
+                self.pool.put(handle, key, int(info.get("model_bytes", 0)))
+
+            run = JobRun(self.settings, self.store, job, spawn, self.workers(job), died=DIED, release=release)
             thread = threading.Thread(target=run.run, name=f"lctx-job-{job.id}", daemon=True)
             self.running[job.id] = _InFlight(run, thread)
             thread.start()

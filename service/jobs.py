@@ -106,13 +106,19 @@ class JobRun:
     folders, stops on a cancel or `stop()`."""
 
     def __init__(self, settings: Settings, store: Store, job: JobRow, spawn: Callable[[], Handle], workers: int,
-                 died: tuple[type[BaseException], ...] = ()) -> None:
+                 died: tuple[type[BaseException], ...] = (),
+                 release: Callable[[Handle, dict[str, Any]], None] | None = None) -> None:
         self.settings, self.store, self.job, self.spawn, self.died = settings, store, job, spawn, died
+        # `release(handle, load_info)`: a healthy worker this job no longer needs, kept warm for the
+        # next job of its model (service/warm.py); without it, such a worker is killed.
+        self.release = release
+        self.loaded_info: dict[int, dict[str, Any]] = {}  # id(handle) -> what its `load` returned
         self.workers = max(1, workers)
         self.status: str | None = None
         self.units = 0  # units planned by this run (tasks an earlier attempt finished have none)
         self.unit_runs = 0  # units started, re-runs included
         self.reruns: list[str] = []  # the units that ran again after their worker died, with why
+        self.warm = 0  # workers that came with the job's model already loaded (service/warm.py)
         self._stop = threading.Event()
         self.handles: list[Handle] = []
         keys = task_keys(job.tasks)
@@ -141,13 +147,28 @@ class JobRun:
             log.exception("job %s failed with an unexpected error", job.id)
             self.status = self._fail(f"unexpected error: {type(e).__name__}: {e}")
         finally:
-            for handle in self.handles:
+            for handle in self.handles:  # idle once a job has succeeded; mid-unit otherwise
+                if self.status == SUCCEEDED:
+                    self._let_go(handle)
+                    continue
                 try:
                     handle.kill()
                 except Exception:
                     log.exception("job %s: could not kill a worker", job.id)
             self._final_progress()  # a cancel's or requeue's last state (ignored by the store if the job ended)
         return self.status
+
+    def _let_go(self, handle: Handle) -> None:
+        """An idle, healthy worker this job no longer needs: kept warm when there is a pool
+        and it loaded, killed otherwise (freeing its GPU for other jobs)."""
+        info = self.loaded_info.pop(id(handle), None)
+        try:
+            if self.release is not None and info is not None:
+                self.release(handle, info)
+            else:
+                handle.kill()
+        except Exception:  # already gone
+            log.warning("job %s: could not let an idle worker go", self.job.id, exc_info=True)
 
     def _run(self) -> str:
         job = self.job
@@ -169,7 +190,7 @@ class JobRun:
 
         def start(handle: Handle) -> None:
             self.handles.append(handle)
-            busy[handle.call("load")] = (handle, "load", None)
+            busy[handle.call("load", job.id)] = (handle, "load", None)  # a warm worker binds without loading
 
         for _ in range(min(self.workers, max(1, len(pending)))):
             start(self.spawn())
@@ -220,7 +241,10 @@ class JobRun:
                     continue
                 except Exception as e:
                     raise Ended(self._ended_by(cause_of(e))) from e
-                if what == "run_unit":
+                if what == "load":
+                    self.loaded_info[id(handle)] = value
+                    self.warm += bool(value.get("warm"))
+                elif what == "run_unit":
                     self.totals[item.key] = max(self.totals.get(item.key, 0), int(value["total"]))
                     remaining[item.key].discard(item.index)
                     if not remaining[item.key]:
@@ -247,23 +271,21 @@ class JobRun:
             while len(idle) > 1 and not pending:  # nothing left for them: free their GPUs for other jobs
                 extra = idle.pop(0)  # the one idle longest (the latest is known to be alive)
                 self._forget(extra)
-                try:
-                    extra.kill()
-                except Exception:  # already gone
-                    log.warning("job %s: could not kill an idle worker", job.id, exc_info=True)
+                self._let_go(extra)
             if len(entries) == len(self.tasks) and idle and not any(w == "finish_job" for _, w, _ in busy.values()):
                 # on the worker that finished last (one idle since may have died unnoticed); if
                 # it dies meanwhile, the next idle worker writes instead
                 results = {key: entries[key] for key in self.tasks}
                 self._sequential_totals(results)
                 work = {"workers": self.workers, "units": self.units, "unit_runs": self.unit_runs,
-                        "reruns": self.reruns}
+                        "reruns": self.reruns, "warm_workers": self.warm}
                 handle = idle.pop()
                 busy[handle.call("finish_job", results, started, work)] = (handle, "finish_job", None)
 
     def _forget(self, handle: Handle) -> None:
         if handle in self.handles:
             self.handles.remove(handle)
+        self.loaded_info.pop(id(handle), None)
 
     def _sequential_totals(self, results: dict[str, Any]) -> None:
         """A finished sequential search needed no more samples than it ran: its total is what it spent."""

@@ -77,6 +77,12 @@ class Settings(BaseSettings):
     job_workers: int | None = Field(None, ge=1, description="workers (Ray actors, each holding the checkpoint) one "
                                     "job spreads its work units over; default one per GPU of the cluster, or 2 on "
                                     "a cluster without GPUs")
+    warm_workers: int = Field(4, ge=0, description="idle workers kept with their model loaded for the next job of "
+                              "the same checkpoint, RoPE setting and backend (0: every job starts fresh workers)")
+    warm_memory_mb: int | None = Field(None, ge=1, description="most MiB of weights the idle warm workers hold "
+                                       "together, least recently used let go first; default "
+                                       "LCTX_MAX_MODEL_MEMORY_MB (this machine's memory)")
+    warm_idle_seconds: float = Field(600.0, gt=0, description="an idle warm worker is let go after this long")
     unit_samples: int = Field(64, ge=1, description="samples per work unit: a task that plans more is split into "
                               "units the job's workers share; one with fewer stays one unit")
     lease_seconds: float = Field(120.0, gt=0, description="a running job with no heartbeat this long is requeued")
@@ -191,6 +197,10 @@ class Settings(BaseSettings):
         """The values no answer, log line or stored row may carry (read now: the environment
         may change between requests in tests, and reading it is cheap)."""
         return known_secrets(self.token, self.database_url, self.endpoint_key_prefix, self.endpoint_key_names)
+
+    def warm_memory_limit(self) -> int:
+        """Bytes of weights idle warm workers may hold together."""
+        return self.warm_memory_mb << 20 if self.warm_memory_mb else self.model_memory_limit()
 
     def model_memory_limit(self) -> int:
         """Bytes a checkpoint's weights may take (LCTX_MAX_MODEL_MEMORY_MB, or physical memory)."""

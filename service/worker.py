@@ -6,6 +6,7 @@ this module: the dispatcher that creates the actors never needs them."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
@@ -79,30 +80,54 @@ def stopper(store: Store, job_id: str) -> Callable[[], bool]:
     return should_stop
 
 
+def model_key(job: JobRow, settings: Settings) -> tuple:
+    """What a loaded model depends on: a worker holding the model of this key can take the
+    job without loading anything (the same weights, RoPE setting, backend and device)."""
+    rope = json.dumps(job.rope, sort_keys=True) if isinstance(job.rope, dict) else job.rope
+    if job.endpoint:
+        return ("endpoint", job.endpoint)
+    return ("checkpoint", job.checkpoint_path, job.fingerprint, rope, job.backend, settings.device)
+
+
 class Worker:
-    """Holds one job's model and runs its units, finishes its tasks and writes its results."""
+    """Holds a model and runs the units of the job it is bound to, finishes its tasks and
+    writes its results. Bound to one job at a time; a warm worker (service/execution.py's
+    pool) is bound to the next job of the same model key without loading again."""
 
     def __init__(self, settings: Settings, job_id: str) -> None:
         self.settings, self.job_id = settings, job_id
         self.store: Store | None = None
+        self.key: tuple | None = None  # the model key of what is loaded
         self.loaded: Any = None
         self.engine: Any = None
         self.source: dict[str, Any] = {}
         self.evaluators: dict[str, tuple[Any, list[Any]]] = {}  # task key -> (evaluator, its planned samples)
 
-    def load(self) -> dict[str, Any]:
-        """Load the checkpoint (files confined to the roots again: one may have been swapped for a
-        link since submission) or connect the served model; returns where this worker runs."""
+    def load(self, job_id: str | None = None) -> dict[str, Any]:
+        """Bind to `job_id` (default the job this worker was made for) and load its checkpoint
+        (files confined to the roots again: one may have been swapped for a link since
+        submission) or connect its served model, unless this worker holds that model already;
+        returns where this worker runs and whether it was warm."""
         from checkpoints.engine import Engine
         from checkpoints.loading import load_model
         from service.submission import confine_checkpoint_files
 
         settings = self.settings
-        self.store = Store(settings.database)
+        self.job_id = job_id or self.job_id
+        self.store = self.store or Store(settings.database)
         job = self.store.get_job(self.job_id)
+        self.evaluators = {}
+        self.should_stop = stopper(self.store, self.job_id)
+        key = model_key(job, settings)
+        warm = key == self.key and not job.endpoint  # a served model is probed again (it may have been redeployed)
         if job.endpoint:
             self.loaded, self.engine, self.source = served(settings, self.store, job)
+        elif warm:
+            confine_checkpoint_files(Path(job.checkpoint_path), settings.roots)
+            self.source = {"checkpoint": {"name": job.checkpoint, "path": job.checkpoint_path,
+                                          "fingerprint": job.fingerprint}}
         else:
+            self.loaded = self.engine = None  # the previous model goes before the next one loads
             confine_checkpoint_files(Path(job.checkpoint_path), settings.roots)
             # Triton's compiled kernels and autotuning timings under the service's home (a docker
             # volume): compiled and tuned once per machine, not in every worker process.
@@ -120,8 +145,15 @@ class Worker:
                          os.environ["TRITON_CACHE_DIR"], seconds)
             self.source = {"checkpoint": {"name": job.checkpoint, "path": job.checkpoint_path,
                                           "fingerprint": job.fingerprint}}
-        self.should_stop = stopper(self.store, self.job_id)
-        return {"pid": os.getpid(), "host": socket.gethostname()}
+        self.key = key
+        return {"pid": os.getpid(), "host": socket.gethostname(), "warm": warm, "key": list(key),
+                "model_bytes": self.model_bytes()}
+
+    def model_bytes(self) -> int:
+        """Bytes of the loaded weights (what a warm worker keeps holding; 0 for a served model)."""
+        if self.key is None or self.key[0] == "endpoint":
+            return 0
+        return sum(p.numel() * p.element_size() for p in self.loaded.model.parameters())
 
     def _evaluator(self, key: str, task: dict[str, Any]) -> tuple[Any, list[Any]]:
         """The task's evaluator and plan, made once per worker (preparing data, fitting prompt

@@ -148,7 +148,7 @@ def test_a_job_spread_over_two_ray_workers_equals_the_one_worker_run(ray_cluster
     assert run_job(settings, single.id, store) == SUCCEEDED
 
     results = {j.id: json.loads((settings.results / j.id / "results.json").read_text()) for j in (spread, single)}
-    assert results[spread.id]["work"] == {"workers": 2, "units": 4, "unit_runs": 4, "reruns": []}
+    assert results[spread.id]["work"] == {"workers": 2, "units": 4, "unit_runs": 4, "reruns": [], "warm_workers": 0}
     for key in ("passkey", "needle"):
         assert comparable(results[spread.id]["results"][key]) == comparable(results[single.id]["results"][key])
         spread_records, single_records = records(settings, spread.id, key), records(settings, single.id, key)

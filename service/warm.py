@@ -1,0 +1,98 @@
+"""Warm workers: a worker that finished a job keeps its model loaded (and its kernels
+compiled) for the next job of the same model key (checkpoint, RoPE setting, backend,
+device), so a small job does not pay for starting an actor, importing torch and loading
+weights (issue #41 item 5, #40 item 2). Idle workers are kept within a memory budget of
+weights and a count, least recently used out first, and let go after a while idle or
+when the cluster needs their resources for a worker of another model."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("lctx.warm")
+
+
+@dataclass
+class _Idle:
+    handle: Any  # service.jobs.Handle
+    key: tuple
+    nbytes: int
+    since: float
+
+
+class WarmPool:
+    """Idle workers by model key. `take` hands the most recently used one of a key out;
+    `put` keeps one (evicting the least recently used while over `budget_bytes` or
+    `max_workers`); `evict_one` frees one of another key; `expire` lets go of those idle
+    longer than `idle_seconds`. Thread-safe: job coordinators run in threads."""
+
+    def __init__(self, max_workers: int, budget_bytes: int, idle_seconds: float,
+                 kill: Callable[[Any], None] = lambda handle: handle.kill()) -> None:
+        self.max_workers, self.budget_bytes, self.idle_seconds = max_workers, budget_bytes, idle_seconds
+        self.kill = kill
+        self.idle: list[_Idle] = []  # least recently used first
+        self.lock = threading.Lock()
+        self.taken = self.released = self.evicted = 0
+
+    def take(self, key: tuple) -> Any | None:
+        with self.lock:
+            for i in range(len(self.idle) - 1, -1, -1):
+                if self.idle[i].key == key:
+                    self.taken += 1
+                    return self.idle.pop(i).handle
+        return None
+
+    def put(self, handle: Any, key: tuple, nbytes: int) -> None:
+        if self.max_workers <= 0 or nbytes > self.budget_bytes:
+            self._let_go([handle], "the warm pool is off or the model is larger than its budget")
+            return
+        with self.lock:
+            self.idle.append(_Idle(handle, key, nbytes, time.monotonic()))
+            self.released += 1
+            out = []
+            while len(self.idle) > self.max_workers or sum(i.nbytes for i in self.idle) > self.budget_bytes:
+                out.append(self.idle.pop(0).handle)
+        self._let_go(out, "over the warm pool's budget")
+
+    def evict_one(self, keep: tuple) -> bool:
+        """Let go of the least recently used idle worker of another key (its resources are
+        wanted by a worker of `keep`); False when there is none."""
+        with self.lock:
+            for i, item in enumerate(self.idle):
+                if item.key != keep:
+                    handle = self.idle.pop(i).handle
+                    break
+            else:
+                return False
+        self._let_go([handle], "its resources are wanted by another model")
+        return True
+
+    def expire(self) -> None:
+        cutoff = time.monotonic() - self.idle_seconds
+        with self.lock:
+            old = [i.handle for i in self.idle if i.since < cutoff]
+            self.idle = [i for i in self.idle if i.since >= cutoff]
+        self._let_go(old, "idle too long")
+
+    def clear(self) -> None:
+        with self.lock:
+            out, self.idle = [i.handle for i in self.idle], []
+        self._let_go(out, "the executor stops")
+
+    def __len__(self) -> int:
+        with self.lock:
+            return len(self.idle)
+
+    def _let_go(self, handles: list[Any], why: str) -> None:
+        for handle in handles:
+            self.evicted += 1
+            log.info("a warm worker is let go: %s", why)
+            try:
+                self.kill(handle)
+            except Exception:  # already gone
+                log.warning("could not kill a warm worker", exc_info=True)

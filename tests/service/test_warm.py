@@ -1,0 +1,72 @@
+"""Warm workers (service/warm.py): idle workers kept by model key, least recently used out
+first, within a count and a memory budget, let go when idle too long; and over real HTTP
+with real Ray, the second job of a checkpoint runs on the worker the first one left warm
+(no load), while a job of another checkpoint loads its own."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import httpx
+
+from service.app import create_app
+from service.warm import WarmPool
+from tests.helpers import ThreadServer, make_settings, tiny_checkpoint, wait_job
+
+
+class Fake:
+    def __init__(self, name: str) -> None:
+        self.name, self.killed = name, False
+
+    def kill(self) -> None:
+        self.killed = True
+
+
+def test_the_pool_keeps_the_most_recent_within_its_budget() -> None:
+    pool = WarmPool(max_workers=2, budget_bytes=100, idle_seconds=60)
+    a, b, c, d = Fake("a"), Fake("b"), Fake("c"), Fake("d")
+    pool.put(a, ("m1",), 40)
+    pool.put(b, ("m2",), 40)
+    pool.put(c, ("m1",), 40)  # over the budget (120 > 100) and the count: a, the oldest, goes
+    assert a.killed and not b.killed and len(pool) == 2
+    assert pool.take(("m3",)) is None
+    assert pool.take(("m1",)) is c and len(pool) == 1
+    pool.put(d, ("m1",), 200)  # larger than the whole budget: never kept
+    assert d.killed
+    assert pool.evict_one(keep=("m2",)) is False and pool.evict_one(keep=("m1",)) is True and b.killed
+    e = Fake("e")
+    pool.put(e, ("m1",), 10)
+    pool.idle_seconds = 0.01
+    time.sleep(0.02)
+    pool.expire()
+    assert e.killed and len(pool) == 0
+    off = WarmPool(max_workers=0, budget_bytes=100, idle_seconds=60)
+    f = Fake("f")
+    off.put(f, ("m1",), 1)
+    assert f.killed
+
+
+def test_a_second_job_of_a_checkpoint_runs_on_the_warm_worker(ray_cluster: str, tmp_path: Path) -> None:
+    tiny_checkpoint(tmp_path / "models" / "tiny-a", seed=0)
+    tiny_checkpoint(tmp_path / "models" / "tiny-b", seed=1)
+    settings = make_settings(tmp_path, executor=True, ray_address=ray_cluster, replica_id="warm-test", job_workers=1)
+    job = {"tasks": [{"name": "passkey", "lengths": [128], "trials": 2, "seed": 0}]}
+
+    def run(checkpoint: str, c: httpx.Client) -> dict:
+        r = c.post("/v1/jobs", json={**job, "checkpoint": str(tmp_path / "models" / checkpoint)})
+        assert r.status_code == 202, r.text
+        done = wait_job(c, r.json()["id"], timeout=120)
+        assert done["status"] == "succeeded", done
+        return json.loads((settings.results / done["id"] / "results.json").read_text())
+
+    with ThreadServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
+        first = run("tiny-a", c)
+        second = run("tiny-a", c)
+        other = run("tiny-b", c)
+        again = run("tiny-a", c)  # the pool kept tiny-a's worker beside tiny-b's
+    assert first["work"]["warm_workers"] == 0 and second["work"]["warm_workers"] == 1
+    assert other["work"]["warm_workers"] == 0 and again["work"]["warm_workers"] == 1
+    # the same answers as a cold worker's: nothing of the first job leaks into the second
+    assert second["results"]["passkey"]["result"] == first["results"]["passkey"]["result"]
