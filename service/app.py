@@ -138,7 +138,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        headers = {401: {"WWW-Authenticate": "Bearer"}, 503: {"Retry-After": "2"}}.get(exc.status)
         detail = client_text(mask(redact(exc.message), settings.secrets()), settings)
         return JSONResponse({"detail": detail, "code": exc.code}, status_code=exc.status, headers=headers)
 

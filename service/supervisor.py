@@ -87,6 +87,7 @@ class DispatcherSupervisor:
         self._delay = 0.0
         self._status: dict[str, Any] | None = None
         self._gpus: int | None = None
+        self._reported = threading.Event()  # set at the dispatcher's first report of the cluster's GPUs
         self._last_heartbeat = 0.0
         self._last_observed = 0.0
         self._since = now()
@@ -150,6 +151,12 @@ class DispatcherSupervisor:
         """GPUs in the Ray cluster as the dispatcher last reported them (None before any report)."""
         return self._gpus
 
+    def wait_gpus(self, timeout: float) -> int | None:
+        """`gpus()`, waiting up to `timeout` seconds for the dispatcher's first report (right
+        after start, Ray is still starting): woken by the report, not by polling."""
+        self._reported.wait(timeout)
+        return self._gpus
+
     def not_ready(self) -> str | None:
         """None when the dispatcher is connected and reporting; otherwise why not, for /readyz."""
         status, proc = self._status, self._proc
@@ -202,6 +209,7 @@ class DispatcherSupervisor:
             self._status = status
             if status.get("gpus") is not None:
                 self._gpus = int(status["gpus"])
+                self._reported.set()
         with self._lock:
             proc = self._proc
             if proc is not None and proc.poll() is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from service.api.deps import DispatcherDep, NameParam, Read, SettingsDep, StoreDep, Write
+from service.api.deps import DispatcherDep, NameParam, Read, SettingsDep, StoreDep, Write, cluster_gpus
 from service.errors import InvalidRequest
 from service.paths import confine
 from service.pulling import pull_checkpoint
@@ -26,8 +26,7 @@ def register_checkpoint(body: CheckpointCreate, store: StoreDep, settings: Setti
         raise InvalidRequest(f"checkpoint path {body.path} ({path}) is not a directory; give the folder that "
                              "holds config.json and the safetensors weights")
     info = checkpoint_info(path, settings.roots)
-    check_model_memory(info.parameters, info.dtype, settings, body.name,
-                       dispatcher.gpus() if dispatcher is not None else None)
+    check_model_memory(info.parameters, info.dtype, settings, body.name, cluster_gpus(dispatcher))
     row = store.add_checkpoint(body.name, str(path), info.fingerprint, info.variant, info.parameters)
     return checkpoint_out(row, settings)
 
@@ -39,8 +38,7 @@ def pull(body: CheckpointPull, store: StoreDep, settings: SettingsDep, dispatche
     hub by id and revision (safetensors, config, tokenizer and chat template only; the commit is
     recorded), or from a GGUF file dequantised to float32 safetensors (its sha256 recorded).
     Answers when the folder is written and registered (a GGUF of 100 MB takes under a minute)."""
-    gpus = dispatcher.gpus() if dispatcher is not None else None
-    return checkpoint_out(pull_checkpoint(store, settings, body, gpus), settings)
+    return checkpoint_out(pull_checkpoint(store, settings, body, cluster_gpus(dispatcher)), settings)
 
 
 @router.get("", dependencies=Read, response_model=list[CheckpointOut])

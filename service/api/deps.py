@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from service.errors import Unauthorized
+from service.errors import NotReady, Unauthorized
 from service.metrics import Metrics
 from service.schemas import JOB_ID_PATTERN, NAME_PATTERN
 from service.settings import Settings
@@ -64,6 +64,23 @@ async def require_read(request: Request, creds: Annotated[HTTPAuthorizationCrede
     settings = request.app.state.settings
     if settings.protect_reads:
         _check(settings, creds)
+
+
+CLUSTER_WAIT_S = 10.0  # how long a submission waits for the dispatcher's first report after start
+
+
+def cluster_gpus(dispatcher: DispatcherSupervisor | None) -> int | None:
+    """The cluster's GPUs for a check that depends on them (a backend, the dtype weights load
+    in): right after start, waits for the dispatcher's first report, then 503 rather than a
+    202 that fails later. None where this server runs no dispatcher (LCTX_EXECUTOR=false:
+    the cluster is another replica's and unknown here)."""
+    if dispatcher is None:
+        return None
+    gpus = dispatcher.wait_gpus(CLUSTER_WAIT_S)
+    if gpus is None:
+        raise NotReady("the dispatcher has not reported the cluster's resources yet (Ray is starting); "
+                       "retry in a few seconds")
+    return gpus
 
 
 StoreDep = Annotated[Store, Depends(get_store)]

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
-from service.api.deps import DispatcherDep, JobId, Read, SettingsDep, StoreDep, Write
+from service.api.deps import DispatcherDep, JobId, Read, SettingsDep, StoreDep, Write, cluster_gpus
 from service.paths import NAME_PATTERN
 from service.schemas import NO_NUL_PATTERN, TASK_PATTERN, JobCreate, JobList, JobOut, Status, errors
 from service.submission import submit
@@ -18,7 +18,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=errors(400, 403, 
 @router.post("", status_code=status.HTTP_202_ACCEPTED, dependencies=Write, response_model=JobOut)
 def submit_job(body: JobCreate, store: StoreDep, settings: SettingsDep, dispatcher: DispatcherDep) -> JobOut:
     """Queue an evaluation; the job is committed to the store before this answers."""
-    job = submit(store, settings, body, dispatcher.gpus() if dispatcher is not None else None)
+    job = submit(store, settings, body, cluster_gpus(dispatcher) if body.endpoint is None else None)
     if dispatcher is not None:
         dispatcher.wake()
     return job_out(job, settings)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from service.api.deps import DispatcherDep, NameParam, Read, SettingsDep, StoreDep, Write
+from service.api.deps import DispatcherDep, NameParam, Read, SettingsDep, StoreDep, Write, cluster_gpus
 from service.schedules import create_schedule
 from service.schemas import ScheduleCreate, ScheduleOut, errors
 from service.views import schedule_out
@@ -18,8 +18,7 @@ def add_schedule(body: ScheduleCreate, store: StoreDep, settings: SettingsDep,
     """Every time `cron` comes due, checkpoints in the watch folders are evaluated with
     the suite, once per checkpoint fingerprint. The suite is refused now for what a job of it
     would be refused for."""
-    gpus = dispatcher.gpus() if dispatcher is not None else None
-    return schedule_out(create_schedule(store, settings, body, gpus), settings)
+    return schedule_out(create_schedule(store, settings, body, cluster_gpus(dispatcher)), settings)
 
 
 @router.get("", dependencies=Read, response_model=list[ScheduleOut])
