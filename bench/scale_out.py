@@ -110,6 +110,32 @@ def speedup(samples: int, lengths: list[int], unit: int) -> list[dict[str, Any]]
     return rows
 
 
+def cheap_speedup(samples: int, unit: int | None) -> dict[str, Any]:
+    """The cheap case (issue #40): passkey at 192-256 tokens on demo-softmax, `samples` in all,
+    where each sample costs little beside the work around it; units sized by the service's
+    rule (`unit` None) or `unit` samples each."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    lengths = [192, 224, 256]
+    task = {"name": "passkey", "lengths": lengths, "trials": samples // len(lengths), "seed": 0}
+    runs = {}
+    try:
+        for workers in (1, 2):
+            with tempfile.TemporaryDirectory() as home:
+                settings = settings_for(Path(home), unit, workers)
+                runs[workers] = run_job(settings, DEMOS / "softmax", [task], workers)
+            print(f"cheap: {workers} worker(s): {runs[workers]['seconds']} s ({runs[workers]['status']})", flush=True)
+    finally:
+        ray.shutdown()
+    outputs = {w: {r["id"]: r["prediction"] for r in runs[w]["records"]["passkey"]} for w in (1, 2)}
+    return {"task": f"passkey {lengths}", "samples": len(outputs[1]), "units": runs[2]["work"]["units"],
+            "one_worker_s": runs[1]["seconds"], "two_workers_s": runs[2]["seconds"],
+            "ratio": round(runs[1]["seconds"] / runs[2]["seconds"], 2), "identical_outputs": outputs[1] == outputs[2],
+            "identical_results": comparable(runs[1]["results"]["results"]["passkey"])
+            == comparable(runs[2]["results"]["results"]["passkey"])}
+
+
 def fault_run(trials: int, unit: int, length: int) -> dict[str, Any]:
     """The two-node run: the worker node is killed as soon as one of its units has recorded a sample."""
     import ray
@@ -195,7 +221,19 @@ def main() -> None:
     parser.add_argument("--fault-length", type=int, default=4096, help="long enough that the kill lands mid-unit")
     parser.add_argument("--no-fault", action="store_true", help="skip the two-node fault run")
     parser.add_argument("--only-fault", action="store_true", help="run the fault run again, keep the saved speedup")
+    parser.add_argument("--cheap", type=int, default=0, help="also (or with --only-cheap, only) the cheap case: "
+                        "this many passkey samples at 192-256 tokens, units sized by the service's rule")
+    parser.add_argument("--only-cheap", action="store_true", help="run the cheap case, keep the rest saved")
     args = parser.parse_args()
+    if args.only_cheap:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        saved = json.loads((RESULTS / "scale_out.json").read_text()) if (RESULTS / "scale_out.json").is_file() else {}
+        saved["cheap"] = cheap_speedup(args.cheap, None)
+        saved["cheap_load"] = [round(x, 1) for x in os.getloadavg()]
+        (RESULTS / "scale_out.json").write_text(json.dumps(saved, indent=2) + "\n")
+        (RESULTS / "scale_out.md").write_text(markdown(saved))
+        print(markdown(saved))
+        return
     os.environ.setdefault("TRITON_INTERPRET", "1")
     report: dict[str, Any] = {"machine": f"{platform.platform()}, {os.cpu_count()} cores",
                               "load": [round(x, 1) for x in os.getloadavg()], "args": vars(args)}

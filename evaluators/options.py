@@ -179,6 +179,11 @@ class TaskOptions(BaseModel):
         A served model with a smaller context could only fail on it: the service refuses it."""
         return None
 
+    def generated_tokens(self) -> int:
+        """Most tokens one sample generates, where the options say (0 where the protocol
+        fixes it elsewhere): with the planned prompt tokens, the work a job's units share."""
+        return 0
+
     def planned_samples(self) -> int | None:
         """How many samples the options ask for, for the service's per-job bound; None
         when the data decides (a data-backed task without a limit is bounded by its files)."""

@@ -28,6 +28,29 @@ def sample_files(folder: Path) -> list[Path]:
     return ([main] if main.is_file() else []) + units
 
 
+def unit_stem(run: str) -> str:
+    """The unit a run's file belongs to: `u00003of00017` of `u00003of00017-9f2c1a0b`."""
+    return run.rsplit("-", 1)[0]
+
+
+def files_for_unit(folder: Path, unit: str) -> list[Path]:
+    """The files that can hold records of unit run `unit`'s slice: `samples.jsonl`, the files
+    of every run of the same unit, and those of units of another slicing (a job re-planned
+    with another unit size); never the other units of this slicing, whose slices are
+    disjoint from its own. A unit run's reads then grow with its slice, not with the task."""
+    stem = unit_stem(unit)
+    count = stem.partition("of")[2]
+    out = []
+    for f in sample_files(folder):
+        if f.name == SAMPLES_FILE:
+            out.append(f)
+            continue
+        other = unit_stem(f.stem)
+        if other == stem or other.partition("of")[2] != count:
+            out.append(f)
+    return out
+
+
 def _key(rec: dict[str, Any]) -> tuple[Any, Any, Any]:
     return rec.get("task"), rec.get("id"), rec.get("config")
 
@@ -37,11 +60,13 @@ class SampleLog:
     `samples.jsonl`, or with `unit` to that unit run's own file."""
 
     def __init__(self, folder: Path, unit: str | None = None) -> None:
-        self.folder = Path(folder)
+        self.folder, self.unit = Path(folder), unit
         self.path = self.folder / UNITS_DIR / f"{unit}.jsonl" if unit else self.folder / SAMPLES_FILE
 
     def records(self) -> list[dict[str, Any]]:
-        return [rec for f in sample_files(self.folder) for _, rec in jsonfiles.records(f, strict=False)]
+        """Every record of the task; a unit run's log reads only the files that can hold its slice."""
+        files = files_for_unit(self.folder, self.unit) if self.unit else sample_files(self.folder)
+        return [rec for f in files for _, rec in jsonfiles.records(f, strict=False)]
 
     def done(self, task: str, config: str) -> dict[str, dict[str, Any]]:
         """Records already finished for this task and configuration, by id (the first of each)."""

@@ -30,7 +30,7 @@ from checkpoints.errors import CheckpointError
 from evaluators.errors import EvaluationCancelled, EvaluatorError
 from evaluators.suite import TASK_RESULT, partial_result, task_keys
 from service.errors import ServiceError
-from service.progress import JobProgress, ProgressFeed, planned
+from service.progress import JobProgress, ProgressFeed, planned_work
 from service.settings import Settings
 from service.status import FAILED, QUEUED, RUNNING, SUCCEEDED
 from service.store import JobRow, Store
@@ -45,17 +45,22 @@ STOP_CHECK_EVERY_S = 1.0
 JOB_ERRORS = (EvaluatorError, CheckpointError, ServiceError, ValueError)
 
 
-def plan_units(tasks: dict[str, dict[str, Any]], unit_samples: int, workers: int) -> list[Unit]:
-    """The job's work units: a task its options plan n samples for splits into ceil(n /
-    unit_samples) slices, one whose data decides its samples into one slice per worker, and a
-    sequential search (each block decides the next) stays one unit."""
+def plan_units(tasks: dict[str, dict[str, Any]], unit_samples: int | None, workers: int,
+               unit_tokens: int = 131_072) -> list[Unit]:
+    """The job's work units: a task its options plan n samples for splits into slices of about
+    `unit_tokens` tokens of work each (its planned prompt and generated tokens: a few seconds
+    of a worker's time, so what each unit costs around its samples stays small beside them,
+    however cheap or dear a sample is), or of `unit_samples` samples when that is set; one
+    whose data decides its samples into one slice per worker; a sequential search (each
+    block decides the next) stays one unit."""
     units: list[Unit] = []
     for key, task in tasks.items():
-        samples, _ = planned(task)
+        samples, work = planned_work(task)
         if task.get("search") == "sequential":
             count = 1
         elif samples:
-            count = max(1, math.ceil(samples / unit_samples))
+            count = math.ceil(samples / unit_samples) if unit_samples else math.ceil((work or 0) / unit_tokens)
+            count = min(max(1, count), samples)
         else:
             count = max(1, workers)
         units += [Unit(key, task, i, count) for i in range(count)]
@@ -179,14 +184,23 @@ class JobRun:
             if done.is_file():
                 entries[key] = json.loads(done.read_text())
         left = {k: t for k, t in self.tasks.items() if k not in entries}
-        pending = deque(plan_units(left, self.settings.unit_samples, self.workers))
+        pending = deque(plan_units(left, self.settings.unit_samples, self.workers, self.settings.unit_tokens))
         self.units = len(pending)
         remaining = {k: {u.index for u in pending if u.key == k} for k in left}
         finishing: deque[str] = deque()
         attempts: dict[Unit, int] = {}
         busy: dict[Future, tuple[Handle, str, Any]] = {}
         idle: list[Handle] = []
+        ahead: dict[int, Unit] = {}  # id(handle) -> the unit queued behind the one it runs
+        dead: set[int] = set()  # handles whose death was handled (their other call fails too)
         deaths = 0
+
+        def hand_out(handle: Handle) -> Unit:
+            unit = pending.popleft()
+            self.unit_runs += 1
+            attempts.setdefault(unit, 1)
+            busy[handle.call("run_unit", unit)] = (handle, "run_unit", unit)
+            return unit
 
         def start(handle: Handle) -> None:
             self.handles.append(handle)
@@ -212,9 +226,16 @@ class JobRun:
             self.feed.refresh(self.totals)
             for future in ready:
                 handle, what, item = busy.pop(future)
+                if what == "run_unit" and ahead.get(id(handle)) is item:
+                    del ahead[id(handle)]  # the unit queued behind has finished (it ran after the other)
                 try:
                     value = future.result()
                 except self.died as e:
+                    if id(handle) in dead:  # its other call: the unit queued behind runs again too
+                        if what == "run_unit":
+                            pending.appendleft(item)
+                        continue
+                    dead.add(id(handle))
                     self._forget(handle)
                     try:
                         handle.kill()  # "unavailable" may come back: it must not linger holding a GPU
@@ -257,17 +278,24 @@ class JobRun:
                                  len(self.reruns), "; ".join(self.reruns))
                     self._final_progress()
                     return SUCCEEDED if self.store.finish(job.id, SUCCEEDED) else self.store.get_job(job.id).status
-                idle.append(handle)
+                if id(handle) not in ahead and id(handle) not in dead:  # one with a unit queued runs that now
+                    idle.append(handle)
             while idle and (finishing or pending):
                 handle = idle.pop()
                 if finishing:
                     key = finishing.popleft()
                     busy[handle.call("finish_task", key, self.tasks[key])] = (handle, "finish_task", key)
                 else:
-                    unit = pending.popleft()
-                    self.unit_runs += 1
-                    attempts.setdefault(unit, 1)
-                    busy[handle.call("run_unit", unit)] = (handle, "run_unit", unit)
+                    hand_out(handle)
+            # The next unit handed out before a worker goes idle: queued behind the one it runs, it
+            # starts without a round trip to this coordinator. Not in the last round (no more units
+            # than workers left), where a unit queued behind a long one would wait while another
+            # worker idles.
+            running = [h for h, w, _ in busy.values() if w == "run_unit"]
+            for handle in running:
+                if len(pending) <= len(self.handles) or id(handle) in ahead or running.count(handle) > 1:
+                    continue
+                ahead[id(handle)] = hand_out(handle)
             while len(idle) > 1 and not pending:  # nothing left for them: free their GPUs for other jobs
                 extra = idle.pop(0)  # the one idle longest (the latest is known to be alive)
                 self._forget(extra)

@@ -31,6 +31,13 @@ def planned(task: dict[str, Any]) -> tuple[int, int | None]:
     return opts.planned_samples() or 0, opts.planned_tokens()
 
 
+def planned_work(task: dict[str, Any]) -> tuple[int, int | None]:
+    """(samples, tokens of work: prompt tokens plus the tokens each sample may generate)."""
+    opts = task_options()[task["name"]].model_validate({k: v for k, v in task.items() if k != "name"})
+    samples, prompts = opts.planned_samples() or 0, opts.planned_tokens()
+    return samples, None if prompts is None else prompts + samples * opts.generated_tokens()
+
+
 class JobProgress:
     """Per-task progress of one job run, written through `write(state)` (the store)."""
 

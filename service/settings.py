@@ -83,8 +83,11 @@ class Settings(BaseSettings):
                                        "together, least recently used let go first; default "
                                        "LCTX_MAX_MODEL_MEMORY_MB (this machine's memory)")
     warm_idle_seconds: float = Field(600.0, gt=0, description="an idle warm worker is let go after this long")
-    unit_samples: int = Field(64, ge=1, description="samples per work unit: a task that plans more is split into "
-                              "units the job's workers share; one with fewer stays one unit")
+    unit_samples: int | None = Field(None, ge=1, description="samples per work unit, when set; otherwise units are "
+                                     "sized by work (LCTX_UNIT_TOKENS)")
+    unit_tokens: int = Field(131_072, ge=1, description="tokens of work (planned prompt and generated tokens) a work "
+                             "unit aims at: a few seconds of a CPU worker; a task that plans more is split into units "
+                             "the job's workers share (raise it on GPUs, where the same work takes less time)")
     lease_seconds: float = Field(120.0, gt=0, description="a running job with no heartbeat this long is requeued")
     executor: bool = Field(True, description="run jobs: a dispatcher process beside the API, supervised and "
                           "restarted by it, hands them to Ray (off: API only)")

@@ -48,6 +48,9 @@ class PasskeyOptions(SearchOptions):
     def context_needed(self) -> int:
         return max(self.lengths) + self.max_new_tokens  # prompts fill their length, then it generates
 
+    def generated_tokens(self) -> int:
+        return self.max_new_tokens
+
     def planned_tokens(self) -> int:
         return sum(self.lengths) * self.trials
 
@@ -80,6 +83,9 @@ class NeedleOptions(SearchOptions):
 
     def context_needed(self) -> int:
         return max(self.lengths) + self.max_new_tokens
+
+    def generated_tokens(self) -> int:
+        return self.max_new_tokens
 
     def planned_tokens(self) -> int:
         return sum(self.lengths) * len(self.depths) * self.trials

@@ -38,6 +38,12 @@ def test_units_cover_every_planned_sample_once() -> None:
     assert [s.id for p in parts for s in p] == [s.id for s in samples] and max(map(len, parts)) <= 32
     with pytest.raises(ValueError, match="part 4 of 4 does not exist"):
         part_of(samples, (4, 4))
+    # Sized by work when no sample count is set: 100 passkey samples, 19,200 prompt tokens and 10
+    # generated each (20,200 tokens of work), in units of about 5,100 tokens; a tiny task stays one unit.
+    by_work = plan_units({"passkey": dict(PASSKEY, trials=50), "small": dict(PASSKEY, trials=1)}, None, 3,
+                         unit_tokens=5_100)
+    assert [u.count for u in by_work if u.key == "passkey"] == [4] * 4
+    assert [u.count for u in by_work if u.key == "small"] == [1]
 
 
 def test_merging_unit_files_keeps_each_sample_once(tmp_path: Path) -> None:
@@ -253,3 +259,47 @@ def test_a_unit_whose_worker_keeps_dying_fails_the_job_saying_so(env) -> None:
     assert run.run() == FAILED
     error = store.get_job(job.id).error
     assert "passkey part 1/1: its worker died 2 times" in error and store.get_job(job.id).status != RUNNING
+
+
+class Outstanding:
+    """A real in-process worker that notes how many of its units were handed out and not yet
+    finished each time it is given one."""
+
+    def __init__(self, settings, job_id: str, seen: list[int]) -> None:
+        self.inner, self.seen, self.open = LocalHandle(settings, job_id), seen, 0
+
+    def call(self, method: str, *args: Any) -> Future:
+        if method != "run_unit":
+            return self.inner.call(method, *args)
+        self.open += 1
+        self.seen.append(self.open)
+        future = self.inner.call(method, *args)
+        future.add_done_callback(lambda _: setattr(self, "open", self.open - 1))
+        return future
+
+    def kill(self) -> None:
+        self.inner.kill()
+
+
+def test_the_next_unit_is_handed_out_before_the_worker_goes_idle(env) -> None:
+    """With more units left than workers, a worker's next unit is queued behind the one it
+    runs (no round trip to the coordinator between them); in the last round it is not."""
+    settings, store, path = env
+    job = claim(store, path, [dict(PASSKEY, lengths=[128], trials=24)])  # 6 units of 4 on one worker
+    seen: list[int] = []
+    run = JobRun(settings, store, job, lambda: Outstanding(settings, job.id, seen), 1)
+    assert run.run() == SUCCEEDED, store.get_job(job.id).error
+    assert max(seen) == 2 and seen[-1] == 1 and run.unit_runs == run.units == 6
+    ids = [r["id"] for r in records(settings, job.id, "passkey")]
+    assert sorted(ids) == sorted(f"passkey/len=128/trial={t}" for t in range(24))
+
+
+def test_a_worker_dying_with_a_unit_queued_leaves_both_to_a_fresh_one(env) -> None:
+    settings, store, path = env
+    job = claim(store, path, [dict(PASSKEY, lengths=[128], trials=16)])  # 4 units on one worker
+    deaths = [1]
+    run = JobRun(settings, store, job, lambda: DiesOnce(settings, job.id, deaths), 1, died=(WorkerCrashedError,))
+    assert run.run() == SUCCEEDED, store.get_job(job.id).error
+    assert len(run.reruns) == 1
+    ids = [r["id"] for r in records(settings, job.id, "passkey")]
+    assert sorted(ids) == sorted(f"passkey/len=128/trial={t}" for t in range(16))  # 0 lost, 0 duplicated
