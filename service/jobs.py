@@ -117,7 +117,7 @@ class JobRun:
         # `release(handle, load_info)`: a healthy worker this job no longer needs, kept warm for the
         # next job of its model (service/warm.py); without it, such a worker is killed.
         self.release = release
-        self.loaded_info: dict[int, dict[str, Any]] = {}  # id(handle) -> what its `load` returned
+        self.loaded_info: dict[Handle, dict[str, Any]] = {}  # a worker -> what its `load` returned
         self.workers = max(1, workers)
         self.status: str | None = None
         self.units = 0  # units planned by this run (tasks an earlier attempt finished have none)
@@ -166,7 +166,7 @@ class JobRun:
     def _let_go(self, handle: Handle) -> None:
         """An idle, healthy worker this job no longer needs: kept warm when there is a pool
         and it loaded, killed otherwise (freeing its GPU for other jobs)."""
-        info = self.loaded_info.pop(id(handle), None)
+        info = self.loaded_info.pop(handle, None)
         try:
             if self.release is not None and info is not None:
                 self.release(handle, info)
@@ -191,8 +191,8 @@ class JobRun:
         attempts: dict[Unit, int] = {}
         busy: dict[Future, tuple[Handle, str, Any]] = {}
         idle: list[Handle] = []
-        ahead: dict[int, Unit] = {}  # id(handle) -> the unit queued behind the one it runs
-        dead: set[int] = set()  # handles whose death was handled (their other call fails too)
+        ahead: dict[Handle, Unit] = {}  # a worker -> the unit queued behind the one it runs
+        dead: set[Handle] = set()  # workers whose death was handled (their other call fails too)
         deaths = 0
 
         def hand_out(handle: Handle) -> Unit:
@@ -226,16 +226,16 @@ class JobRun:
             self.feed.refresh(self.totals)
             for future in ready:
                 handle, what, item = busy.pop(future)
-                if what == "run_unit" and ahead.get(id(handle)) is item:
-                    del ahead[id(handle)]  # the unit queued behind has finished (it ran after the other)
+                if what == "run_unit" and ahead.get(handle) is item:
+                    del ahead[handle]  # the unit queued behind has finished (it ran after the other)
                 try:
                     value = future.result()
                 except self.died as e:
-                    if id(handle) in dead:  # its other call: the unit queued behind runs again too
+                    if handle in dead:  # its other call: the unit queued behind runs again too
                         if what == "run_unit":
                             pending.appendleft(item)
                         continue
-                    dead.add(id(handle))
+                    dead.add(handle)
                     self._forget(handle)
                     try:
                         handle.kill()  # "unavailable" may come back: it must not linger holding a GPU
@@ -263,7 +263,7 @@ class JobRun:
                 except Exception as e:
                     raise Ended(self._ended_by(cause_of(e))) from e
                 if what == "load":
-                    self.loaded_info[id(handle)] = value
+                    self.loaded_info[handle] = value
                     self.warm += bool(value.get("warm"))
                 elif what == "run_unit":
                     self.totals[item.key] = max(self.totals.get(item.key, 0), int(value["total"]))
@@ -278,7 +278,7 @@ class JobRun:
                                  len(self.reruns), "; ".join(self.reruns))
                     self._final_progress()
                     return SUCCEEDED if self.store.finish(job.id, SUCCEEDED) else self.store.get_job(job.id).status
-                if id(handle) not in ahead and id(handle) not in dead:  # one with a unit queued runs that now
+                if handle not in ahead and handle not in dead:  # one with a unit queued runs that now
                     idle.append(handle)
             while idle and (finishing or pending):
                 handle = idle.pop()
@@ -293,9 +293,9 @@ class JobRun:
             # worker idles.
             running = [h for h, w, _ in busy.values() if w == "run_unit"]
             for handle in running:
-                if len(pending) <= len(self.handles) or id(handle) in ahead or running.count(handle) > 1:
+                if len(pending) <= len(self.handles) or handle in ahead or running.count(handle) > 1:
                     continue
-                ahead[id(handle)] = hand_out(handle)
+                ahead[handle] = hand_out(handle)
             while len(idle) > 1 and not pending:  # nothing left for them: free their GPUs for other jobs
                 extra = idle.pop(0)  # the one idle longest (the latest is known to be alive)
                 self._forget(extra)
@@ -313,7 +313,7 @@ class JobRun:
     def _forget(self, handle: Handle) -> None:
         if handle in self.handles:
             self.handles.remove(handle)
-        self.loaded_info.pop(id(handle), None)
+        self.loaded_info.pop(handle, None)
 
     def _sequential_totals(self, results: dict[str, Any]) -> None:
         """A finished sequential search needed no more samples than it ran: its total is what it spent."""
