@@ -72,7 +72,7 @@ class RulerEvaluator(Evaluator):
     def build(self, loaded: LoadedModel, sample: Sample) -> Built:
         task, length, index = (sample.params[k] for k in ("ruler_task", "length", "index"))
         s = self.samples_of(loaded.tokenizer, task, length)[index]
-        ids = loaded.tokenizer.encode(s.prompt)
+        ids = list(s.ids) if s.ids is not None else loaded.tokenizer.encode(s.prompt)  # the fit test's encode
         gen = TASKS[task].spec.tokens_to_generate
         decided = scoring.decided(TASKS[task].metric, s.outputs) if self.options.get("stop_when_decided") else None
         return Built(sample, GenerateRequest(ids, max_new_tokens=gen, decided=decided),
