@@ -56,6 +56,8 @@ from evaluators.ruler.protocol import (
 DEPTHS = [int(d) for d in np.round(np.linspace(0, 100, num=40, endpoint=True)).astype(int)]
 # Attempts at the smallest haystack before giving up (NVIDIA retries forever).
 FLOOR_ATTEMPTS = 20
+# Essay sentence splits kept per stream (the sizes a sample is built at: the search's answer, a step below).
+KEPT_SPLITS = 4
 log = logging.getLogger("lctx.ruler")
 
 
@@ -179,6 +181,7 @@ class Niah(Stream):
         if t.haystack == "essay":
             self.essay = data.essay_words(data.find_file(self.data_dir, RULER_ESSAY))
             self.split = data.sentence_splitter(self.data_dir)
+            self._sentences: dict[int, list[str]] = {}
 
     def random_value(self, kind: str) -> str:
         if kind == "numbers":
@@ -186,6 +189,16 @@ class Niah(Stream):
         if kind == "words":
             return self.rng.choice(data.niah_words())
         return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+
+    def sentences(self, n: int) -> list[str]:
+        """The essay's first n words split into sentences. Every sample of one size splits the
+        same words and the split is most of a build's time, so the last few sizes' are kept."""
+        if n not in self._sentences:
+            words = self.essay if n <= len(self.essay) else self.essay * -(-n // len(self.essay))
+            if len(self._sentences) >= KEPT_SPLITS:
+                del self._sentences[next(iter(self._sentences))]
+            self._sentences[n] = self.split(" ".join(words[:n]).strip())
+        return self._sentences[n]
 
     def build(self, n: int) -> tuple[str, list[str]]:
         t, rng = self.task, self.rng
@@ -199,8 +212,7 @@ class Niah(Stream):
             values.append(value)
         random.Random(self.seed).shuffle(needles)
         if t.haystack == "essay":
-            words = self.essay if n <= len(self.essay) else self.essay * -(-n // len(self.essay))
-            sentences = self.split(" ".join(words[:n]).strip())
+            sentences = self.sentences(n)
             points = [0, *sorted(int(len(sentences) * (d / 100)) for d in rng.sample(DEPTHS, len(needles))),
                       len(sentences)]
             pieces = []
