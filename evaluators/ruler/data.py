@@ -211,6 +211,15 @@ def punkt_missing(data_dir: Path | None) -> str | None:
     return None
 
 
+def punkt_folder(data_dir: Path | None) -> Path:
+    """Where NLTK's English punkt parameters are read from (sentence_splitter's model)."""
+    _nltk_paths(data_dir)
+    import nltk.data
+
+    found = nltk.data.find(PUNKT)
+    return Path(getattr(found, "path", str(found)))
+
+
 def sentence_splitter(data_dir: Path | None):  # noqa: ANN201 - nltk's tokenize method
     """NLTK's sent_tokenize (English punkt), as niah.py calls it."""
     missing = punkt_missing(data_dir)

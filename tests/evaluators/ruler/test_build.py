@@ -2,7 +2,7 @@
 on counted units draw exactly the samples of the search that encodes every probe, and of the
 code before the change (digests below); units add up exactly on a byte-level BPE; a
 tokenizer whose counts do not add up falls back to encoding every probe; the cost stays under
-twice an encode of each prompt."""
+twice an encode of each prompt; the data directory's cache gives the same samples back."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from tokenizers import models, pre_tokenizers
 
 from checkpoints.config import ModelConfig
 from checkpoints.tokenizer import JsonTokenizer, load_tokenizer
+from evaluators.ruler.cache import CACHE_FOLDER, generate_cached
 from evaluators.ruler.counting import CountingTokenizer, TokenCounts
 from evaluators.ruler.options import RULER_TASKS
 from evaluators.ruler.protocol import TASKS
@@ -116,3 +118,27 @@ def test_building_costs_at_most_two_encodes_of_each_prompt(task: str, smollm2, r
     assert counting.chars <= 2 * sum(len(s.prompt) for s in drawn)
     assert counting.calls <= 4 * len(drawn)  # bounded: about one encode and one small batch per sample
 
+
+def test_a_second_build_reads_the_cache(word_tokenizer, ruler_data: Path, tmp_path: Path) -> None:
+    data = shutil.copytree(ruler_data, tmp_path / "data")
+    assert generate_cached("niah_single_2", word_tokenizer, 1200, 3, 42, ("", ""), data) and \
+        not (data / CACHE_FOLDER).exists()  # no cache folder: nothing written
+    (data / CACHE_FOLDER).mkdir(parents=True)
+    first = generate_cached("niah_single_2", word_tokenizer, 1200, 3, 42, ("", ""), data)
+    files = list((data / CACHE_FOLDER).iterdir())
+    assert [f.name.split("-")[:2] for f in files] == [["niah_single_2", "1200"]] and files[0].suffix == ".gz"
+    assert not list((data / CACHE_FOLDER).glob(".*"))  # the temporary file was renamed into place
+
+    counting = CountingTokenizer(word_tokenizer)
+    again = generate_cached("niah_single_2", counting, 1200, 3, 42, ("", ""), data)
+    assert rows(again) == rows(first) == rows(generate("niah_single_2", word_tokenizer, 1200, 3, data_dir=data))
+    assert counting.calls == 0 and again[0].ids is None  # read, not drawn: the request encodes the prompt
+    assert rows(generate_cached("niah_single_2", counting, 1200, 2, 42, ("", ""), data)) == rows(first[:2])
+    assert counting.calls == 0  # fewer samples: the stream's prefix
+    # what changes a prompt changes the key: seed, wrapper, the essay's text
+    generate_cached("niah_single_2", word_tokenizer, 1200, 3, 7, ("", ""), data)
+    generate_cached("niah_single_2", word_tokenizer, 1200, 3, 42, ("[INST] ", " [/INST]"), data)
+    essay = data / "PaulGrahamEssays.json"
+    essay.write_text(json.dumps({"text": json.loads(essay.read_text())["text"] + " One more sentence here."}))
+    generate_cached("niah_single_2", word_tokenizer, 1200, 3, 42, ("", ""), data)
+    assert len(list((data / CACHE_FOLDER).iterdir())) == 4
