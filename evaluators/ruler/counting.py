@@ -81,6 +81,7 @@ class TokenCounts:
         self.specials = len(tokenizer.encode("", add_special_tokens=True)) - \
             len(tokenizer.encode("", add_special_tokens=False))
         self.units: dict[str, int] = {}
+        self.unit_chars = self.unit_tokens = 0  # of the counted units: what a guess of unseen ones scales by
         self._last: tuple[str, list[int]] | None = None
 
     def ids(self, text: str) -> list[int]:
@@ -109,7 +110,7 @@ class TokenCounts:
         unseen = {u for u in units if u not in self.units}
         if sum(len(u) for u in unseen) > CHEAP * len(text):
             return None
-        per_char = 2 * sum(self.units.values()) / max(1, sum(len(u) for u in self.units))
+        per_char = 2 * self.unit_tokens / max(1, self.unit_chars)
         if sum(self.units.get(u, len(u) * per_char) for u in units) <= limit:
             return False
         return self.estimate(text) > limit
@@ -119,6 +120,8 @@ class TokenCounts:
         if unseen:
             for unit, ids in zip(unseen, encode_batch(self.tokenizer, unseen, False), strict=True):
                 self.units[unit] = len(ids)
+                self.unit_chars += len(unit)
+                self.unit_tokens += len(ids)
 
 
 class Sizer:

@@ -298,7 +298,7 @@ class VariableTracking(Stream):
                                                                                    step * 2), budget)
         size = self.search(step, hi, lambda m: self.build(m, True)[0], budget)
         text, outputs = shrink_until_fits(
-            lambda m: self.build(m, True), size, step, lambda text: self.sizer.sample_fits(text, budget),
+            lambda m: self.build(m, True), size, step, lambda text: self.count(text) <= budget,
             lambda size, text: f"ruler: vt's one-shot example is built at 500 tokens (ruler.md 5.2) but needs "
             f"{self.count(text)} with this tokenizer even with {size} noise blocks; vt cannot be "
             "generated with it (NVIDIA's script would loop forever)")
