@@ -20,9 +20,9 @@ from evaluators.base import Built, Evaluator, EvaluatorError, Sample, decided_ea
 from evaluators.plots import average_with_threshold, heatmap
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.ruler import scoring, summary
+from evaluators.ruler.cache import generate_cached
 from evaluators.ruler.options import RulerOptions
 from evaluators.ruler.protocol import TASKS, WRAPPERS, split_wrapper
-from evaluators.ruler.cache import generate_cached
 from evaluators.ruler.synthetic import RulerSample
 
 UNIT = "score (0-100)"
