@@ -6,6 +6,7 @@ loaders and the service all use it."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from collections.abc import Iterator
@@ -55,10 +56,14 @@ def append_record(path: Path, record: dict[str, Any]) -> None:
 
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Temporary file, fsync, rename, fsync of the folder: a reader sees the old file or
-    the whole new one, even across a crash."""
+    the whole new one, even across a crash. A name ending in .gz is gzipped (level 1: caches
+    of long prompts, written while a job waits; `read_json` reads either)."""
+    data = json.dumps(obj, indent=2, sort_keys=False, allow_nan=False).encode()
+    if path.suffix == ".gz":
+        data = gzip.compress(data, compresslevel=1, mtime=0)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w") as f:
-        json.dump(obj, f, indent=2, sort_keys=False, allow_nan=False)
+    with tmp.open("wb") as f:
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -67,3 +72,9 @@ def write_json_atomic(path: Path, obj: Any) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def read_json(path: Path) -> Any:
+    """A JSON document as `write_json_atomic` writes it (gzipped when the name ends in .gz)."""
+    with (gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")) as f:
+        return json.loads(f.read())

@@ -315,7 +315,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             p.add_argument(flag, dest=option, type=int if kind == "int" else str, help=text.replace("%", "%%"))
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="any other task option (JSON value)")
     p.add_argument("--data-dir", help="local dataset files (LongBench <dir>/<dataset>.jsonl, SCROLLS <dir>/<task>/, RULER "
-                   "<dir>/PaulGrahamEssays.json, squad.json, hotpotqa.json, LongBench v2 <dir>/LongBench-v2/data.json, BABILong "
+                   "<dir>/PaulGrahamEssays.json, squad.json, hotpotqa.json (and <dir>/ruler/cache/, if made, keeps built "
+                   "samples), LongBench v2 <dir>/LongBench-v2/data.json, BABILong "
                    "<dir>/tasks_1-20_v1-2/en-10k/ and <dir>/pg19/test/*.txt)")
     p.add_argument("--out", help="output folder (default lctx-eval/<checkpoint name>)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")

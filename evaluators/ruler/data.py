@@ -211,6 +211,17 @@ def punkt_missing(data_dir: Path | None) -> str | None:
     return None
 
 
+def punkt_folder(data_dir: Path | None) -> Path:
+    """Where NLTK's English punkt parameters are read from (sentence_splitter's model)."""
+    missing = punkt_missing(data_dir)
+    if missing:
+        raise EvaluatorError(missing)
+    import nltk.data
+
+    found = nltk.data.find(PUNKT)
+    return Path(getattr(found, "path", str(found)))
+
+
 def sentence_splitter(data_dir: Path | None):  # noqa: ANN201 - nltk's tokenize method
     """NLTK's sent_tokenize (English punkt), as niah.py calls it."""
     missing = punkt_missing(data_dir)

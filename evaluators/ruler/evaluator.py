@@ -20,9 +20,10 @@ from evaluators.base import Built, Evaluator, EvaluatorError, Sample, decided_ea
 from evaluators.plots import average_with_threshold, heatmap
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.ruler import scoring, summary
+from evaluators.ruler.cache import generate_cached
 from evaluators.ruler.options import RulerOptions
 from evaluators.ruler.protocol import TASKS, WRAPPERS, split_wrapper
-from evaluators.ruler.synthetic import RulerSample, generate
+from evaluators.ruler.synthetic import RulerSample
 
 UNIT = "score (0-100)"
 
@@ -61,18 +62,19 @@ class RulerEvaluator(Evaluator):
                 for t in o["tasks"] for n in o["lengths"] for i in range(o["samples"])]
 
     def samples_of(self, tokenizer: Tokenizer, task: str, length: int) -> list[RulerSample]:
-        """All samples of one task and length, drawn at once (one seeded stream); the last
-        group is kept while its samples are built."""
+        """All samples of one task and length, drawn at once (one seeded stream) or read from
+        the data directory's sample cache (`cache`); the last group is kept while its samples
+        are built."""
         if self._group is None or self._group[0] != (task, length):
-            drawn = generate(task, tokenizer, length, self.options["samples"], self.options["seed"], self.wrapper,
-                             self.data_dir)
+            drawn = generate_cached(task, tokenizer, length, self.options["samples"], self.options["seed"],
+                                    self.wrapper, self.data_dir)
             self._group = ((task, length), drawn)
         return self._group[1]
 
     def build(self, loaded: LoadedModel, sample: Sample) -> Built:
         task, length, index = (sample.params[k] for k in ("ruler_task", "length", "index"))
         s = self.samples_of(loaded.tokenizer, task, length)[index]
-        ids = loaded.tokenizer.encode(s.prompt)
+        ids = list(s.ids) if s.ids is not None else loaded.tokenizer.encode(s.prompt)  # the fit test's encode
         gen = TASKS[task].spec.tokens_to_generate
         decided = scoring.decided(TASKS[task].metric, s.outputs) if self.options.get("stop_when_decided") else None
         return Built(sample, GenerateRequest(ids, max_new_tokens=gen, decided=decided),

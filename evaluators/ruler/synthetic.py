@@ -13,15 +13,22 @@ Token counts are the tokenizer's tokens without special tokens (ruler.md section
 deliberate difference: the budget is the target length minus the special tokens the
 tokenizer adds to the prompt the model receives (a BOS), so prompt + generation budget
 never exceeds the target as the model sees it (NVIDIA counts the prompt without its BOS and
-can exceed the target by one). With a tokenizer that adds none, the two agree exactly."""
+can exceed the target by one). With a tokenizer that adds none, the two agree exactly.
+
+The searches take NVIDIA's decisions without encoding every probe (`counting`: probes far
+from the limit are decided on counted units, the ones near it and the two that bracket the
+answer on real encodes); each sample is encoded once and keeps its ids for the request.
+`exact=True` encodes every probe, as NVIDIA's scripts do."""
 
 from __future__ import annotations
 
+import logging
 import random
 import string
 import uuid
+from array import array
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +38,7 @@ from scipy.special import zeta
 from checkpoints.tokenizer import Tokenizer
 from evaluators.errors import EvaluatorError
 from evaluators.ruler import data
+from evaluators.ruler.counting import Probes, Sizer, TokenCounts, Unreliable
 from evaluators.ruler.files import RULER_ENGLISH_WORDS, RULER_ESSAY, RULER_HOTPOTQA, RULER_SQUAD
 from evaluators.ruler.protocol import (
     DOCUMENT,
@@ -48,7 +56,9 @@ from evaluators.ruler.protocol import (
 DEPTHS = [int(d) for d in np.round(np.linspace(0, 100, num=40, endpoint=True)).astype(int)]
 # Attempts at the smallest haystack before giving up (NVIDIA retries forever).
 FLOOR_ATTEMPTS = 20
-
+# Essay sentence splits kept per stream (the sizes a sample is built at: the search's answer, a step below).
+KEPT_SPLITS = 4
+log = logging.getLogger("lctx.ruler")
 
 
 def largest_fitting(lo: int, hi: int, default: int, fits: Callable[[int], bool]) -> int:
@@ -87,62 +97,71 @@ def shrink_until_fits(build: Callable[[int], tuple[str, list[str]]], size: int, 
 class RulerSample:
     """One prepared sample as NVIDIA stores it (ruler.md section 6): the prompt without and
     with its answer prefix, the references and the length (prompt tokens as the model
-    receives them + generation budget)."""
+    receives them + generation budget); `ids`, when the sample was just drawn, are the
+    prompt's tokens as the model receives them (the fit test's encode, kept for the request)."""
 
     index: int
     input: str
     answer_prefix: str
     outputs: list[str]
     length: int
+    ids: array | None = field(default=None, repr=False, compare=False)
 
     @property
     def prompt(self) -> str:
         return self.input + self.answer_prefix
 
 
-class _DoesNotFit(Exception):
-    pass
-
-
 class Stream:
     """What every generator shares: the seeded generators, the token counter and the budget."""
 
     def __init__(self, task: Task, tokenizer: Tokenizer, length: int, seed: int, wrapper: tuple[str, str],
-                 data_dir: Path | None) -> None:
+                 data_dir: Path | None, exact: bool = False) -> None:
         self.task, self.tokenizer, self.length, self.seed = task, tokenizer, length, seed
         self.rng = random.Random(seed)
         self.nrng = np.random.RandomState(seed % 2**32)
         self.wrapper, self.data_dir = wrapper, data_dir
         self.gen = task.spec.tokens_to_generate
-        specials = len(tokenizer.encode("", add_special_tokens=True)) - len(tokenizer.encode("", add_special_tokens=False))
-        self.budget = length - specials  # NVIDIA's max_seq_length, less the BOS the model receives
+        self.counts = TokenCounts(tokenizer)
+        self.sizer = Sizer(self.counts, exact)
+        self.budget = length - self.counts.specials  # NVIDIA's max_seq_length, less the BOS the model receives
+        self.limit = self.budget - self.gen  # the most prompt tokens a sample may have
         self.template = full_template(task.spec.template, task.spec.answer_prefix, wrapper)
 
     def count(self, text: str) -> int:
-        return len(self.tokenizer.encode(text, add_special_tokens=False))
+        return self.counts.count(text)
 
-    def fits(self, text: str, extra: int = 0) -> bool:
-        return self.count(text) + extra + self.gen <= self.budget
+    def upper_bound(self, text: str, units: int, of_per_unit: Callable[[float], int], limit: int) -> int:
+        """A search's upper bound from the tokens per unit of a `units`-unit probe (the scripts'
+        estimate), on counts when they settle it."""
+        return self.sizer.value(text, limit, lambda tokens: of_per_unit(tokens / units))
 
-    def search(self, step: int, estimate_from: str, lo: int, hi: int, probe: Callable[[int], str],
-               extra: int = 0) -> int:
-        """The scripts' binary search for the largest haystack size whose probe fits (`step`
-        when none does); `estimate_from` is the text the upper bound was estimated from."""
-        return largest_fitting(lo, hi, step, lambda m: self.fits(probe(m), extra))
+    def search(self, lo: int, hi: int, probe: Callable[[int], str], limit: int) -> int:
+        """The scripts' binary search for the largest size in [lo, hi] whose probe has at most
+        `limit` tokens (`lo` when none does). The probes at the answer and the next size up
+        decide it: they are confirmed by real encodes."""
+        probes = Probes(self.sizer, limit)
+        size = largest_fitting(lo, hi, lo, lambda m: probes.fits(m, probe(m)))
+        probes.confirm(size, size + 1)
+        return size
 
     def draw(self, index: int, size: int, step: int, build: Callable[[int], tuple[str, list[str]]]) -> RulerSample:
         """One sample: built with `size`, rebuilt `step` smaller (new draws) while it does not
         fit, as the scripts' per-sample loop does; the scripts retry forever at the floor, lctx
-        gives up after FLOOR_ATTEMPTS with an error naming the task and length."""
+        gives up after FLOOR_ATTEMPTS with an error naming the task and length. Each try is
+        encoded once; the fitting one's ids go with the sample."""
         text, outputs = shrink_until_fits(
-            build, size, step, self.fits,
+            build, size, step, lambda text: self.sizer.sample_fits(text, self.limit),
             lambda size, text: f"ruler: {self.task.name} does not fit in {self.length} tokens even with the smallest "
             f"haystack ({size} units): the prompt alone needs {self.count(text)} tokens next to the "
             f"{self.gen}-token generation budget; use longer lengths")
-        length = self.count(text) + self.gen
-        prefix = self.task.spec.answer_prefix
-        inp, answer_prefix = split_answer_prefix(text, prefix)
-        return RulerSample(index, inp, answer_prefix, list(outputs), length + self.length - self.budget)
+        return self.sample(index, text, outputs)
+
+    def sample(self, index: int, text: str, outputs: list[str]) -> RulerSample:
+        """The stored form of a fitting prompt (its answer prefix split off, ruler.md section 3)."""
+        ids = self.counts.ids(text)
+        inp, answer_prefix = split_answer_prefix(text, self.task.spec.answer_prefix)
+        return RulerSample(index, inp, answer_prefix, list(outputs), len(ids) + self.gen, array("i", ids))
 
     def samples(self, n: int) -> list[RulerSample]:
         raise NotImplementedError
@@ -162,6 +181,7 @@ class Niah(Stream):
         if t.haystack == "essay":
             self.essay = data.essay_words(data.find_file(self.data_dir, RULER_ESSAY))
             self.split = data.sentence_splitter(self.data_dir)
+            self._sentences: dict[int, list[str]] = {}
 
     def random_value(self, kind: str) -> str:
         if kind == "numbers":
@@ -169,6 +189,16 @@ class Niah(Stream):
         if kind == "words":
             return self.rng.choice(data.niah_words())
         return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+
+    def sentences(self, n: int) -> list[str]:
+        """The essay's first n words split into sentences. Every sample of one size splits the
+        same words and the split is most of a build's time, so the last few sizes' are kept."""
+        if n not in self._sentences:
+            words = self.essay if n <= len(self.essay) else self.essay * -(-n // len(self.essay))
+            if len(self._sentences) >= KEPT_SPLITS:
+                del self._sentences[next(iter(self._sentences))]
+            self._sentences[n] = self.split(" ".join(words[:n]).strip())
+        return self._sentences[n]
 
     def build(self, n: int) -> tuple[str, list[str]]:
         t, rng = self.task, self.rng
@@ -182,8 +212,7 @@ class Niah(Stream):
             values.append(value)
         random.Random(self.seed).shuffle(needles)
         if t.haystack == "essay":
-            words = self.essay if n <= len(self.essay) else self.essay * -(-n // len(self.essay))
-            sentences = self.split(" ".join(words[:n]).strip())
+            sentences = self.sentences(n)
             points = [0, *sorted(int(len(sentences) * (d / 100)) for d in rng.sample(DEPTHS, len(needles))),
                       len(sentences)]
             pieces = []
@@ -214,9 +243,9 @@ class Niah(Stream):
             step = 500
         else:
             step = 5 if self.length < 4096 else 25
-        per_unit = self.count(self.build(step)[0]) / step
-        hi = max(int((self.budget / per_unit) * 3), step * 2)
-        size = self.search(step, "", step, hi, lambda m: self.build(m)[0])
+        hi = self.upper_bound(self.build(step)[0], step, lambda per_unit: max(int((self.budget / per_unit) * 3),
+                                                                             step * 2), self.limit)
+        size = self.search(step, hi, lambda m: self.build(m)[0], self.limit)
         return [self.draw(i, size, step, self.build) for i in range(n)]
 
 
@@ -265,9 +294,9 @@ class VariableTracking(Stream):
     def example(self) -> str:
         """The one-shot example: the same routine at 500 tokens, no generation budget, step 5."""
         step, budget = 5, 500
-        per_unit = self.count(self.build(step, True)[0]) / step
-        hi = max(int((budget / per_unit) * 3), step * 2)
-        size = largest_fitting(step, hi, step, lambda m: self.count(self.build(m, True)[0]) <= budget)
+        hi = self.upper_bound(self.build(step, True)[0], step, lambda per_unit: max(int((budget / per_unit) * 3),
+                                                                                   step * 2), budget)
+        size = self.search(step, hi, lambda m: self.build(m, True)[0], budget)
         text, outputs = shrink_until_fits(
             lambda m: self.build(m, True), size, step, lambda text: self.count(text) <= budget,
             lambda size, text: f"ruler: vt's one-shot example is built at 500 tokens (ruler.md 5.2) but needs "
@@ -279,9 +308,10 @@ class VariableTracking(Stream):
         example = self.example()
         example_tokens = self.count(example)
         step = 5 if self.length < 4096 else 10
-        per_unit = self.count(self.build(step, False)[0]) / step
-        hi = max(int((self.budget / per_unit) * 3), step * 2)
-        size = self.search(step, "", step, hi, lambda m: self.build(m, False)[0], extra=example_tokens)
+        limit = self.limit - example_tokens
+        hi = self.upper_bound(self.build(step, False)[0], step, lambda per_unit: max(int((self.budget / per_unit) * 3),
+                                                                                    step * 2), limit)
+        size = self.search(step, hi, lambda m: self.build(m, False)[0], limit)
         anchor = VARIABLE_TRACKING.template[:20]
 
         def with_example(m: int) -> tuple[str, list[str]]:
@@ -328,9 +358,9 @@ class CommonWords(Stream):
         return "\n".join(filled) + "\n" + self.template.format(num_cw=self.NUM_CW, context=context, query=""), answer
 
     def samples(self, n: int) -> list[RulerSample]:
-        per_word = self.count(self.build(4096)[0]) / 4096
-        hi = max(int(self.budget // per_word) * 2, 20)
-        size = self.search(10, "", 10, hi, lambda m: self.build(m)[0])
+        hi = self.upper_bound(self.build(4096)[0], 4096, lambda per_word: max(int(self.budget // per_word) * 2, 20),
+                              self.limit)
+        size = self.search(10, hi, lambda m: self.build(m)[0], self.limit)
         return [self.draw(i, size, 10, self.build) for i in range(n)]
 
 
@@ -357,20 +387,22 @@ class FreqWords(Stream):
         return self.template.format(context=" ".join(words), query=""), vocab[1:4]
 
     def one(self, budget: int, vocab_size: int, step: int, num_words: int = -1) -> tuple[str, list[str], int]:
-        """freq_words_extraction.py's generate_input_output."""
+        """freq_words_extraction.py's generate_input_output: a sample (encoded once per try),
+        or with no `num_words` the linear search for it (probes on counts: the last one
+        below the budget and the first at or above it confirmed by real encodes)."""
         vocab = self.vocabulary(vocab_size)
         if num_words > 0:
             text, _ = self.text(vocab, num_words)
-            while self.count(text) > budget:
+            while not self.sizer.sample_fits(text, budget):
                 num_words -= step
                 text, _ = self.text(vocab, num_words)
         else:
+            probes = Probes(self.sizer, budget - 1)  # "tokens < budget"
             num_words = budget // self.WORDLEN
-            text, _ = self.text(vocab, num_words)
-            while self.count(text) < budget:
+            while probes.fits(num_words, self.text(vocab, num_words)[0]):
                 num_words += step
-                text, _ = self.text(vocab, num_words)
             num_words -= step
+            probes.confirm(num_words, num_words + step)
         text, answer = self.text(vocab, num_words)
         return text, answer, num_words
 
@@ -384,8 +416,7 @@ class FreqWords(Stream):
         out = []
         for i in range(n):
             text, answer, _ = self.one(budget, vocab_size, step, num_words)
-            inp, prefix = split_answer_prefix(text, self.task.spec.answer_prefix)
-            out.append(RulerSample(i, inp, prefix, answer, self.count(text) + self.gen + self.length - self.budget))
+            out.append(self.sample(i, text, answer))
         return out
 
 
@@ -421,9 +452,9 @@ class QuestionAnswering(Stream):
             raise EvaluatorError(f"ruler: {self.task.name} has {len(self.qa.questions)} questions in its file; "
                                  f"ask for at most that many samples (got {n})")
         step = 10
-        per_doc = self.count(self.build(0, step)[0]) / step
-        hi = max(int((self.budget / per_doc) * 3), step * 2)
-        size = self.search(step, "", step, hi, lambda m: self.build(0, m)[0])
+        hi = self.upper_bound(self.build(0, step)[0], step, lambda per_doc: max(int((self.budget / per_doc) * 3),
+                                                                               step * 2), self.limit)
+        size = self.search(step, hi, lambda m: self.build(0, m)[0], self.limit)
         return [self.draw(i, size, step, lambda m, i=i: self.build(i, m)) for i in range(n)]
 
 
@@ -433,8 +464,21 @@ GENERATORS: dict[str, type[Stream]] = {"niah": Niah, "variable_tracking": Variab
 
 
 def generate(task: str, tokenizer: Tokenizer, length: int, samples: int, seed: int = 42,
-             wrapper: tuple[str, str] = ("", ""), data_dir: Path | None = None) -> list[RulerSample]:
+             wrapper: tuple[str, str] = ("", ""), data_dir: Path | None = None, exact: bool = False) -> list[RulerSample]:
     """The first `samples` samples of `task` at `length` tokens (prompt + generation budget),
-    drawn as one run of NVIDIA's script with `random_seed = seed` would draw them."""
+    drawn as one run of NVIDIA's script with `random_seed = seed` would draw them. The
+    searches decide on counts unless `exact` (or unless the counts prove unreliable for this
+    tokenizer: then the stream is drawn again, every probe encoded)."""
     spec = TASKS[task]
-    return GENERATORS[spec.script](spec, tokenizer, length, seed, wrapper, data_dir).samples(samples)
+
+    def stream(exact: bool) -> Stream:
+        return GENERATORS[spec.script](spec, tokenizer, length, seed, wrapper, data_dir, exact)
+
+    if exact:
+        return stream(True).samples(samples)
+    try:
+        return stream(False).samples(samples)
+    except Unreliable as e:
+        log.warning("ruler: %s at %d: token counts of pieces do not add up with this tokenizer (%s); "
+                    "encoding every probe", task, length, e)
+        return stream(True).samples(samples)
