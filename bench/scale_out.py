@@ -197,6 +197,17 @@ def markdown(report: dict[str, Any]) -> str:
     for r in rows:
         out.append(f"| {r['checkpoint']} | {r['samples']} | {r['units']} | {r['one_worker_s']} | {r['two_workers_s']} "
                    f"| {r['ratio']}x | {r['identical_outputs']} | {r['identical_results']} |")
+    c = report.get("cheap")
+    if c:
+        out += ["", "## The cheap case: many samples that each cost little", "",
+                f"`python bench/scale_out.py --only-cheap --cheap {c['samples'] + 1}`: {c['task']} tokens on "
+                f"demo-softmax, units sized by the service's rule (LCTX_UNIT_TOKENS), 1 worker against 2 workers of "
+                f"1 CPU thread each (a local Ray of 2 CPUs); load average after {report.get('cheap_load')}. Target "
+                "(issue #40): at least 1.7x.", "",
+                "| task | samples | units | 1 worker s | 2 workers s | ratio | identical outputs | identical results |",
+                "|---|---|---|---|---|---|---|---|",
+                f"| {c['task']} | {c['samples']} | {c['units']} | {c['one_worker_s']} | {c['two_workers_s']} | "
+                f"{c['ratio']}x | {c['identical_outputs']} | {c['identical_results']} |"]
     f = report["fault"]
     if f is None:
         return "\n".join(out + [""])
