@@ -21,7 +21,7 @@ from service.progress import unit_notes
 from service.status import CANCELLED, FAILED, RUNNING, SUCCEEDED
 from service.store import Store
 from service.worker import task_dir
-from tests.helpers import make_settings, tiny_checkpoint, wait_for
+from tests.helpers import KILL_MID_UNIT_BATCH, make_settings, tiny_checkpoint, wait_for
 
 PASSKEY = {"name": "passkey", "lengths": [128, 256], "trials": 5, "seed": 1}
 NEEDLE = {"name": "needle", "lengths": [128], "depths": [0, 50, 100], "trials": 1, "seed": 1}
@@ -173,6 +173,9 @@ def test_a_job_spread_over_two_ray_workers_equals_the_one_worker_run(ray_cluster
 @pytest.mark.timeout(240)
 def test_a_cancel_stops_every_unit_and_keeps_what_they_recorded(ray_cluster: str, env) -> None:
     settings, store, path = env
+    # one sample at a time, so records come a sample apart and the cancel lands mid-job (decoded
+    # together, with the next unit queued behind each, all 60 can be done before it is seen)
+    settings = settings.model_copy(update={"engine_max_batch": KILL_MID_UNIT_BATCH})
     job = claim(store, path, [dict(PASSKEY, lengths=[2048], trials=60)])
     run = spread_run(settings, store, job)
     thread = threading.Thread(target=run.run)
