@@ -61,7 +61,6 @@ CPU_BATCH_PREFILL_TOKENS = 128
 BATCH_PREFILL_MAX_TOKENS = 16384
 
 
-
 @dataclass(frozen=True)
 class GenerateRequest:
     """Greedy continuation of `prompt_ids`. Stops at EOS (unless `stop_at_eos` is
