@@ -145,10 +145,8 @@ class _Row:
 
     def step(self, token: int, tokenizer: Tokenizer) -> bool:
         """`token` was chosen (`sampler.pick`); True when the row has finished (the stop
-        rule greedy_generate follows too)."""
-        if self.rule.exhausted(self.tokens):
-            self.reason = "length"
-            return True
+        rule greedy_generate follows too; a row whose last token reached its budget has
+        finished then, so only `first_step` meets an exhausted one)."""
         reason, cut = self.rule.after(self.tokens, token, tokenizer.decode)
         if reason is None:
             return False

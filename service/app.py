@@ -24,10 +24,9 @@ from service.api import checkpoints, endpoints, health, jobs, leaderboard, resul
 from service.api.guard import BodyGuard
 from service.errors import ServiceError
 from service.metrics import Metrics
-from service.redact import install_log_redaction, redact
+from service.redact import install_log_redaction, mask, redact
 from service.schedules import Scheduler, ensure_configured_schedule
 from service.schemas import errors
-from service.secrets import mask
 from service.settings import Settings, get_settings
 from service.store import Store
 from service.supervisor import DispatcherSupervisor

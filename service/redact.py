@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 # scheme://user:password@host -> scheme://user:***@host (SQLAlchemy, libpq and HTTP URLs alike)
 URL_CREDENTIALS = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s'\"]*):(?P<password>[^@\s'\"]+)@")
@@ -22,14 +22,19 @@ _installed = False
 _secret_sources: list[Callable[[], list[str]]] = []
 
 
+def mask(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every secret value replaced by *** (longest first: service/secrets.py
+    orders them, so a secret containing another is masked whole)."""
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, MASK)
+    return text
+
+
 def redact_all(text: str) -> str:
     """`text` with URL passwords and every known secret value (service/secrets.py) masked."""
-    text = redact(text)
-    for source in _secret_sources:
-        for secret in source():
-            if secret in text:
-                text = text.replace(secret, MASK)
-    return text
+    known = sorted({s for source in _secret_sources for s in source()}, key=len, reverse=True)
+    return mask(redact(text), known)
 
 
 def install_log_redaction(secrets: Callable[[], list[str]] | None = None) -> None:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from service.errors import InvalidRequest
-from service.redact import MASK, URL_CREDENTIALS
+from service.redact import URL_CREDENTIALS, mask
 
 # Variables the service or the libraries it runs read (its own settings, Ray, the hub,
 # libpq, cloud SDKs): never an endpoint's key, even when the operator lists one.
@@ -62,14 +62,6 @@ def known_secrets(token: str | None, database_url: str | None, prefix: str, name
         if SECRET_NAME.search(name) or (prefix and name.startswith(prefix)) or name in names:
             values.add(value)
     return sorted((v for v in values if len(v) >= MIN_SECRET), key=len, reverse=True)
-
-
-def mask(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every secret value replaced by ***."""
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, MASK)
-    return text
 
 
 def masked(value: object, secrets: Iterable[str]) -> object:

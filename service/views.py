@@ -13,8 +13,8 @@ from checkpoints.errors import CheckpointError
 from checkpoints.pull import read_source
 from checkpoints.tokenizer import read_chat_template
 from evaluators.registry import task_options
+from service.redact import mask
 from service.schemas import CheckpointOut, EndpointOut, JobOut, JobState, ScheduleOut
-from service.secrets import mask
 from service.settings import Settings
 from service.store import CheckpointRow, EndpointRow, JobRow, ScheduleRow
 

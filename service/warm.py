@@ -37,13 +37,11 @@ class WarmPool:
         self.kill = kill
         self.idle: list[_Idle] = []  # least recently used first
         self.lock = threading.Lock()
-        self.taken = self.released = self.evicted = 0
 
     def take(self, key: tuple) -> Any | None:
         with self.lock:
             for i in range(len(self.idle) - 1, -1, -1):
                 if self.idle[i].key == key:
-                    self.taken += 1
                     return self.idle.pop(i).handle
         return None
 
@@ -53,7 +51,6 @@ class WarmPool:
             return
         with self.lock:
             self.idle.append(_Idle(handle, key, nbytes, time.monotonic()))
-            self.released += 1
             out = []
             while len(self.idle) > self.max_workers or sum(i.nbytes for i in self.idle) > self.budget_bytes:
                 out.append(self.idle.pop(0).handle)
@@ -90,7 +87,6 @@ class WarmPool:
 
     def _let_go(self, handles: list[Any], why: str) -> None:
         for handle in handles:
-            self.evicted += 1
             log.info("a warm worker is let go: %s", why)
             try:
                 self.kill(handle)

@@ -83,9 +83,9 @@ def stopper(store: Store, job_id: str) -> Callable[[], bool]:
 def model_key(job: JobRow, settings: Settings) -> tuple:
     """What a loaded model depends on: a worker holding the model of this key can take the
     job without loading anything (the same weights, RoPE setting, backend and device)."""
-    rope = json.dumps(job.rope, sort_keys=True) if isinstance(job.rope, dict) else job.rope
     if job.endpoint:
         return ("endpoint", job.endpoint)
+    rope = json.dumps(job.rope, sort_keys=True) if isinstance(job.rope, dict) else job.rope
     return ("checkpoint", job.checkpoint_path, job.fingerprint, rope, job.backend, settings.device)
 
 
@@ -108,8 +108,6 @@ class Worker:
         (files confined to the roots again: one may have been swapped for a link since
         submission) or connect its served model, unless this worker holds that model already;
         returns where this worker runs and whether it was warm."""
-        from checkpoints.engine import Engine
-        from checkpoints.loading import load_model
         from service.submission import confine_checkpoint_files
 
         settings = self.settings
@@ -122,32 +120,36 @@ class Worker:
         warm = key == self.key and not job.endpoint  # a served model is probed again (it may have been redeployed)
         if job.endpoint:
             self.loaded, self.engine, self.source = served(settings, self.store, job)
-        elif warm:
-            confine_checkpoint_files(Path(job.checkpoint_path), settings.roots)
-            self.source = {"checkpoint": {"name": job.checkpoint, "path": job.checkpoint_path,
-                                          "fingerprint": job.fingerprint}}
         else:
-            self.loaded = self.engine = None  # the previous model goes before the next one loads
             confine_checkpoint_files(Path(job.checkpoint_path), settings.roots)
-            # Triton's compiled kernels and autotuning timings under the service's home (a docker
-            # volume): compiled and tuned once per machine, not in every worker process.
-            os.environ.setdefault("TRITON_CACHE_DIR", str(settings.triton_cache))
-            self.loaded = load_model(job.checkpoint_path, rope=job.rope, backend=job.backend,
-                                     device=pick_device(settings.device))
-            budget = settings.engine_memory_mb << 20 if settings.engine_memory_mb else None
-            self.engine = Engine(self.loaded.model, self.loaded.tokenizer, memory_budget=budget,
-                                 max_batch=settings.engine_max_batch, prefix_cache=settings.engine_prefix_cache)
-            from checkpoints.warmup import warm_up
-
-            seconds = warm_up(self.loaded.model)  # kernels compiled here, not inside the first unit's timing
-            if seconds:
-                log.info("job %s: kernels compiled or read from %s in %.1f s", self.job_id,
-                         os.environ["TRITON_CACHE_DIR"], seconds)
+            if not warm:
+                self._load_checkpoint(job)
             self.source = {"checkpoint": {"name": job.checkpoint, "path": job.checkpoint_path,
                                           "fingerprint": job.fingerprint}}
         self.key = key
-        return {"pid": os.getpid(), "host": socket.gethostname(), "warm": warm, "key": list(key),
-                "model_bytes": self.model_bytes()}
+        return {"pid": os.getpid(), "host": socket.gethostname(), "warm": warm, "model_bytes": self.model_bytes()}
+
+    def _load_checkpoint(self, job: JobRow) -> None:
+        """The job's checkpoint loaded (the previous model let go first), its engine made and
+        its kernels compiled here, not inside the first unit's timing."""
+        from checkpoints.engine import Engine
+        from checkpoints.loading import load_model
+        from checkpoints.warmup import warm_up
+
+        settings = self.settings
+        self.loaded = self.engine = None
+        # Triton's compiled kernels and autotuning timings under the service's home (a docker
+        # volume): compiled and tuned once per machine, not in every worker process.
+        os.environ.setdefault("TRITON_CACHE_DIR", str(settings.triton_cache))
+        self.loaded = load_model(job.checkpoint_path, rope=job.rope, backend=job.backend,
+                                 device=pick_device(settings.device))
+        budget = settings.engine_memory_mb << 20 if settings.engine_memory_mb else None
+        self.engine = Engine(self.loaded.model, self.loaded.tokenizer, memory_budget=budget,
+                             max_batch=settings.engine_max_batch, prefix_cache=settings.engine_prefix_cache)
+        seconds = warm_up(self.loaded.model)
+        if seconds:
+            log.info("job %s: kernels compiled or read from %s in %.1f s", self.job_id,
+                     os.environ["TRITON_CACHE_DIR"], seconds)
 
     def model_bytes(self) -> int:
         """Bytes of the loaded weights (what a warm worker keeps holding; 0 for a served model)."""

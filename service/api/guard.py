@@ -30,9 +30,14 @@ def too_large(settings: Settings) -> str:
             "(LCTX_MAX_BODY_MB); send a smaller request")
 
 
+def refusal(status: int, detail: str, code: str, **headers: str) -> JSONResponse:
+    """A refusal in the API's error shape; the connection is closed (its body is not read)."""
+    return JSONResponse({"detail": detail, "code": code}, status_code=status, headers={**headers, "Connection": "close"})
+
+
 class BodyGuard:
     """ASGI middleware: for a request to a write route (every non-GET route of the API
-    needs the token: tests/service/test_body_guard.py checks that), the token is checked
+    needs the token: tests/service/test_api_edges.py checks that), the token is checked
     from the headers alone and a body's content type before anything is read."""
 
     def __init__(self, app: ASGIApp, settings: Settings, routes: list[BaseRoute]) -> None:
@@ -52,24 +57,20 @@ class BodyGuard:
             return await self.app(scope, receive, send)
         headers = Headers(scope=scope)
         scheme, _, credentials = headers.get("authorization", "").partition(" ")
-        refusal = token_refusal(self.settings, scheme or None, credentials.strip() or None)
-        if refusal is not None:
-            response = JSONResponse({"detail": refusal.message, "code": refusal.code}, status_code=refusal.status,
-                                    headers={"WWW-Authenticate": "Bearer", "Connection": "close"})
+        unauthorized = token_refusal(self.settings, scheme or None, credentials.strip() or None)
+        if unauthorized is not None:
+            response = refusal(unauthorized.status, unauthorized.message, unauthorized.code,
+                               **{"WWW-Authenticate": "Bearer"})
             return await response(scope, receive, send)
         limit = int(self.settings.max_body_mb * 2**20)
         length = headers.get("content-length", "")
         if length.isdigit() and int(length) > limit:
-            response = JSONResponse({"detail": too_large(self.settings), "code": "too_large"}, status_code=413,
-                                    headers={"Connection": "close"})
-            return await response(scope, receive, send)
+            return await refusal(413, too_large(self.settings), "too_large")(scope, receive, send)
         has_body = length not in ("", "0") or "transfer-encoding" in headers
         if route.body_field is not None and has_body and not is_json(headers.get("content-type", "")):
             given = headers.get("content-type") or "no Content-Type"
-            response = JSONResponse({"detail": f"this endpoint takes a JSON body (Content-Type: application/json); "
-                                               f"got {given}", "code": "unsupported_media_type"}, status_code=415,
-                                    headers={"Connection": "close"})
-            return await response(scope, receive, send)
+            detail = f"this endpoint takes a JSON body (Content-Type: application/json); got {given}"
+            return await refusal(415, detail, "unsupported_media_type")(scope, receive, send)
         return await self.app(scope, capped(receive, limit, self.settings), send)
 
 
