@@ -38,6 +38,7 @@ log = logging.getLogger("lctx.execution")
 
 HEARTBEAT_EVERY_S = 5.0
 CAPACITY_EVERY_S = 10.0
+UNBLOCK_AFTER_S = 1.0  # a worker not placed by Ray this long has idle warm workers let go
 
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -117,6 +118,14 @@ class ActorHandle:
         remote = ray.remote(Worker)
         self.actor = remote.options(num_cpus=settings.job_cpus, num_gpus=gpus, max_restarts=0, max_task_retries=0,
                                     name=f"lctx-worker-{job_id}-{secrets.token_hex(3)}").remote(settings, job_id)
+        # done once Ray has placed the actor: until then it waits for resources (which idle
+        # warm workers may hold; Executor._unblock frees them)
+        self.created = self.actor.__ray_ready__.remote().future()
+        self.nudged = time.monotonic()
+
+    def waiting(self) -> bool:
+        """Still waiting for Ray to place it (its resources are taken)."""
+        return not self.created.done()
 
     def call(self, method: str, *args: Any) -> Future:
         return getattr(self.actor, method).remote(*args).future()
@@ -129,6 +138,7 @@ class ActorHandle:
 class _InFlight:
     run: JobRun
     thread: threading.Thread
+    key: tuple  # its model key (service/warm.py)
 
 
 class Executor:
@@ -196,6 +206,7 @@ class Executor:
     def step(self) -> None:
         self._reap()
         self.pool.expire()
+        self._unblock()
         t = time.monotonic()
         if t - self._last_heartbeat >= HEARTBEAT_EVERY_S:
             self.store.heartbeat(list(self.running), self.owner)
@@ -258,9 +269,20 @@ class Executor:
 
             run = JobRun(self.settings, self.store, job, spawn, self.workers(job), died=DIED, release=release)
             thread = threading.Thread(target=run.run, name=f"lctx-job-{job.id}", daemon=True)
-            self.running[job.id] = _InFlight(run, thread)
+            self.running[job.id] = _InFlight(run, thread, key)
             thread.start()
             log.info("job %s started (attempt %d, up to %d workers)", job.id, job.attempts, run.workers)
+
+    def _unblock(self) -> None:
+        """A worker Ray has not placed for UNBLOCK_AFTER_S gets what idle warm workers hold:
+        one is let go per wait. Without this, a worker spawned while another job's worker was
+        running waits forever once that one is kept warm (spawn's own check saw no idle one)."""
+        now = time.monotonic()
+        for item in list(self.running.values()):
+            for handle in list(item.run.handles):
+                if isinstance(handle, ActorHandle) and handle.waiting() and now - handle.nudged >= UNBLOCK_AFTER_S:
+                    handle.nudged = now
+                    self.pool.evict_one(keep=item.key, any_key=True)
 
     def _reap(self) -> None:
         for job_id, item in list(self.running.items()):

@@ -56,17 +56,17 @@ class WarmPool:
                 out.append(self.idle.pop(0).handle)
         self._let_go(out, "over the warm pool's budget")
 
-    def evict_one(self, keep: tuple) -> bool:
+    def evict_one(self, keep: tuple, any_key: bool = False) -> bool:
         """Let go of the least recently used idle worker of another key (its resources are
-        wanted by a worker of `keep`); False when there is none."""
+        wanted by a worker of `keep`), or with `any_key` of `keep` itself when there is no
+        other (a worker already waiting for resources cannot use an idle one's); False when
+        there is none."""
         with self.lock:
-            for i, item in enumerate(self.idle):
-                if item.key != keep:
-                    handle = self.idle.pop(i).handle
-                    break
-            else:
+            others = [i for i, item in enumerate(self.idle) if item.key != keep]
+            if not others and not (any_key and self.idle):
                 return False
-        self._let_go([handle], "its resources are wanted by another model")
+            handle = self.idle.pop(others[0] if others else 0).handle
+        self._let_go([handle], "its resources are wanted by a worker waiting for them")
         return True
 
     def expire(self) -> None:

@@ -36,6 +36,10 @@ def test_the_pool_keeps_the_most_recent_within_its_budget() -> None:
     pool.put(d, ("m1",), 200)  # larger than the whole budget: never kept
     assert d.killed
     assert pool.evict_one(keep=("m2",)) is False and pool.evict_one(keep=("m1",)) is True and b.killed
+    g = Fake("g")
+    pool.put(g, ("m2",), 10)  # with any_key, a worker of the same key goes when no other is idle
+    assert pool.evict_one(keep=("m2",), any_key=True) is True and g.killed and len(pool) == 0
+    assert pool.evict_one(keep=("m2",), any_key=True) is False
     e = Fake("e")
     pool.put(e, ("m1",), 10)
     pool.idle_seconds = 0.01
@@ -70,3 +74,26 @@ def test_a_second_job_of_a_checkpoint_runs_on_the_warm_worker(ray_cluster: str, 
     assert other["work"]["warm_workers"] == 0 and again["work"]["warm_workers"] == 1
     # the same answers as a cold worker's: nothing of the first job leaks into the second
     assert second["results"]["passkey"]["result"] == first["results"]["passkey"]["result"]
+
+
+def test_a_worker_waiting_for_resources_gets_those_idle_warm_workers_hold(ray_cluster: str, tmp_path: Path) -> None:
+    """One worker slot (a job asks for both CPUs), three jobs at once behind a warm worker:
+    only one new worker can be placed; the others wait for Ray, and each time a job ends its
+    worker is kept warm, holding the slot. Those waiting must get it (the executor lets idle
+    warm workers go for them), or a job waits forever: the CI failure this test reproduces."""
+    for name, seed in (("tiny-a", 0), ("tiny-b", 1), ("tiny-c", 2)):
+        tiny_checkpoint(tmp_path / "models" / name, seed=seed)
+    settings = make_settings(tmp_path, executor=True, ray_address=ray_cluster, replica_id="warm-wait", job_workers=1,
+                             job_cpus=2, max_running_jobs=3)
+    job = {"tasks": [{"name": "passkey", "lengths": [128], "trials": 2, "seed": 0}]}
+
+    def submit(checkpoint: str, c: httpx.Client) -> str:
+        r = c.post("/v1/jobs", json={**job, "checkpoint": str(tmp_path / "models" / checkpoint)})
+        assert r.status_code == 202, r.text
+        return r.json()["id"]
+
+    with ThreadServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
+        assert wait_job(c, submit("tiny-a", c), timeout=120)["status"] == "succeeded"  # its worker stays warm
+        ids = [submit(name, c) for name in ("tiny-b", "tiny-b", "tiny-c")]
+        ended = [wait_job(c, job_id, timeout=180) for job_id in ids]
+    assert [e["status"] for e in ended] == ["succeeded"] * 3, ended
