@@ -129,7 +129,7 @@ def run(settings: Settings, stdin: int) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     reporter = _Reporter(settings)
-    store = Store(settings.database)
+    store = Store(settings.database, retry_seconds=settings.db_retry_seconds)
     executor = Executor(settings, store)  # durations are observed by the API, from the store
     threading.Thread(target=_listen, args=(stdin, executor.wake, stop), name="lctx-dispatcher-pipe",
                      daemon=True).start()

@@ -31,6 +31,8 @@ class Settings(BaseSettings):
 
     home: Path = Field(Path("var"), description="root of the embedded defaults (database, results, checkpoints)")
     database_url: str | None = Field(None, description="SQLAlchemy URL; default sqlite:///<home>/lctx.db")
+    db_retry_seconds: float = Field(60.0, ge=0, description="how long the dispatcher and workers retry while the "
+                                    "database server is away (a restart) before a job fails")
     results_dir: Path | None = Field(None, description="where results/<job>/ live; default <home>/results")
     checkpoint_roots: Annotated[list[Path], NoDecode] = Field(
         default_factory=list, description="folders checkpoints may live in (comma-separated); default <home>/checkpoints"

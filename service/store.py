@@ -11,12 +11,15 @@ made before migrations existed as the first revision, and refuses one newer than
 
 from __future__ import annotations
 
+import functools
+import logging
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     JSON,
@@ -39,7 +42,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from service.errors import Conflict, NotFound, SchemaError
@@ -48,6 +51,41 @@ from service.status import CANCELLED, FINAL, QUEUED, RUNNING, SUCCEEDED, JobStat
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 FIRST_REVISION = "0001"  # the schema `Base.metadata.create_all` made before migrations existed
 MIGRATION_LOCK = 0x6C637478  # PostgreSQL advisory lock: one replica migrates at a time ("lctx")
+
+
+log = logging.getLogger("lctx.store")
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def retried(method: F) -> F:
+    """A call the dispatcher, scheduler or a worker makes, retried while the database server
+    is away (restarted, failed over: connection errors), for up to the store's
+    `retry_seconds`, so a running job outlives a PostgreSQL restart instead of failing. The
+    API's own store does not retry: a request answers 503 at once (service/app.py). Writes
+    retried this way are idempotent or guarded by the job's status (a commit whose answer was
+    lost finds the row already changed)."""
+
+    @functools.wraps(method)
+    def call(self: Store, *args: Any, **kwargs: Any) -> Any:
+        deadline, delay, said = None, 0.1, False
+        while True:
+            try:
+                return method(self, *args, **kwargs)
+            except (OperationalError, InterfaceError) as e:
+                t = time.monotonic()
+                deadline = deadline or t + self.retry_seconds
+                if self.url.startswith("sqlite") or t >= deadline:  # SQLite's own timeout has waited
+                    raise
+                if not said:
+                    log.warning("the database is unavailable (%s); %s retries for up to %.0f s",
+                                str(e.orig or e).splitlines()[0], method.__name__, self.retry_seconds)
+                    said = True
+                time.sleep(min(delay, deadline - t))
+                delay = min(delay * 2, 2.0)
+
+    return call  # type: ignore[return-value]
 
 
 def now() -> datetime:
@@ -232,8 +270,8 @@ def _sqlite_engines(url: str) -> tuple[Engine, Engine]:
 class Store:
     """All database access of the service. Methods return detached ORM rows."""
 
-    def __init__(self, url: str) -> None:
-        self.url = url
+    def __init__(self, url: str, retry_seconds: float = 0.0) -> None:
+        self.url, self.retry_seconds = url, retry_seconds  # see `retried`
         if url.startswith("sqlite"):
             self.read_engine, self.write_engine = _sqlite_engines(url)
         else:
@@ -327,6 +365,7 @@ class Store:
                 row.fingerprint, row.variant, row.parameters = fingerprint, variant, parameters
             return row
 
+    @retried
     def get_checkpoint(self, name: str) -> CheckpointRow:
         with self.reading() as s:
             row = s.get(CheckpointRow, name)
@@ -334,6 +373,7 @@ class Store:
             raise NotFound(f"no checkpoint named {name!r}; register it with POST /v1/checkpoints")
         return row
 
+    @retried
     def find_checkpoint(self, name: str) -> CheckpointRow | None:
         with self.reading() as s:
             return s.get(CheckpointRow, name)
@@ -367,6 +407,7 @@ class Store:
             s.add(row)
             return row
 
+    @retried
     def get_endpoint(self, name: str) -> EndpointRow:
         with self.reading() as s:
             row = s.get(EndpointRow, name)
@@ -415,6 +456,7 @@ class Store:
             s.add(row)
         return row
 
+    @retried
     def add_job_once(self, fingerprint: str, suite_hash: str, **fields: Any) -> JobRow | None:
         """Insert a job and its (fingerprint, suite) submission in one transaction;
         None when that pair was already submitted (by us or by another replica)."""
@@ -428,6 +470,7 @@ class Store:
         except IntegrityError:
             return None
 
+    @retried
     def get_job(self, job_id: str) -> JobRow:
         """One job by id. The hot path of status polling, so it skips the ORM session:
         a Core select on a pooled connection, made into a (transient) JobRow."""
@@ -467,6 +510,7 @@ class Store:
                 total += sum(int(p.get("done", 0)) for p in (progress or {}).values())
         return total
 
+    @retried
     def claim_next(self, owner: str) -> JobRow | None:
         """Move the highest-priority, oldest queued job to running for `owner`."""
         for _ in range(5):
@@ -484,17 +528,20 @@ class Store:
                 return self.get_job(job_id)
         return None
 
+    @retried
     def heartbeat(self, job_ids: list[str], owner: str) -> None:
         if job_ids:
             with self.writing() as s:
                 s.execute(update(JobRow).where(JobRow.id.in_(job_ids), JobRow.owner == owner,
                                                JobRow.status == RUNNING).values(heartbeat_at=now()))
 
+    @retried
     def set_progress(self, job_id: str, progress: dict[str, Any]) -> None:
         with self.writing() as s:
             s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.status == RUNNING)
                       .values(progress=progress, heartbeat_at=now()))
 
+    @retried
     def finish(self, job_id: str, status: str, error: str | None = None) -> bool:
         """running -> succeeded/failed; False when the job is no longer running (cancelled)."""
         t = now()
@@ -518,6 +565,7 @@ class Store:
                 job.duration_s = (job.finished_at - job.started_at).total_seconds()
             return job
 
+    @retried
     def requeue(self, job_id: str, error: str | None = None) -> bool:
         """running -> queued (a dead worker); the job resumes from its samples."""
         with self.writing() as s:
@@ -525,6 +573,7 @@ class Store:
                             .values(status=QUEUED, owner=None, error=error))
             return res.rowcount == 1
 
+    @retried
     def recover(self, lease_seconds: float, owner: str | None = None) -> list[str]:
         """Jobs left running by a dead process (ours from a previous life, or anyone's
         whose heartbeat stopped) go back to the queue."""
@@ -537,12 +586,14 @@ class Store:
                           .values(status=QUEUED, owner=None))
         return ids
 
+    @retried
     def finished_since(self, owner: str, since: datetime) -> list[JobRow]:
         """Jobs `owner` ran that reached a final state at or after `since` (the API's job metrics)."""
         with self.reading() as s:
             return list(s.scalars(select(JobRow).where(JobRow.owner == owner, JobRow.finished_at >= since,
                                                        JobRow.status.in_(FINAL))))
 
+    @retried
     def latest_succeeded(self, task: str) -> list[JobRow]:
         """Succeeded jobs that ran `task` (or `task/...`), newest first."""
         with self.reading() as s:
@@ -571,6 +622,7 @@ class Store:
         with self.reading() as s:
             return s.get(ScheduleRow, name)
 
+    @retried
     def list_schedules(self) -> list[ScheduleRow]:
         with self.reading() as s:
             return list(s.scalars(select(ScheduleRow).order_by(ScheduleRow.name)))
@@ -582,10 +634,12 @@ class Store:
                 raise NotFound(f"no schedule named {name!r}")
             s.delete(row)
 
+    @retried
     def due_schedules(self, at: datetime) -> list[ScheduleRow]:
         with self.reading() as s:
             return list(s.scalars(select(ScheduleRow).where(ScheduleRow.next_run_at <= at)))
 
+    @retried
     def claim_tick(self, name: str, expected_next: datetime, new_next: datetime, at: datetime) -> bool:
         """Advance a due schedule; only one replica wins a given tick."""
         with self.writing() as s:
@@ -596,6 +650,7 @@ class Store:
 
     # -- replicas ----------------------------------------------------------------------
 
+    @retried
     def claim_replica(self, row: ReplicaRow, lease_seconds: float, dead: Callable[[ReplicaRow], bool]) -> None:
         """Register `row` under its id. Refused (Conflict) while another instance holds the id
         and is alive: a heartbeat within `lease_seconds` and not `dead(holder)`. Our own
@@ -622,6 +677,7 @@ class Store:
                 continue
         raise Conflict(f"replica id {row.id!r} is being claimed by another server right now; retry, or set LCTX_REPLICA_ID")
 
+    @retried
     def heartbeat_replica(self, replica_id: str, instance: str) -> bool:
         """False when the row is no longer ours (our lease lapsed and another server took the id)."""
         with self.writing() as s:
@@ -629,11 +685,13 @@ class Store:
                             .values(heartbeat_at=now()))
             return res.rowcount == 1
 
+    @retried
     def release_replica(self, replica_id: str, instance: str) -> None:
         """A clean stop: the id is free at once."""
         with self.writing() as s:
             s.execute(delete(ReplicaRow).where(ReplicaRow.id == replica_id, ReplicaRow.instance == instance))
 
+    @retried
     def get_replica(self, replica_id: str) -> ReplicaRow | None:
         with self.reading() as s:
             return s.get(ReplicaRow, replica_id)

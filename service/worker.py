@@ -112,7 +112,7 @@ class Worker:
 
         settings = self.settings
         self.job_id = job_id or self.job_id
-        self.store = self.store or Store(settings.database)
+        self.store = self.store or Store(settings.database, retry_seconds=settings.db_retry_seconds)
         job = self.store.get_job(self.job_id)
         self.evaluators = {}
         self.should_stop = stopper(self.store, self.job_id)

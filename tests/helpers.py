@@ -76,6 +76,8 @@ KILL_MID_UNIT_BATCH = 1
 def make_settings(tmp: Path, **overrides: object) -> Settings:
     fields = dict(home=tmp / "var", checkpoint_roots=[tmp / "models"], executor=False, scheduler=False,
                   poll_interval=0.1)
+    unknown = set(overrides) - set(Settings.model_fields)
+    assert not unknown, f"Settings has no field {sorted(unknown)}"  # it would ignore them silently
     fields.update(overrides)
     settings = Settings(**fields)
     settings.prepare()
@@ -150,6 +152,10 @@ class Postgres:
 
     def start(self) -> Postgres:
         self.run(str(PG_BIN / "initdb"), "-D", str(self.dir / "data"), "-U", "lctx", "-A", "trust", "--no-sync")
+        return self.start_again()
+
+    def start_again(self) -> Postgres:
+        """Start the server on its data (after a stop: a restart on the same port)."""
         opts = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.dir} -F"
         self.run(str(PG_BIN / "pg_ctl"), "-D", str(self.dir / "data"), "-o", opts, "-l",
                  str(self.dir / "log"), "-w", "-t", "60", "start")
@@ -157,7 +163,8 @@ class Postgres:
 
     def stop(self) -> None:
         try:
-            self.run(str(PG_BIN / "pg_ctl"), "-D", str(self.dir / "data"), "-m", "immediate", "-w", "stop")
+            subprocess.run([*self.prefix, str(PG_BIN / "pg_ctl"), "-D", str(self.dir / "data"), "-m", "immediate",
+                            "-w", "stop"], capture_output=True, timeout=120)  # fails when already stopped
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 
