@@ -41,17 +41,25 @@ def records(path: Path, strict: bool = True, what: str = "a record") -> Iterator
 
 def append_record(path: Path, record: dict[str, Any]) -> None:
     """Append one record as a line and fsync; a partial last line left by a crash is ended
-    first, so the new record starts on a fresh line."""
+    first, so the new record starts on a fresh line. A write that fails (the disk full) is
+    cut back to where it began, so no torn line stays behind, and the error names the file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    needs_newline = False
-    if path.is_file() and path.stat().st_size:
-        with path.open("rb") as f:
-            f.seek(-1, os.SEEK_END)
-            needs_newline = f.read(1) != b"\n"
-    with path.open("a", encoding="utf-8") as f:
-        f.write(("\n" if needs_newline else "") + json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    line = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        start = os.lseek(fd, 0, os.SEEK_END)
+        if start and os.pread(fd, 1, start - 1) != b"\n":
+            line = b"\n" + line
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError as e:
+            os.ftruncate(fd, start)  # frees what the torn line took; needs no space
+            raise OSError(e.errno, e.strerror, str(path)) from e
+    finally:
+        os.close(fd)
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
@@ -62,10 +70,14 @@ def write_json_atomic(path: Path, obj: Any) -> None:
     if path.suffix == ".gz":
         data = gzip.compress(data, compresslevel=1, mtime=0)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with tmp.open("wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:  # the disk full: no half-written temporary file left behind
+        tmp.unlink(missing_ok=True)
+        raise OSError(e.errno, e.strerror, str(path)) from e
     os.replace(tmp, path)
     fd = os.open(path.parent, os.O_RDONLY)
     try:

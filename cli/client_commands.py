@@ -1,4 +1,4 @@
-"""`lctx submit | status | results | leaderboard | compare | pull | checkpoints add|list`: talk to the API (base URL and
+"""`lctx submit | status | cancel | resume | results | leaderboard | compare | pull | checkpoints add|list`: talk to the API (base URL and
 token from settings: LCTX_BASE_URL, LCTX_API_TOKEN). These import the HTTP client and
 the API's pydantic models only: no torch, no Ray, no database."""
 
@@ -199,6 +199,13 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cancel_or_resume(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        job = c.cancel(args.job) if args.command == "cancel" else c.resume(args.job)
+        print(job.model_dump_json(indent=2)) if args.json else _print_job(job)
+    return 0
+
+
 def _status(args: argparse.Namespace) -> int:
     with _client(args) as c:
         if args.job:
@@ -303,6 +310,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true")
     _client_args(p)
     p.set_defaults(func=_status)
+
+    for name, text in (("cancel", "cancel a queued or running job (what it recorded is kept)"),
+                       ("resume", "queue a failed or cancelled job again: it goes on from what it recorded")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("job")
+        p.add_argument("--json", action="store_true")
+        _client_args(p)
+        p.set_defaults(func=_cancel_or_resume)
 
     p = sub.add_parser("results", help="results JSON of a job (or its samples)")
     p.add_argument("job")

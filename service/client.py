@@ -98,6 +98,9 @@ class Client:
     def cancel(self, job_id: str) -> JobOut:
         return JobOut.model_validate(self.request("POST", f"/v1/jobs/{job_id}/cancel").json())
 
+    def resume(self, job_id: str) -> JobOut:
+        return JobOut.model_validate(self.request("POST", f"/v1/jobs/{job_id}/resume").json())
+
     def results(self, job_id: str) -> dict[str, Any]:
         return self.request("GET", f"/v1/jobs/{job_id}/results").json()
 

@@ -15,6 +15,7 @@ one-worker run whose results a spread run must equal."""
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
@@ -24,6 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 from checkpoints.errors import CheckpointError
@@ -336,10 +338,25 @@ class JobRun:
     def _ended_by(self, error: BaseException) -> str:
         if isinstance(error, EvaluationCancelled):
             return self.store.get_job(self.job.id).status
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return self._fail(self._no_space(error))
         if isinstance(error, JOB_ERRORS):
             return self._fail(str(error))
         log.error("job %s: a worker raised %s: %s", self.job.id, type(error).__name__, error)
         return self._fail(f"unexpected error: {type(error).__name__}: {error}")
+
+
+    def _no_space(self, error: OSError) -> str:
+        """The disk filled while a worker wrote: which file (relative to the service's home:
+        no server path in an answer), and how to go on without losing what was recorded."""
+        where = "a file of the job"
+        if error.filename:
+            path = Path(error.filename)
+            home = self.settings.home.absolute()
+            where = f"$LCTX_HOME/{path.relative_to(home)}" if path.is_relative_to(home) else path.name
+        return (f"no space left on the device while writing {where} ({error.strerror}): free space there, then "
+                f"resume the job (POST /v1/jobs/{self.job.id}/resume); the samples it recorded are kept and "
+                "not run again")
 
 
 def run_job(settings: Settings, job_id: str, store: Store | None = None) -> str:

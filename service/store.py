@@ -46,7 +46,7 @@ from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from service.errors import Conflict, NotFound, SchemaError
-from service.status import CANCELLED, FINAL, QUEUED, RUNNING, SUCCEEDED, JobStatus
+from service.status import CANCELLED, FAILED, FINAL, QUEUED, RUNNING, SUCCEEDED, JobStatus
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 FIRST_REVISION = "0001"  # the schema `Base.metadata.create_all` made before migrations existed
@@ -566,6 +566,18 @@ class Store:
             return job
 
     @retried
+    def resume(self, job_id: str) -> JobRow:
+        """failed/cancelled -> queued: the job runs again from what it recorded (finished
+        tasks kept, recorded samples not run again), e.g. once the disk has room again."""
+        with self.writing() as s:
+            job = s.get(JobRow, job_id)
+            if job is None:
+                raise NotFound(f"no job {job_id!r}")
+            if job.status not in (FAILED, CANCELLED):
+                raise Conflict(f"job {job_id} is {job.status}; only failed or cancelled jobs can be resumed")
+            job.status, job.owner, job.error, job.finished_at, job.duration_s = QUEUED, None, None, None, None
+            return job
+
     def requeue(self, job_id: str, error: str | None = None) -> bool:
         """running -> queued (a dead worker); the job resumes from its samples."""
         with self.writing() as s:

@@ -57,3 +57,13 @@ def cancel_job(job_id: JobId, store: StoreDep, settings: SettingsDep, dispatcher
     if dispatcher is not None:
         dispatcher.wake()
     return job_out(job, settings)
+
+
+@router.post("/{job_id}/resume", dependencies=Write, response_model=JobOut)
+def resume_job(job_id: JobId, store: StoreDep, settings: SettingsDep, dispatcher: DispatcherDep) -> JobOut:
+    """Queue a failed or cancelled job again: it goes on from what it recorded (finished
+    tasks kept, recorded samples not run again), e.g. after the disk had no room."""
+    job = store.resume(job_id)
+    if dispatcher is not None:
+        dispatcher.wake()
+    return job_out(job, settings)
