@@ -24,7 +24,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import ray
-from ray.exceptions import NodeDiedError, ObjectLostError, OwnerDiedError, RayActorError, WorkerCrashedError
+from ray.exceptions import (
+    NodeDiedError,
+    ObjectLostError,
+    OutOfMemoryError,
+    OwnerDiedError,
+    RayActorError,
+    WorkerCrashedError,
+)
 
 from service.jobs import JobRun
 from service.metrics import Metrics
@@ -107,6 +114,20 @@ def connect(settings: Settings) -> None:
 # A worker that died (its process, its node) makes its calls raise one of these; the unit it
 # was running runs again on a fresh worker.
 DIED = (RayActorError, WorkerCrashedError, NodeDiedError, ObjectLostError, OwnerDiedError)
+
+
+def killed_for_memory(error: BaseException) -> bool:
+    """Whether a worker's death looks like the out-of-memory killer's: Ray's memory monitor
+    killed it, or its process was killed outright (SIGKILL: Ray's SYSTEM_ERROR exit, for which
+    Ray itself names the kernel's OOM killer first) while its node lives. Without the kernel's
+    log the two cannot be told apart; re-running at half the batch costs little either way.
+    A node that died, or a worker lctx killed, is not memory."""
+    if isinstance(error, OutOfMemoryError):
+        return True
+    if isinstance(error, NodeDiedError):
+        return False
+    text = str(getattr(error, "error_msg", "") or error)
+    return ("worker process has died" in text and "SYSTEM_ERROR" in text) or "memory" in text.lower()
 
 
 class ActorHandle:
@@ -267,7 +288,8 @@ class Executor:
             def release(handle: ActorHandle, info: dict[str, Any], key: tuple = key) -> None:
                 self.pool.put(handle, key, int(info.get("model_bytes", 0)))
 
-            run = JobRun(self.settings, self.store, job, spawn, self.workers(job), died=DIED, release=release)
+            run = JobRun(self.settings, self.store, job, spawn, self.workers(job), died=DIED, release=release,
+                         for_memory=killed_for_memory)
             thread = threading.Thread(target=run.run, name=f"lctx-job-{job.id}", daemon=True)
             self.running[job.id] = _InFlight(run, thread, key)
             thread.start()

@@ -114,8 +114,13 @@ class JobRun:
 
     def __init__(self, settings: Settings, store: Store, job: JobRow, spawn: Callable[[], Handle], workers: int,
                  died: tuple[type[BaseException], ...] = (),
-                 release: Callable[[Handle, dict[str, Any]], None] | None = None) -> None:
+                 release: Callable[[Handle, dict[str, Any]], None] | None = None,
+                 for_memory: Callable[[BaseException], bool] = lambda error: False) -> None:
         self.settings, self.store, self.job, self.spawn, self.died = settings, store, job, spawn, died
+        # `for_memory(error)`: whether a worker's death looks like the out-of-memory killer's; its
+        # unit then runs again with half the decoding batch (service/execution.killed_for_memory)
+        self.for_memory = for_memory
+        self.batches: dict[tuple[str, int], list[int]] = {}  # a unit -> the decoding batches it was killed at
         # `release(handle, load_info)`: a healthy worker this job no longer needs, kept warm for the
         # next job of its model (service/warm.py); without it, such a worker is killed.
         self.release = release
@@ -201,7 +206,7 @@ class JobRun:
             unit = pending.popleft()
             self.unit_runs += 1
             attempts.setdefault(unit, 1)
-            busy[handle.call("run_unit", unit)] = (handle, "run_unit", unit)
+            busy[handle.call("run_unit", unit, self._batch_cap(unit))] = (handle, "run_unit", unit)
             return unit
 
         def start(handle: Handle) -> None:
@@ -238,6 +243,8 @@ class JobRun:
                             pending.appendleft(item)
                         continue
                     dead.add(handle)
+                    batch = self._batch_cap(item) if what == "run_unit" else None
+                    batch = batch or (self.loaded_info.get(handle) or {}).get("max_batch")
                     self._forget(handle)
                     try:
                         handle.kill()  # "unavailable" may come back: it must not linger holding a GPU
@@ -246,10 +253,14 @@ class JobRun:
                     deaths += 1
                     reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                     if what == "run_unit":
+                        memory = self.for_memory(e) and batch is not None
+                        if memory:
+                            self.batches.setdefault((item.key, item.index), []).append(batch)
                         attempts[item] = attempts.get(item, 1) + 1
                         if attempts[item] > self.settings.max_attempts:
-                            raise Ended(self._fail(f"{item.label}: its worker died {self.settings.max_attempts} "
-                                                   f"times (last: {reason})")) from e
+                            raise Ended(self._fail(self._kept_dying(item, reason, memory))) from e
+                        if memory:
+                            reason += f" (memory suspected: runs again at decoding batch {self._batch_cap(item)})"
                         self.reruns.append(f"{item.label}: {reason}")
                         log.warning("job %s: the worker of %s died (%s); the unit runs again", job.id, item.label,
                                     reason)
@@ -311,6 +322,21 @@ class JobRun:
                         "reruns": self.reruns, "warm_workers": self.warm}
                 handle = idle.pop()
                 busy[handle.call("finish_job", results, started, work)] = (handle, "finish_job", None)
+
+    def _batch_cap(self, unit: Unit) -> int | None:
+        """The decoding batch a unit runs at: half the last one it was killed at for memory
+        (None: the worker's own)."""
+        killed = self.batches.get((unit.key, unit.index))
+        return max(1, killed[-1] // 2) if killed else None
+
+    def _kept_dying(self, unit: Unit, reason: str, memory: bool) -> str:
+        n = self.settings.max_attempts
+        if not memory:
+            return f"{unit.label}: its worker died {n} times (last: {reason})"
+        batches = ", ".join(map(str, self.batches[(unit.key, unit.index)]))
+        return (f"{unit.label}: its worker was killed {n} times as the out-of-memory killer kills (decoding batches "
+                f"{batches}): the worker most likely ran out of memory. Give its node more memory, or lower "
+                f"LCTX_ENGINE_MAX_BATCH or LCTX_ENGINE_MEMORY_MB, or shorten the task's lengths (last: {reason})")
 
     def _forget(self, handle: Handle) -> None:
         if handle in self.handles:

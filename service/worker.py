@@ -127,7 +127,8 @@ class Worker:
             self.source = {"checkpoint": {"name": job.checkpoint, "path": job.checkpoint_path,
                                           "fingerprint": job.fingerprint}}
         self.key = key
-        return {"pid": os.getpid(), "host": socket.gethostname(), "warm": warm, "model_bytes": self.model_bytes()}
+        return {"pid": os.getpid(), "host": socket.gethostname(), "warm": warm, "model_bytes": self.model_bytes(),
+                "max_batch": getattr(self.engine, "max_batch", None)}  # None: a served model's engine
 
     def _load_checkpoint(self, job: JobRow) -> None:
         """The job's checkpoint loaded (the previous model let go first), its engine made and
@@ -177,17 +178,24 @@ class Worker:
         return TaskRun(evaluator, self.loaded, task_dir(self.settings, self.job_id, key), samples=samples,
                        engine=self.engine, **kwargs)
 
-    def run_unit(self, unit: Unit) -> dict[str, Any]:
+    def run_unit(self, unit: Unit, max_batch: int | None = None) -> dict[str, Any]:
         """Run what the unit's slice still lacks (samples recorded by an earlier run of it, or
-        of any unit, are skipped) into this run's own file; its note says what it prefilled."""
+        of any unit, are skipped) into this run's own file; its note says what it prefilled.
+        `max_batch` caps the decoding batch (a re-run after a kill for memory)."""
         run_name = f"{unit.stem}-{secrets.token_hex(4)}"
         note = UnitNote(task_dir(self.settings, self.job_id, unit.key), run_name, unit.stem)
-        note.write()  # the run exists from now on: progress reads its tokens as they grow
+        full = getattr(self.engine, "max_batch", None)
+        batch = min(full, max_batch) if full and max_batch else full
+        note.write(max_batch=batch)  # the run exists from now on: progress reads its tokens as they grow
         run = self._task_run(unit.key, unit.task, unit=run_name, should_stop=self.should_stop,
                              on_prefill=note.prefilled)
         try:
+            if batch:
+                self.engine.max_batch = batch
             run.run_part((unit.index, unit.count))
         finally:
+            if batch:
+                self.engine.max_batch = full
             use = run.prefix_use()
             note.write(samples=run.recorded,
                        **({k: use[k] for k in ("prompt_tokens", "reused_tokens", "enabled")} if use else {}))

@@ -93,18 +93,22 @@ def test_killed_worker_and_service_resume_with_every_sample_once(ray_cluster: st
 
 
 @pytest.mark.timeout(180)
-def test_a_worker_killed_under_a_live_service_has_its_unit_run_again(ray_cluster: str, tmp_path: Path) -> None:
+def test_a_worker_killed_as_the_oom_killer_kills_reruns_its_unit_at_half_the_batch(ray_cluster: str,
+                                                                                     tmp_path: Path) -> None:
+    """SIGKILL, what the kernel's out-of-memory killer sends, to a worker holding a decoding
+    batch of 8: the unit runs again on a fresh worker at batch 4 with only its unfinished
+    samples; a unit whose workers keep being killed fails the job with an error that names
+    memory and the batches it tried."""
     from service.app import create_app
     from tests.helpers import ThreadServer, make_settings
 
     tiny_checkpoint(tmp_path / "models" / "tiny")
     settings = make_settings(tmp_path, executor=True, ray_address=ray_cluster, replica_id="retry-test",
-                             max_attempts=2, engine_max_batch=KILL_MID_UNIT_BATCH)
+                             max_attempts=2, engine_max_batch=8)
+    task = {"name": "passkey", "lengths": [2048], "trials": 32, "seed": 4}
     with ThreadServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
-        job = c.post("/v1/jobs", json={"checkpoint": str(tmp_path / "models" / "tiny"), "tasks": [
-            {"name": "passkey", "lengths": [2048], "trials": 32, "seed": 4}]}).json()
-        # 2k tokens: the other 30 samples take seconds, so the kill lands mid-unit even when this
-        # process is slow to see the second record (at 512 a busy machine once saw the unit end first)
+        job = c.post("/v1/jobs", json={"checkpoint": str(tmp_path / "models" / "tiny"), "tasks": [task]}).json()
+        # 2k tokens: the other 24 samples take seconds, so the kill lands mid-unit
         wait_for(lambda: recorded(settings.results, job["id"]) >= 2, 120, 0.01, "samples on disk")
         for pid in worker_pids(settings.results, job["id"]):
             os.kill(pid, signal.SIGKILL)
@@ -112,6 +116,27 @@ def test_a_worker_killed_under_a_live_service_has_its_unit_run_again(ray_cluster
         # the unit whose worker died ran again on a fresh worker; the job itself was not requeued
         assert done["status"] == "succeeded" and done["attempts"] == 1, done
         work = json.loads((settings.results / job["id"] / "results.json").read_text())["work"]
-        assert work["reruns"] and work["unit_runs"] > work["units"], work
+        assert work["unit_runs"] > work["units"], work
+        assert any("memory suspected: runs again at decoding batch 4" in r for r in work["reruns"]), work
+        notes = unit_notes(settings.results / job["id"] / "tasks" / "passkey")
+        assert sorted(n["max_batch"] for n in notes) == [4, 8], notes
         ids = [json.loads(x)["id"] for x in c.get(f"/v1/jobs/{job['id']}/samples").text.splitlines()]
         assert len(ids) == len(set(ids)) == done["progress"]["passkey"]["total"]
+
+        doomed = c.post("/v1/jobs", json={"checkpoint": str(tmp_path / "models" / "tiny"),
+                                          "tasks": [{**task, "seed": 5}]}).json()
+        killed: set[int] = set()
+
+        def kill_each_run() -> dict | None:
+            for pid in worker_pids(settings.results, doomed["id"]) - killed:
+                killed.add(pid)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            state = c.get(f"/v1/jobs/{doomed['id']}").json()
+            return state if state["status"] not in ("queued", "running") else None
+
+        failed = wait_for(kill_each_run, 150, 0.01, "the job whose workers are always killed to fail")
+        assert failed["status"] == "failed" and len(killed) == 2, (failed, killed)
+        assert "out-of-memory killer" in failed["error"] and "decoding batches 8, 4" in failed["error"], failed
