@@ -56,9 +56,10 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_grade_is_the_cards(case: str) -> None:
+@pytest.mark.parametrize("answer", [ANSWER, PREFIX, PREFIX + " "], ids=["answer", "empty answer", "blank answer"])
+def test_grade_is_the_cards(case: str, answer: str) -> None:
     response = CASES[case]
-    assert protocol.grade(response, ANSWER, PREFIX) == card_grade(response, ANSWER, PREFIX)
+    assert protocol.grade(response, answer, PREFIX) == card_grade(response, answer, PREFIX)
 
 
 def test_grade_edge_values() -> None:
