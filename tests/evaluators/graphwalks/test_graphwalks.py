@@ -99,6 +99,40 @@ def test_what_the_cards_letter_does() -> None:
     assert protocol.grade(ANSWERS["one extra"], TRUTH).f1 == pytest.approx(2 * (2 / 3) * 0.5 / (2 / 3 + 0.5))
 
 
+# docs/protocols/mrcr_graphwalks.md's table: answer -> (card F1, lm-eval f1, lm-eval flexible_f1), truth [a1, b2, c3]
+DOC_TABLE = {
+    "Final Answer: [a1, b2, c3]": (2 / 3, 1, 1),
+    "Final Answer: [x9, y8]": (1, 0, 0),
+    "Final Answer: []": (1, 0, 0),
+    "Final Answer: [a1, b2, c3, d4]": (4 / 7, 6 / 7, 6 / 7),
+    "Final Answer: [a1, b2, b2, c3]": (2 / 3, 1, 1),
+    "Final Answer: [a1, b2, c3]\n": (1, 1, 1),
+    "Final Answer: [a1, b2, c3]\nDone.": (1, 0, 1),
+    "Final Answer: a1, b2, c3": (1, 0, 0),
+    "": (1, 0, 0),
+    "Final Answer: ['a1', 'b2', 'c3']": (1, 1, 1),
+    "<think>...</think>\nFinal Answer: [a1, b2, c3]": (2 / 3, 1, 1),
+}
+
+
+def test_the_documented_table_against_lm_evals_port() -> None:
+    """lm-eval 0.4.13's graphwalks utils.py (installed) run on the documented answers: its
+    capture-group parser and F1 0 without overlap give other numbers than the card's letter."""
+    import importlib.util
+
+    import lm_eval
+
+    path = Path(lm_eval.__file__).parent / "tasks" / "graphwalks" / "utils.py"
+    spec = importlib.util.spec_from_file_location("lm_eval_graphwalks_utils", path)
+    utils = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(utils)
+    truth = ["a1", "b2", "c3"]
+    for answer, (card, strict, flexible) in DOC_TABLE.items():
+        theirs = utils.process_results({"answer_nodes": truth}, [answer])
+        assert protocol.grade(answer, truth).f1 == pytest.approx(card, abs=1e-12), answer
+        assert (theirs["f1"], theirs["flexible_f1"]) == pytest.approx((strict, flexible), abs=1e-12), answer
+
+
 def write_data(root: Path) -> None:
     def row(kind: str, nodes: list[str], edges: int) -> dict:
         graph = "\n".join(f"n{i:03d} -> n{i + 1:03d}" for i in range(edges))
@@ -152,6 +186,18 @@ def test_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
     assert result.metric("beyond_context").value == 1 and result.metric("parents").n == 2
     assert points(entry, "f1", "bucket", problem_type="bfs")["128k_and_shorter"].n == 1
     assert points(entry, "beyond_context", "bucket")["256k_to_1mil"].value == 1
+
+
+def test_problem_types_and_limit_select_rows(tmp_path: Path) -> None:
+    from evaluators.graphwalks.evaluator import GraphwalksEvaluator
+    from evaluators.registry import validate_task
+
+    write_data(tmp_path / "data")
+    spec = {k: v for k, v in validate_task({"name": "graphwalks", "problem_types": "parents", "limit": 1}).items()
+            if k != "name"}
+    ev = GraphwalksEvaluator(spec, data_dir=tmp_path / "data")
+    ev.prepare(None)  # reading the files needs no model
+    assert [s.id for s in ev.plan(None)] == ["graphwalks/128k_and_shorter/0"]  # the 1M file holds no parents row
 
 
 def test_lctx_score_graphwalks(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

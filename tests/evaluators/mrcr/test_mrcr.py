@@ -162,6 +162,22 @@ def test_end_to_end_on_a_tiny_chat_model(tmp_path: Path) -> None:
     assert entry["chat_template"]["applied"]
 
 
+def test_bins_and_limit_select_rows(tmp_path: Path) -> None:
+    from evaluators.mrcr.evaluator import MrcrEvaluator
+
+    write_data(tmp_path / "data")
+    loaded = tiny_model(tmp_path / "m")
+
+    def plan(**options: object) -> list[str]:
+        spec = {k: v for k, v in validate_task({"name": "mrcr", **options}).items() if k != "name"}
+        ev = MrcrEvaluator(spec, data_dir=tmp_path / "data")
+        ev.prepare(loaded)
+        return [s.id for s in ev.plan(loaded)]
+
+    assert plan(needles=[2, 4], bins=["16k", "1M"]) == []  # every crafted row is in 8k
+    assert plan(needles=[4, 2], bins=["8k"], limit=1) == ["mrcr/2needle/0", "mrcr/4needle/0"]
+
+
 def test_lctx_score_mrcr(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     pred = tmp_path / "pred"
     pred.mkdir()
