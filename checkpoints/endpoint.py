@@ -459,8 +459,12 @@ class EndpointEngine:
         if not r.stop_at_eos:
             body["ignore_eos"] = True
         if spec.api_style == "chat":
-            prompt = self.tokenizer.decode(list(r.prompt_ids), skip_special_tokens=False)
-            answer = await client.post("/chat/completions", {**body, "messages": [{"role": "user", "content": prompt}]})
+            if r.messages is not None:  # a conversation: the server's template renders its turns
+                messages = [dict(m) for m in r.messages]
+            else:
+                messages = [{"role": "user", "content": self.tokenizer.decode(list(r.prompt_ids),
+                                                                              skip_special_tokens=False)}]
+            answer = await client.post("/chat/completions", {**body, "messages": messages})
             choice = answer["choices"][0]
             text = (choice.get("message") or {}).get("content") or ""
         else:

@@ -71,7 +71,10 @@ class GenerateRequest:
     `decided(text)`, when given, is the evaluator's word that the sample's score can no
     longer change whatever follows `text` (the decoded tokens so far): generation stops
     there (stop reason "decided"), the decoding steps after it would not move the score.
-    A served model (checkpoints/endpoint.py) generates the whole budget regardless."""
+    A served model (checkpoints/endpoint.py) generates the whole budget regardless.
+    `messages`, when given, is the conversation `prompt_ids` render in the model's chat
+    template (MRCR's multi-turn prompts): a chat-style endpoint sends these messages for the
+    server's template to render; lctx's engine reads the ids only."""
 
     prompt_ids: tuple[int, ...]
     max_new_tokens: int
@@ -81,6 +84,7 @@ class GenerateRequest:
     stop_at_eos: bool = True
     stop_ids: tuple[int, ...] = ()
     decided: Callable[[str], bool] | None = field(default=None, compare=False)
+    messages: tuple[dict[str, str], ...] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "prompt_ids", tuple(self.prompt_ids))

@@ -1,4 +1,4 @@
-"""`lctx eval`, `lctx score longbench|scrolls|ruler|longbench-v2|babilong` and `lctx lm-eval`: the evaluators
+"""`lctx eval`, `lctx score longbench|scrolls|ruler|longbench-v2|babilong|mrcr|graphwalks` and `lctx lm-eval`: the evaluators
 from the shell, without the service."""
 
 from __future__ import annotations
@@ -243,6 +243,24 @@ def _score_babilong(args: argparse.Namespace) -> int:
     return 0
 
 
+def _score_mrcr(args: argparse.Namespace) -> int:
+    from evaluators.mrcr.scoring import score_prediction_dir
+
+    result = score_prediction_dir(Path(args.pred_dir), args.o200k_file)
+    print(json.dumps(result, indent=2))
+    print(f"wrote {Path(args.pred_dir) / 'result.json'}")
+    return 0
+
+
+def _score_graphwalks(args: argparse.Namespace) -> int:
+    from evaluators.graphwalks.scoring import score_prediction_dir
+
+    result = score_prediction_dir(Path(args.pred_dir))
+    print(json.dumps(result, indent=2))
+    print(f"wrote {Path(args.pred_dir) / 'result.json'}")
+    return 0
+
+
 def _lm_eval(args: argparse.Namespace) -> int:
     import lm_eval
     from lm_eval.loggers import EvaluationTracker
@@ -352,6 +370,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                                           "length (collect_results.py with metrics.py), DIR/result.json, heatmaps")
     bl.add_argument("--pred-dir", required=True, help="folder of run_model_on_babilong.py's CSV files")
     bl.set_defaults(func=_score_babilong)
+
+    mr = ssub.add_parser("mrcr", help="DIR of <model>.jsonl files (openai/mrcr rows with each model's response) -> "
+                                      "the card's grade per needle count and o200k length bin, DIR/result.json")
+    mr.add_argument("--pred-dir", required=True, help="folder of <model>.jsonl files: one line per row with "
+                                                      "n_needles, answer, random_string_to_prepend, prompt (or "
+                                                      "o200k_tokens) and response (or beyond_context: true)")
+    mr.add_argument("--o200k-file", help="tiktoken's o200k_base.tiktoken (default: the ranks quicktok-v1 ships)")
+    mr.set_defaults(func=_score_mrcr)
+
+    gw = ssub.add_parser("graphwalks", help="DIR of <model>.jsonl files (openai/graphwalks rows with each model's "
+                                            "response) -> the card's parser and set F1 per problem type and "
+                                            "length bin, DIR/result.json")
+    gw.add_argument("--pred-dir", required=True, help="folder of <model>.jsonl files: one line per row with "
+                                                      "answer_nodes, problem_type, data_file and response (or "
+                                                      "beyond_context: true)")
+    gw.set_defaults(func=_score_graphwalks)
 
     m = sub.add_parser("lm-eval", help="run lm-evaluation-harness tasks on a lctx checkpoint")
     _model_flags(m)

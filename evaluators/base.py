@@ -62,10 +62,12 @@ class Sample:
 @dataclass
 class Built:
     """A sample made ready to run: its engine request, the record fields known before
-    running (prompt_tokens, truncated, ...) and whatever scoring needs (`keep`)."""
+    running (prompt_tokens, truncated, ...) and whatever scoring needs (`keep`). A request
+    of None: the sample is recorded without running, `score(built, None)` giving its record
+    (a benchmark row longer than the model's context, reported as such: MRCR, Graphwalks)."""
 
     sample: Sample
-    request: Request
+    request: Request | None
     record: dict[str, Any] = field(default_factory=dict)
     keep: Any = None
 
@@ -393,6 +395,9 @@ def run_evaluator(
 def run_built(engine: Engine, built: list[Built], finished: Callable[[Built, Any], None]) -> None:
     """Hand every request to the engine, one batched call per request type;
     `finished(built, response)` runs the moment each request is answered."""
+    for b in built:
+        if b.request is None:  # nothing to run (beyond the model's context): recorded as it is
+            finished(b, None)
     calls = ((GenerateRequest, engine.generate_until), (LoglikelihoodRequest, engine.loglikelihood),
              (RollingRequest, engine.loglikelihood_rolling))
     for kind, call in calls:

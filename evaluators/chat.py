@@ -1,6 +1,7 @@
 """The checkpoint's own chat template rendered around one user message, for every task
-that offers it (the shared `chat_template` option; RULER's template=chat): a sandboxed
-Jinja environment, generation prompt added, BOS left to the tokenizer."""
+that offers it (the shared `chat_template` option; RULER's template=chat), or around a
+whole conversation (MRCR's multi-turn prompts): a sandboxed Jinja environment, generation
+prompt added, BOS left to the tokenizer."""
 
 from __future__ import annotations
 
@@ -22,13 +23,27 @@ def missing_template(task: str, option: str = "chat_template=true") -> str:
 def apply_chat_template(tokenizer: Tokenizer, prompt: str, missing: str) -> str:
     """`prompt` as the user's message of the tokenizer's chat template; EvaluatorError
     `missing` when the tokenizer has none."""
+    return _render(tokenizer, [{"role": "user", "content": prompt}], missing, eos_token="")
+
+
+def render_conversation(tokenizer: Tokenizer, messages: list[dict[str, str]], missing: str) -> str:
+    """A conversation (user and assistant turns, in order) in the tokenizer's chat template,
+    the generation prompt added for the next assistant turn. Templates that close an assistant
+    turn with `eos_token` get the tokenizer's own EOS text (a conversation has such turns);
+    BOS stays with the tokenizer's encode, as for one message."""
+    eos_ids = getattr(tokenizer, "eos_ids", None) or []
+    eos = tokenizer.decode([eos_ids[0]], skip_special_tokens=False) if eos_ids else ""
+    return _render(tokenizer, messages, missing, eos_token=eos)
+
+
+def _render(tokenizer: Tokenizer, messages: list[dict[str, str]], missing: str, eos_token: str) -> str:
     template = getattr(tokenizer, "chat_template", None)
     if not template:
         raise EvaluatorError(missing)
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     env.globals["raise_exception"] = lambda msg: (_ for _ in ()).throw(EvaluatorError(msg))
-    return env.from_string(template).render(messages=[{"role": "user", "content": prompt}],
-                                            add_generation_prompt=True, bos_token="", eos_token="")
+    return env.from_string(template).render(messages=messages, add_generation_prompt=True, bos_token="",
+                                            eos_token=eos_token)
 
 
 def chat_parts(tokenizer: Tokenizer, missing: str, task: str) -> tuple[str, str]:

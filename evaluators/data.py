@@ -113,6 +113,44 @@ def read_jsonl(path: Path, fields: dict[str, tuple], required: tuple[str, ...]) 
     return records
 
 
+def read_parquet(path: Path, fields: dict[str, tuple], howto: str) -> list[dict[str, Any]]:
+    """The rows of a parquet file as the hub ships it (pyarrow: data only, nothing in the
+    file runs), each checked for the columns of `fields` and their types; an EvaluatorError
+    naming the file, the row and what to do otherwise."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise EvaluatorError(f"{path}: not a readable parquet file ({e}); {howto}") from None
+    missing = [k for k in fields if k not in table.column_names]
+    if missing:
+        raise EvaluatorError(f"{path}: no column(s) {missing} (it has {table.column_names}); {howto}")
+    rows = table.select(list(fields)).to_pylist()
+    for i, row in enumerate(rows):
+        for k, types in fields.items():
+            if not isinstance(row[k], types) or isinstance(row[k], bool):
+                want = " or ".join(t.__name__ for t in types)
+                raise EvaluatorError(f"{path}: row {i}, column {k!r} must be {want}, got {row[k]!r:.60}; {howto}")
+    return rows
+
+
+def hub_snapshot(repo: str, patterns: list[str]) -> Path | None:
+    """A local snapshot of the files of a hub dataset matching `patterns` (huggingface_hub,
+    data files only), or None when the hub cannot be reached (LCTX_HUB_DATA's fallback of
+    the tasks that read parquet files: MRCR, Graphwalks)."""
+    if repo in _unreachable:
+        return None
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(repo, repo_type="dataset", allow_patterns=patterns))
+    except Exception:  # no network, no such repository: the caller explains
+        _unreachable.add(repo)
+        return None
+
+
 _unreachable: set[str] = set()  # hubs that failed once in this process: fail fast afterwards
 
 

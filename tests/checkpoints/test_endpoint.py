@@ -63,6 +63,36 @@ def test_ruler_niah_runs_through_the_endpoint(transformers_server, real_model, t
     assert result["samples"] == 2
 
 
+def test_mrcr_conversation_through_a_chat_endpoint_answers_as_lctx_engine(transformers_server, real_model, tmp_path):
+    """MRCR's multi-turn prompt goes to a chat-style server as its messages (the server's
+    template renders them) and to lctx's engine through the checkpoint's template: the same
+    greedy answer, the same prompt tokens counted, the card's grade on both."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    messages = [{"role": "user", "content": "write a poem about tapirs"},
+                {"role": "assistant", "content": "Tapirs wade in quiet streams."},
+                {"role": "user", "content": "write a poem about rocks"},
+                {"role": "assistant", "content": "Rocks sit still beneath the sun."},
+                {"role": "user", "content": "Prepend ab12 to the 1st (1 indexed) poem about tapirs. "
+                                            "Do not include any other text in your response."}]
+    (tmp_path / "data" / "mrcr").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([{
+        "prompt": json.dumps(messages), "answer": "ab12Tapirs wade in quiet streams.", "random_string_to_prepend": "ab12",
+        "n_needles": 2, "desired_msg_index": 1, "total_messages": 5, "n_chars": 100}]),
+        tmp_path / "data" / "mrcr" / "2needle.parquet")
+    task = ["--task", "mrcr", "--option", "needles=[2]", "--option", "max_new_tokens=12", "-q",
+            "--data-dir", str(tmp_path / "data")]
+    assert main(["eval", "--checkpoint", str(real_model), *task, "--out", str(tmp_path / "engine")]) == 0
+    assert main(["eval", *endpoint_flags(transformers_server, real_model), "--api-style", "chat", *task,
+                 "--out", str(tmp_path / "served")]) == 0
+    [engine] = records(tmp_path / "engine" / "mrcr")
+    [served] = records(tmp_path / "served" / "mrcr")
+    assert served["prompt_tokens"] == engine["prompt_tokens"] and not served["beyond_context"]
+    assert served["prediction"] == engine["prediction"] and served["score"] == engine["score"]
+    assert engine["prediction"].strip(), engine  # an answer, not an empty turn
+
+
 def test_killed_server_fails_the_job_keeping_samples_and_resume_sends_only_the_rest(
         transformers_server, real_model, tmp_path):
     out = tmp_path / "resume"

@@ -187,3 +187,32 @@ def test_lengths_beyond_the_context_are_run_and_marked_in_results_and_the_leader
     rows = {r["rope"]: r for r in c.get("/v1/leaderboard", params={"task": "passkey"}).json()["rows"]}
     assert rows["checkpoint"]["beyond_context"] == [192] and rows["checkpoint"]["trained_context"] == 128
     assert rows["yarn:2"]["beyond_context"] == []
+
+
+def test_mrcr_and_graphwalks_are_refused_at_submission_without_data_or_template(served) -> None:
+    """Missing parquet files: 422 with the paths looked for and where to get them; with the
+    files there, a checkpoint without a chat template: 422 naming the option (MRCR's
+    conversation needs one, and so does Graphwalks' default)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    c, settings = served
+    jobs = {"mrcr": {"name": "mrcr", "needles": [2]}, "graphwalks": {"name": "graphwalks", "sets": ["128k_and_shorter"]}}
+    r = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [jobs["mrcr"]]})
+    detail = r.json()["detail"]  # paths relative to the data dir, as the API gives them
+    assert r.status_code == 422 and "looked for mrcr/2needle.parquet and mrcr/2needle/2needle_*.parquet" in detail
+    assert "huggingface.co/datasets/openai/mrcr" in detail
+    r = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [jobs["graphwalks"]]})
+    assert r.status_code == 422 and "graphwalks/graphwalks_128k_and_shorter.parquet" in r.json()["detail"]
+    (settings.data_dir / "mrcr").mkdir()
+    (settings.data_dir / "graphwalks").mkdir()
+    pq.write_table(pa.Table.from_pylist([{"prompt": "[]"}]), settings.data_dir / "mrcr" / "2needle.parquet")
+    pq.write_table(pa.Table.from_pylist([{"prompt": "p"}]),
+                   settings.data_dir / "graphwalks" / "graphwalks_128k_and_shorter.parquet")
+    for name, spec in jobs.items():
+        r = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [spec]})
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"].startswith(f"tasks[0] ({name}).chat_template: true, but checkpoint tiny has no "
+                                             "chat template")
+    r = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [{**jobs["mrcr"], "chat_template": False}]})
+    assert r.status_code == 422 and "chat_template" in r.text and "runs only through the checkpoint's chat" in r.text

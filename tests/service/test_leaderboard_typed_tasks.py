@@ -1,5 +1,5 @@
-"""LongBench v2 and BABILong on the leaderboard: their own columns come from their typed
-results (metrics and series), with no code of theirs in the service."""
+"""LongBench v2, BABILong, MRCR and Graphwalks on the leaderboard: their own columns come from
+their typed results (metrics and series), with no code of theirs in the service."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import httpx
 
 from checkpoints.jsonfiles import write_json_atomic
 from evaluators.babilong.evaluator import typed as babilong_typed
+from evaluators.graphwalks.evaluator import typed as graphwalks_typed
 from evaluators.longbench_v2.evaluator import typed as longbench_v2_typed
+from evaluators.mrcr.evaluator import typed as mrcr_typed
 from service.app import create_app
 from service.jobs import job_dir
 from service.store import SUCCEEDED, Store
@@ -23,9 +25,18 @@ BABILONG = [{"babi_task": t, "length": n, "score": s}
             for t, n, s in [("qa1", 0, 1.0), ("qa1", 0, 0.0), ("qa1", 1000, 1.0), ("qa2", 0, 0.0), ("qa2", 1000, 1.0)]]
 
 
-def test_leaderboard_columns_of_longbench_v2_and_babilong(tmp_path: Path, models: Path) -> None:
+MRCR = [{"n_needles": n, "bin": b, "own_bin": "8k", "score": s, "beyond_context": s is None}
+        for n, b, s in [(2, "8k", 1.0), (2, "16k", 0.5), (4, "8k", 0.0), (8, "16k", None)]]
+GRAPHWALKS = [{"problem_type": p, "bin": b, "own_bin": "8k", "f1": f, "overlap": o, "parse_error": e, "n_truth": 2,
+               "beyond_context": f is None}
+              for p, b, f, o, e in [("bfs", "128k_and_shorter", 0.5, 1, False), ("parents", "128k_and_shorter", 1, 0, True),
+                                    ("bfs", "256k_to_1mil", 1, 0, False), ("parents", "256k_to_1mil", None, 0, False)]]
+
+
+def test_leaderboard_columns_of_longbench_v2_babilong_mrcr_and_graphwalks(tmp_path: Path, models: Path) -> None:
     settings = make_settings(tmp_path)
-    results = {"longbench_v2": longbench_v2_typed(V2), "babilong": babilong_typed(BABILONG)}
+    results = {"longbench_v2": longbench_v2_typed(V2), "babilong": babilong_typed(BABILONG),
+               "mrcr": mrcr_typed(MRCR), "graphwalks": graphwalks_typed(GRAPHWALKS)}
     with ThreadServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url) as c:
         assert c.post("/v1/checkpoints", json={"name": "tiny", "path": str(models / "tiny")}).status_code == 201
         fingerprint = c.get("/v1/checkpoints/tiny").json()["fingerprint"]
@@ -42,6 +53,8 @@ def test_leaderboard_columns_of_longbench_v2_and_babilong(tmp_path: Path, models
             store.close()
         v2 = c.get("/v1/leaderboard", params={"task": "longbench_v2"}).json()
         bl = c.get("/v1/leaderboard", params={"task": "babilong"}).json()
+        mr = c.get("/v1/leaderboard", params={"task": "mrcr"}).json()
+        gw = c.get("/v1/leaderboard", params={"task": "graphwalks"}).json()
     assert v2["headline"] == "overall"
     values = v2["rows"][0]["values"]
     assert {k: values[k] for k in ("overall", "easy", "hard", "short", "medium", "long")} == {
@@ -54,6 +67,18 @@ def test_leaderboard_columns_of_longbench_v2_and_babilong(tmp_path: Path, models
     assert values["mean_over_tasks.length=0"] == 25.0
     info = {col["name"]: col for col in bl["column_info"]}
     assert info["accuracy.task=qa1.length=1000"]["axis"] == "length" and info["average"]["unit"] == "accuracy (%)"
+    assert mr["headline"] == "overall"
+    values = mr["rows"][0]["values"]
+    assert {k: values[k] for k in ("overall", "needles_2", "needles_4", "beyond_context")} == {
+        "overall": 0.5, "needles_2": 0.75, "needles_4": 0.0, "beyond_context": 1.0}
+    assert values["needles_8"] is None  # its one row lay beyond the context
+    assert values["score.bucket=8k"] == 0.5 and values["score.needles=2.bucket=16k"] == 0.5
+    assert values["beyond_context.bucket=16k"] == 1.0
+    assert gw["headline"] == "overall"
+    values = gw["rows"][0]["values"]
+    assert {k: values[k] for k in ("overall", "bfs", "parents", "parse_errors", "no_overlap_scored_1")} == {
+        "overall": 2.5 / 3, "bfs": 0.75, "parents": 1.0, "parse_errors": 1.0, "no_overlap_scored_1": 1.0}
+    assert values["f1.problem_type=bfs.bucket=256k_to_1mil"] == 1.0 and values["f1.bucket=128k_and_shorter"] == 0.75
 
 
 def test_submissions_without_their_files_are_refused_with_the_paths(tmp_path: Path, models: Path) -> None:

@@ -60,6 +60,34 @@ function seriesCharts(task, result, job) {
   return charts;
 }
 
+/** The points of series along a named axis (bins, categories) as tables: one row per key,
+ * one column per series of the group (a grid's `at`, "all" for none), each cell the value
+ * and the samples behind it. MRCR's and Graphwalks' per-bin tables are these. */
+function seriesTables(result) {
+  const groups = new Map();
+  for (const se of result.series || []) {
+    if (se.points.every((p) => typeof p.key === "number")) continue;  // lengths, depths: the charts show them
+    const key = `${se.name} by ${se.axis}`;
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(se);
+  }
+  const label = (se) => (Object.keys(se.at).length
+    ? Object.entries(se.at).map(([k, v]) => `${k}=${v}`).join(" ") : "all");
+  const cell = (se, key) => {
+    const p = se.points.find((q) => String(q.key) === key);
+    return p == null || p.value == null ? noData() : `${fmt(p.value)} (n=${p.n})`;
+  };
+  return [...groups].map(([key, list]) => {
+    const keys = [...new Set(list.flatMap((se) => se.points.map((p) => String(p.key))))];
+    return h("table", { class: "series-table" },
+      h("caption", {}, `${key} (${list[0].unit})`),
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, list[0].axis),
+        list.map((se) => h("th", { scope: "col" }, label(se))))),
+      h("tbody", {}, keys.map((k) => h("tr", {}, h("th", { scope: "row" }, k),
+        list.map((se) => h("td", { class: "num" }, cell(se, k)))))));
+  });
+}
+
 function taskSection(key, entry, plots, job) {
   const result = entry.result;
   const body = [];
@@ -79,7 +107,8 @@ function taskSection(key, entry, plots, job) {
       ? `Prompts wrapped in the checkpoint's chat template (${entry.chat_template.file}).` : "No chat template applied."));
   }
   if (result) {
-    body.push(h("p", {}, result.summary), metricsTable(result), h("div", {}, seriesCharts(key, result, job)));
+    body.push(h("p", {}, result.summary), metricsTable(result), ...seriesTables(result),
+      h("div", {}, seriesCharts(key, result, job)));
   } else {
     body.push(noData("no results for this task"));
   }

@@ -1,0 +1,133 @@
+"""Graphwalks through the engine (docs/protocols/mrcr_graphwalks.md).
+
+Each row's prompt is sent as it is given: as the one user message of the checkpoint's chat
+template (the card: "meant to be supplied to the model as a user message"), or raw with
+chat_template=false; greedy decoding. The response is graded as generated with the card's
+`get_list` and set F1 (`protocol`), kept to its letter. Results per problem type and length
+bin (the hub file a row comes from: 128k_and_shorter, 256k_to_1mil), and per bin of the
+model's own prompt tokens. A row whose prompt and the answer's final line do not fit in the
+model's context is not run: recorded as `beyond_context` and counted, never dropped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from checkpoints.engine import GenerateRequest
+from checkpoints.generate import Generation
+from checkpoints.loading import LoadedModel
+from evaluators.base import Built, Evaluator, EvaluatorError, Sample
+from evaluators.chat import apply_chat_template, missing_template
+from evaluators.graphwalks import protocol
+from evaluators.graphwalks.data import load_sets
+from evaluators.graphwalks.options import SETS, GraphwalksOptions
+from evaluators.mrcr.protocol import length_bin
+from evaluators.results import TaskResult, fmt, metric, series
+
+UNIT = "fraction"
+
+
+def final_line(nodes: list[str]) -> str:
+    """The answer's last line as the prompt's examples write it: the least a model must generate."""
+    return "Final Answer: [" + ", ".join(nodes) + "]"
+
+
+class GraphwalksEvaluator(Evaluator):
+    name = "graphwalks"
+    version = "1"
+    Options = GraphwalksOptions
+
+    def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
+        super().__init__(options, data_dir)
+        self.rows: dict[str, list[dict[str, Any]]] = {}
+
+    def prepare(self, loaded: LoadedModel) -> None:
+        self.rows = load_sets(self.data_dir, self.options["sets"])
+
+    def plan(self, loaded: LoadedModel) -> list[Sample]:
+        o = self.options
+        samples = []
+        for s in o["sets"]:
+            indices = [i for i, r in enumerate(self.rows[s]) if r["problem_type"] in o["problem_types"]]
+            if o["limit"]:
+                indices = indices[: o["limit"]]
+            samples += [Sample(f"graphwalks/{s}/{i}", {"set": s, "index": i}) for i in indices]
+        return samples
+
+    def build(self, loaded: LoadedModel, sample: Sample) -> Built:
+        s, index = sample.params["set"], sample.params["index"]
+        row = self.rows[s][index]
+        tokenizer = loaded.tokenizer
+        prompt = row["prompt"]
+        if self.options["chat_template"]:
+            text = apply_chat_template(tokenizer, prompt, missing_template(self.name))
+            messages: tuple[dict[str, str], ...] | None = ({"role": "user", "content": prompt},)
+        else:
+            text, messages = prompt, None
+        ids = tokenizer.encode(text)
+        answer_tokens = len(tokenizer.encode(final_line(row["answer_nodes"]), add_special_tokens=False))
+        context = loaded.config.effective_context
+        record = {"set": s, "index": index, "data_file": SETS[s], "bin": s, "problem_type": row["problem_type"],
+                  "prompt_chars": row["prompt_chars"], "n_truth": len(set(row["answer_nodes"])),
+                  "prompt_tokens": len(ids), "answer_tokens": answer_tokens, "own_bin": length_bin(len(ids)),
+                  "context": context, "truncated": False, "references": [final_line(row["answer_nodes"])]}
+        if len(ids) + answer_tokens > context:
+            return Built(sample, None, {**record, "beyond_context": True}, keep=row)
+        budget = min(self.options["max_new_tokens"], context - len(ids))
+        return Built(sample, GenerateRequest(ids, max_new_tokens=budget, messages=messages),
+                     {**record, "beyond_context": False, "max_new_tokens": budget}, keep=row)
+
+    def score(self, built: Built, response: Generation | None) -> dict[str, Any]:
+        if response is None:
+            return {"prediction": None, "score": None}
+        g = protocol.grade(response.text, built.keep["answer_nodes"])
+        return {"prediction": response.text, "parsed": g.parsed, "parse_error": g.parse_error, "overlap": g.overlap,
+                "recall": g.recall, "precision": g.precision, "f1": g.f1, "score": g.f1}
+
+    def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
+        return typed(records)
+
+    @classmethod
+    def legacy_result(cls, entry: dict[str, Any]) -> TaskResult:
+        raise EvaluatorError("graphwalks results always carry the typed result")
+
+
+def typed(records: list[dict[str, Any]]) -> TaskResult:
+    """The card's F1 averaged overall (the headline), per problem type, per length bin (one
+    series per problem type and one over both), per bin of the model's own prompt tokens;
+    the rows the card's letter scores oddly (unparsable; no node in common yet scored 1) and
+    the rows beyond the context are counted as metrics of their own."""
+    t = protocol.table(records)
+    overall = t.get("overall", {}).get("all", {"f1": None, "n": 0, "beyond": 0, "parse_errors": 0,
+                                               "no_overlap_scored_1": 0})
+    metrics = [metric("overall", overall["f1"], True, UNIT, overall["n"],
+                      "mean of the card's set F1 over the rows that fit in the model's context")]
+    for p, cell in t.get("problem_type", {}).items():
+        metrics.append(metric(p, cell["f1"], True, UNIT, cell["n"], f"{p} rows"))
+    for name, what in (("parse_errors", "responses whose last line holds no \"Final Answer: [...]\" (the card "
+                                         "scores them 1)"),
+                       ("no_overlap_scored_1", "answers sharing no node with a non-empty truth, scored 1 by the "
+                                               "card's `else 1`"),
+                       ("beyond_context", "rows whose prompt and final line exceed the model's context: not run")):
+        metrics.append(metric(name, float(overall[name] if name != "beyond_context" else overall["beyond"]), None,
+                              "rows", overall["n"] if name != "beyond_context" else overall["beyond"], what))
+
+    def points(group: str) -> list[tuple[str, float | None, int]]:
+        return [(k, c["f1"], c["n"]) for k, c in t.get(group, {}).items()]
+
+    out = [series("f1", "bucket", UNIT, True, points("bin"))]
+    out += [series("f1", "bucket", UNIT, True, points(f"problem_type={p}"), problem_type=p)
+            for p in t.get("problem_type", {})]
+    out.append(series("f1_own_tokens", "bucket", UNIT, True, points("own_bin")))
+    out.append(series("beyond_context", "bucket", "rows", None,
+                      [(k, float(c["beyond"]), c["beyond"]) for k, c in t.get("bin", {}).items()]))
+    by_type = ", ".join(f"{p} {fmt(c['f1'])}" for p, c in t.get("problem_type", {}).items())
+    return TaskResult(
+        headline="overall",
+        metrics=metrics,
+        series=out,
+        summary=(f"overall F1 {fmt(overall['f1'])} (n={overall['n']}); {by_type}; {overall['parse_errors']} "
+                 f"unparsable and {overall['no_overlap_scored_1']} with no node in common, each scored 1 by the "
+                 f"card's code; {overall['beyond']} rows beyond the context"),
+        extra={"table": t},
+    )

@@ -1,0 +1,221 @@
+"""Graphwalks: the card's parser and set F1 against an independent reading of the card on
+crafted answers (equal to the last digit), what the card's letter does with the first node
+and an empty list, the data checks, one run on a tiny model over crafted parquet files in
+the hub's layout (never the real data) and `lctx score graphwalks`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from cli.main import main
+from evaluators.errors import EvaluatorError
+from evaluators.graphwalks import protocol
+from evaluators.graphwalks.options import GraphwalksOptions
+from evaluators.suite import run_task
+from tests.helpers import points, tiny_model, typed
+
+TRUTH = ["c9f0f895fb", "d3d9446802", "1679091c5a"]
+
+
+def card_items(response: str) -> tuple[list[str], bool]:
+    """The card's get_list (huggingface.co/datasets/openai/graphwalks, README.md, "Extraction
+    and Grading"), read independently with string operations: the text after the last "\\n";
+    "Final Answer:" must be on it; the match of `Final Answer: ?\\[.*\\]` runs from the first
+    "Final Answer:" followed by an optional space and "[" to the line's last "]"; its two ends
+    lose their "[" and "]" characters, the rest splits at "," into stripped, non-empty items."""
+    line = response.rsplit("\n", 1)[-1]
+    if "Final Answer:" not in line:
+        return [], True
+    start = 0
+    while (start := line.find("Final Answer:", start)) >= 0:
+        after = start + len("Final Answer:")
+        bracket = after + 1 if line[after:after + 2] == " [" else after if line[after:after + 1] == "[" else -1
+        end = line.rfind("]")
+        if bracket >= 0 and end > bracket:
+            whole = line[start:end + 1]
+            while whole and whole[0] in "[]":
+                whole = whole[1:]
+            while whole and whole[-1] in "[]":
+                whole = whole[:-1]
+            return [p.strip() for p in whole.split(",") if p.strip()], False
+        start += 1
+    return [], True
+
+
+def card_f1(response: str, truth: list[str]) -> float:
+    """The card's grading lines: overlap of the item and truth sets; recall and precision 0
+    for an empty set; F1 the harmonic mean, and 1 where recall + precision is 0."""
+    sampled, gold = set(card_items(response)[0]), set(truth)
+    both = len(sampled & gold)
+    recall = both / len(gold) if gold else 0
+    precision = both / len(sampled) if sampled else 0
+    return 2 * recall * precision / (recall + precision) if recall + precision else 1
+
+
+ANSWERS = {
+    "right": "Final Answer: [c9f0f895fb, d3d9446802, 1679091c5a]",
+    "right, reordered": "Final Answer: [1679091c5a, c9f0f895fb, d3d9446802]",
+    "no space after the colon": "Final Answer:[c9f0f895fb, d3d9446802, 1679091c5a]",
+    "duplicate nodes": "Final Answer: [c9f0f895fb, d3d9446802, d3d9446802, 1679091c5a, 1679091c5a]",
+    "one extra": "Final Answer: [c9f0f895fb, d3d9446802, 1679091c5a, eccbc87e4b]",
+    "one right node": "Final Answer: [d3d9446802]",
+    "wrong nodes": "Final Answer: [aaaaaaaaaa, bbbbbbbbbb]",
+    "empty list": "Final Answer: []",
+    "reasoning first": "BFS level 1: ...\nlevel 2: ...\nFinal Answer: [c9f0f895fb, d3d9446802, 1679091c5a]",
+    "trailing newline (unparsable)": "Final Answer: [c9f0f895fb, d3d9446802, 1679091c5a]\n",
+    "not on the last line (unparsable)": "Final Answer: [c9f0f895fb]\nI hope this helps.",
+    "no brackets (unparsable)": "Final Answer: c9f0f895fb, d3d9446802",
+    "empty response (unparsable)": "",
+    "quoted nodes": "Final Answer: ['c9f0f895fb', 'd3d9446802', '1679091c5a']",
+    "two lists on the line": "Final Answer: [c9f0f895fb] or [d3d9446802, 1679091c5a]",
+    "think block": "<think>depth 2</think>\nFinal Answer: [c9f0f895fb, d3d9446802, 1679091c5a]",
+}
+
+
+@pytest.mark.parametrize("case", sorted(ANSWERS))
+def test_parser_and_f1_are_the_cards(case: str) -> None:
+    response = ANSWERS[case]
+    graded = protocol.grade(response, TRUTH)
+    assert (graded.parsed, graded.parse_error) == card_items(response)
+    assert graded.f1 == card_f1(response, TRUTH)
+
+
+def test_what_the_cards_letter_does() -> None:
+    """The documented table (docs/protocols/mrcr_graphwalks.md): the first item keeps
+    "Final Answer: [", so a right answer of three nodes scores 2/3 (2 of 3 found, 2 of 3
+    items right), a right single node and every answer sharing nothing score 1 (`else 1`),
+    "[]" reads as the item "Final Answer:"."""
+    assert protocol.get_list(ANSWERS["right"]) == (["Final Answer: [c9f0f895fb", "d3d9446802", "1679091c5a"], False)
+    assert protocol.grade(ANSWERS["right"], TRUTH).f1 == pytest.approx(2 / 3)
+    assert protocol.grade("Final Answer: [c9f0f895fb]", ["c9f0f895fb"]).f1 == 1  # no overlap: `else 1`
+    assert protocol.grade(ANSWERS["wrong nodes"], TRUTH).f1 == 1
+    assert protocol.grade(ANSWERS["empty response (unparsable)"], TRUTH).f1 == 1
+    assert protocol.get_list("Final Answer: []") == (["Final Answer:"], False)
+    assert protocol.grade(ANSWERS["one extra"], TRUTH).f1 == pytest.approx(2 * (2 / 3) * 0.5 / (2 / 3 + 0.5))
+
+
+# docs/protocols/mrcr_graphwalks.md's table: answer -> (card F1, lm-eval f1, lm-eval flexible_f1), truth [a1, b2, c3]
+DOC_TABLE = {
+    "Final Answer: [a1, b2, c3]": (2 / 3, 1, 1),
+    "Final Answer: [x9, y8]": (1, 0, 0),
+    "Final Answer: []": (1, 0, 0),
+    "Final Answer: [a1, b2, c3, d4]": (4 / 7, 6 / 7, 6 / 7),
+    "Final Answer: [a1, b2, b2, c3]": (2 / 3, 1, 1),
+    "Final Answer: [a1, b2, c3]\n": (1, 1, 1),
+    "Final Answer: [a1, b2, c3]\nDone.": (1, 0, 1),
+    "Final Answer: a1, b2, c3": (1, 0, 0),
+    "": (1, 0, 0),
+    "Final Answer: ['a1', 'b2', 'c3']": (1, 1, 1),
+    "<think>...</think>\nFinal Answer: [a1, b2, c3]": (2 / 3, 1, 1),
+}
+
+
+def test_the_documented_table_against_lm_evals_port() -> None:
+    """lm-eval 0.4.13's graphwalks utils.py (installed) run on the documented answers: its
+    capture-group parser and F1 0 without overlap give other numbers than the card's letter."""
+    import importlib.util
+
+    import lm_eval
+
+    path = Path(lm_eval.__file__).parent / "tasks" / "graphwalks" / "utils.py"
+    spec = importlib.util.spec_from_file_location("lm_eval_graphwalks_utils", path)
+    utils = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(utils)
+    truth = ["a1", "b2", "c3"]
+    for answer, (card, strict, flexible) in DOC_TABLE.items():
+        theirs = utils.process_results({"answer_nodes": truth}, [answer])
+        assert protocol.grade(answer, truth).f1 == pytest.approx(card, abs=1e-12), answer
+        assert (theirs["f1"], theirs["flexible_f1"]) == pytest.approx((strict, flexible), abs=1e-12), answer
+
+
+def write_data(root: Path) -> None:
+    def row(kind: str, nodes: list[str], edges: int) -> dict:
+        graph = "\n".join(f"n{i:03d} -> n{i + 1:03d}" for i in range(edges))
+        prompt = (f"You will be given a graph as a list of directed edges.\nThe graph has the following edges:\n{graph}"
+                  f"\nOperation:\nFind the parents of node n004.\nFinal Answer:")
+        return {"prompt": prompt, "answer_nodes": nodes, "problem_type": kind, "prompt_chars": len(prompt),
+                "date_added": "04-12-2025"}
+
+    (root / "graphwalks").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([row("parents", ["n003"], 3), row("bfs", ["n002", "n003"], 4),
+                                         row("parents", [], 2)]),
+                   root / "graphwalks" / "graphwalks_128k_and_shorter.parquet")
+    pq.write_table(pa.Table.from_pylist([row("bfs", ["n001"], 80)]),
+                   root / "graphwalks" / "graphwalks_256k_to_1mil.parquet")
+
+
+def test_missing_data_names_the_paths(tmp_path: Path) -> None:
+    opts = GraphwalksOptions(sets=["256k_to_1mil"])
+    [line] = opts.missing_files(tmp_path)
+    assert str(tmp_path / "graphwalks" / "graphwalks_256k_to_1mil.parquet") in line
+    assert "huggingface.co/datasets/openai/graphwalks" in line
+    write_data(tmp_path)
+    assert opts.missing_files(tmp_path) == []
+    bad = tmp_path / "graphwalks" / "graphwalks_256k_to_1mil.parquet"
+    pq.write_table(pa.Table.from_pylist([{"prompt": "p", "answer": ["a"], "problem_type": "bfs", "prompt_chars": 1}]),
+                   bad)
+    from evaluators.graphwalks.data import read_set
+
+    with pytest.raises(EvaluatorError, match=r"no column\(s\) \['answer_nodes'\]"):
+        read_set(bad)
+
+
+def test_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
+    """The 80-edge graph (about 1100 bytes) does not fit in a 512-token byte model: counted
+    beyond the context. The rest go through the chat template, greedy, graded raw."""
+    write_data(tmp_path / "data")
+    loaded = tiny_model(tmp_path / "m", max_position_embeddings=512)
+    loaded.tokenizer.chat_template = "{% for m in messages %}<u>{{ m['content'] }}</u>{% endfor %}<a>"
+    entry = run_task(loaded, {"name": "graphwalks", "max_new_tokens": 8}, tmp_path / "out", data_dir=tmp_path / "data")
+    recs = [json.loads(x) for x in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in recs) == ["graphwalks/128k_and_shorter/0", "graphwalks/128k_and_shorter/1",
+                                            "graphwalks/128k_and_shorter/2", "graphwalks/256k_to_1mil/0"]
+    far = next(r for r in recs if r["set"] == "256k_to_1mil")
+    assert far["beyond_context"] and far["score"] is None
+    ran = [r for r in recs if not r["beyond_context"]]
+    truth = {0: ["n003"], 1: ["n002", "n003"], 2: []}
+    for r in ran:
+        assert r["f1"] == card_f1(r["prediction"], truth[r["index"]])
+    result = typed(entry)
+    assert result.metric("overall").value == sum(r["f1"] for r in ran) / 3 and result.metric("overall").n == 3
+    assert result.metric("beyond_context").value == 1 and result.metric("parents").n == 2
+    assert points(entry, "f1", "bucket", problem_type="bfs")["128k_and_shorter"].n == 1
+    assert points(entry, "beyond_context", "bucket")["256k_to_1mil"].value == 1
+
+
+def test_problem_types_and_limit_select_rows(tmp_path: Path) -> None:
+    from evaluators.graphwalks.evaluator import GraphwalksEvaluator
+    from evaluators.registry import validate_task
+
+    write_data(tmp_path / "data")
+    spec = {k: v for k, v in validate_task({"name": "graphwalks", "problem_types": "parents", "limit": 1}).items()
+            if k != "name"}
+    ev = GraphwalksEvaluator(spec, data_dir=tmp_path / "data")
+    ev.prepare(None)  # reading the files needs no model
+    assert [s.id for s in ev.plan(None)] == ["graphwalks/128k_and_shorter/0"]  # the 1M file holds no parents row
+
+
+def test_lctx_score_graphwalks(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    pred = tmp_path / "pred"
+    pred.mkdir()
+    cases = sorted(ANSWERS.items())
+    lines = [json.dumps({"answer_nodes": TRUTH, "problem_type": "bfs" if i % 2 else "parents",
+                         "data_file": "graphwalks_128k_and_shorter.parquet", "response": response})
+             for i, (_, response) in enumerate(cases)]
+    lines.append(json.dumps({"answer_nodes": TRUTH, "problem_type": "bfs", "beyond_context": True,
+                             "data_file": "graphwalks_256k_to_1mil.parquet"}))
+    (pred / "m.jsonl").write_text("\n".join(lines) + "\n")
+    assert main(["score", "graphwalks", "--pred-dir", str(pred)]) == 0
+    table = json.loads((pred / "result.json").read_text())["m"]
+    expected = [card_f1(r, TRUTH) for _, r in cases]
+    assert table["overall"]["all"]["f1"] == sum(expected) / len(expected)
+    assert table["overall"]["all"]["parse_errors"] == sum(protocol.get_list(r)[1] for _, r in cases) == 4
+    assert table["bin"]["256k_to_1mil"] == {"f1": None, "n": 0, "beyond": 1, "parse_errors": 0,
+                                           "no_overlap_scored_1": 0}
+    bfs = [e for i, e in enumerate(expected) if i % 2]
+    assert table["problem_type"]["bfs"]["f1"] == sum(bfs) / len(bfs)
