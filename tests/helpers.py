@@ -316,20 +316,15 @@ OLD_RESULTS = {
 
 
 class TransformersServer:
-    """`transformers serve` of one checkpoint on loopback. The checkpoint is laid out as a
-    Hugging Face cache entry (symlinks) so the server lists it at /v1/models under `name`
-    (it lists cached hub repositories only); offline, so nothing is downloaded."""
+    """`transformers serve` of one checkpoint folder on loopback, started as a user starts it
+    (`transformers serve /path/to/checkpoint`): the server answers to the folder's path (and
+    names it `<path>@main` in its answers) while its /v1/models lists only the hub cache,
+    here empty; offline, so nothing is downloaded."""
 
-    def __init__(self, checkpoint: Path, home: Path, name: str = "lctx-test/SmolLM2-135M-Instruct") -> None:
-        self.name, self.port, self.home = name, free_port(), home
+    def __init__(self, checkpoint: Path, home: Path) -> None:
+        self.name, self.port, self.home = str(Path(checkpoint).resolve()), free_port(), home
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        snapshot = home / "hub" / f"models--{name.replace('/', '--')}" / "snapshots" / ("0" * 40)
-        snapshot.mkdir(parents=True, exist_ok=True)
-        for f in Path(checkpoint).iterdir():
-            if f.is_file() and not (snapshot / f.name).exists():
-                (snapshot / f.name).symlink_to(f.resolve())
-        (snapshot.parents[1] / "refs").mkdir(exist_ok=True)
-        (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)
+        (home / "hub").mkdir(parents=True, exist_ok=True)
         self.process: subprocess.Popen | None = None
 
     def start(self, timeout: float = 240.0) -> None:
