@@ -382,7 +382,7 @@ def detokenized(answer: Any) -> str | None:
     return text if isinstance(text, str) else None
 
 
-async def _probe(spec: EndpointSpec, tokenizer: Tokenizer | None) -> Capabilities:
+async def _probe(spec: EndpointSpec, tokenizer: Tokenizer | None, need_tokenizer: bool = True) -> Capabilities:
     async with Client(spec) as client:
         try:
             response = await client.get("/models")
@@ -428,13 +428,13 @@ async def _probe(spec: EndpointSpec, tokenizer: Tokenizer | None) -> Capabilitie
                 continue
         server_ids, tokenize_len = await _server_tokens(client, spec)
         max_len = max_len or tokenize_len
-        if tokenizer is None and server_ids is None:
+        if tokenizer is None and server_ids is None and need_tokenizer:
             raise EndpointError(f"no tokenizer for {spec.served_model!r}: none was given (--tokenizer / tokenizer) and "
                                 f"the server at {spec.base_url} has no /tokenize and /detokenize (vLLM and SGLang do); "
                                 "give a folder with the served model's tokenizer.json")
         ids = tokenizer.encode(PROBE_TEXT) if tokenizer is not None else list(server_ids or ())
         token_prompts, scoring = False, None
-        if spec.api_style == "completions":
+        if spec.api_style == "completions" and ids:  # no ids: no tokenizer to ask with (`lctx endpoints probe`)
             try:
                 await client.post("/completions", {"model": spec.served_model, "prompt": ids, "max_tokens": 1,
                                                    "temperature": 0})
@@ -462,13 +462,34 @@ class _NoTokenizer:
         return ""
 
 
-def probe(spec: EndpointSpec, tokenizer: Tokenizer | None = None) -> Capabilities:
+def probe(spec: EndpointSpec, tokenizer: Tokenizer | None = None, need_tokenizer: bool = True) -> Capabilities:
     """Ask the server what it serves and supports (EndpointError saying what is wrong).
-    `tokenizer`: the served model's, if given (else the server's /tokenize must answer)."""
+    `tokenizer`: the served model's, if given (else the server's /tokenize must answer,
+    unless `need_tokenizer` is False: then token prompts and scoring are not asked)."""
     probe_spec = EndpointSpec(**{**asdict(spec), "max_retries": 0, "timeout_s": min(spec.timeout_s, 120.0)})
     if tokenizer is None and spec.tokenizer:
         tokenizer = load_endpoint_tokenizer(spec.tokenizer)
-    return asyncio.run(_probe(probe_spec, tokenizer))
+    return asyncio.run(_probe(probe_spec, tokenizer, need_tokenizer))
+
+
+def probe_server(base_url: str, allowed_hosts: Sequence[str], served_model: str | None = None,
+                 tokenizer: str | None = None, api_style: ApiStyle = "completions",
+                 api_key_env: str | None = None) -> tuple[EndpointSpec, Capabilities]:
+    """What a server can do, for `lctx endpoints probe`: the model asked about is
+    `served_model`, else the first the server lists."""
+    url = check_base_url(base_url, allowed_hosts)
+    spec = EndpointSpec(url, served_model or "", tokenizer, None, api_style, api_key_env=api_key_env)
+    if not served_model:
+        try:
+            with httpx.Client(headers=spec.headers(), timeout=30) as http:
+                listed = scrub(http.get(url + "/models"), key_forms(spec.headers().get("Authorization", "")[7:]))
+            names = [str(m["id"]) for m in listed.json()["data"]]
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
+            raise EndpointError(f"{url}/models gave no model list ({type(e).__name__}); give --served-model") from None
+        if not names:
+            raise EndpointError(f"{url}/models lists no model; give --served-model NAME")
+        spec = replace(spec, served_model=names[0])
+    return spec, probe(spec, need_tokenizer=False)
 
 
 def load_endpoint_tokenizer(path: str | Path) -> Tokenizer:

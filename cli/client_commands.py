@@ -275,6 +275,27 @@ def _endpoints_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _endpoints_probe(args: argparse.Namespace) -> int:
+    """What the server at URL can do, asked from here (no lctx service needed) before a job is submitted."""
+    from checkpoints.endpoint import allowed_endpoint_hosts, probe_server
+
+    spec, caps = probe_server(args.base_url, allowed_endpoint_hosts(), args.served_model, args.tokenizer,
+                              args.api_style, args.api_key_env)
+    listed = "listed" if caps.listed else "not listed; answered a one-token request"
+    scoring = f"yes ({caps.prompt_scoring})" if caps.prompt_scoring else "no"
+    print(f"server: {caps.server or 'unknown'} {caps.server_version or ''}".rstrip())
+    print(f"models: {', '.join(caps.models) or 'none listed'}")
+    print(f"served model: {spec.served_model} ({listed})")
+    if args.tokenizer or caps.tokenizer_endpoints or args.api_style == "chat":
+        print(f"token prompts: {'yes' if caps.token_prompts else 'no'}")
+        print(f"prompt logprobs: {scoring}")
+    else:
+        print("token prompts, prompt logprobs: not asked (no tokenizer to make token ids with: give --tokenizer)")
+    print(f"tokenizer endpoints: {'yes (/tokenize, /detokenize)' if caps.tokenizer_endpoints else 'no'}")
+    print(f"context: {caps.max_model_len or 'not said (give --context)'}")
+    return 0
+
+
 def _client_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", help="API base URL (default LCTX_BASE_URL or http://LCTX_HOST:LCTX_PORT)")
     p.add_argument("--token", help="bearer token (default LCTX_API_TOKEN)")
@@ -366,3 +387,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = esub.add_parser("list", help="registered endpoints")
     _client_args(ls)
     ls.set_defaults(func=_endpoints_list)
+    pr = esub.add_parser("probe", help="ask a server what it can do (models, token prompts, prompt logprobs, "
+                         "tokenizer endpoints, version), from here, before registering it or submitting a job")
+    pr.add_argument("base_url", help="API root, e.g. http://127.0.0.1:8001/v1 (allowed hosts: LCTX_ENDPOINT_HOSTS, "
+                    "default loopback)")
+    pr.add_argument("--served-model", help="the model to ask about (default: the first the server lists)")
+    pr.add_argument("--tokenizer", help="folder with its tokenizer.json (default: the server's /tokenize)")
+    pr.add_argument("--api-style", choices=("completions", "chat"), default="completions")
+    pr.add_argument("--api-key-env", help="NAME of the environment variable holding the API key")
+    pr.set_defaults(func=_endpoints_probe)
