@@ -98,6 +98,8 @@ def test_the_servers_tokenizer_counts_prompts_when_none_is_given(flavour, standi
         asked = calls.count("/tokenize")
         assert tok.encode_batch(texts, add_special_tokens=False)[0] == local.encode(TEXT, add_special_tokens=False)
         assert calls.count("/tokenize") == asked  # cached
+        if flavour == "sglang":
+            return  # a whole run once (vLLM's), the same code path
         argv = ["eval", "--endpoint", server.url + "/v1", "--served-model", STANDIN_NAME, "--task", "passkey",
                 "--lengths", "300", "--trials", "1", "-q"]
         assert main([*argv, "--out", str(tmp_path / "server-tok")]) == 0
@@ -152,7 +154,7 @@ def test_a_name_the_server_does_not_list_is_asked_and_its_refusal_quoted(transfo
 def test_chat_style_against_transformers_serve(transformers_server, real_model, tmp_path):
     """The server wraps the prompt in the model's chat template: the same greedy answer as lctx's
     engine applying that template itself."""
-    task = ["--task", "passkey", "--lengths", "300", "--trials", "2", "--option", "chat_template=true", "-q"]
+    task = ["--task", "passkey", "--lengths", "300", "--trials", "1", "--option", "chat_template=true", "-q"]
     assert main(["eval", "--checkpoint", str(real_model), *task, "--out", str(tmp_path / "engine")]) == 0
     served_task = [t for t in task if t not in ("--option", "chat_template=true")]
     assert main(["eval", "--endpoint", transformers_server.url, "--served-model", transformers_server.name,
@@ -160,7 +162,7 @@ def test_chat_style_against_transformers_serve(transformers_server, real_model, 
                  "--out", str(tmp_path / "chat")]) == 0
     engine = {r["id"]: r for r in records(tmp_path / "engine" / "passkey")}
     chat = {r["id"]: r for r in records(tmp_path / "chat" / "passkey")}
-    assert sorted(engine) == sorted(chat) and len(chat) == 2
+    assert sorted(engine) == sorted(chat) and len(chat) == 1
     for sample_id, r in chat.items():
         assert r["prediction"].strip() == engine[sample_id]["prediction"].strip(), sample_id
     document = json.loads((tmp_path / "chat" / "results.json").read_text())
@@ -203,17 +205,17 @@ def test_retries_against_a_failing_proxy_answer_every_sample_once(transformers_s
     before = transformers_server.requests_received()
     with ThreadServer(proxy.app) as front:
         assert main(["eval", "--endpoint", front.url + "/v1", "--served-model", transformers_server.name,
-                     "--tokenizer", str(real_model), "--task", "passkey", "--lengths", "200", "--trials", "3",
+                     "--tokenizer", str(real_model), "--task", "passkey", "--lengths", "200", "--trials", "2",
                      "--retries", "3", "-q", "--out", str(tmp_path / "out")]) == 0
     got = records(tmp_path / "out" / "passkey")
-    assert len(got) == 3 and len({r["id"] for r in got}) == 3  # none lost, none twice
-    assert len(proxy.tries) == 3 and all(len(t) == 3 for t in proxy.tries.values())
+    assert len(got) == 2 and len({r["id"] for r in got}) == 2  # none lost, none twice
+    assert len(proxy.tries) == 2 and all(len(t) == 3 for t in proxy.tries.values())
     assert sorted(proxy.forwarded) == sorted(proxy.tries)  # each sample reached the server once
-    assert transformers_server.requests_received() - before == 1 + 3  # the probe's one-token request + 3
+    assert transformers_server.requests_received() - before == 1 + 2  # the probe's one-token request + 2
     for t in proxy.tries.values():
         assert t[1] - t[0] >= 1.0  # Retry-After honoured
     document = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert document["model"]["retries"] == 6
+    assert document["model"]["retries"] == 4  # 2 samples x (429, 503)
 
 
 def test_endpoints_probe_prints_what_the_server_can_do(standin_model, transformers_server, capsys):
