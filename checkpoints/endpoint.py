@@ -37,16 +37,18 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 import httpx
 
-from checkpoints.engine import GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.errors import EndpointError, EndpointUnavailable
-from checkpoints.generate import Generation
 from checkpoints.lm import Done
 from checkpoints.tokenizer import Tokenizer, load_tokenizer
+
+if TYPE_CHECKING:  # the engine's types (torch): imported where requests run, so `lctx endpoints probe` stays light
+    from checkpoints.engine import GenerateRequest, LoglikelihoodRequest, RollingRequest
+    from checkpoints.generate import Generation
 
 log = logging.getLogger("lctx.endpoint")
 
@@ -750,6 +752,8 @@ class EndpointEngine:
     # --- one request each ---
 
     async def _generate(self, client: Client, r: GenerateRequest) -> Generation:
+        from checkpoints.generate import Generation
+
         spec = self.spec
         stops = list(r.stop) + [s for s in (self.tokenizer.decode([i], skip_special_tokens=False)
                                              for i in r.stop_ids) if s]
