@@ -374,9 +374,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("name")
     a.add_argument("base_url", help="API root, e.g. http://127.0.0.1:8001/v1 (its host must be in the service's "
                    "LCTX_ENDPOINT_HOSTS; default loopback)")
-    a.add_argument("--served-model", required=True, help="the model's name as the server lists it at /v1/models")
-    a.add_argument("--tokenizer", required=True, help="folder inside the checkpoint roots with its tokenizer.json")
-    a.add_argument("--context", type=int, help="served context in tokens (default: the folder's config.json)")
+    a.add_argument("--served-model", required=True, help="the model's name as the server knows it (as it lists it at "
+                   "/v1/models, or as it answers to it: `transformers serve /path` answers to the path)")
+    a.add_argument("--tokenizer", help="folder inside the checkpoint roots with its tokenizer.json (default: the "
+                   "server's /tokenize and /detokenize, where it has them: vLLM, SGLang)")
+    a.add_argument("--context", type=int, help="served context in tokens (default: the folder's config.json, else "
+                   "the server's max_model_len)")
     a.add_argument("--api-style", choices=("completions", "chat"), default="completions")
     a.add_argument("--concurrency", type=int, default=8)
     a.add_argument("--request-timeout", type=float, default=600.0)

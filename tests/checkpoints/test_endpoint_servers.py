@@ -65,22 +65,6 @@ def test_prompt_scoring_through_vllm_and_sglang_equals_lctx_engine(flavour, stan
     assert calls.count(scoring) >= 5  # the probe's, the rolling request's and the three choices'
 
 
-def test_perplexity_runs_through_a_vllm_server_as_on_lctx_engine(standin_model, real_model, tmp_path):
-    (tmp_path / "doc.txt").write_text(TEXT * 3)
-    task = ["--task", "perplexity", "--option", f"text_file={tmp_path / 'doc.txt'}", "--option", "lengths=[64]",
-            "-q"]
-    assert main(["eval", "--checkpoint", str(real_model), *task, "--out", str(tmp_path / "engine")]) == 0
-    with ThreadServer(standin_app("vllm", standin_model)) as server:
-        assert main(["eval", "--endpoint", server.url + "/v1", "--served-model", STANDIN_NAME, "--tokenizer",
-                     str(real_model), *task, "--out", str(tmp_path / "served")]) == 0
-    engine, served = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("engine", "served"))
-    a, b = engine["results"]["perplexity"]["result"], served["results"]["perplexity"]["result"]
-    assert a["extra"]["tokens"] == b["extra"]["tokens"] == {"64": 108}
-    for m, n in zip(a["metrics"], b["metrics"], strict=True):
-        assert m["name"] == n["name"] and abs(m["value"] - n["value"]) / m["value"] < 1e-4, (m, n)
-    assert served["model"]["capabilities"]["prompt_scoring"] == "vllm"
-
-
 @pytest.mark.parametrize("flavour", ["vllm", "sglang"])
 def test_the_servers_tokenizer_counts_prompts_when_none_is_given(flavour, standin_model, real_model, tmp_path):
     local = load_tokenizer(real_model, None)
