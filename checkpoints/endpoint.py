@@ -830,7 +830,7 @@ class EndpointEngine:
                 for t in tasks:
                     t.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
-        self.served.retries += client.retried
+                self.served.retries += client.retried  # counted for a failed run too
         log.info("%d requests to %s in %.1fs (%d retries)", len(requests), self.spec.base_url,
                  time.perf_counter() - started, client.retried)
         return results

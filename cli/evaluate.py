@@ -193,6 +193,8 @@ def _eval(args: argparse.Namespace) -> int:
     write_json_atomic(out / RESULTS_FILE, document)
     print_table([row for key, entry in results.items() for row in summary_rows(key, entry)])
     print("\n".join(f"{key}: {task_result(entry).summary}" for key, entry in results.items()))
+    if args.endpoint:
+        print(f"endpoint: {engine.sent} requests answered, {loaded.retries} retried (429, 5xx, dropped connections)")
     print(f"results: {out / RESULTS_FILE}")
     return 0
 

@@ -183,7 +183,7 @@ class FailingProxy:
         self.app = app
 
 
-def test_retries_against_a_failing_proxy_answer_every_sample_once(transformers_server, real_model, tmp_path):
+def test_retries_against_a_failing_proxy_answer_every_sample_once(transformers_server, real_model, tmp_path, capsys):
     upstream = transformers_server.url.removesuffix("/v1")
     proxy = FailingProxy(upstream)
     before = transformers_server.requests_received()
@@ -200,6 +200,7 @@ def test_retries_against_a_failing_proxy_answer_every_sample_once(transformers_s
         assert t[1] - t[0] >= 1.0  # Retry-After honoured
     document = json.loads((tmp_path / "out" / "results.json").read_text())
     assert document["model"]["retries"] == 4  # 2 samples x (429, 503)
+    assert "2 requests answered, 4 retried" in capsys.readouterr().out
 
 
 def test_endpoints_probe_prints_what_the_server_can_do(standin_model, transformers_server, capsys):
