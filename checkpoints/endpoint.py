@@ -3,12 +3,17 @@ llama.cpp's server, `transformers serve`): the same three request types and the 
 results as `checkpoints.engine.Engine`, so every evaluator runs unchanged on a model
 that runs elsewhere (docs/protocols/endpoints.md).
 
-- Prompts arrive as token ids counted with the served model's tokenizer; a prompt plus
-  its new tokens longer than the registered context is refused before anything is sent
-  (tasks with a truncation rule have already applied it against that context).
+- The probe (`probe`) asks the server what it serves and can do: a model its /v1/models
+  does not list is asked with a one-token request (servers that load models on demand),
+  and a refusal quotes the server; token-id prompts; how it scores prompts; /tokenize.
+- Prompts arrive as token ids counted with the served model's tokenizer (a local folder,
+  or the server's /tokenize: `ServerTokenizer`); a prompt plus its new tokens longer than
+  the registered context is refused before anything is sent (tasks with a truncation rule
+  have already applied it against that context).
 - Token ids go to the server as ids where it takes them (vLLM, SGLang) and as the text
-  they decode to otherwise; log-likelihoods are asked only of servers that take ids and
-  return prompt logprobs (`echo` + `logprobs`), never guessed from generated tokens.
+  they decode to otherwise; log-likelihoods are asked only of servers that return the
+  log-probabilities of our prompt tokens (vLLM's `prompt_logprobs`, SGLang's /generate
+  with `return_logprob`, or `echo` + `logprobs`), never guessed from generated tokens.
 - Greedy decoding: temperature 0, stop strings and `max_tokens` per request.
 - Many requests in flight (asyncio + httpx, bounded by `concurrency`) so the server's
   own batching does the work; requests sorted by prompt ids, so those that share a
