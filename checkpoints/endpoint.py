@@ -543,7 +543,6 @@ class ServerTokenizer:
                                  headers=headers, limits=httpx.Limits(max_connections=spec.concurrency))
         self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._lock = threading.Lock()
-        self.requests = 0
         self.eos_ids: list[int] = []
         bos = self.encode("", add_special_tokens=True)  # what the server adds in front of every prompt
         self.bos_id: int | None = bos[0] if len(bos) == 1 else None
@@ -563,7 +562,6 @@ class ServerTokenizer:
                 last, retry_after = f"HTTP {response.status_code}: {response.text[:200]}", response.headers.get(
                     "retry-after")
                 continue
-            self.requests += 1
             return answer_of(url, response)
         raise EndpointUnavailable(f"the server at {self.spec.base_url} did not answer {path} after "
                                   f"{self.spec.max_retries + 1} tries (last: {last})")
