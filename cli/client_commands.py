@@ -255,7 +255,8 @@ def _checkpoints_list(args: argparse.Namespace) -> int:
 def _endpoint_line(e: Any) -> str:
     caps = e.capabilities
     return (f"{e.name}  {e.base_url}  {e.served_model}  {e.api_style}  context {e.context_length}  "
-            f"logprobs {'yes' if caps.get('prompt_logprobs') else 'no'}  version {caps.get('server_version') or '?'}")
+            f"logprobs {caps.get('prompt_scoring') or ('yes' if caps.get('prompt_logprobs') else 'no')}  "
+            f"tokenizer {e.tokenizer or 'the server'}  version {caps.get('server_version') or '?'}")
 
 
 def _endpoints_add(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """The one module of helpers the tests share (a test file never imports another test
 file): tiny real checkpoints (our format, a variant's model), reading typed results,
 settings in a temp dir, a PostgreSQL 15 on loopback, a real uvicorn server in a thread,
-`transformers serve` on loopback (a real OpenAI-compatible server),
+`transformers serve` on loopback (a real OpenAI-compatible server), stand-ins answering as vLLM
+and SGLang do (their documented shapes, numbers by transformers),
 lm-eval task YAMLs, and results.json entries in the layouts written before the typed
 result contract."""
 
