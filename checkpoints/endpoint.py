@@ -3,12 +3,17 @@ llama.cpp's server, `transformers serve`): the same three request types and the 
 results as `checkpoints.engine.Engine`, so every evaluator runs unchanged on a model
 that runs elsewhere (docs/protocols/endpoints.md).
 
-- Prompts arrive as token ids counted with the served model's tokenizer; a prompt plus
-  its new tokens longer than the registered context is refused before anything is sent
-  (tasks with a truncation rule have already applied it against that context).
+- The probe (`probe`) asks the server what it serves and can do: a model its /v1/models
+  does not list is asked with a one-token request (servers that load models on demand),
+  and a refusal quotes the server; token-id prompts; how it scores prompts; /tokenize.
+- Prompts arrive as token ids counted with the served model's tokenizer (a local folder,
+  or the server's /tokenize: `ServerTokenizer`); a prompt plus its new tokens longer than
+  the registered context is refused before anything is sent (tasks with a truncation rule
+  have already applied it against that context).
 - Token ids go to the server as ids where it takes them (vLLM, SGLang) and as the text
-  they decode to otherwise; log-likelihoods are asked only of servers that take ids and
-  return prompt logprobs (`echo` + `logprobs`), never guessed from generated tokens.
+  they decode to otherwise; log-likelihoods are asked only of servers that return the
+  log-probabilities of our prompt tokens (vLLM's `prompt_logprobs`, SGLang's /generate
+  with `return_logprob`, or `echo` + `logprobs`), never guessed from generated tokens.
 - Greedy decoding: temperature 0, stop strings and `max_tokens` per request.
 - Many requests in flight (asyncio + httpx, bounded by `concurrency`) so the server's
   own batching does the work; requests sorted by prompt ids, so those that share a
@@ -30,20 +35,25 @@ import json
 import logging
 import os
 import random
+import threading
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 import httpx
 
-from checkpoints.engine import GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.errors import EndpointError, EndpointUnavailable
-from checkpoints.generate import Generation
 from checkpoints.lm import Done
 from checkpoints.tokenizer import Tokenizer, load_tokenizer
+
+if TYPE_CHECKING:  # the engine's types (torch): imported where requests run, so `lctx endpoints probe` stays light
+    from checkpoints.engine import GenerateRequest, LoglikelihoodRequest, RollingRequest
+    from checkpoints.generate import Generation
 
 log = logging.getLogger("lctx.endpoint")
 
@@ -54,6 +64,10 @@ LOOPBACK_HOSTS: tuple[str, ...] = ("127.0.0.1", "::1", "localhost")
 PROBE_TEXT = "The quick brown fox jumps over the lazy dog."
 KEY_MASK = "***"
 MIN_KEY = 8
+# How prompt log-probabilities are asked for, in the order the probe tries them: vLLM's
+# `prompt_logprobs` extension of /v1/completions, SGLang's native /generate with
+# `return_logprob` from `logprob_start_len` 0, and the OpenAI `echo` + `logprobs`.
+SCORING_METHODS: tuple[str, ...] = ("vllm", "sglang", "echo")
 
 
 @dataclass(frozen=True)
@@ -62,8 +76,8 @@ class EndpointSpec:
 
     base_url: str  # ".../v1"
     served_model: str
-    tokenizer: str  # a local folder with tokenizer.json (the served checkpoint's)
-    context_length: int
+    tokenizer: str | None  # a local folder with tokenizer.json (the served checkpoint's); None: the server's
+    context_length: int | None  # None: the server's (max_model_len of /v1/models or /tokenize)
     api_style: ApiStyle = "completions"
     concurrency: int = 8
     timeout_s: float = 600.0
@@ -76,7 +90,7 @@ class EndpointSpec:
         if self.api_style not in API_STYLES:
             raise EndpointError(f"api_style {self.api_style!r}: use one of {', '.join(API_STYLES)}")
         for name in ("context_length", "concurrency"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise EndpointError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.timeout_s <= 0 or self.backoff_s < 0 or self.max_retries < 0:
             raise EndpointError("timeout_s must be > 0, backoff_s and max_retries >= 0")
@@ -97,9 +111,13 @@ class Capabilities:
 
     models: list[str]
     token_prompts: bool  # takes a prompt as a list of token ids (exact tokens; no re-tokenization)
-    prompt_logprobs: bool  # echo + logprobs return a log-probability per prompt token
+    prompt_logprobs: bool  # returns a log-probability for each of our prompt tokens (by `prompt_scoring`)
     server_version: str | None = None
     server: str | None = None  # what the server calls itself (HTTP `server` header, /version's source)
+    listed: bool = True  # the model is in /v1/models (False: the server answered a one-token request for it)
+    prompt_scoring: str | None = None  # how prompts are scored: one of SCORING_METHODS, None: not at all
+    tokenizer_endpoints: bool = False  # /tokenize and /detokenize at the server's root (vLLM, SGLang)
+    max_model_len: int | None = None  # the context the server says it serves (/v1/models or /tokenize)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -141,6 +159,49 @@ def check_base_url(url: str, allowed_hosts: Sequence[str]) -> str:
 # --- the HTTP client ---------------------------------------------------------------------
 
 
+def key_forms(key: str) -> list[str]:
+    """The key and its JSON-escaped form, as a server would echo it back, longest first
+    (MIN_KEY: a shorter "key" such as vLLM's customary EMPTY is no secret and would mask
+    ordinary words)."""
+    return sorted({key, json.dumps(key)[1:-1]}, key=len, reverse=True) if len(key) >= MIN_KEY else []
+
+
+def scrub(response: httpx.Response, forms: Sequence[str]) -> httpx.Response:
+    """`response` with every form of the key masked in its body and headers."""
+    if not forms:
+        return response
+    content, headers = response.content, []
+    for form in forms:
+        content = content.replace(form.encode(), KEY_MASK.encode())
+    for name, value in response.headers.multi_items():
+        if name.lower() in ("content-length", "content-encoding", "transfer-encoding"):
+            continue  # the body above is decoded and may have changed length
+        for form in forms:
+            value = value.replace(form, KEY_MASK)
+        headers.append((name, value))
+    return httpx.Response(response.status_code, headers=headers, content=content, request=response.request)
+
+
+def backoff(spec: EndpointSpec, attempt: int, retry_after: str | None) -> float:
+    """Exponential backoff with jitter; a 429's or 503's Retry-After (seconds) wins when longer."""
+    wait = spec.backoff_s * 2 ** (attempt - 1) * (0.75 + 0.5 * random.random())
+    try:
+        wait = max(wait, float(retry_after)) if retry_after else wait
+    except ValueError:
+        pass  # an HTTP date: the backoff stands
+    return min(wait, 60.0)
+
+
+def answer_of(url: str, response: httpx.Response) -> dict[str, Any]:
+    """The JSON of an answer that is not to be retried (EndpointError quoting the server otherwise)."""
+    if response.status_code >= 400:
+        raise EndpointError(f"{url} refused the request (HTTP {response.status_code}): {response.text[:300]}")
+    try:
+        return response.json()
+    except ValueError as e:
+        raise EndpointError(f"{url} answered with something that is not JSON: {response.text[:200]}") from e
+
+
 class Client:
     """One async client: bounded concurrency, retries with exponential backoff and jitter."""
 
@@ -148,10 +209,7 @@ class Client:
         self.spec = spec
         self.semaphore = asyncio.Semaphore(spec.concurrency)
         headers = spec.headers()
-        key = headers.get("Authorization", "").removeprefix("Bearer ")
-        # The key and its JSON-escaped form, as a server would echo it back (MIN_KEY: a shorter
-        # "key" such as vLLM's customary EMPTY is no secret and would mask ordinary words).
-        self._key_forms = sorted({key, json.dumps(key)[1:-1]}, key=len, reverse=True) if len(key) >= MIN_KEY else []
+        self._key_forms = key_forms(headers.get("Authorization", "").removeprefix("Bearer "))
         self.http = httpx.AsyncClient(timeout=httpx.Timeout(spec.timeout_s, connect=min(10.0, spec.timeout_s)),
                                       limits=httpx.Limits(max_connections=spec.concurrency),
                                       headers=headers)
@@ -160,19 +218,9 @@ class Client:
     def scrubbed(self, response: httpx.Response) -> httpx.Response:
         """The answer with the API key we sent masked in its body and headers: a server that
         echoes the Authorization header (in a completion, a model name, a version, an error)
-        cannot make the key part of a prediction, a stored row or an error message."""
-        if not self._key_forms:
-            return response
-        content, headers = response.content, []
-        for form in self._key_forms:
-            content = content.replace(form.encode(), KEY_MASK.encode())
-        for name, value in response.headers.multi_items():
-            if name.lower() in ("content-length", "content-encoding", "transfer-encoding"):
-                continue  # the body above is decoded and may have changed length
-            for form in self._key_forms:
-                value = value.replace(form, KEY_MASK)
-            headers.append((name, value))
-        return httpx.Response(response.status_code, headers=headers, content=content, request=response.request)
+        cannot make the key part of a prediction, a stored row or an error message. Every
+        request goes through here: completions, /generate, /tokenize, the probe's."""
+        return scrub(response, self._key_forms)
 
     async def __aenter__(self) -> Client:
         return self
@@ -180,50 +228,37 @@ class Client:
     async def __aexit__(self, *exc: object) -> None:
         await self.http.aclose()
 
-    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def post(self, path: str, body: dict[str, Any], root: bool = False) -> dict[str, Any]:
+        """POST to the API root (`root`: the server's root, where /generate and /tokenize live)."""
         async with self.semaphore:
-            return await self._with_retries("POST", path, body)
+            return await self._with_retries("POST", path, body, root)
 
     async def get(self, path: str, root: bool = False) -> httpx.Response:
         url = (api_root(self.spec.base_url) if root else self.spec.base_url) + path
         return self.scrubbed(await self.http.get(url))
 
-    async def _with_retries(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        url = self.spec.base_url + path
-        last = ""
+    async def _with_retries(self, method: str, path: str, body: dict[str, Any], root: bool = False) -> dict[str, Any]:
+        url = (api_root(self.spec.base_url) if root else self.spec.base_url) + path
+        last, retry_after = "", None  # this request's own: concurrent requests do not share them
         for attempt in range(self.spec.max_retries + 1):
             if attempt:
                 self.retried += 1
-                await asyncio.sleep(self.delay(attempt, last))
+                await asyncio.sleep(backoff(self.spec, attempt, retry_after))
             try:
                 response = self.scrubbed(await self.http.request(method, url, json=body))
             except (httpx.TimeoutException, httpx.TransportError) as e:  # connect refused, reset, dropped, timed out
-                last = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+                last, retry_after = (f"{type(e).__name__}: {e}" if str(e) else type(e).__name__), None
                 log.warning("%s %s: %s (try %d of %d)", method, url, last, attempt + 1, self.spec.max_retries + 1)
                 continue
             if response.status_code in RETRY_STATUS:
                 last = f"HTTP {response.status_code}: {response.text[:200]}"
-                self._retry_after = response.headers.get("retry-after")
+                retry_after = response.headers.get("retry-after") if response.status_code in (429, 503) else None
                 log.warning("%s %s: %s (try %d of %d)", method, url, last, attempt + 1, self.spec.max_retries + 1)
                 continue
-            if response.status_code >= 400:
-                raise EndpointError(f"{url} refused the request (HTTP {response.status_code}): {response.text[:300]}")
-            try:
-                return response.json()
-            except ValueError as e:
-                raise EndpointError(f"{url} answered with something that is not JSON: {response.text[:200]}") from e
+            return answer_of(url, response)
         raise EndpointUnavailable(f"the server at {self.spec.base_url} did not answer after "
                                   f"{self.spec.max_retries + 1} tries (last: {last}); finished samples are kept: "
                                   "start the server again and resume the job to send only the rest")
-
-    _retry_after: str | None = None
-
-    def delay(self, attempt: int, last: str) -> float:
-        """Exponential backoff with jitter; a 429's Retry-After (seconds) wins when longer."""
-        wait = self.spec.backoff_s * 2 ** (attempt - 1) * (0.75 + 0.5 * random.random())
-        if last.startswith("HTTP 429") and self._retry_after and self._retry_after.isdigit():
-            wait = max(wait, float(self._retry_after))
-        return min(wait, 60.0)
 
 
 def api_root(base_url: str) -> str:
@@ -234,7 +269,127 @@ def api_root(base_url: str) -> str:
 # --- capability probe -------------------------------------------------------------------------
 
 
-async def _probe(spec: EndpointSpec, tokenizer: Tokenizer) -> Capabilities:
+def vllm_prompt_logprobs(answer: dict[str, Any], ids: Sequence[int]) -> tuple[list[float | None], list[bool]]:
+    """Per-token log-probabilities of `ids` (the first None) and whether each token was the
+    model's top choice, from vLLM's completions `choices[0].prompt_logprobs`: one entry per
+    prompt token, the first null, each a map from token id to {logprob, rank, decoded_token}
+    holding the prompt's token and the top ones."""
+    entries = answer["choices"][0].get("prompt_logprobs")
+    if not isinstance(entries, list) or len(entries) != len(ids):
+        raise EndpointError(f"prompt_logprobs has {len(entries) if isinstance(entries, list) else 'no'} entries for "
+                            f"a prompt of {len(ids)} tokens")
+    values: list[float | None] = [None]
+    top = [False]
+    for token, entry in zip(ids[1:], entries[1:], strict=True):
+        mine = (entry or {}).get(str(token))
+        if not isinstance(mine, dict) or not isinstance(mine.get("logprob"), int | float):
+            raise EndpointError(f"prompt_logprobs gives no log-probability for prompt token {token}")
+        values.append(float(mine["logprob"]))
+        top.append(mine.get("rank") == 1)
+    return values, top
+
+
+def sglang_prompt_logprobs(answer: dict[str, Any], ids: Sequence[int]) -> tuple[list[float | None], list[bool]]:
+    """The same from SGLang's /generate `meta_info`: `input_token_logprobs` one
+    [logprob, token id, text] per prompt token from `logprob_start_len` 0 (the first
+    logprob null), `input_top_logprobs` the top [logprob, token id, text] lists."""
+    meta = answer["meta_info"]
+    entries, tops = meta.get("input_token_logprobs"), meta.get("input_top_logprobs") or []
+    if not isinstance(entries, list) or len(entries) != len(ids):
+        raise EndpointError(f"input_token_logprobs has {len(entries) if isinstance(entries, list) else 'no'} "
+                            f"entries for a prompt of {len(ids)} tokens")
+    values: list[float | None] = [None]
+    top = [False]
+    for pos in range(1, len(ids)):
+        logprob, token = entries[pos][0], entries[pos][1]
+        if token != ids[pos] or not isinstance(logprob, int | float):
+            raise EndpointError(f"input_token_logprobs[{pos}] is {entries[pos]!r}, not prompt token {ids[pos]}")
+        values.append(float(logprob))
+        best = tops[pos] if pos < len(tops) else None
+        top.append(bool(best) and best[0][1] == ids[pos])
+    return values, top
+
+
+def echo_prompt_logprobs(answer: dict[str, Any], ids: Sequence[int],
+                         tokenizer: Tokenizer) -> tuple[list[float | None], list[bool]]:
+    """The same from the OpenAI `echo` + `logprobs`: `choices[0].logprobs.token_logprobs` one
+    per prompt token (the first may be null), `top_logprobs` maps of token text to logprob."""
+    lp = answer["choices"][0].get("logprobs") or {}
+    values = list(lp.get("token_logprobs") or [])[: len(ids)]
+    tops = list(lp.get("top_logprobs") or [])[: len(ids)]
+    if len(values) < len(ids) or any(not isinstance(v, int | float) for v in values[1:]):
+        raise EndpointError(f"echo returned {len(values)} prompt log-probabilities for a prompt of {len(ids)} tokens")
+    top = [False]
+    for pos in range(1, len(ids)):
+        best = tops[pos] if pos < len(tops) else None
+        top.append(bool(best) and max(best, key=best.get) == tokenizer.decode([ids[pos]], skip_special_tokens=False))
+    return [None] + [float(v) for v in values[1:]], top
+
+
+def scoring_request(method: str, model: str, ids: Sequence[int]) -> tuple[str, dict[str, Any], bool]:
+    """(path, body, at the server's root) of a request for the prompt log-probabilities of `ids`."""
+    if method == "vllm":
+        return "/completions", {"model": model, "prompt": list(ids), "max_tokens": 1, "temperature": 0,
+                                "prompt_logprobs": 1}, False
+    if method == "sglang":
+        return "/generate", {"input_ids": list(ids), "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+                             "return_logprob": True, "logprob_start_len": 0, "top_logprobs_num": 1}, True
+    return "/completions", {"model": model, "prompt": list(ids), "max_tokens": 1, "temperature": 0, "echo": True,
+                            "logprobs": 1}, False
+
+
+async def prompt_logprobs(client: Client, method: str, model: str, ids: Sequence[int],
+                          tokenizer: Tokenizer) -> tuple[list[float | None], list[bool]]:
+    """Ask the server for the prompt log-probabilities of `ids` by `method` (SCORING_METHODS)."""
+    path, body, root = scoring_request(method, model, ids)
+    answer = await client.post(path, body, root=root)
+    try:
+        if method == "vllm":
+            return vllm_prompt_logprobs(answer, ids)
+        if method == "sglang":
+            return sglang_prompt_logprobs(answer, ids)
+        return echo_prompt_logprobs(answer, ids, tokenizer)
+    except (KeyError, IndexError, TypeError, AttributeError) as e:
+        raise EndpointError(f"{client.spec.base_url}: the {method} prompt log-probabilities are not in the documented "
+                            f"shape ({type(e).__name__}: {e})") from None
+
+
+async def _one_token(client: Client, spec: EndpointSpec) -> dict[str, Any]:
+    """A one-token request for the served model in the registered style: the model check of
+    a name the server does not list (servers that load models on demand answer it)."""
+    body: dict[str, Any] = {"model": spec.served_model, "max_tokens": 1, "temperature": 0}
+    if spec.api_style == "chat":
+        return await client.post("/chat/completions", {**body, "messages": [{"role": "user", "content": PROBE_TEXT}]})
+    return await client.post("/completions", {**body, "prompt": PROBE_TEXT})
+
+
+async def _server_tokens(client: Client, spec: EndpointSpec) -> tuple[list[int] | None, int | None]:
+    """PROBE_TEXT's ids from the server's /tokenize, if it has /tokenize and /detokenize
+    (vLLM, SGLang), and the max_model_len it reports; (None, None) otherwise."""
+    try:
+        answer = await client.post("/tokenize", {"model": spec.served_model, "prompt": PROBE_TEXT,
+                                                 "add_special_tokens": False}, root=True)
+        ids = answer.get("tokens")
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, int) for i in ids):
+            return None, None
+        back = await client.post("/detokenize", {"model": spec.served_model, "tokens": ids}, root=True)
+        if detokenized(back) is None:
+            return None, None
+        length = answer.get("max_model_len")
+        return ids, length if isinstance(length, int) and length > 0 else None
+    except (EndpointError, AttributeError):
+        return None, None
+
+
+def detokenized(answer: Any) -> str | None:
+    """The text of a /detokenize answer: vLLM's `prompt`, SGLang's `text`."""
+    if not isinstance(answer, dict):
+        return None
+    text = answer.get("prompt", answer.get("text"))
+    return text if isinstance(text, str) else None
+
+
+async def _probe(spec: EndpointSpec, tokenizer: Tokenizer | None, need_tokenizer: bool = True) -> Capabilities:
     async with Client(spec) as client:
         try:
             response = await client.get("/models")
@@ -250,13 +405,23 @@ async def _probe(spec: EndpointSpec, tokenizer: Tokenizer) -> Capabilities:
                                 "OpenAI-compatible server there; give the server's API root (ending in /v1) and its "
                                 "key variable if it needs one")
         try:
-            models = [str(m["id"]) for m in response.json()["data"]]
+            cards = [m for m in response.json()["data"] if isinstance(m, dict)]
+            models = [str(m["id"]) for m in cards]
         except (ValueError, KeyError, TypeError):
             raise EndpointError(f"{spec.base_url}/models did not answer with an OpenAI model list: not an "
                                 "OpenAI-compatible server there") from None
-        if spec.served_model not in models:
-            raise EndpointError(f"the server at {spec.base_url} does not serve {spec.served_model!r}; "
-                                f"it lists {', '.join(models) or 'no model'}")
+        listed = spec.served_model in models
+        if not listed:
+            # Servers that load models on demand (transformers serve, Ollama, proxies) list only
+            # some: the server is asked, and its own answer is the refusal.
+            try:
+                await _one_token(client, spec)
+            except EndpointError as e:
+                raise EndpointError(f"the server at {spec.base_url} does not serve {spec.served_model!r}: it lists "
+                                    f"{', '.join(models) or 'no model'}, and a one-token request for it was "
+                                    f"answered: {e}") from None
+        card = next((m for m in cards if str(m["id"]) == spec.served_model), {})
+        max_len = card.get("max_model_len") if isinstance(card.get("max_model_len"), int) else None
         server = response.headers.get("server")
         version = None
         for path, key in (("/version", "version"), ("/get_server_info", "version")):
@@ -268,31 +433,70 @@ async def _probe(spec: EndpointSpec, tokenizer: Tokenizer) -> Capabilities:
                     break
             except (httpx.HTTPError, ValueError):
                 continue
-        ids = tokenizer.encode(PROBE_TEXT)
-        token_prompts = prompt_logprobs = False
-        if spec.api_style == "completions":
+        server_ids, tokenize_len = await _server_tokens(client, spec)
+        max_len = max_len or tokenize_len
+        if tokenizer is None and server_ids is None and need_tokenizer:
+            raise EndpointError(f"no tokenizer for {spec.served_model!r}: none was given (--tokenizer / tokenizer) and "
+                                f"the server at {spec.base_url} has no /tokenize and /detokenize (vLLM and SGLang do); "
+                                "give a folder with the served model's tokenizer.json")
+        ids = tokenizer.encode(PROBE_TEXT) if tokenizer is not None else list(server_ids or ())
+        token_prompts, scoring = False, None
+        if spec.api_style == "completions" and ids:  # no ids: no tokenizer to ask with (`lctx endpoints probe`)
             try:
                 await client.post("/completions", {"model": spec.served_model, "prompt": ids, "max_tokens": 1,
                                                    "temperature": 0})
                 token_prompts = True
             except EndpointError:
                 token_prompts = False
-            try:
-                body = {"model": spec.served_model, "prompt": ids if token_prompts else PROBE_TEXT, "max_tokens": 1,
-                        "temperature": 0, "echo": True, "logprobs": 1}
-                lp = (await client.post("/completions", body))["choices"][0].get("logprobs") or {}
-                values = lp.get("token_logprobs") or []
-                prompt_logprobs = len(values) >= len(ids) and all(v is not None for v in values[1:len(ids)])
-            except (EndpointError, KeyError, IndexError, TypeError):
-                prompt_logprobs = False
-        return Capabilities(models=models, token_prompts=token_prompts, prompt_logprobs=prompt_logprobs,
-                            server_version=version, server=server)
+            for method in SCORING_METHODS:
+                if method != "sglang" and not token_prompts:
+                    continue  # vLLM's extension and echo score our ids only where the server takes ids
+                try:
+                    await prompt_logprobs(client, method, spec.served_model, ids, tokenizer or _NoTokenizer())
+                    scoring = method
+                    break
+                except (EndpointError, KeyError, IndexError, TypeError):
+                    continue
+        return Capabilities(models=models, token_prompts=token_prompts, prompt_logprobs=scoring is not None,
+                            server_version=version, server=server, listed=listed, prompt_scoring=scoring,
+                            tokenizer_endpoints=server_ids is not None, max_model_len=max_len)
 
 
-def probe(spec: EndpointSpec, tokenizer: Tokenizer | None = None) -> Capabilities:
-    """Ask the server what it serves and supports (EndpointError saying what is wrong)."""
+class _NoTokenizer:
+    """Decodes nothing: the probe's echo check where no local tokenizer is given."""
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        return ""
+
+
+def probe(spec: EndpointSpec, tokenizer: Tokenizer | None = None, need_tokenizer: bool = True) -> Capabilities:
+    """Ask the server what it serves and supports (EndpointError saying what is wrong).
+    `tokenizer`: the served model's, if given (else the server's /tokenize must answer,
+    unless `need_tokenizer` is False: then token prompts and scoring are not asked)."""
     probe_spec = EndpointSpec(**{**asdict(spec), "max_retries": 0, "timeout_s": min(spec.timeout_s, 120.0)})
-    return asyncio.run(_probe(probe_spec, tokenizer or load_endpoint_tokenizer(spec.tokenizer)))
+    if tokenizer is None and spec.tokenizer:
+        tokenizer = load_endpoint_tokenizer(spec.tokenizer)
+    return asyncio.run(_probe(probe_spec, tokenizer, need_tokenizer))
+
+
+def probe_server(base_url: str, allowed_hosts: Sequence[str], served_model: str | None = None,
+                 tokenizer: str | None = None, api_style: ApiStyle = "completions",
+                 api_key_env: str | None = None) -> tuple[EndpointSpec, Capabilities]:
+    """What a server can do, for `lctx endpoints probe`: the model asked about is
+    `served_model`, else the first the server lists."""
+    url = check_base_url(base_url, allowed_hosts)
+    spec = EndpointSpec(url, served_model or "", tokenizer, None, api_style, api_key_env=api_key_env)
+    if not served_model:
+        try:
+            with httpx.Client(headers=spec.headers(), timeout=30) as http:
+                listed = scrub(http.get(url + "/models"), key_forms(spec.headers().get("Authorization", "")[7:]))
+            names = [str(m["id"]) for m in listed.json()["data"]]
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
+            raise EndpointError(f"{url}/models gave no model list ({type(e).__name__}); give --served-model") from None
+        if not names:
+            raise EndpointError(f"{url}/models lists no model; give --served-model NAME")
+        spec = replace(spec, served_model=names[0])
+    return spec, probe(spec, need_tokenizer=False)
 
 
 def load_endpoint_tokenizer(path: str | Path) -> Tokenizer:
@@ -314,6 +518,98 @@ def allowed_endpoint_hosts() -> list[str]:
     """Hosts an endpoint may be on: LCTX_ENDPOINT_HOSTS (comma-separated, "*" for any), default loopback."""
     value = os.environ.get("LCTX_ENDPOINT_HOSTS", "")
     return [h.strip() for h in value.split(",") if h.strip()] or list(LOOPBACK_HOSTS)
+
+
+# --- the server's tokenizer -------------------------------------------------------------------
+
+
+class ServerTokenizer:
+    """The served model's tokenizer asked of the server (`/tokenize`, `/detokenize` at its
+    root: vLLM, SGLang) where no tokenizer folder is given: prompt lengths and truncation
+    count the server's own tokens. Answers are cached (a haystack's pieces are counted
+    many times) and `encode_batch` sends up to `concurrency` requests at once. Synchronous:
+    evaluators build prompts in threads; every answer passes the key mask (`scrub`)."""
+
+    chat_template: str | None = None  # the server applies its own (chat style)
+    chat_template_source: str | None = None
+    vocab_size = 0  # not told by the server
+    CACHE = 65_536
+
+    def __init__(self, spec: EndpointSpec) -> None:
+        self.spec = spec
+        headers = spec.headers()
+        self._forms = key_forms(headers.get("Authorization", "").removeprefix("Bearer "))
+        self.http = httpx.Client(timeout=httpx.Timeout(spec.timeout_s, connect=min(10.0, spec.timeout_s)),
+                                 headers=headers, limits=httpx.Limits(max_connections=spec.concurrency))
+        self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self.eos_ids: list[int] = []
+        bos = self.encode("", add_special_tokens=True)  # what the server adds in front of every prompt
+        self.bos_id: int | None = bos[0] if len(bos) == 1 else None
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        url = api_root(self.spec.base_url) + path
+        last, retry_after = "", None
+        for attempt in range(self.spec.max_retries + 1):
+            if attempt:
+                time.sleep(backoff(self.spec, attempt, retry_after))
+            try:
+                response = scrub(self.http.post(url, json=body), self._forms)
+            except (httpx.TimeoutException, httpx.TransportError) as e:
+                last, retry_after = f"{type(e).__name__}: {e}", None
+                continue
+            if response.status_code in RETRY_STATUS:
+                last, retry_after = f"HTTP {response.status_code}: {response.text[:200]}", response.headers.get(
+                    "retry-after")
+                continue
+            return answer_of(url, response)
+        raise EndpointUnavailable(f"the server at {self.spec.base_url} did not answer {path} after "
+                                  f"{self.spec.max_retries + 1} tries (last: {last})")
+
+    def _cached(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        value = compute()
+        with self._lock:
+            self._cache[key] = value
+            while len(self._cache) > self.CACHE:
+                self._cache.popitem(last=False)
+        return value
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        def ask() -> tuple[int, ...]:
+            answer = self._post("/tokenize", {"model": self.spec.served_model, "prompt": text,
+                                              "add_special_tokens": add_special_tokens})
+            ids = answer.get("tokens") if isinstance(answer, dict) else None
+            if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+                raise EndpointError(f"{self.spec.base_url}: /tokenize answered without a list of token ids")
+            return tuple(ids)
+
+        return list(self._cached(("encode", text, add_special_tokens), ask))
+
+    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[list[int]]:
+        if len(texts) < 2:
+            return [self.encode(t, add_special_tokens) for t in texts]
+        with ThreadPoolExecutor(max_workers=self.spec.concurrency) as pool:
+            return list(pool.map(lambda t: self.encode(t, add_special_tokens), texts))
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        def ask() -> str:
+            text = detokenized(self._post("/detokenize", {"model": self.spec.served_model, "tokens": list(ids),
+                                                          "skip_special_tokens": skip_special_tokens}))
+            if text is None:
+                raise EndpointError(f"{self.spec.base_url}: /detokenize answered without the text")
+            return text
+
+        return self._cached(("decode", tuple(ids), skip_special_tokens), ask)
+
+    def save(self, path: Path) -> None:
+        raise EndpointError("the served model's tokenizer lives on its server: there is no file to save")
+
+    def close(self) -> None:
+        self.http.close()
 
 
 # --- the served model, as evaluators see it -----------------------------------------------------
@@ -346,9 +642,13 @@ class ServedModel:
     capabilities: Capabilities
     tokenizer: Tokenizer
     reported_model: str | None = None  # the model name the server put in its answers
+    retries: int = 0  # requests sent again (429, 5xx, dropped connections) over the run
     config: ServedConfig = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.spec.context_length is None:
+            raise EndpointError(f"the context of {self.spec.served_model!r} is not known: give it (--context / "
+                                "context_length) or a tokenizer folder whose config.json has max_position_embeddings")
         self.config = ServedConfig(self.spec.context_length)
 
     @property
@@ -359,22 +659,30 @@ class ServedModel:
         """The identity samples are recorded under (another endpoint or model must not reuse them)."""
         return {"endpoint": self.spec.base_url, "served_model": self.spec.served_model,
                 "api_style": self.spec.api_style, "context_length": self.spec.context_length,
-                "tokenizer": str(Path(self.spec.tokenizer).resolve()), "backend": "endpoint"}
+                "tokenizer": str(Path(self.spec.tokenizer).resolve()) if self.spec.tokenizer else "server",
+                "backend": "endpoint"}
 
     def describe_run(self) -> dict[str, Any]:
         """What results record about the model as it ran: the endpoint, the name the server
         reported and its version, what it supports."""
+        caps = self.capabilities
         return {**self.describe(), "reported_model": self.reported_model,
-                "server_version": self.capabilities.server_version, "server": self.capabilities.server,
-                "capabilities": {"token_prompts": self.capabilities.token_prompts,
-                                 "prompt_logprobs": self.capabilities.prompt_logprobs}}
+                "server_version": caps.server_version, "server": caps.server, "retries": self.retries,
+                "capabilities": {"token_prompts": caps.token_prompts, "prompt_logprobs": caps.prompt_logprobs,
+                                 "prompt_scoring": caps.prompt_scoring, "listed": caps.listed,
+                                 "tokenizer_endpoints": caps.tokenizer_endpoints}}
 
 
 def connect(spec: EndpointSpec, allowed_hosts: Sequence[str] = LOOPBACK_HOSTS) -> ServedModel:
-    """Check the URL, load the tokenizer, probe the server: the model evaluators run on."""
+    """Check the URL, load the tokenizer (or take the server's), probe the server: the
+    model evaluators run on. A context left out is the tokenizer folder's, else the server's."""
     check_base_url(spec.base_url, allowed_hosts)
-    tokenizer = load_endpoint_tokenizer(spec.tokenizer)
-    return ServedModel(spec, probe(spec, tokenizer), tokenizer)
+    tokenizer = load_endpoint_tokenizer(spec.tokenizer) if spec.tokenizer else None
+    capabilities = probe(spec, tokenizer)
+    if spec.context_length is None:
+        context = context_of(spec.tokenizer) if spec.tokenizer else capabilities.max_model_len
+        spec = replace(spec, context_length=context)
+    return ServedModel(spec, capabilities, tokenizer or ServerTokenizer(spec))
 
 
 # --- the engine -------------------------------------------------------------------------------
@@ -409,12 +717,13 @@ class EndpointEngine:
 
     def _check_logprobs(self, what: str) -> None:
         caps = self.served.capabilities
-        if self.spec.api_style != "completions" or not caps.prompt_logprobs or not caps.token_prompts:
+        if self.spec.api_style != "completions" or caps.prompt_scoring not in SCORING_METHODS:
             raise EndpointError(
-                f"{what} needs prompt log-probabilities of exactly our tokens (completions with echo + logprobs and "
-                f"token-id prompts); the server at {self.spec.base_url} does not return them "
-                f"(token_prompts={caps.token_prompts}, prompt_logprobs={caps.prompt_logprobs}, style="
-                f"{self.spec.api_style}); serve the model with vLLM or SGLang for this task")
+                f"{what} needs prompt log-probabilities of exactly our tokens (vLLM's prompt_logprobs, SGLang's "
+                f"/generate with return_logprob, or echo + logprobs with token-id prompts); the server at "
+                f"{self.spec.base_url} does not return them (token_prompts={caps.token_prompts}, "
+                f"prompt_scoring={caps.prompt_scoring}, style={self.spec.api_style}); serve the model with vLLM "
+                "or SGLang for this task")
 
     def _prompt(self, ids: Sequence[int]) -> list[int] | str:
         if self.served.capabilities.token_prompts:
@@ -446,6 +755,8 @@ class EndpointEngine:
     # --- one request each ---
 
     async def _generate(self, client: Client, r: GenerateRequest) -> Generation:
+        from checkpoints.generate import Generation
+
         spec = self.spec
         stops = list(r.stop) + [s for s in (self.tokenizer.decode([i], skip_special_tokens=False)
                                              for i in r.stop_ids) if s]
@@ -481,39 +792,20 @@ class EndpointEngine:
         return Generation(text=text, token_ids=self.tokenizer.encode(text, add_special_tokens=False),
                           prompt_tokens=len(r.prompt_ids), stop_reason=reason)
 
-    async def _prompt_logprobs(self, client: Client, ids: Sequence[int]) -> tuple[list[float | None], list[Any]]:
-        answer = await client.post("/completions", {"model": self.spec.served_model, "prompt": list(ids),
-                                                    "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1})
-        self.served.reported_model = answer.get("model", self.served.reported_model)
-        lp = answer["choices"][0].get("logprobs") or {}
-        values = list(lp.get("token_logprobs") or [])[: len(ids)]
-        tops = list(lp.get("top_logprobs") or [])[: len(ids)]
-        if len(values) < len(ids) or any(v is None for v in values[1:]):
-            raise EndpointError(f"{self.spec.base_url} returned {len(values)} prompt log-probabilities for a prompt of "
-                                f"{len(ids)} tokens; it cannot score prompts")
-        return values, tops
-
     async def _loglikelihood(self, client: Client, r: LoglikelihoodRequest) -> tuple[float, bool]:
         ids = list(r.context_ids) + list(r.continuation_ids)
-        values, tops = await self._prompt_logprobs(client, ids)
-        n = len(r.continuation_ids)
-        picked = values[len(ids) - n:]
-        greedy = True
-        for pos, token in zip(range(len(ids) - n, len(ids)), r.continuation_ids, strict=True):
-            top = tops[pos] if pos < len(tops) else None
-            if not top:
-                greedy = False
-                break
-            best = max(top, key=top.get)
-            greedy = greedy and best == self.tokenizer.decode([token], skip_special_tokens=False)
-        return float(sum(picked)), greedy
+        values, top = await prompt_logprobs(client, self.served.capabilities.prompt_scoring or "", self.spec.served_model,
+                                            ids, self.tokenizer)
+        start = len(ids) - len(r.continuation_ids)
+        return float(sum(v for v in values[start:] if v is not None)), all(top[start:])
 
     async def _rolling(self, client: Client, r: RollingRequest) -> Any:
         import torch
 
         if len(r.ids) < 2:
             return torch.zeros(0, dtype=torch.float32)
-        values, _ = await self._prompt_logprobs(client, r.ids)
+        values, _ = await prompt_logprobs(client, self.served.capabilities.prompt_scoring or "", self.spec.served_model,
+                                          r.ids, self.tokenizer)
         return torch.tensor(values[1:], dtype=torch.float32)
 
     # --- the loop ---
@@ -545,6 +837,7 @@ class EndpointEngine:
                 for t in tasks:
                     t.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
+                self.served.retries += client.retried  # counted for a failed run too
         log.info("%d requests to %s in %.1fs (%d retries)", len(requests), self.spec.base_url,
                  time.perf_counter() - started, client.retried)
         return results

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tokenizers import Tokenizer as HFTokenizer
 
-from checkpoints.config import ModelConfig
 from checkpoints.errors import LoadError
+
+if TYPE_CHECKING:  # torch: a tokenizer alone (the endpoint client, `lctx endpoints probe`) does not need it
+    from checkpoints.config import ModelConfig
 
 BYTE_TOKENIZER_FILE = "lctx_tokenizer.json"
 # Where a checkpoint keeps its chat template, in transformers' order of precedence: the

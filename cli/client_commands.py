@@ -262,7 +262,8 @@ def _checkpoints_list(args: argparse.Namespace) -> int:
 def _endpoint_line(e: Any) -> str:
     caps = e.capabilities
     return (f"{e.name}  {e.base_url}  {e.served_model}  {e.api_style}  context {e.context_length}  "
-            f"logprobs {'yes' if caps.get('prompt_logprobs') else 'no'}  version {caps.get('server_version') or '?'}")
+            f"logprobs {caps.get('prompt_scoring') or ('yes' if caps.get('prompt_logprobs') else 'no')}  "
+            f"tokenizer {e.tokenizer or 'the server'}  version {caps.get('server_version') or '?'}")
 
 
 def _endpoints_add(args: argparse.Namespace) -> int:
@@ -279,6 +280,27 @@ def _endpoints_list(args: argparse.Namespace) -> int:
     with _client(args) as c:
         for e in c.endpoints():
             print(_endpoint_line(e))
+    return 0
+
+
+def _endpoints_probe(args: argparse.Namespace) -> int:
+    """What the server at URL can do, asked from here (no lctx service needed) before a job is submitted."""
+    from checkpoints.endpoint import allowed_endpoint_hosts, probe_server
+
+    spec, caps = probe_server(args.base_url, allowed_endpoint_hosts(), args.served_model, args.tokenizer,
+                              args.api_style, args.api_key_env)
+    listed = "listed" if caps.listed else "not listed; answered a one-token request"
+    scoring = f"yes ({caps.prompt_scoring})" if caps.prompt_scoring else "no"
+    print(f"server: {caps.server or 'unknown'} {caps.server_version or ''}".rstrip())
+    print(f"models: {', '.join(caps.models) or 'none listed'}")
+    print(f"served model: {spec.served_model} ({listed})")
+    if args.tokenizer or caps.tokenizer_endpoints or args.api_style == "chat":
+        print(f"token prompts: {'yes' if caps.token_prompts else 'no'}")
+        print(f"prompt logprobs: {scoring}")
+    else:
+        print("token prompts, prompt logprobs: not asked (no tokenizer to make token ids with: give --tokenizer)")
+    print(f"tokenizer endpoints: {'yes (/tokenize, /detokenize)' if caps.tokenizer_endpoints else 'no'}")
+    print(f"context: {caps.max_model_len or 'not said (give --context)'}")
     return 0
 
 
@@ -368,9 +390,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("name")
     a.add_argument("base_url", help="API root, e.g. http://127.0.0.1:8001/v1 (its host must be in the service's "
                    "LCTX_ENDPOINT_HOSTS; default loopback)")
-    a.add_argument("--served-model", required=True, help="the model's name as the server lists it at /v1/models")
-    a.add_argument("--tokenizer", required=True, help="folder inside the checkpoint roots with its tokenizer.json")
-    a.add_argument("--context", type=int, help="served context in tokens (default: the folder's config.json)")
+    a.add_argument("--served-model", required=True, help="the model's name as the server knows it (as it lists it at "
+                   "/v1/models, or as it answers to it: `transformers serve /path` answers to the path)")
+    a.add_argument("--tokenizer", help="folder inside the checkpoint roots with its tokenizer.json (default: the "
+                   "server's /tokenize and /detokenize, where it has them: vLLM, SGLang)")
+    a.add_argument("--context", type=int, help="served context in tokens (default: the folder's config.json, else "
+                   "the server's max_model_len)")
     a.add_argument("--api-style", choices=("completions", "chat"), default="completions")
     a.add_argument("--concurrency", type=int, default=8)
     a.add_argument("--request-timeout", type=float, default=600.0)
@@ -381,3 +406,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = esub.add_parser("list", help="registered endpoints")
     _client_args(ls)
     ls.set_defaults(func=_endpoints_list)
+    pr = esub.add_parser("probe", help="ask a server what it can do (models, token prompts, prompt logprobs, "
+                         "tokenizer endpoints, version), from here, before registering it or submitting a job")
+    pr.add_argument("base_url", help="API root, e.g. http://127.0.0.1:8001/v1 (allowed hosts: LCTX_ENDPOINT_HOSTS, "
+                    "default loopback)")
+    pr.add_argument("--served-model", help="the model to ask about (default: the first the server lists)")
+    pr.add_argument("--tokenizer", help="folder with its tokenizer.json (default: the server's /tokenize)")
+    pr.add_argument("--api-style", choices=("completions", "chat"), default="completions")
+    pr.add_argument("--api-key-env", help="NAME of the environment variable holding the API key")
+    pr.set_defaults(func=_endpoints_probe)

@@ -80,30 +80,34 @@ def claim_output(out: Path, checkpoint: Path) -> None:
 
 
 def served_model(args: argparse.Namespace, specs: list[dict[str, Any]], out: Path) -> tuple[Any, Any, dict[str, Any]]:
-    """The endpoint of `--endpoint` as a model evaluators run on: URL checked, server probed,
-    what cannot apply refused, the output folder claimed for this endpoint and model."""
+    """The endpoint of `--endpoint` as a model evaluators run on: what cannot apply to a
+    served model refused before any request, then the URL checked, the server probed, what
+    it cannot score refused, the output folder claimed for this endpoint and model."""
     from checkpoints.endpoint import EndpointEngine, EndpointSpec, allowed_endpoint_hosts, connect, context_of
     from evaluators.served import endpoint_refusals
 
     if args.checkpoint:
         raise ValueError("give --checkpoint or --endpoint, not both")
-    if not args.served_model or not args.tokenizer:
-        raise ValueError("--endpoint needs --served-model NAME (as the server lists it at /v1/models) and "
-                         "--tokenizer DIR (a folder with the served model's tokenizer.json)")
-    if args.checkpoint is None and (args.device != "cpu" or args.dtype or args.memory_mb):
-        raise ValueError("--device, --dtype and --memory-mb set lctx's engine; a served model runs on its server")
+    if not args.served_model:
+        raise ValueError("--endpoint needs --served-model NAME (the name the server answers to, e.g. as it lists "
+                         "it at /v1/models)")
+    settings = {"rope": args.rope, "backend": args.backend, "dtype": args.dtype, "device": args.device,
+                "memory_mb": args.memory_mb}
+    problems = endpoint_refusals(specs, None, settings, args.api_style)  # nothing sent yet
+    if problems:
+        raise ValueError("cannot run on the endpoint:\n  " + "\n  ".join(problems))
+    context = args.context or (context_of(args.tokenizer) if args.tokenizer else None)
     spec = EndpointSpec(base_url=args.endpoint, served_model=args.served_model, tokenizer=args.tokenizer,
-                        context_length=args.context or context_of(args.tokenizer), api_style=args.api_style,
-                        concurrency=args.concurrency, timeout_s=args.request_timeout, max_retries=args.retries,
-                        api_key_env=args.api_key_env)
-    settings = {"rope": args.rope, "backend": args.backend}
+                        context_length=context, api_style=args.api_style, concurrency=args.concurrency,
+                        timeout_s=args.request_timeout, max_retries=args.retries, api_key_env=args.api_key_env)
     served = connect(spec, allowed_endpoint_hosts())
-    problems = endpoint_refusals(specs, served.capabilities.to_dict(), settings)
+    problems = endpoint_refusals(specs, served.capabilities.to_dict(), {}, args.api_style)
     if problems:
         raise ValueError("cannot run on the endpoint:\n  " + "\n  ".join(problems))
     out.mkdir(parents=True, exist_ok=True)
-    claim_endpoint_output(out, spec.base_url, spec.served_model)
-    return served, EndpointEngine(served), {"endpoint": {"url": spec.base_url, "served_model": spec.served_model}}
+    claim_endpoint_output(out, served.spec.base_url, served.spec.served_model)
+    return served, EndpointEngine(served), {"endpoint": {"url": served.spec.base_url,
+                                                         "served_model": served.spec.served_model}}
 
 
 def claim_endpoint_output(out: Path, url: str, model: str) -> None:
@@ -189,6 +193,8 @@ def _eval(args: argparse.Namespace) -> int:
     write_json_atomic(out / RESULTS_FILE, document)
     print_table([row for key, entry in results.items() for row in summary_rows(key, entry)])
     print("\n".join(f"{key}: {task_result(entry).summary}" for key, entry in results.items()))
+    if args.endpoint:
+        print(f"endpoint: {engine.sent} requests answered, {loaded.retries} retried (429, 5xx, dropped connections)")
     print(f"results: {out / RESULTS_FILE}")
     return 0
 
@@ -312,9 +318,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--endpoint", help="OpenAI-compatible API root, e.g. http://127.0.0.1:8001/v1 (allowed hosts: "
                    "LCTX_ENDPOINT_HOSTS, default loopback)")
     e.add_argument("--served-model", help="the model name as the server lists it at /v1/models")
-    e.add_argument("--tokenizer", help="folder with the served model's tokenizer.json (prompts are counted with it)")
+    e.add_argument("--tokenizer", help="folder with the served model's tokenizer.json (prompts are counted with it; "
+                   "default: the server's /tokenize and /detokenize, where it has them: vLLM, SGLang)")
     e.add_argument("--context", type=positive_int, help="the served model's context in tokens "
-                   "(default: max_position_embeddings of the tokenizer folder's config.json)")
+                   "(default: max_position_embeddings of the tokenizer folder's config.json, else the server's "
+                   "max_model_len)")
     e.add_argument("--api-style", choices=("completions", "chat"), default="completions")
     e.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight (default 8)")
     e.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request (default 600)")

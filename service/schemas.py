@@ -262,11 +262,14 @@ class EndpointCreate(_Strict):
                                    description="API root ending in /v1; its host must be in LCTX_ENDPOINT_HOSTS")]
     served_model: Annotated[str, Field(min_length=1, max_length=512, pattern=NO_NUL_PATTERN,
                                        description="the model's name as the server lists it at /v1/models")]
-    tokenizer: Annotated[str, Field(min_length=1, max_length=4096, pattern=NO_NUL_PATTERN,
-                                    description="folder (inside the checkpoint roots) with the served model's "
-                                                "tokenizer.json: prompts are counted and truncated with it")]
+    tokenizer: Annotated[str | None, Field(min_length=1, max_length=4096, pattern=NO_NUL_PATTERN,
+                                           description="folder (inside the checkpoint roots) with the served "
+                                                       "model's tokenizer.json: prompts are counted and truncated "
+                                                       "with it (default: the server's /tokenize and /detokenize, "
+                                                       "where it has them: vLLM, SGLang)")] = None
     context_length: Annotated[int | None, Field(ge=16, le=16_777_216, description="the served context in tokens "
-                                                "(default: max_position_embeddings of the tokenizer folder's config.json)")] = None
+                                                "(default: max_position_embeddings of the tokenizer folder's "
+                                                "config.json, else the server's max_model_len)")] = None
     api_style: Literal["completions", "chat"] = "completions"
     concurrency: Annotated[int, Field(ge=1, le=1024, description="requests in flight")] = 8
     timeout_s: Annotated[float, Field(gt=0, le=86_400, description="seconds per request")] = 600.0
@@ -284,14 +287,15 @@ class EndpointOut(_Out):
     base_url: str
     served_model: str
     api_style: str
-    tokenizer: str
+    tokenizer: str | None
     context_length: int
     concurrency: int
     timeout_s: float
     max_retries: int
     api_key_env: str | None
     capabilities: dict[str, Any] = Field(description="what the server said at registration: models, token_prompts, "
-                                         "prompt_logprobs, server_version")
+                                         "prompt_logprobs, prompt_scoring, tokenizer_endpoints, listed, "
+                                         "max_model_len, server_version")
     created_at: datetime
 
 

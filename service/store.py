@@ -118,7 +118,7 @@ class EndpointRow(Base):
     base_url: Mapped[str] = mapped_column(Text)
     served_model: Mapped[str] = mapped_column(String(512))
     api_style: Mapped[str] = mapped_column(String(16))
-    tokenizer: Mapped[str] = mapped_column(Text)
+    tokenizer: Mapped[str | None] = mapped_column(Text, nullable=True)  # None: the server's /tokenize
     context_length: Mapped[int] = mapped_column(Integer)
     concurrency: Mapped[int] = mapped_column(Integer)
     timeout_s: Mapped[float] = mapped_column(Float)

@@ -266,7 +266,8 @@ def submit_to_endpoint(store: Store, settings: Settings, request: JobCreate) -> 
     row = store.get_endpoint(request.endpoint)
     settings.check_endpoint_key(row.api_key_env)  # registered before the allow-list, or the list changed since
     tasks = validate_tasks(request, settings)
-    problems = endpoint_refusals(tasks, row.capabilities, {"rope": request.rope, "backend": request.backend})
+    problems = endpoint_refusals(tasks, row.capabilities, {"rope": request.rope, "backend": request.backend},
+                                 row.api_style)
     problems += context_refusals(request, row.context_length)
     if problems:
         raise InvalidRequest(f"cannot run on endpoint {row.name!r}: " + "; ".join(problems))

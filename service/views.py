@@ -72,7 +72,7 @@ def job_out(row: JobRow, settings: Settings) -> JobOut:
 def endpoint_out(row: EndpointRow, settings: Settings) -> EndpointOut:
     """The registration, its tokenizer folder relative to the checkpoint root holding it."""
     out = EndpointOut.model_validate(row)
-    return out.model_copy(update={"tokenizer": client_path(out.tokenizer, settings)})
+    return out.model_copy(update={"tokenizer": client_path(out.tokenizer, settings) if out.tokenizer else None})
 
 
 def checkpoint_out(row: CheckpointRow, settings: Settings) -> CheckpointOut:

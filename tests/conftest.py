@@ -77,3 +77,11 @@ def transformers_server(real_model: Path, tmp_path_factory: pytest.TempPathFacto
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def standin_model(real_model: Path):
+    """The real model in transformers, behind the vLLM and SGLang stand-ins (tests/helpers.py)."""
+    from tests.helpers import StandIn
+
+    return StandIn(real_model)

@@ -1,7 +1,8 @@
 """The one module of helpers the tests share (a test file never imports another test
 file): tiny real checkpoints (our format, a variant's model), reading typed results,
 settings in a temp dir, a PostgreSQL 15 on loopback, a real uvicorn server in a thread,
-`transformers serve` on loopback (a real OpenAI-compatible server),
+`transformers serve` on loopback (a real OpenAI-compatible server), stand-ins answering as vLLM
+and SGLang do (their documented shapes, numbers by transformers),
 lm-eval task YAMLs, and results.json entries in the layouts written before the typed
 result contract."""
 
@@ -22,6 +23,8 @@ from pathlib import Path
 import httpx
 import torch
 import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
 from checkpoints.config import AttentionConfig, ModelConfig
 from checkpoints.loading import LoadedModel, load_model, save_model
@@ -323,20 +326,15 @@ OLD_RESULTS = {
 
 
 class TransformersServer:
-    """`transformers serve` of one checkpoint on loopback. The checkpoint is laid out as a
-    Hugging Face cache entry (symlinks) so the server lists it at /v1/models under `name`
-    (it lists cached hub repositories only); offline, so nothing is downloaded."""
+    """`transformers serve` of one checkpoint folder on loopback, started as a user starts it
+    (`transformers serve /path/to/checkpoint`): the server answers to the folder's path (and
+    names it `<path>@main` in its answers) while its /v1/models lists only the hub cache,
+    here empty; offline, so nothing is downloaded."""
 
-    def __init__(self, checkpoint: Path, home: Path, name: str = "lctx-test/SmolLM2-135M-Instruct") -> None:
-        self.name, self.port, self.home = name, free_port(), home
+    def __init__(self, checkpoint: Path, home: Path) -> None:
+        self.name, self.port, self.home = str(Path(checkpoint).resolve()), free_port(), home
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        snapshot = home / "hub" / f"models--{name.replace('/', '--')}" / "snapshots" / ("0" * 40)
-        snapshot.mkdir(parents=True, exist_ok=True)
-        for f in Path(checkpoint).iterdir():
-            if f.is_file() and not (snapshot / f.name).exists():
-                (snapshot / f.name).symlink_to(f.resolve())
-        (snapshot.parents[1] / "refs").mkdir(exist_ok=True)
-        (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)
+        (home / "hub").mkdir(parents=True, exist_ok=True)
         self.process: subprocess.Popen | None = None
 
     def start(self, timeout: float = 240.0) -> None:
@@ -468,3 +466,146 @@ def ready(url: str) -> bool:
         return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+# --- stand-ins for vLLM's and SGLang's servers ------------------------------------------------
+# No GPU here, so neither server can run: these answer on loopback in each server's documented
+# request and response shapes (vLLM: /v1/completions with `prompt_logprobs`, /tokenize,
+# /detokenize, /version; SGLang: /generate with `return_logprob` and `logprob_start_len`,
+# /tokenize, /detokenize, /get_server_info), with every number computed by transformers on the
+# real model. Written from the documented formats; no code of either project.
+
+STANDIN_NAME = "standin/SmolLM2-135M-Instruct"
+
+
+class StandIn:
+    """The model behind a stand-in: transformers' model and tokenizer of a checkpoint folder."""
+
+    def __init__(self, checkpoint: Path, context: int = 8192) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+        self.model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32).eval()
+        self.context = context
+        self.lock = threading.Lock()  # one forward at a time (uvicorn runs sync routes in threads)
+
+    @torch.no_grad()
+    def logprobs(self, ids: list[int]) -> torch.Tensor:
+        """(len(ids), V) log-probabilities: row t is the distribution of the token after ids[:t + 1]."""
+        with self.lock:
+            logits = self.model(torch.tensor([ids])).logits[0]
+        return torch.log_softmax(logits.float(), dim=-1)
+
+    @torch.no_grad()
+    def generate(self, ids: list[int], max_tokens: int, stop_at_eos: bool = True) -> list[int]:
+        with self.lock:
+            out = self.model.generate(torch.tensor([ids]), max_new_tokens=max_tokens, do_sample=False,
+                                      eos_token_id=self.tokenizer.eos_token_id if stop_at_eos else None,
+                                      pad_token_id=self.tokenizer.eos_token_id)
+        return out[0, len(ids):].tolist()
+
+    def ids_of(self, prompt: str | list[int]) -> list[int]:
+        return list(prompt) if isinstance(prompt, list) else self.tokenizer(prompt)["input_ids"]
+
+
+def standin_app(flavour: str, model: StandIn, name: str = STANDIN_NAME, calls: list[str] | None = None):
+    """A FastAPI app answering as `flavour` ("vllm" or "sglang") does; `calls` hears every path asked."""
+    app = FastAPI()
+    calls = calls if calls is not None else []
+
+    def unknown(requested: object) -> JSONResponse | None:
+        if requested in (None, name):
+            return None
+        return JSONResponse({"object": "error", "message": f"The model `{requested}` does not exist.",
+                             "type": "NotFoundError", "param": None, "code": 404}, status_code=404)
+
+    @app.middleware("http")
+    async def record(request: Request, call_next):
+        calls.append(request.url.path)
+        return await call_next(request)
+
+    @app.get("/v1/models")
+    def models() -> dict:
+        card = {"id": name, "object": "model", "created": 0, "owned_by": flavour, "root": name}
+        if flavour == "vllm":
+            card["max_model_len"] = model.context  # vLLM's model card says it; SGLang's /tokenize does
+        return {"object": "list", "data": [card]}
+
+    if flavour == "vllm":
+        @app.get("/version")
+        def version() -> dict:
+            return {"version": "stand-in"}
+    else:
+        @app.get("/get_server_info")
+        def server_info() -> dict:
+            return {"version": "stand-in", "context_length": model.context}
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        body = await request.json()
+        if (refused := unknown(body.get("model"))) is not None:
+            return refused
+        ids = model.ids_of(body["prompt"])
+        new = model.generate(ids, int(body.get("max_tokens") or 16), not body.get("ignore_eos"))
+        text = model.tokenizer.decode(new, skip_special_tokens=True)
+        choice: dict = {"index": 0, "text": text, "logprobs": None,
+                        "finish_reason": "length" if len(new) >= int(body.get("max_tokens") or 16) else "stop",
+                        "stop_reason": None}
+        if flavour == "vllm" and body.get("prompt_logprobs") is not None:
+            # One entry per prompt token, the first null; each maps token id -> {logprob, rank,
+            # decoded_token} for the prompt's token and the `prompt_logprobs` most likely ones.
+            lp = model.logprobs(ids)
+            entries: list = [None]
+            for t in range(1, len(ids)):
+                row = lp[t - 1]
+                picked = {ids[t]} | set(row.topk(int(body["prompt_logprobs"])).indices.tolist())
+                entries.append({str(i): {"logprob": row[i].item(), "rank": int((row > row[i]).sum()) + 1,
+                                         "decoded_token": model.tokenizer.decode([i])} for i in picked})
+            choice["prompt_logprobs"] = entries
+        return {"id": "cmpl-standin", "object": "text_completion", "created": 0, "model": name, "choices": [choice],
+                "usage": {"prompt_tokens": len(ids), "completion_tokens": len(new),
+                          "total_tokens": len(ids) + len(new)}}
+
+    if flavour == "sglang":
+        @app.post("/generate")
+        async def generate(request: Request) -> dict:
+            body = await request.json()
+            ids = list(body["input_ids"]) if body.get("input_ids") is not None else model.ids_of(body["text"])
+            params = body.get("sampling_params") or {}
+            new = model.generate(ids, int(params.get("max_new_tokens", 128)))
+            meta: dict = {"id": "standin", "prompt_tokens": len(ids), "completion_tokens": len(new),
+                          "finish_reason": {"type": "length", "length": len(new)}}
+            if body.get("return_logprob"):
+                # [logprob, token id, text or null] per prompt token from logprob_start_len (the
+                # first null: no token before it); the top ones per position in input_top_logprobs.
+                start, top_n = int(body.get("logprob_start_len", -1)), int(body.get("top_logprobs_num", 0))
+                lp = model.logprobs(ids)
+                first = max(start, 0)
+                meta["input_token_logprobs"] = [[None if t == 0 else lp[t - 1, ids[t]].item(), ids[t], None]
+                                                for t in range(first, len(ids))]
+                if top_n:
+                    meta["input_top_logprobs"] = [
+                        None if t == 0 else [[v.item(), i.item(), None] for v, i in zip(*lp[t - 1].topk(top_n), strict=True)]
+                        for t in range(first, len(ids))]
+                meta["output_token_logprobs"] = []
+            return {"text": model.tokenizer.decode(new, skip_special_tokens=True), "meta_info": meta}
+
+    @app.post("/tokenize")
+    async def tokenize(request: Request):
+        body = await request.json()
+        if (refused := unknown(body.get("model"))) is not None:
+            return refused
+        ids = model.tokenizer(body["prompt"], add_special_tokens=body.get("add_special_tokens", True))["input_ids"]
+        answer = {"count": len(ids), "max_model_len": model.context, "tokens": ids}
+        return {**answer, "token_strs": None} if flavour == "vllm" else answer
+
+    @app.post("/detokenize")
+    async def detokenize(request: Request):
+        body = await request.json()
+        if (refused := unknown(body.get("model"))) is not None:
+            return refused
+        skip = body.get("skip_special_tokens", True) if flavour == "sglang" else False  # vLLM's takes no such field
+        text = model.tokenizer.decode(body["tokens"], skip_special_tokens=skip)
+        return {"prompt": text} if flavour == "vllm" else {"text": text}
+
+    return app

@@ -1,7 +1,7 @@
 """/v1/endpoints: served models (OpenAI-compatible servers) registered like checkpoints:
-the URL checked (scheme, allowed host), the tokenizer folder confined to the checkpoint
-roots, the server probed (/v1/models lists the model; token prompts, prompt logprobs,
-version) and what it said recorded, with the service's secrets masked. The API key never
+the URL checked (scheme, allowed host), the tokenizer folder (if given; else the server's
+/tokenize) confined to the checkpoint roots, the server probed (the model listed or
+answering a one-token request; token prompts, how it scores prompts, /tokenize, version) and what it said recorded, with the service's secrets masked. The API key never
 passes through here: only the name of the variable that holds it on the workers, which
 must be one the operator set aside for endpoint keys (service/secrets.py)."""
 
@@ -27,18 +27,22 @@ router = APIRouter(prefix="/v1/endpoints", tags=["endpoints"], responses=errors(
 async def register_endpoint(body: EndpointCreate, store: StoreDep, settings: SettingsDep) -> EndpointOut:
     """Check the URL and the tokenizer, ask the server what it serves and supports, record it."""
     settings.check_endpoint_key(body.api_key_env)
-    tokenizer = confine(body.tokenizer, settings.roots, "tokenizer")
+    tokenizer = str(confine(body.tokenizer, settings.roots, "tokenizer")) if body.tokenizer else None
     try:
         url = check_base_url(body.base_url, settings.endpoint_host_list)
-        context = body.context_length or context_of(tokenizer)
-        spec = EndpointSpec(base_url=url, served_model=body.served_model, tokenizer=str(tokenizer),
+        context = body.context_length or (context_of(tokenizer) if tokenizer else None)
+        spec = EndpointSpec(base_url=url, served_model=body.served_model, tokenizer=tokenizer,
                             context_length=context, api_style=body.api_style, concurrency=body.concurrency,
                             timeout_s=body.timeout_s, max_retries=body.max_retries, api_key_env=body.api_key_env)
         capabilities = await run_in_threadpool(probe, spec)
+        context = context or capabilities.max_model_len
+        if context is None:
+            raise EndpointError(f"the server at {url} does not say the context of {body.served_model!r} "
+                                "(no max_model_len): give context_length")
     except (EndpointError, CheckpointError) as e:
         raise InvalidRequest(str(e)) from e
     row = EndpointRow(name=body.name, base_url=url, served_model=body.served_model, api_style=body.api_style,
-                      tokenizer=str(tokenizer), context_length=context, concurrency=body.concurrency,
+                      tokenizer=tokenizer, context_length=context, concurrency=body.concurrency,
                       timeout_s=body.timeout_s, max_retries=body.max_retries, api_key_env=body.api_key_env,
                       capabilities=masked(capabilities.to_dict(), settings.secrets()), created_at=now())
     return endpoint_out(store.add_endpoint(row), settings)

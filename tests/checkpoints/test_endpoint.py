@@ -47,8 +47,10 @@ def test_passkey_through_the_endpoint_answers_as_lctx_engine(transformers_server
     document = json.loads((tmp_path / "served" / "results.json").read_text())
     model = document["model"]
     assert model["endpoint"] == transformers_server.url and model["served_model"] == transformers_server.name
-    assert model["reported_model"].startswith(transformers_server.name)  # transformers serve adds "@main"
-    assert model["capabilities"] == {"token_prompts": False, "prompt_logprobs": False}  # what transformers serve does
+    # Served as a user serves a folder: not in /v1/models, answered by its path and named <path>@main.
+    assert model["reported_model"] == f"{transformers_server.name}@main"
+    assert model["capabilities"] == {"token_prompts": False, "prompt_logprobs": False, "prompt_scoring": None,
+                                     "listed": False, "tokenizer_endpoints": False}  # what transformers serve does
     assert document["endpoint"]["url"] == transformers_server.url
 
 

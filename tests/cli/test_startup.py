@@ -11,7 +11,7 @@ from pathlib import Path
 
 from evaluators.registry import registry
 from service.app import create_app
-from tests.helpers import ThreadServer, make_settings
+from tests.helpers import ThreadServer, free_port, make_settings
 
 HEAVY = ("torch", "ray", "transformers", "triton", "numpy", "sqlalchemy", "alembic", "uvicorn")
 # The contracts, the registry, each task folder's __init__ and its options (and RULER's file
@@ -74,6 +74,8 @@ def test_client_commands_import_nothing_heavy(tmp_path: Path) -> None:
         url = ["--url", srv.url]
         for argv, rc in ((["status", *url], 0), (["checkpoints", "list", *url], 0),
                          (["results", "nojob", *url], 1),  # 404 from the server: the request was made
-                         (["submit", "nope", "--task", "passkey", *url], 1)):  # 422: neither name nor path
+                         (["submit", "nope", "--task", "passkey", *url], 1),  # 422: neither name nor path
+                         # asks the server itself, no lctx service: nothing listens there, so it says so
+                         (["endpoints", "probe", f"http://127.0.0.1:{free_port()}/v1"], 2)):
             result = probe(argv, tmp_path)
             assert result == {"rc": rc, "loaded": []}, (argv, result)

@@ -14,7 +14,7 @@ from service.app import create_app
 from service.jobs import run_job
 from service.status import RUNNING
 from service.store import Store
-from tests.helpers import ThreadServer, make_settings
+from tests.helpers import STANDIN_NAME, ThreadServer, make_settings, standin_app
 
 SECRET = "sk-lctx-test-not-to-be-seen-3f9a"
 
@@ -81,3 +81,39 @@ def test_register_refuse_submit_and_run_on_an_endpoint(transformers_server, real
     db.close()
     assert "LCTX_ENDPOINT_KEY_TEST" in dump and SECRET not in dump
     assert SECRET not in json.dumps(results) and SECRET not in json.dumps(endpoint)
+
+
+def test_a_vllm_server_registered_without_a_tokenizer_scores_prompts(standin_model, transformers_server,
+                                                                     tmp_path):
+    """The vLLM stand-in (tests/helpers.py: vLLM's documented shapes, numbers by transformers):
+    registered with no tokenizer folder (its /tokenize counts prompts, its max_model_len is the
+    context), a perplexity job is accepted and runs through the worker's code path; a server
+    with no /tokenize is refused at registration, saying what to give."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "doc.txt").write_text("A document to score, sentence by sentence. " * 12)
+    settings = make_settings(tmp_path, data_dir=tmp_path / "data")
+    with ThreadServer(standin_app("vllm", standin_model)) as vllm, ThreadServer(create_app(settings)) as srv, \
+            httpx.Client(base_url=srv.url, timeout=120) as c:
+        r = c.post("/v1/endpoints", json={"name": "tok-less", "base_url": vllm.url + "/v1",
+                                          "served_model": STANDIN_NAME})
+        assert r.status_code == 201, r.text
+        endpoint = r.json()
+        assert endpoint["tokenizer"] is None and endpoint["context_length"] == standin_model.context
+        assert endpoint["capabilities"]["prompt_scoring"] == "vllm"
+        assert endpoint["capabilities"]["tokenizer_endpoints"] is True
+        r = c.post("/v1/endpoints", json={"name": "no-tok", "base_url": transformers_server.url,
+                                          "served_model": transformers_server.name, "context_length": 2048})
+        assert r.status_code == 422 and "no /tokenize and /detokenize" in r.text, r.text
+        job = c.post("/v1/jobs", json={"endpoint": "tok-less", "tasks": [
+            {"name": "perplexity", "text_file": "doc.txt", "lengths": [64]}]})
+        assert job.status_code == 202, job.text
+        job_id = job.json()["id"]
+        store = Store(settings.database)
+        try:
+            assert store.claim_next("endpoint-test").id == job_id
+            assert run_job(settings, job_id, store) == "succeeded", store.get_job(job_id).error
+        finally:
+            store.close()
+    results = json.loads((settings.results / job_id / "results.json").read_text())
+    assert results["model"]["tokenizer"] == "server" and results["model"]["capabilities"]["prompt_scoring"] == "vllm"
+    assert results["results"]["perplexity"]["result"]["metrics"][0]["value"] > 1
