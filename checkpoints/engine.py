@@ -25,24 +25,36 @@ order. Greedy outputs equal one-at-a-time outputs (`checkpoints.generate`): a
 cached prefix, a padded batch and the batched decode step compute each row as
 a single uncached row would, up to float rounding (tests compare tokens, and
 logits within 1e-4 in fp32). The prefix cache and batched prefill are off where
-the RoPE table follows the sequence length (dynamic NTK, LongRoPE)."""
+the RoPE table follows the sequence length (dynamic NTK, LongRoPE).
+
+The engine wires three parts, each with one job (vLLM v1's and gpt-fast's division):
+`scheduler.Scheduler` decides the run order and which requests join the decoding batch
+(memory planning, the prefix cache's room), `model_step.ModelStep` runs the forwards (a
+prefill, a padded prefill, a decode step: what CUDA graphs capture) and `sampler` picks
+tokens and holds the stop rule `generate.greedy_generate`, the oracle, follows too. The
+request types live in `requests.py`; `lm.LM` is the interface this class meets."""
 
 from __future__ import annotations
 
 import logging
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 
 from checkpoints.attention.cache import KVCache, RaggedKVCache
-from checkpoints.generate import DEFAULT_CHUNK, Generation, prefill, token_logprobs
+from checkpoints.generate import DEFAULT_CHUNK, Generation
 from checkpoints.lm import Done, Prefilled
 from checkpoints.model import Decoder
-from checkpoints.prefix_cache import PrefixCache, PrefixStats, common_prefix, reuse_order
-from checkpoints.sampler import StopRule, pick, to_device
+from checkpoints.model_step import ModelStep
+from checkpoints.prefix_cache import PrefixCache, PrefixStats, reuse_order
+from checkpoints.requests import GenerateRequest, LoglikelihoodRequest, RollingRequest
+from checkpoints.sampler import StopRule, pick
+from checkpoints.scheduler import BATCH_PREFILL_MAX_TOKENS, Scheduler
 from checkpoints.tokenizer import Tokenizer
+
+__all__ = ["BATCH_PREFILL_MAX_TOKENS", "DEFAULT_MAX_BATCH", "Engine", "GenerateRequest", "LoglikelihoodRequest",
+           "RollingRequest"]
 
 log = logging.getLogger("lctx.engine")
 
@@ -57,66 +69,6 @@ PREFIX_CACHE_SHARE = 0.5
 # bench/batched_prefill.py (bench/results/batched_prefill.md).
 CUDA_BATCH_PREFILL_TOKENS = 2048
 CPU_BATCH_PREFILL_TOKENS = 128
-# Most tokens (rows x padded width) one batched prefill runs at once: bounds its activations.
-BATCH_PREFILL_MAX_TOKENS = 16384
-
-
-@dataclass(frozen=True)
-class GenerateRequest:
-    """Greedy continuation of `prompt_ids`. Stops at EOS (unless `stop_at_eos` is
-    False), at any of `stop_ids` (end tokens besides EOS, left out of the output as EOS
-    is: LongBench's samsum ends at the id of "\n"), at the first of `stop` in the decoded
-    text (cut before it), or after `max_new_tokens`; until `min_new_tokens` tokens exist,
-    EOS, `stop_ids` and `suppress_ids` cannot be chosen (transformers' `min_length`).
-    `decided(text)`, when given, is the evaluator's word that the sample's score can no
-    longer change whatever follows `text` (the decoded tokens so far): generation stops
-    there (stop reason "decided"), the decoding steps after it would not move the score.
-    A served model (checkpoints/endpoint.py) generates the whole budget regardless.
-    `messages`, when given, is the conversation `prompt_ids` render in the model's chat
-    template (MRCR's multi-turn prompts): a chat-style endpoint sends these messages for the
-    server's template to render; lctx's engine reads the ids only."""
-
-    prompt_ids: tuple[int, ...]
-    max_new_tokens: int
-    stop: tuple[str, ...] = ()
-    min_new_tokens: int = 0
-    suppress_ids: tuple[int, ...] = ()
-    stop_at_eos: bool = True
-    stop_ids: tuple[int, ...] = ()
-    decided: Callable[[str], bool] | None = field(default=None, compare=False)
-    messages: tuple[dict[str, str], ...] | None = field(default=None, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "prompt_ids", tuple(self.prompt_ids))
-        object.__setattr__(self, "stop", tuple(s for s in self.stop if s))
-        object.__setattr__(self, "suppress_ids", tuple(self.suppress_ids))
-        object.__setattr__(self, "stop_ids", tuple(self.stop_ids))
-        if not self.prompt_ids:
-            raise ValueError("a generate request needs at least one prompt token (BOS)")
-        if self.max_new_tokens < 0 or self.min_new_tokens < 0:
-            raise ValueError("max_new_tokens and min_new_tokens must be >= 0")
-
-
-@dataclass(frozen=True)
-class LoglikelihoodRequest:
-    context_ids: tuple[int, ...]
-    continuation_ids: tuple[int, ...]
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "context_ids", tuple(self.context_ids))
-        object.__setattr__(self, "continuation_ids", tuple(self.continuation_ids))
-        if self.continuation_ids and not self.context_ids:
-            raise ValueError("a log-likelihood request needs at least one context token (BOS)")
-
-
-@dataclass(frozen=True)
-class RollingRequest:
-    """Score every token of `ids` after the first: log p(ids[t] | ids[:t])."""
-
-    ids: tuple[int, ...]
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "ids", tuple(self.ids))
 
 
 @dataclass
@@ -203,60 +155,42 @@ class Engine:
             raise ValueError(f"batch_prefill_tokens must be >= 0 (0: off), got {batch_prefill_tokens}")
         self.model = model
         self.tokenizer = tokenizer
-        self.memory_budget = memory_budget if memory_budget is not None else default_memory_budget(model.device)
-        self.max_batch = max_batch
-        self.chunk_size = chunk_size
+        self.step = ModelStep(model, chunk_size)
+        budget = memory_budget if memory_budget is not None else default_memory_budget(model.device)
         exact = not model.rotary.depends_on_length  # a prefix's keys do not depend on what follows
-        self.prefix = PrefixCache(int(self.memory_budget * PREFIX_CACHE_SHARE)) if prefix_cache and exact else None
+        self.prefix = PrefixCache(int(budget * PREFIX_CACHE_SHARE)) if prefix_cache and exact else None
         if batch_prefill_tokens is None:
             batch_prefill_tokens = default_batch_prefill_tokens(model.device)
-        self.batch_prefill_tokens = batch_prefill_tokens if exact else 0
+        self.scheduler = Scheduler(budget, max_batch, self.prefix, batch_prefill_tokens if exact else 0)
         self.stats = PrefixStats()  # prompt tokens asked for and served from the prefix cache, over all calls
         self.on_prefill: Prefilled | None = None
+
+    @property
+    def memory_budget(self) -> int:
+        return self.scheduler.memory_budget
+
+    @property
+    def max_batch(self) -> int:
+        return self.scheduler.max_batch
+
+    @max_batch.setter
+    def max_batch(self, rows: int) -> None:
+        """A worker caps it for one unit (a re-run after a kill for memory)."""
+        if rows < 1:
+            raise ValueError(f"max_batch must be >= 1, got {rows}")
+        self.scheduler.max_batch = rows
+
+    @property
+    def chunk_size(self) -> int:
+        return self.step.chunk_size
+
+    @property
+    def batch_prefill_tokens(self) -> int:
+        return self.scheduler.batch_prefill_tokens
 
     def clear_prefix_cache(self) -> None:
         if self.prefix is not None:
             self.prefix.clear()
-
-    def _short(self, n: int) -> bool:
-        """Whether a prompt of n tokens prefills in a padded batch."""
-        return 0 < n <= self.batch_prefill_tokens
-
-    def _plan(self, prompts: Sequence[Sequence[int]]) -> tuple[list[int], set[int]]:
-        """Run order and the prompts that prefill in padded batches. Those are the short
-        ones, except, with the prefix cache, those sharing at least half their tokens with
-        another prompt (they gain more from reuse). Order: with the prefix cache, prompts
-        that share prefixes together (`reuse_order`), else longest first so the memory
-        peak comes early; batched prompts last, longest first, so each padded batch
-        holds similar lengths."""
-        n = len(prompts)
-        if self.prefix is not None:
-            order = reuse_order(prompts)
-            shared = [0] * n
-            for a, b in zip(order, order[1:], strict=False):
-                common = common_prefix(prompts[a], prompts[b])
-                shared[a], shared[b] = max(shared[a], common), max(shared[b], common)
-        else:
-            order = sorted(range(n), key=lambda i: -len(prompts[i]))
-            shared = [0] * n
-        batched = {i for i in range(n) if self._short(len(prompts[i])) and 2 * shared[i] < len(prompts[i])}
-        return ([i for i in order if i not in batched]
-                + sorted(batched, key=lambda i: -len(prompts[i])), batched)
-
-    def _make_room(self, rows: int, width: int, bytes_per_token: int) -> bool:
-        """Whether a decoding batch of `rows` rows `width` tokens wide fits the budget beside
-        the prefix cache, evicting cached prefixes to make it fit. The cache gives way, least
-        recently used first, down to the entries of the prompt it took last (the one the next
-        prompt in reuse order shares most): one more decoding row saves a whole step per token
-        for every row, older prefixes only some prefill (bench/results/eval_cost.md measured a
-        batch halved by the cache)."""
-        room = self.memory_budget - bytes_per_token * rows * width
-        if self.prefix is None or self.prefix.nbytes <= room:
-            return room >= 0
-        if room < self.prefix.last_bytes:
-            return False
-        self.prefix.evict(room)
-        return True
 
     # --- generate until -------------------------------------------------------
 
@@ -267,8 +201,7 @@ class Engine:
             # Dynamic NTK / LongRoPE tables follow each sequence's length: one row at a time.
             return [self._generate_alone(i, req, done) for i, req in enumerate(requests)]
         results: list[Generation | None] = [None] * len(requests)
-        order, batched = self._plan([r.prompt_ids for r in requests])
-        waiting = deque(order)
+        plan = self.scheduler.plan([r.prompt_ids for r in requests])
         rows: list[_Row] = []
         batch: RaggedKVCache | None = None
         bytes_per_token = 0
@@ -278,23 +211,10 @@ class Engine:
             if done is not None:
                 done(row.index, results[row.index])
 
-        while waiting or rows:
-            # Admit waiting requests while the batch's cache, every row as wide as the widest
-            # row's full length (the buffers are rectangular), and the prefix cache fit the budget.
-            while waiting and len(rows) < self.max_batch:
+        while plan.waiting or rows:
+            while True:  # admit what the scheduler lets join the batch
                 width = batch.capacity if batch is not None else 0
-                group: list[int] = []
-                while waiting and len(rows) + len(group) < self.max_batch:
-                    req = requests[waiting[0]]
-                    wider = max(width, len(req.prompt_ids) + req.max_new_tokens)
-                    if (rows or group) and not self._make_room(len(rows) + len(group) + 1, wider, bytes_per_token):
-                        break
-                    if group and not self._joins_batch(group, waiting[0], batched, requests):
-                        break
-                    group.append(waiting.popleft())
-                    width = wider
-                    if group[-1] not in batched:
-                        break
+                group, width = self.scheduler.next_group(plan, requests, len(rows), width, bytes_per_token)
                 if not group:
                     break
                 if len(group) == 1:
@@ -312,8 +232,7 @@ class Engine:
                     rows.append(row)
             if not rows:
                 continue
-            tokens = to_device([r.tokens[-1] for r in rows], self.model.device)
-            logits = self.model.decode_step(tokens, batch)  # (B, V)
+            logits = self.step.decode([r.tokens[-1] for r in rows], batch)  # (B, V)
             chosen = pick(logits, [r.blocked() for r in rows])  # the step's one read from the device
             keep = []
             for i, row in enumerate(rows):
@@ -326,20 +245,12 @@ class Engine:
                 rows = [rows[i] for i in keep]
         return results  # type: ignore[return-value]
 
-    def _joins_batch(self, group: list[int], index: int, batched: set[int],
-                     requests: Sequence[GenerateRequest]) -> bool:
-        """Whether request `index` prefills in the same padded forward as the short prompts `group`."""
-        if index not in batched:
-            return False
-        width = max(len(requests[i].prompt_ids) for i in [*group, index])
-        return (len(group) + 1) * width <= BATCH_PREFILL_MAX_TOKENS
-
     def _generate_alone(self, index: int, req: GenerateRequest, done: Done | None) -> Generation:
         row, cache = self._start(index, req, 0)
         finished = row.first_step(self.tokenizer)
         while not finished:
-            logits, _ = self.model(to_device([row.tokens[-1]], self.model.device)[None], cache, logits_for="last")
-            finished = row.step(pick(logits[:, -1], [row.blocked()])[0], self.tokenizer)
+            logits = self.step.decode_alone(row.tokens[-1], cache)
+            finished = row.step(pick(logits, [row.blocked()])[0], self.tokenizer)
         result = row.result(self.tokenizer)
         if done is not None:
             done(index, result)
@@ -358,11 +269,11 @@ class Engine:
         ids = req.prompt_ids
         self.stats.prompt_tokens += len(ids)
         if self.prefix is None:
-            cache = self.model.new_cache()
-            return self._row(index, req, prefill(self.model, ids, cache, self.chunk_size, self.on_prefill)), cache
+            cache = self.step.new_cache()
+            return self._row(index, req, self.step.prefill(ids, cache, self.on_prefill)), cache
         cache = self.prefix.load(ids[:-1], len(self.model.layers), capacity=len(ids))
         self._reused(cache.length)
-        logits = prefill(self.model, ids[cache.length:], cache, self.chunk_size, self.on_prefill)
+        logits = self.step.prefill(ids[cache.length:], cache, self.on_prefill)
         self.prefix.insert(ids, cache.entries(len(ids)), limit=self.memory_budget - batch_bytes)
         return self._row(index, req, logits), cache
 
@@ -374,27 +285,15 @@ class Engine:
             self.on_prefill(tokens)
 
     def _start_batch(self, indices: list[int], requests: Sequence[GenerateRequest]) -> list[tuple[_Row, KVCache]]:
-        """Prefill short prompts together: right-padded to the longest, so every real
-        token sees only real tokens before it (causal), one forward; each row then
-        keeps its own first len(prompt) cache entries."""
+        """Short prompts prefilled together (`ModelStep.prefill_padded`); each row then keeps
+        its own first len(prompt) cache entries."""
         prompts = [requests[i].prompt_ids for i in indices]
-        ids, last = self._padded(prompts)
-        cache = self.model.new_cache()
-        logits, _ = self.model(ids, cache, logits_for=last)  # (B, 1, V)
+        logits, cache = self.step.prefill_padded(prompts)  # (B, V)
         self.stats.prompt_tokens += sum(map(len, prompts))
         if self.on_prefill is not None:
             self.on_prefill(sum(map(len, prompts)))
-        return [(self._row(i, requests[i], logits[b, 0]), cache.row(b, len(prompts[b])))
+        return [(self._row(i, requests[i], logits[b]), cache.row(b, len(prompts[b])))
                 for b, i in enumerate(indices)]
-
-    def _padded(self, seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B, width) ids right-padded with token 0, and each row's last position (B,)."""
-        width = max(map(len, seqs))
-        ids = torch.zeros(len(seqs), width, dtype=torch.long)
-        for b, seq in enumerate(seqs):
-            ids[b, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-        last = torch.tensor([len(s) - 1 for s in seqs], dtype=torch.long)
-        return ids.to(self.model.device), last.to(self.model.device)
 
     # --- log-likelihoods --------------------------------------------------------
 
@@ -415,7 +314,7 @@ class Engine:
         for i, req in enumerate(requests):
             if not req.continuation_ids:
                 answer(i, (0.0, True))
-            elif self._short(len(req.context_ids) + len(req.continuation_ids)):
+            elif self.scheduler.short(len(req.context_ids) + len(req.continuation_ids)):
                 short.append(i)
             else:
                 by_context.setdefault(req.context_ids, []).append(i)
@@ -426,20 +325,13 @@ class Engine:
             context = contexts[k]
             shared = self._prefilled(context[:-1])
             for i in by_context[context]:
-                answer(i, self._continuation(shared.fork(), context, requests[i].continuation_ids))
+                cont = requests[i].continuation_ids
+                answer(i, _scored(self.step.continuation(shared.fork(), context, cont), cont))
         short.sort(key=lambda i: -len(requests[i].context_ids) - len(requests[i].continuation_ids))
-        group: list[int] = []
-        for i in short:
-            req = requests[i]
-            width = max([len(req.context_ids) + len(req.continuation_ids)]
-                        + [len(requests[j].context_ids) + len(requests[j].continuation_ids) for j in group[:1]])
-            if group and (len(group) + 1) * width > BATCH_PREFILL_MAX_TOKENS:
-                for j, result in zip(group, self._continuations_batch([requests[j] for j in group]), strict=True):
-                    answer(j, result)
-                group = []
-            group.append(i)
-        if group:
-            for j, result in zip(group, self._continuations_batch([requests[j] for j in group]), strict=True):
+        sizes = [len(requests[i].context_ids) + len(requests[i].continuation_ids) for i in short]
+        for group in self.scheduler.short_groups(sizes):
+            members = [short[g] for g in group]
+            for j, result in zip(members, self._continuations_batch([requests[j] for j in members]), strict=True):
                 answer(j, result)
         return results  # type: ignore[return-value]
 
@@ -448,35 +340,28 @@ class Engine:
         as far as it reaches."""
         self.stats.prompt_tokens += len(ids)
         if self.prefix is None:
-            cache = self.model.new_cache()
+            cache = self.step.new_cache()
             if ids:
-                prefill(self.model, ids, cache, self.chunk_size, self.on_prefill)
+                self.step.prefill(ids, cache, self.on_prefill)
             return cache
         cache = self.prefix.load(ids, len(self.model.layers), capacity=len(ids))
         self._reused(cache.length)
         if cache.length < len(ids):
-            prefill(self.model, ids[cache.length:], cache, self.chunk_size, self.on_prefill)
+            self.step.prefill(ids[cache.length:], cache, self.on_prefill)
             self.prefix.insert(ids, cache.entries())
         return cache
-
-    def _continuation(self, cache: KVCache, context: tuple[int, ...], cont: tuple[int, ...]) -> tuple[float, bool]:
-        # The last context token and the continuation (minus its last token) predict the continuation.
-        tail = torch.tensor([[context[-1], *cont[:-1]]], dtype=torch.long, device=self.model.device)
-        logits, _ = self.model(tail, cache, rope_length=len(context) + len(cont))
-        return _scored(logits[0], cont)
 
     def _continuations_batch(self, requests: Sequence[LoglikelihoodRequest]) -> list[tuple[float, bool]]:
         """Score short requests in one right-padded forward of context + continuation[:-1],
         reading the logits only at the positions that predict continuation tokens."""
         seqs = [(*r.context_ids, *r.continuation_ids[:-1]) for r in requests]
-        ids, _ = self._padded(seqs)
         k = max(len(r.continuation_ids) for r in requests)
         at = torch.zeros(len(requests), k, dtype=torch.long)
         for b, r in enumerate(requests):
             n = len(r.continuation_ids)
             at[b, :n] = torch.arange(len(r.context_ids) - 1, len(r.context_ids) - 1 + n)
         self.stats.prompt_tokens += sum(len(r.context_ids) - 1 for r in requests)
-        logits, _ = self.model(ids, None, logits_for=at.to(ids.device))  # (B, k, V)
+        logits = self.step.score_padded(seqs, at)  # (B, k, V)
         return [_scored(logits[b, : len(r.continuation_ids)], r.continuation_ids) for b, r in enumerate(requests)]
 
     @torch.inference_mode()
@@ -484,7 +369,7 @@ class Engine:
         """Per-token log-probabilities (len(ids) - 1,) fp32 of each text, in order."""
         out = []
         for i, req in enumerate(requests):
-            out.append(token_logprobs(self.model, req.ids, self.chunk_size))
+            out.append(self.step.rolling(req.ids))
             if done is not None:
                 done(i, out[-1])
         return out

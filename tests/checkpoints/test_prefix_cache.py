@@ -216,7 +216,8 @@ def test_shared_prompts_reuse_the_cache_and_unique_short_ones_prefill_in_a_batch
     prompts = [*_needle_prompts(seed=7), *unique]
     reqs = [GenerateRequest(p, max_new_tokens=3, stop_at_eos=False) for p in prompts]
     engine = Engine(model, TOK, batch_prefill_tokens=100)
-    order, batched = engine._plan([r.prompt_ids for r in reqs])
+    plan = engine.scheduler.plan([r.prompt_ids for r in reqs])
+    order, batched = list(plan.waiting), plan.batched
     # Batched: the unique prompts and the needles at depths 0 and 12 (they share under half their
     # tokens); last, longest first. Depths 40, 40, 55 and 70 share more and reuse the cache.
     assert batched == {1, 3, 6, 7, 8} and order[-5:] == [1, 3, 7, 8, 6]

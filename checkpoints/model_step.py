@@ -1,0 +1,81 @@
+"""The engine's model step (gpt-fast's and vLLM v1's division): the forwards the engine
+runs, and nothing about which request runs when (`scheduler`) or which token comes next
+(`sampler`). A prefill runs a prompt in chunks into a KV cache (from a cached prefix, when
+the engine loaded one); a padded prefill runs short prompts in one right-padded forward;
+a decode step runs one token of every row of a ragged batch. The decode step is the one
+a CUDA graph captures per batch bucket; its inputs are device tensors made here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from checkpoints.attention.cache import KVCache, RaggedKVCache
+from checkpoints.generate import DEFAULT_CHUNK, prefill, token_logprobs
+from checkpoints.lm import Prefilled
+from checkpoints.model import Decoder
+from checkpoints.sampler import to_device
+
+
+class ModelStep:
+    def __init__(self, model: Decoder, chunk_size: int = DEFAULT_CHUNK) -> None:
+        self.model, self.chunk_size = model, chunk_size
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    def new_cache(self) -> KVCache:
+        return self.model.new_cache()
+
+    def prefill(self, ids: Sequence[int], cache: KVCache, on_prefill: Prefilled | None = None) -> torch.Tensor:
+        """`ids` run into `cache` (which may hold a prefix already), chunk by chunk; the
+        last position's logits (V,). `on_prefill(tokens)` after each chunk."""
+        return prefill(self.model, ids, cache, self.chunk_size, on_prefill)
+
+    def prefill_padded(self, prompts: Sequence[Sequence[int]]) -> tuple[torch.Tensor, KVCache]:
+        """Short prompts in one forward, right-padded to the longest, so every real token
+        sees only real tokens before it (causal): each prompt's last logits (B, V) and the
+        batch's cache (row b keeps its first len(prompts[b]) entries)."""
+        ids, last = self.padded(prompts)
+        cache = self.model.new_cache()
+        logits, _ = self.model(ids, cache, logits_for=last)  # (B, 1, V)
+        return logits[:, 0], cache
+
+    def decode(self, tokens: Sequence[int], batch: RaggedKVCache) -> torch.Tensor:
+        """One token of every row of the ragged batch: logits (B, V)."""
+        return self.model.decode_step(to_device(tokens, self.device), batch)
+
+    def decode_alone(self, token: int, cache: KVCache) -> torch.Tensor:
+        """One token of one sequence whose RoPE table follows its length (dynamic NTK,
+        LongRoPE: no shared batch): logits (1, V)."""
+        logits, _ = self.model(to_device([token], self.device)[None], cache, logits_for="last")
+        return logits[:, -1]
+
+    def continuation(self, cache: KVCache, context: Sequence[int], cont: Sequence[int]) -> torch.Tensor:
+        """Logits (len(cont), V) predicting `cont` after `context`, whose all-but-last tokens
+        `cache` holds: the last context token and the continuation minus its last token run."""
+        tail = torch.tensor([[context[-1], *cont[:-1]]], dtype=torch.long, device=self.device)
+        logits, _ = self.model(tail, cache, rope_length=len(context) + len(cont))
+        return logits[0]
+
+    def score_padded(self, seqs: Sequence[Sequence[int]], at: torch.Tensor) -> torch.Tensor:
+        """Sequences in one right-padded forward without a cache, logits read only at the
+        positions `at` (B, k): (B, k, V)."""
+        ids, _ = self.padded(seqs)
+        logits, _ = self.model(ids, None, logits_for=at.to(ids.device))
+        return logits
+
+    def rolling(self, ids: Sequence[int]) -> torch.Tensor:
+        """log p(ids[t] | ids[:t]) for t >= 1, streamed over chunks: (len(ids) - 1,) fp32."""
+        return token_logprobs(self.model, ids, self.chunk_size)
+
+    def padded(self, seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, width) ids right-padded with token 0, and each row's last position (B,)."""
+        width = max(map(len, seqs))
+        ids = torch.zeros(len(seqs), width, dtype=torch.long)
+        for b, seq in enumerate(seqs):
+            ids[b, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        last = torch.tensor([len(s) - 1 for s in seqs], dtype=torch.long)
+        return ids.to(self.device), last.to(self.device)

@@ -1,0 +1,45 @@
+"""checkpoints/scheduler.py without a model: the run order, admission within the row cap
+and the memory budget, padded groups of short prompts within their token bound."""
+
+from __future__ import annotations
+
+from checkpoints.requests import GenerateRequest
+from checkpoints.scheduler import BATCH_PREFILL_MAX_TOKENS, Scheduler
+
+
+def reqs(*lengths: int, new: int = 4) -> list[GenerateRequest]:
+    return [GenerateRequest(prompt_ids=tuple(range(1, n + 1)), max_new_tokens=new) for n in lengths]
+
+
+def test_without_a_prefix_cache_long_prompts_run_first_and_short_ones_last_in_groups() -> None:
+    s = Scheduler(memory_budget=1 << 30, max_batch=8, prefix=None, batch_prefill_tokens=16)
+    requests = reqs(10, 100, 12, 50, 3)
+    plan = s.plan([r.prompt_ids for r in requests])
+    assert list(plan.waiting) == [1, 3, 2, 0, 4] and plan.batched == {0, 2, 4}
+    first, width = s.next_group(plan, requests, rows=0, width=0, bytes_per_token=1)
+    assert first == [1] and width == 104  # a long prompt prefills alone
+    assert s.next_group(plan, requests, rows=1, width=104, bytes_per_token=1)[0] == [3]
+    assert s.next_group(plan, requests, rows=2, width=104, bytes_per_token=1)[0] == [2, 0, 4]  # one padded forward
+
+
+def test_admission_stops_at_the_row_cap_and_at_the_memory_budget() -> None:
+    requests = reqs(100, 100, 100, 100)
+    capped = Scheduler(memory_budget=1 << 30, max_batch=2, prefix=None, batch_prefill_tokens=0)
+    plan = capped.plan([r.prompt_ids for r in requests])
+    assert capped.next_group(plan, requests, rows=2, width=104, bytes_per_token=1) == ([], 104)
+    # 3 rows of 104 tokens at 10 bytes a token fit 3,200 bytes; a fourth does not
+    tight = Scheduler(memory_budget=3200, max_batch=8, prefix=None, batch_prefill_tokens=0)
+    plan = tight.plan([r.prompt_ids for r in requests])
+    assert tight.next_group(plan, requests, rows=2, width=104, bytes_per_token=10)[0] == [0]
+    assert tight.next_group(plan, requests, rows=3, width=104, bytes_per_token=10)[0] == []
+    assert len(plan.waiting) == 3  # what was not admitted waits
+
+
+def test_short_groups_stay_within_the_padded_token_bound() -> None:
+    s = Scheduler(memory_budget=1 << 30, max_batch=64, prefix=None, batch_prefill_tokens=4096)
+    sizes = [4000, 3000, 3000, 2000, 10, 10]
+    groups = s.short_groups(sizes)
+    assert [i for g in groups for i in g] == list(range(len(sizes)))
+    for g in groups:
+        assert len(g) * max(sizes[i] for i in g) <= BATCH_PREFILL_MAX_TOKENS
+    assert groups[0] == [0, 1, 2, 3]  # 4 rows x 4,000 tokens = 16,000: one forward
