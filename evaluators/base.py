@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -300,11 +301,24 @@ class TaskRun:
         stats = engine.stats  # lctx's engine counts prefix reuse; a served model's (EndpointEngine) None
         before = replace(stats) if stats is not None else None
         engine.on_prefill = self.on_prefill
+        groups = [pending[lo:lo + BUILD_GROUP] for lo in range(0, len(pending), BUILD_GROUP)]
+        # The next group's prompts are built (tokenized, fitted) in a thread while the engine
+        # runs this group (tokenizers and torch release the GIL), so building is off the
+        # critical path after the first group.
+        builder = ThreadPoolExecutor(1, thread_name_prefix="lctx-build")
+
+        def build(samples: list[Sample]) -> list[Built]:
+            return [evaluator.build(loaded, s) for s in samples]
+
         try:
-            for lo in range(0, len(pending), BUILD_GROUP):
+            ahead = builder.submit(build, groups[0]) if groups else None
+            for k in range(len(groups)):
                 self.check_stop()
-                run_built(engine, [evaluator.build(loaded, s) for s in pending[lo:lo + BUILD_GROUP]], finished)
+                built = ahead.result()
+                ahead = builder.submit(build, groups[k + 1]) if k + 1 < len(groups) else None
+                run_built(engine, built, finished)
         finally:
+            builder.shutdown(wait=False, cancel_futures=True)
             engine.on_prefill = None
             if before is not None:
                 block = engine.stats.since(before)

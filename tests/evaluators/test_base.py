@@ -159,3 +159,27 @@ def test_every_chat_template_option_is_the_shared_one() -> None:
     assert {"passkey", "needle", "ruler", "longbench", "scrolls", "longbench_v2", "babilong"} <= set(having)
     for name, model in having.items():
         assert model.model_fields["chat_template"].json_schema_extra == {CHAT: True}, name
+
+
+def test_prompts_are_built_in_a_background_thread_with_the_same_results(tmp_path: Path, monkeypatch) -> None:
+    """Groups of 2 samples: each group's prompts are built on the `lctx-build` thread (the
+    next group's while the engine runs this one), and the result equals one group's."""
+    import threading
+
+    import evaluators.base as base
+    from evaluators.passkey.evaluator import PasskeyEvaluator
+
+    loaded = tiny_model(tmp_path / "m")
+    whole = run_task(loaded, {**PASSKEY, "trials": 6}, tmp_path / "whole")
+    threads: list[str] = []
+    build = PasskeyEvaluator.build
+
+    def spy(self, loaded, sample):  # observes, then builds as before
+        threads.append(threading.current_thread().name)
+        return build(self, loaded, sample)
+
+    monkeypatch.setattr(PasskeyEvaluator, "build", spy)
+    monkeypatch.setattr(base, "BUILD_GROUP", 2)
+    grouped = run_task(loaded, {**PASSKEY, "trials": 6}, tmp_path / "grouped")
+    assert len(threads) == 6 and all(name.startswith("lctx-build") for name in threads), threads
+    assert grouped["result"] == whole["result"]
