@@ -60,8 +60,8 @@ export function unitRange(unit) {
 }
 
 /** The x axis a series axis fixes: depth deciles on 0..9 and depths on 0..100 (%), linear, every
- * step labelled, so a decile with no samples leaves a gap where it belongs instead of the present
- * ones closing up. Other axes (lengths) follow their data. */
+ * step labelled, so a decile with no samples leaves a gap where it belongs (the line breaks there)
+ * instead of the present ones closing up. Other axes (lengths) follow their data. */
 export function axisDomain(axis) {
   if (axis === "depth_decile") return { range: [0, 9], step: 1 };
   if (axis === "depth") return { range: [0, 100], step: 10 };
@@ -135,8 +135,15 @@ export function lineChart({ title, xLabel, yLabel, series, categories = null, yR
     const st = seriesStyle(i);
     const pts = se.points.filter((p) => p.y != null && Number.isFinite(p.y));
     const g = s("g", { class: "series" });
-    if (pts.length > 1) {
-      g.append(s("polyline", { points: pts.map((p) => `${xOf(p.x)},${yOf(p.y)}`).join(" "), fill: "none",
+    // On a fixed axis the line breaks where a step has no value (a decile with no samples).
+    const runs = [];
+    for (const p of pts) {
+      const run = runs[runs.length - 1];
+      if (run && !(xDomain && p.x - run[run.length - 1].x > xDomain.step)) run.push(p);
+      else runs.push([p]);
+    }
+    for (const run of runs.filter((r) => r.length > 1)) {
+      g.append(s("polyline", { points: run.map((p) => `${xOf(p.x)},${yOf(p.y)}`).join(" "), fill: "none",
         stroke: st.colour, "stroke-width": 2, "stroke-dasharray": st.dash || null }));
     }
     for (const p of pts) {

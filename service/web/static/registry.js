@@ -28,9 +28,9 @@ async function latest(checkpoint) {
 function sourceText(source) {
   if (!source) return noData("registered");
   if (source.kind === "hub") {
-    return h("span", { title: `commit ${source.commit}` }, `hub ${source.repo_id}@${source.revision} (${source.commit.slice(0, 10)})`);
+    return h("span", { class: "wrap", title: `commit ${source.commit}` }, `hub ${source.repo_id}@${source.revision} (${source.commit.slice(0, 10)})`);
   }
-  return h("span", { title: `sha256 ${source.sha256}` }, `GGUF ${source.file} (${source.sha256.slice(0, 10)})`);
+  return h("span", { class: "wrap", title: `sha256 ${source.sha256}` }, `GGUF ${source.file} (${source.sha256.slice(0, 10)})`);
 }
 
 /** Pull from the hub (id and revision) or a GGUF file on the server; the API's refusal shown as is. */
@@ -80,10 +80,10 @@ async function checkpointsTable(checkpoints) {
       h("th", { scope: "row", class: "wrap" }, c.name), h("td", {}, c.family ?? noData()), h("td", {}, c.variant),
       h("td", { class: "num" }, params(c.parameters)), h("td", {}, c.rope_label ?? noData()),
       h("td", { class: "num" }, c.context_length ?? noData()),
-      h("td", { class: "wrap" }, c.chat_template ? h("code", {}, c.chat_template) : noData("none")),
-      h("td", { class: "wrap" }, sourceText(c.source)),
+      h("td", {}, c.chat_template ? h("code", { class: "wrap" }, c.chat_template) : noData("none")),
+      h("td", {}, sourceText(c.source)),
       h("td", {}, h("code", { class: "fp", title: c.fingerprint }, c.fingerprint.slice(0, 12))),
-      h("td", { class: "wrap" }, c.path), h("td", {}, when(c.created_at)), h("td", { class: "wrap" }, last[i]))))));
+      h("td", { class: "wrap" }, c.path), h("td", {}, when(c.created_at)), h("td", { class: "latest-results" }, last[i]))))));
 }
 
 function endpointsTable(endpoints) {

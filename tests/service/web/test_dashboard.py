@@ -9,6 +9,7 @@ of each page are saved (LCTX_SCREENSHOTS=docs/screenshots refreshes the README's
 from __future__ import annotations
 
 import shutil
+from itertools import pairwise
 from pathlib import Path
 
 import httpx
@@ -314,14 +315,17 @@ def test_the_jobs_and_checkpoints_tables_fit_the_screen(world) -> None:
 DECILE_AXIS = """(figure) => {
   const ticks = [...figure.querySelectorAll('svg .grid text[text-anchor=middle]')]
     .map((t) => [t.textContent, Number(t.getAttribute('x'))]);
-  const marks = [...figure.querySelectorAll('svg .series')][0].querySelectorAll('circle');
-  return { ticks, marks: [...marks].map((c) => [c.querySelector('title').textContent, Number(c.getAttribute('cx'))]) };
+  const series = figure.querySelector('svg .series');
+  return { ticks, marks: [...series.querySelectorAll('circle')].map((c) => [c.querySelector('title').textContent,
+             Number(c.getAttribute('cx'))]),
+           lines: [...series.querySelectorAll('polyline')].map((l) => l.getAttribute('points').split(' ')
+             .map((p) => Number(p.split(',')[0]))) };
 }"""
 
 
 def deciles_on_their_axis(figure) -> list[int]:
-    """The chart's x axis is 0..9, evenly spaced, and each point sits at its decile's tick:
-    a decile with no samples leaves a gap. The deciles drawn."""
+    """The chart's x axis is 0..9, evenly spaced, each point sits at its decile's tick and no line
+    runs across a decile with no samples: it leaves a gap. The deciles drawn."""
     axis = figure.evaluate(DECILE_AXIS)
     ticks = dict(axis["ticks"])
     assert list(ticks) == [str(d) for d in range(10)], ticks
@@ -332,6 +336,9 @@ def deciles_on_their_axis(figure) -> list[int]:
         decile = int(title.split(": ")[1].split(" ")[0])
         assert abs(cx - x[decile]) < 0.01, (title, cx, x)
         drawn.append(decile)
+    for line in axis["lines"]:
+        steps = [round((b - a) / (x[1] - x[0]), 6) for a, b in pairwise(line)]
+        assert steps == [1.0] * len(steps), (line, x)
     return drawn
 
 
