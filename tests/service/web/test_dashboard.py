@@ -3,8 +3,11 @@ server (uvicorn on loopback, Ray, SQLite): every page loads with no console erro
 passkey job submitted through the form on a demo checkpoint runs to succeeded while the
 list updates itself; its samples open with the needle marked; the leaderboard shows it
 and the nightly curve; Compare charts two rows; a bad value shows the API's message next
-to its field; with a token, cancel without it is refused and with it works. Screenshots
-of each page are saved (LCTX_SCREENSHOTS=docs/screenshots refreshes the README's)."""
+to its field; with a token, cancel without it is refused and with it works. At 1400x1000
+the job list shows above the fold, the jobs and checkpoints tables need no sideways scroll,
+depth deciles sit on a 0..9 axis and Compare names what differs between two jobs (the
+seed). Screenshots of each page are saved (LCTX_SCREENSHOTS=docs/screenshots refreshes the
+README's)."""
 
 from __future__ import annotations
 
