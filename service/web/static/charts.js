@@ -51,10 +51,6 @@ function axisLabel(v) {
   return Math.abs(v) >= 1000 ? Math.round(v).toLocaleString("en-US") : String(Number(v.toPrecision(3)));
 }
 
-/**
- * A line chart. `series`: [{label, points: [{x, y}]}]; x numeric (log2 scale when it spans
- * 4x or more) or categorical (`categories` in order). `yRange` fixes the value axis.
- */
 /** The value axis a unit fixes: fractions on 0..1 and 0-100 scores on 0..100, so an all-zero or
  * nearly flat series is drawn where it lies on the scale, not stretched around its mean. */
 export function unitRange(unit) {
@@ -63,7 +59,22 @@ export function unitRange(unit) {
   return null;
 }
 
-export function lineChart({ title, xLabel, yLabel, series, categories = null, yRange = null, width = 640, height = 300 }) {
+/** The x axis a series axis fixes: depth deciles on 0..9 and depths on 0..100 (%), linear, every
+ * step labelled, so a decile with no samples leaves a gap where it belongs (the line breaks there)
+ * instead of the present ones closing up. Other axes (lengths) follow their data. */
+export function axisDomain(axis) {
+  if (axis === "depth_decile") return { range: [0, 9], step: 1 };
+  if (axis === "depth") return { range: [0, 100], step: 10 };
+  return null;
+}
+
+/**
+ * A line chart. `series`: [{label, points: [{x, y}]}]; x numeric (log2 scale when it spans
+ * 4x or more; linear on `xDomain`, see axisDomain, when given) or categorical (`categories`
+ * in order). `yRange` fixes the value axis.
+ */
+export function lineChart({ title, xLabel, yLabel, series, categories = null, yRange = null, xDomain = null,
+  width = 640, height = 300 }) {
   const fig = h("figure", { class: "chart" }, h("figcaption", {}, title));
   const points = series.flatMap((se) => se.points.filter((p) => p.y != null && Number.isFinite(p.y)));
   if (!points.length) {
@@ -80,12 +91,19 @@ export function lineChart({ title, xLabel, yLabel, series, categories = null, yR
     xTicks = categories;
   } else {
     const xs = [...new Set(series.flatMap((se) => se.points.map((p) => p.x)))].sort((a, b) => a - b);
-    const lo = xs[0], hi = xs[xs.length - 1];
-    const log = lo > 0 && hi / lo >= 4;
-    const f = log ? Math.log2 : (v) => v;
-    const span = f(hi) - f(lo) || 1;
-    xOf = (x) => m.left + (xs.length === 1 ? w / 2 : ((f(x) - f(lo)) / span) * w);
-    xTicks = xs;
+    if (xDomain) {
+      const lo = Math.min(xDomain.range[0], xs[0]), hi = Math.max(xDomain.range[1], xs[xs.length - 1]);
+      xOf = (x) => m.left + ((x - lo) / (hi - lo || 1)) * w;
+      xTicks = [];
+      for (let v = lo; v <= hi; v += xDomain.step) xTicks.push(v);
+    } else {
+      const lo = xs[0], hi = xs[xs.length - 1];
+      const log = lo > 0 && hi / lo >= 4;
+      const f = log ? Math.log2 : (v) => v;
+      const span = f(hi) - f(lo) || 1;
+      xOf = (x) => m.left + (xs.length === 1 ? w / 2 : ((f(x) - f(lo)) / span) * w);
+      xTicks = xs;
+    }
   }
   let [ylo, yhi] = yRange || [Math.min(...points.map((p) => p.y)), Math.max(...points.map((p) => p.y))];
   const yTicks = niceTicks(ylo, yhi);
@@ -117,8 +135,15 @@ export function lineChart({ title, xLabel, yLabel, series, categories = null, yR
     const st = seriesStyle(i);
     const pts = se.points.filter((p) => p.y != null && Number.isFinite(p.y));
     const g = s("g", { class: "series" });
-    if (pts.length > 1) {
-      g.append(s("polyline", { points: pts.map((p) => `${xOf(p.x)},${yOf(p.y)}`).join(" "), fill: "none",
+    // On a fixed axis the line breaks where a step has no value (a decile with no samples).
+    const runs = [];
+    for (const p of pts) {
+      const run = runs[runs.length - 1];
+      if (run && !(xDomain && p.x - run[run.length - 1].x > xDomain.step)) run.push(p);
+      else runs.push([p]);
+    }
+    for (const run of runs.filter((r) => r.length > 1)) {
+      g.append(s("polyline", { points: run.map((p) => `${xOf(p.x)},${yOf(p.y)}`).join(" "), fill: "none",
         stroke: st.colour, "stroke-width": 2, "stroke-dasharray": st.dash || null }));
     }
     for (const p of pts) {

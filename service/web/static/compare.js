@@ -1,12 +1,38 @@
 // Compare: two or more jobs (settings or checkpoints) per task, one chart per series
-// (score against length), and each value's difference from the first job's.
+// (score against length), and each value's difference from the first job's. Rows are named
+// by what differs between them (checkpoint, RoPE, backend, a task option such as the seed).
 
 import { api, ApiError, taskNames } from "./api.js";
-import { lineChart, unitRange } from "./charts.js";
+import { axisDomain, lineChart, unitRange } from "./charts.js";
 import { groupColumns, numericKeys, unitOf } from "./columns.js";
 import { errorBox, fmt, h, noData, render, section } from "./dom.js";
 
 const label = (r) => `${r.checkpoint} · ${r.setting}`;
+
+function shown(v) {
+  if (v === undefined) return "–";
+  return Array.isArray(v) ? v.join(",") : typeof v === "object" && v !== null ? JSON.stringify(v) : String(v);
+}
+
+/** What tells the rows apart, and what they share: each row named by the checkpoint, RoPE,
+ * backend and task options (seed=1, chat_template=true) whose values differ between the rows,
+ * or by its job where none does (two runs of one setting); `same` the checkpoint, RoPE and
+ * backend all rows share. */
+export function distinguish(rows) {
+  const options = [...new Set(rows.flatMap((r) => Object.keys(r.options || {})))];
+  const parts = [
+    { name: "checkpoint", of: (r) => r.checkpoint, text: (v) => v },
+    { name: "rope", of: (r) => r.rope, text: (v) => `rope=${v}` },
+    { name: "backend", of: (r) => r.backend, text: (v) => `backend=${v}` },
+    ...options.map((k) => ({ name: k, of: (r) => shown(r.options?.[k]), text: (v) => `${k}=${v}` })),
+  ];
+  const differs = (p) => new Set(rows.map(p.of)).size > 1;
+  const apart = parts.filter(differs);
+  let names = rows.map((r) => apart.map((p) => p.text(p.of(r))).join(" ") || `job ${r.job}`);
+  if (new Set(names).size < names.length) names = names.map((n, i) => (n.startsWith("job ") ? n : `${n} (job ${rows[i].job})`));
+  const same = parts.slice(0, 3).filter((p) => !differs(p)).map((p) => p.text(p.of(rows[0])));
+  return { names, differ: apart.map((p) => p.name), same };
+}
 
 function diffCell(v) {
   if (v == null) return h("td", { class: "num cell-nodata" }, noData());
@@ -15,27 +41,32 @@ function diffCell(v) {
 
 function comparisonView(cmp) {
   const groups = groupColumns(cmp.columns, cmp.column_info);
-  const names = cmp.rows.map(label).join(" vs ");
+  const { names, differ, same } = distinguish(cmp.rows);
+  const shared = same.length ? ` (${same.join(", ")})` : "";
   const charts = groups.filter((g) => g.axis).map((g) => lineChart({
-    title: `${cmp.task}: ${g.group} — ${names}`,
+    title: `${cmp.task}: ${g.group} — ${names.join(" vs ")}${shared}`,
     xLabel: g.axis === "length" ? "length (tokens)" : g.axis.replace("_", " "),
     yLabel: `${g.label}${unitOf(g)}`,
     categories: numericKeys(g) ? null : g.columns.map((c) => c.key),
+    xDomain: numericKeys(g) ? axisDomain(g.axis) : null,
     yRange: unitRange(g.columns[0]?.info?.unit),
-    series: cmp.rows.map((r) => ({ label: label(r), points: g.columns.map((c) => ({
+    series: cmp.rows.map((r, i) => ({ label: names[i], points: g.columns.map((c) => ({
       x: numericKeys(g) ? Number(c.key) : c.key, y: r.values[c.name] })) })),
   }));
   const base = cmp.rows[0];
   const value = (v) => (v == null ? h("td", { class: "num cell-nodata" }, noData()) : h("td", { class: "num" }, fmt(v)));
+  const head = (text, r) => h("th", { scope: "col", class: "num", title: `${label(r)}, job ${r.job}` }, text);
   const table = h("table", { class: "compare" },
-    h("caption", { class: "muted" }, `Δ is each value minus the baseline's (${label(base)}, job ${cmp.baseline})`),
-    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Column"), h("th", { scope: "col", class: "num" }, `${label(base)} (baseline)`),
-      cmp.rows.slice(1).flatMap((r) => [h("th", { scope: "col", class: "num" }, label(r)),
-        h("th", { scope: "col", class: "num" }, `Δ ${r.checkpoint}`)]))),
+    h("caption", { class: "muted" }, `Δ is each value minus the baseline's (${names[0]}: ${label(base)}, job ${cmp.baseline})`),
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Column"), head(`${names[0]} (baseline)`, base),
+      cmp.rows.slice(1).flatMap((r, i) => [head(names[i + 1], r), head(`Δ ${names[i + 1]}`, r)]))),
     h("tbody", {}, groups.flatMap((g) => g.columns.map((c) => h("tr", {},
       h("th", { scope: "row" }, g.axis ? `${g.group}: ${c.key}` : c.name), value(base.values[c.name]),
       cmp.rows.slice(1).flatMap((r) => [value(r.values[c.name]), diffCell(r.difference[c.name])]))))));
-  return [charts.length ? h("div", {}, charts) : h("p", {}, noData("no series to chart")), h("div", { class: "table-wrap" }, table)];
+  const what = h("p", { class: "compare-what" }, differ.length ? `The rows differ in ${differ.join(", ")}` : "The rows share "
+    + "every setting that changes scores (runs of one setting)", same.length ? `; all share ${same.join(", ")}.` : ".");
+  return [what, charts.length ? h("div", {}, charts) : h("p", {}, noData("no series to chart")),
+    h("div", { class: "table-wrap" }, table)];
 }
 
 /** The picker: a task and the leaderboard rows of it to compare. */

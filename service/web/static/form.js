@@ -56,8 +56,10 @@ function control(id, name, field, s) {
       return v; // lists go as "256,512": the API splits them; anything else it refuses with a message
     };
   }
+  const help = describe(field);
+  if (help) input.title = help; // the help on hover while the hints are folded away
   const wrap = h("div", {}, h("label", { for: id }, name), input,
-    h("p", { class: "hint", id: hintId }, describe(field)),
+    h("p", { class: "hint field-hint", id: hintId }, help),
     h("p", { class: "field-error", id: errId, "aria-live": "polite" }));
   return { wrap, input, read, name };
 }
@@ -125,12 +127,18 @@ export async function submitForm(onSubmitted) {
   fitToCheckpoint();
 
   const submit = h("button", { type: "submit", class: "primary" }, "Submit job");
+  // Each option's help (a paragraph for some) folded away by default: with it the form is ~900 px
+  // tall and pushes the job list below the fold. Its inputs keep it as title and description.
+  const helpToggle = h("input", { type: "checkbox", id: "show-help" });
   const form = h("form", { id: "submit-form", novalidate: true },
+    h("p", { class: "help-toggle" }, h("label", {}, helpToggle, " Show each option's help")),
     h("datalist", { id: "checkpoint-names" }, checkpoints.map((c) => h("option", { value: c.name }, `${c.variant}`))),
     h("div", { class: "form-grid" }, jobControls.map((c) => c.wrap)),
     h("fieldset", {}, h("legend", {}, "Tasks"), picks, h("p", { class: "field-error", id: "fs-tasks-error" })),
     optionSets,
     h("div", { class: "buttons" }, submit, general));
+
+  helpToggle.addEventListener("change", () => form.classList.toggle("show-help", helpToggle.checked));
 
   function clearErrors() {
     for (const el of form.querySelectorAll(".field-error")) el.textContent = "";

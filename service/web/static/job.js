@@ -3,7 +3,7 @@
 // per-sample table with filters and a sample viewer (prompt with the needle marked).
 
 import { api, ApiError } from "./api.js";
-import { lineChart, unitRange } from "./charts.js";
+import { axisDomain, lineChart, unitRange } from "./charts.js";
 import { duration, errorBox, fmt, h, noData, render, section, statusBadge, when } from "./dom.js";
 import { ACTIVE, cancelButton, progressCell } from "./progress.js";
 import { samplesSection } from "./samples.js";
@@ -54,7 +54,7 @@ function seriesCharts(task, result, job) {
     charts.push(lineChart({
       title: `${task}: ${key} — ${job.checkpoint}, rope=${job.rope_label} backend=${job.backend}`,
       xLabel: axis === "length" ? "length (tokens)" : axis, yLabel: `${list[0].name} (${list[0].unit})`,
-      series, categories, yRange: unitRange(list[0].unit),
+      series, categories, yRange: unitRange(list[0].unit), xDomain: numeric ? axisDomain(list[0].axis) : null,
     }));
   }
   return charts;

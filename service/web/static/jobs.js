@@ -27,9 +27,9 @@ export async function show() {
     };
     const tr = h("tr", { id: `job-${job.id}`, dataset: { status: job.status } },
       h("th", { scope: "row" }, h("a", { href: `/jobs/${job.id}` }, job.id)),
-      h("td", {}, job.checkpoint),
+      h("td", { class: "wrap" }, job.checkpoint),
       h("td", {}, job.tasks.map((t) => t.name).join(", ")),
-      h("td", {}, `rope=${job.rope_label} backend=${job.backend}`),
+      h("td", { class: "wrap" }, `rope=${job.rope_label} backend=${job.backend}`),
       h("td", { class: "num" }, job.priority),
       cells.status, cells.progress, h("td", {}, when(job.created_at)), cells.duration, cells.actions);
     return { tr, cells, status: job.status };

@@ -28,9 +28,9 @@ async function latest(checkpoint) {
 function sourceText(source) {
   if (!source) return noData("registered");
   if (source.kind === "hub") {
-    return h("span", { title: `commit ${source.commit}` }, `hub ${source.repo_id}@${source.revision} (${source.commit.slice(0, 10)})`);
+    return h("span", { class: "wrap", title: `commit ${source.commit}` }, `hub ${source.repo_id}@${source.revision} (${source.commit.slice(0, 10)})`);
   }
-  return h("span", { title: `sha256 ${source.sha256}` }, `GGUF ${source.file} (${source.sha256.slice(0, 10)})`);
+  return h("span", { class: "wrap", title: `sha256 ${source.sha256}` }, `GGUF ${source.file} (${source.sha256.slice(0, 10)})`);
 }
 
 /** Pull from the hub (id and revision) or a GGUF file on the server; the API's refusal shown as is. */
@@ -77,12 +77,13 @@ async function checkpointsTable(checkpoints) {
     h("thead", {}, h("tr", {}, ["Name", "Family", "Variant", "Parameters", "RoPE", "Context", "Chat template",
       "Source", "Fingerprint", "Path", "Registered", "Latest results"].map((t) => h("th", { scope: "col" }, t)))),
     h("tbody", {}, checkpoints.map((c, i) => h("tr", {},
-      h("th", { scope: "row" }, c.name), h("td", {}, c.family ?? noData()), h("td", {}, c.variant),
+      h("th", { scope: "row", class: "wrap" }, c.name), h("td", {}, c.family ?? noData()), h("td", {}, c.variant),
       h("td", { class: "num" }, params(c.parameters)), h("td", {}, c.rope_label ?? noData()),
       h("td", { class: "num" }, c.context_length ?? noData()),
-      h("td", {}, c.chat_template ? h("code", {}, c.chat_template) : noData("none")), h("td", {}, sourceText(c.source)),
+      h("td", {}, c.chat_template ? h("code", { class: "wrap" }, c.chat_template) : noData("none")),
+      h("td", {}, sourceText(c.source)),
       h("td", {}, h("code", { class: "fp", title: c.fingerprint }, c.fingerprint.slice(0, 12))),
-      h("td", {}, c.path), h("td", {}, when(c.created_at)), h("td", {}, last[i]))))));
+      h("td", { class: "wrap" }, c.path), h("td", {}, when(c.created_at)), h("td", { class: "latest-results" }, last[i]))))));
 }
 
 function endpointsTable(endpoints) {

@@ -56,8 +56,8 @@ def browser() -> Iterator[object]:
             b.close()
 
 
-def new_page(b: object, base_url: str) -> tuple[object, Console]:
-    context = b.new_context(base_url=base_url, viewport=VIEWPORT)  # a fresh sessionStorage per context
+def new_page(b: object, base_url: str, viewport: dict[str, int] = VIEWPORT) -> tuple[object, Console]:
+    context = b.new_context(base_url=base_url, viewport=viewport)  # a fresh sessionStorage per context
     page = context.new_page()
     page.set_default_timeout(20_000)
     console = Console()

@@ -3,12 +3,16 @@ server (uvicorn on loopback, Ray, SQLite): every page loads with no console erro
 passkey job submitted through the form on a demo checkpoint runs to succeeded while the
 list updates itself; its samples open with the needle marked; the leaderboard shows it
 and the nightly curve; Compare charts two rows; a bad value shows the API's message next
-to its field; with a token, cancel without it is refused and with it works. Screenshots
-of each page are saved (LCTX_SCREENSHOTS=docs/screenshots refreshes the README's)."""
+to its field; with a token, cancel without it is refused and with it works. At 1400x1000
+the job list shows above the fold, the jobs and checkpoints tables need no sideways scroll,
+depth deciles sit on a 0..9 axis and Compare names what differs between two jobs (the
+seed). Screenshots of each page are saved (LCTX_SCREENSHOTS=docs/screenshots refreshes the
+README's)."""
 
 from __future__ import annotations
 
 import shutil
+from itertools import pairwise
 from pathlib import Path
 
 import httpx
@@ -22,6 +26,9 @@ from tests.service.web.browser import SCREENSHOTS, new_page, screenshot
 REPO = Path(__file__).resolve().parents[3]
 NIGHTLY = {"tasks": [{"name": "passkey", "lengths": [256, 512], "trials": 2}]}
 PAGES = ["/", "/leaderboard", "/compare", "/checkpoints"]
+SCREEN = {"width": 1400, "height": 1000}  # issue #39's desktop: what must fit without scrolling
+# A run's checkpoint as training scripts name them: one long word, no break opportunity
+LONG = "llama_3_1_8b_instruct_longctx_yarn_x4_lr3e_4_bs512_warmup2000_global_step_000120000"
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +48,12 @@ def world(ray_cluster: str, chromium, tmp_path_factory: pytest.TempPathFactory):
     for step, seed in ((100, 0), (200, 1), (300, 2)):
         tiny_checkpoint(models / "run" / f"step-{step}", seed=seed)
     shutil.copytree(REPO / "demo" / "checkpoints" / "softmax", models / "doomed")
+    shutil.copytree(REPO / "demo" / "checkpoints" / "softmax", models / "runs" / LONG / LONG)
     settings = make_settings(tmp, executor=True, ray_address=ray_cluster, replica_id="dashboard-test")
     app = create_app(settings)
     with ThreadServer(app) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
-        for name in ("demo-softmax", "doomed"):
-            assert c.post("/v1/checkpoints", json={"name": name, "path": str(models / name)}).status_code == 201
+        for name, path in (("demo-softmax", "demo-softmax"), ("doomed", "doomed"), (LONG, f"runs/{LONG}/{LONG}")):
+            assert c.post("/v1/checkpoints", json={"name": name, "path": str(models / path)}).status_code == 201
         r = c.post("/v1/schedules", json={"name": "nightly", "cron": "0 2 * * *", "watch": [str(models / "run")],
                                           "suite": NIGHTLY})
         assert r.status_code == 201, r.text
@@ -251,3 +259,121 @@ def test_pull_a_checkpoint_from_the_checkpoints_page(world, shots: Path, tmp_pat
     screenshot(page, shots, "checkpoints-pull", full_page=True)
     assert console.refusals(422) == []
     assert c.delete("/v1/checkpoints/pulled").status_code == 204  # the other tests see the world as it was
+
+
+@pytest.fixture(scope="module")
+def seeds(world) -> list[str]:
+    """Two passkey jobs on one checkpoint that differ only by seed (0, the default, and 1)."""
+    _, c, _, _ = world
+    spec = {"name": "passkey", "lengths": [256], "trials": 4}
+    jobs = [c.post("/v1/jobs", json={"checkpoint": "demo-softmax", "tasks": [{**spec, "seed": seed}]}).json()["id"]
+            for seed in (0, 1)]
+    for job in jobs:
+        assert wait_job(c, job, timeout=120)["status"] == "succeeded"
+    return jobs
+
+
+def test_the_job_list_shows_above_the_fold(world) -> None:
+    """The submit form folds its option help away (a toggle shows it): at 1400x1000 the first
+    job of the list is on screen (the form with its help was ~900 px tall)."""
+    url, _, b, _ = world
+    page, console = new_page(b, url, SCREEN)
+    page.goto("/")
+    first = page.locator("#jobs-table tbody tr").first
+    first.wait_for()
+    assert first.bounding_box()["y"] < SCREEN["height"]
+    hint = page.locator("#opt-passkey-seed-hint")
+    assert not hint.is_visible() and "seed of every sampled choice" in page.get_attribute("#opt-passkey-seed", "title")
+    page.check("#show-help")
+    assert hint.is_visible() and "seed of every sampled choice" in hint.inner_text()
+    assert console.take() == []
+
+
+def test_the_jobs_and_checkpoints_tables_fit_the_screen(world) -> None:
+    """No sideways scrolling at 1400 px: progress details and long checkpoint names and paths
+    wrap, and the jobs' duration and the checkpoints' latest results are on screen."""
+    url, _, b, _ = world
+    page, console = new_page(b, url, SCREEN)
+    width = SCREEN["width"]
+
+    def fits(table: str, last_cell: str) -> None:
+        wrap = page.locator(table).locator("xpath=..")
+        assert wrap.evaluate("e => e.scrollWidth <= e.clientWidth"), table
+        for box in (page.locator(f"{table} tbody tr").nth(i).locator(last_cell).bounding_box()
+                    for i in range(page.locator(f"{table} tbody tr").count())):
+            assert box["x"] >= 0 and box["x"] + box["width"] <= width, (table, box)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+
+    page.goto("/")
+    page.locator("#jobs-table tbody tr .count").first.wait_for()
+    fits("#jobs-table", "td:nth-child(9)")  # duration
+    assert page.locator("#jobs-table thead th").nth(8).inner_text() == "Duration"
+    page.goto("/checkpoints")
+    page.locator("#schedules-table").wait_for()
+    assert LONG in page.locator("#checkpoints-table").inner_text()
+    fits("#checkpoints-table", "td:last-child")  # latest results
+    assert console.take() == []
+
+
+DECILE_AXIS = """(figure) => {
+  const ticks = [...figure.querySelectorAll('svg .grid text[text-anchor=middle]')]
+    .map((t) => [t.textContent, Number(t.getAttribute('x'))]);
+  const series = figure.querySelector('svg .series');
+  return { ticks, marks: [...series.querySelectorAll('circle')].map((c) => [c.querySelector('title').textContent,
+             Number(c.getAttribute('cx'))]),
+           lines: [...series.querySelectorAll('polyline')].map((l) => l.getAttribute('points').split(' ')
+             .map((p) => Number(p.split(',')[0]))) };
+}"""
+
+
+def deciles_on_their_axis(figure) -> list[int]:
+    """The chart's x axis is 0..9, evenly spaced, each point sits at its decile's tick and no line
+    runs across a decile with no samples: it leaves a gap. The deciles drawn."""
+    axis = figure.evaluate(DECILE_AXIS)
+    ticks = dict(axis["ticks"])
+    assert list(ticks) == [str(d) for d in range(10)], ticks
+    x = [ticks[str(d)] for d in range(10)]
+    assert all(abs((x[d + 1] - x[d]) - (x[1] - x[0])) < 0.01 for d in range(9)), x
+    drawn = []
+    for title, cx in axis["marks"]:
+        decile = int(title.split(": ")[1].split(" ")[0])
+        assert abs(cx - x[decile]) < 0.01, (title, cx, x)
+        drawn.append(decile)
+    for line in axis["lines"]:
+        steps = [round((b - a) / (x[1] - x[0]), 6) for a, b in pairwise(line)]
+        assert steps == [1.0] * len(steps), (line, x)
+    return drawn
+
+
+def test_depth_deciles_sit_on_a_0_to_9_axis(world, seeds) -> None:
+    """The depth-decile chart of a job and of a comparison: the deciles the samples missed leave
+    gaps (the chart used to close up the ones it had, or spread 1..9 on a log scale)."""
+    url, c, b, _ = world
+    page, console = new_page(b, url, SCREEN)
+    page.goto(f"/jobs/{seeds[0]}")
+    chart = page.locator("#job-results figure.chart", has_text="by depth_decile")
+    chart.wait_for()
+    drawn = deciles_on_their_axis(chart)
+    assert 0 < len(drawn) < 10  # 4 trials: some deciles are missing
+    page.goto(f"/compare?task=passkey&jobs={seeds[0]}&jobs={seeds[1]}")
+    chart = page.locator("figure.chart", has_text="by depth decile")
+    chart.wait_for()
+    assert deciles_on_their_axis(chart) == sorted(drawn)
+    assert console.take() == []
+
+
+def test_compare_names_what_differs_between_the_jobs(world, seeds) -> None:
+    """Two jobs of one checkpoint that differ by seed: the headers, legend and Δ column name the
+    seed (they named only the checkpoint, the same for both), and what both share is said once."""
+    url, _, b, _ = world
+    page, console = new_page(b, url, SCREEN)
+    page.goto(f"/compare?task=passkey&jobs={seeds[0]}&jobs={seeds[1]}")
+    table = page.locator("table.compare")
+    table.wait_for()
+    assert [t.strip() for t in table.locator("thead th").all_inner_texts()] == \
+        ["Column", "seed=0 (baseline)", "seed=1", "Δ seed=1"]
+    what = page.locator(".compare-what").first.inner_text()
+    assert "differ in seed" in what and "demo-softmax" in what and "rope=checkpoint" in what
+    legend = page.locator("figure.chart ul.legend").first.inner_text()
+    assert "seed=0" in legend and "seed=1" in legend
+    assert console.take() == []
