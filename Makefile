@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install chromium test serve bench lint clean
+.PHONY: install chromium test test-fast docs serve bench lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,6 +28,11 @@ chromium:
 test: install chromium
 	# pytest exits 5 when it collects no tests; that is not a failure of the suite.
 	$(BIN)/python -m pytest -q tests; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; else exit $$rc; fi
+
+# The fast tier: every test not marked `integration` (no server, Ray, browser, transformers or training;
+# tests/conftest.py fails an unmarked test that takes more than a few seconds). Minutes, not half an hour.
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not integration" tests; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; else exit $$rc; fi
 
 # `make serve PORT=8124 HOST=127.0.0.1` passes them on; otherwise LCTX_HOST:LCTX_PORT (default 127.0.0.1:8000).
 serve: install

@@ -12,6 +12,8 @@ from cli.main import main
 from service.app import create_app
 from tests.helpers import ThreadServer, make_settings
 
+pytestmark = pytest.mark.integration  # a real server and Ray
+
 
 def test_parse_task_options() -> None:
     assert parse_task("passkey:lengths=256,512:trials=10") == {"name": "passkey", "lengths": [256, 512], "trials": 10}

@@ -182,6 +182,7 @@ def test_first_checkpoint_root_is_writable_and_the_users_checkpoints_read_only(c
     assert lctx["stop_grace_period"]
 
 
+@pytest.mark.integration
 def test_healthcheck_command_probes_a_real_server(tmp_path: Path) -> None:
     from service.app import create_app
     from tests.helpers import ThreadServer, make_settings

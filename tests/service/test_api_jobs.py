@@ -13,6 +13,8 @@ import pytest
 from service.app import create_app
 from tests.helpers import ThreadServer, make_settings, points, tiny_checkpoint, wait_for, wait_job
 
+pytestmark = pytest.mark.integration  # a server on loopback and Ray
+
 PASSKEY = {"name": "passkey", "lengths": [128, 256], "trials": 2, "seed": 0}
 REPO = Path(__file__).resolve().parents[2]
 HOTPOTQA = [{"input": "Which city is the capital of France?", "context": "Passage 1: Paris is the capital of France. "

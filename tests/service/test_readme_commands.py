@@ -71,7 +71,7 @@ def test_blocks_are_found_and_markers_parse() -> None:
             assert old in b.code, f"README line {b.line}: the marker replaces {old!r}, which the block lacks"
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_every_readme_command_block_runs_against_a_fresh_server(ray_cluster: str, real_model: Path,
                                                                  tmp_path: Path) -> None:
     from service.demo import REAL_MODEL, real_model_dir

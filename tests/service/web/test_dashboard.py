@@ -19,6 +19,8 @@ from service.schedules import Scheduler
 from tests.helpers import ThreadServer, make_settings, tiny_checkpoint, wait_for, wait_job
 from tests.service.web.browser import SCREENSHOTS, new_page, screenshot
 
+pytestmark = pytest.mark.integration  # a browser, a server and Ray
+
 REPO = Path(__file__).resolve().parents[3]
 NIGHTLY = {"tasks": [{"name": "passkey", "lengths": [256, 512], "trials": 2}]}
 PAGES = ["/", "/leaderboard", "/compare", "/checkpoints"]
