@@ -34,8 +34,13 @@ test: install chromium
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not integration" tests; rc=$$?; if [ $$rc -eq 5 ]; then exit 0; else exit $$rc; fi
 
+# The guide (mkdocs.yml: docs/ and the generated reference pages) into var/site, offline; `lctx serve`
+# serves it at /guide. Seconds; `make serve` builds it first.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build -q
+
 # `make serve PORT=8124 HOST=127.0.0.1` passes them on; otherwise LCTX_HOST:LCTX_PORT (default 127.0.0.1:8000).
-serve: install
+serve: install docs
 	$(BIN)/lctx serve $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT))
 
 bench: install
