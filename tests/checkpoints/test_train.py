@@ -144,7 +144,7 @@ def test_demo_checkpoints_are_listed_by_name() -> None:
 @pytest.mark.integration
 @pytest.mark.parametrize("name", sorted(demo_checkpoints()))
 def test_demo_checkpoint_retrieves_at_training_length(tmp_path, name) -> None:
-    """The README's claim: every demo checkpoint reaches >= 90% passkey accuracy
+    """The guide's claim (docs/guide/demo-checkpoints.md): every demo checkpoint reaches >= 90% passkey accuracy
     at its training length over 100 trials with the lctx evaluator."""
     from evaluators import run_task
     from tests.helpers import points

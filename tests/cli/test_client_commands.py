@@ -61,7 +61,7 @@ def test_cli_round_trip(ray_cluster: str, tmp_path: Path, models: Path, capsys: 
 
 def test_readme_comparison_loop_shows_every_setting(ray_cluster: str, tmp_path: Path, models: Path,
                                                     capsys: pytest.CaptureFixture) -> None:
-    """The README's comparison loop (1x unscaled, then YaRN and NTK at 2x and 4x), scaled
+    """The guide's comparison loop (docs/guide/demo-checkpoints.md) (1x unscaled, then YaRN and NTK at 2x and 4x), scaled
     down to a tiny model: the leaderboard has a row per checkpoint and RoPE setting, the
     per-length columns hold all seven cells, `submit --wait` ends with the scores, and
     `lctx compare` shows per-length differences. `results --samples | head` ends quietly."""

@@ -175,7 +175,7 @@ def test_a_failing_job_fails_with_a_message_and_the_service_goes_on(service) -> 
 
 
 def test_a_failed_jobs_finished_tasks_are_served_as_partial_results(service) -> None:
-    """The README's example shape (passkey, then LongBench): LongBench's file is there at
+    """The guide's example shape (docs/guide/service.md) (passkey, then LongBench): LongBench's file is there at
     submission but broken, so the job fails after passkey finished; nothing is lost."""
     c, settings, _ = service
     (settings.data_dir / "multifieldqa_en.jsonl").write_text("{not json\n")

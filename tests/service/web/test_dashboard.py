@@ -4,7 +4,7 @@ passkey job submitted through the form on a demo checkpoint runs to succeeded wh
 list updates itself; its samples open with the needle marked; the leaderboard shows it
 and the nightly curve; Compare charts two rows; a bad value shows the API's message next
 to its field; with a token, cancel without it is refused and with it works. Screenshots
-of each page are saved (LCTX_SCREENSHOTS=docs/screenshots refreshes the README's)."""
+of each page are saved (LCTX_SCREENSHOTS=docs/screenshots refreshes the guide's)."""
 
 from __future__ import annotations
 
