@@ -7,7 +7,8 @@ serves it with `transformers serve` on loopback, once per session.
 
 Two tiers: a test that starts a server, Ray, PostgreSQL, a browser or transformers on the real
 model, or trains, is marked `integration` (by its module's `pytestmark`, its own mark, or here:
-any test using one of INTEGRATION_FIXTURES). `make test` runs both tiers, `make test-fast`
+any test using one of INTEGRATION_FIXTURES, and on a machine without a GPU any test of a Triton
+kernel, which the interpreter runs), and so is a test that takes seconds for another reason. `make test` runs both tiers, `make test-fast`
 (`-m "not integration"`) the rest, and an unmarked test whose call runs longer than
 UNMARKED_CALL_LIMIT_S fails, naming the marker."""
 
@@ -37,9 +38,18 @@ UNMARKED_CALL_LIMIT_S = 5.0
 _call_cpu = pytest.StashKey[float]()  # CPU seconds of the test's call
 
 
+def _interpreted_triton(item: pytest.Item) -> bool:
+    """A Triton kernel run by the interpreter (no GPU): seconds a call. On a GPU it is fast."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return False
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return item.path.name.startswith("test_triton_") or "triton" in [str(v) for v in params.values()]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if INTEGRATION_FIXTURES.intersection(getattr(item, "fixturenames", ())) or item.get_closest_marker("postgres"):
+        if INTEGRATION_FIXTURES.intersection(getattr(item, "fixturenames", ())) or item.get_closest_marker("postgres") \
+                or _interpreted_triton(item):
             item.add_marker(pytest.mark.integration)
 
 
@@ -67,8 +77,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         report.outcome = "failed"
         report.longrepr = (f"{item.nodeid} took {call.duration:.1f} s ({cpu:.1f} s of CPU), more than the "
                            f"{UNMARKED_CALL_LIMIT_S:.0f} s an unmarked test may take: make it faster, or mark it "
-                           f"@pytest.mark.integration if it starts a server, Ray, a browser or transformers, or "
-                           f"trains (tests/conftest.py)")
+                           f"@pytest.mark.integration (it starts a server, Ray, a browser or transformers, trains, "
+                           f"or takes seconds for another reason: say which beside the mark; tests/conftest.py)")
     return report
 
 
