@@ -25,6 +25,7 @@ def lines(folder: Path) -> list[dict]:
     return [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.integration  # a whole search run twice on a model: seconds of CPU
 def test_search_runs_only_what_it_needs_and_resumes_exactly(loaded, tmp_path: Path) -> None:
     whole = run_task(loaded, SPEC, tmp_path / "whole")
     result = typed(whole)
