@@ -1,4 +1,4 @@
-"""The README's first comparison on a real pretrained model: SmolLM2-135M-Instruct
+"""The guide's first comparison on a real pretrained model (docs/guide/real-model.md): SmolLM2-135M-Instruct
 (8k trained context, rope_theta 1e5) on passkey (and, with --tasks passkey needle, the
 needle grid) within and beyond its 8k context, with no RoPE scaling at every length and
 YaRN / NTK (factor 2) beyond it. Writes JSON, a markdown table and a plot to

@@ -3,7 +3,7 @@ and how its weight names map to ours.
 
 One reader per `model_type`, each a short function from the raw config to a
 `ModelConfig`: the shared keys come from `_common`, the family's own options
-are spelled out where they are read (the README's families table follows this
+are spelled out where they are read (the guide's families table (docs/guide/model-runtime.md) follows this
 file). A key a family uses that lctx cannot honour is refused with a message
 naming it; a model_type that is not here is refused with the list of those
 that are. Checked against transformers' own classes in
@@ -230,7 +230,7 @@ def from_hf(raw: dict[str, Any]) -> ModelConfig:
     if reader is None:
         raise ConfigError(
             f"unsupported model_type {model_type!r}; supported: lctx, {', '.join(HF_MODEL_TYPES)} "
-            "(the README's families table says what each reads)"
+            "(docs/guide/model-runtime.md's families table says what each reads)"
         )
     return reader(raw)
 

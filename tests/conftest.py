@@ -3,7 +3,14 @@ in the interpreter when no GPU is present; the variable must be set before trito
 imported. Ray and PostgreSQL start once per session (they take seconds). Servers started by
 tests leave the real model out unless a test asks for it; `real_model` is the pretrained
 SmolLM2-135M-Instruct of the real-model tests, converted once per machine; `transformers_server`
-serves it with `transformers serve` on loopback, once per session."""
+serves it with `transformers serve` on loopback, once per session.
+
+Two tiers: a test that starts a server, Ray, PostgreSQL, a browser or transformers on the real
+model, or trains, is marked `integration` (by its module's `pytestmark`, its own mark, or here:
+any test using one of INTEGRATION_FIXTURES, and on a machine without a GPU any test of a Triton
+kernel, which the interpreter runs), and so is a test that takes seconds for another reason. `make test` runs both tiers, `make test-fast`
+(`-m "not integration"`) the rest, and an unmarked test whose call runs longer than
+UNMARKED_CALL_LIMIT_S fails, naming the marker."""
 
 import os
 from pathlib import Path
@@ -22,6 +29,57 @@ os.environ.setdefault("LCTX_DEMO_REAL_MODEL", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from tests.helpers import PG_BIN, Postgres, TransformersServer, tiny_checkpoint  # noqa: E402 - after the Triton switch
+
+# Fixtures that start Ray, PostgreSQL, a model server or load the real model: their tests are integration tests.
+INTEGRATION_FIXTURES = frozenset({"ray_cluster", "postgres_url", "real_model", "transformers_server", "standin_model"})
+# The most seconds an unmarked test's call (not its fixtures) may take. Only a call that also used half
+# of it in CPU time (this process and the children it waited for) fails: a loaded machine fails no test.
+UNMARKED_CALL_LIMIT_S = 5.0
+_call_cpu = pytest.StashKey[float]()  # CPU seconds of the test's call
+
+
+def _interpreted_triton(item: pytest.Item) -> bool:
+    """A Triton kernel run by the interpreter (no GPU): seconds a call. On a GPU it is fast."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return False
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return item.path.name.startswith("test_triton_") or "triton" in [str(v) for v in params.values()]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if INTEGRATION_FIXTURES.intersection(getattr(item, "fixturenames", ())) or item.get_closest_marker("postgres") \
+                or _interpreted_triton(item):
+            item.add_marker(pytest.mark.integration)
+
+
+def _cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    start = _cpu_seconds()
+    try:
+        return (yield)
+    finally:
+        item.stash[_call_cpu] = _cpu_seconds() - start
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    if call.when != "call" or not report.passed or item.get_closest_marker("integration"):
+        return report
+    cpu = item.stash.get(_call_cpu, 0.0)
+    if call.duration > UNMARKED_CALL_LIMIT_S and cpu > UNMARKED_CALL_LIMIT_S / 2:
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} took {call.duration:.1f} s ({cpu:.1f} s of CPU), more than the "
+                           f"{UNMARKED_CALL_LIMIT_S:.0f} s an unmarked test may take: make it faster, or mark it "
+                           f"@pytest.mark.integration (it starts a server, Ray, a browser or transformers, trains, "
+                           f"or takes seconds for another reason: say which beside the mark; tests/conftest.py)")
+    return report
 
 
 @pytest.fixture(scope="session")

@@ -30,6 +30,8 @@ from checkpoints.tokenizer import load_tokenizer
 from cli.main import main
 from tests.helpers import STANDIN_NAME, ThreadServer, free_port, standin_app
 
+pytestmark = pytest.mark.integration  # servers: transformers serve and the stand-ins on loopback
+
 TEXT = ("The quick brown fox jumps over the lazy dog. Long-context models read whole books; "
         "perplexity tells how well they predict each next word of a text they have not seen.")
 

@@ -58,6 +58,7 @@ def _on_device(model: Decoder, backend: str) -> Decoder:
     return model
 
 
+@pytest.mark.integration  # every variant and backend decoded twice: minutes in all
 @pytest.mark.parametrize("variant,backend,config", CASES, ids=lambda x: str(x))
 def test_batched_generation_equals_one_at_a_time(variant, backend, config):
     model = _on_device(_model(variant, **dict(config)), backend)

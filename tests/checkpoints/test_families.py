@@ -23,6 +23,8 @@ from cli.main import main as lctx
 from tests.checkpoints.hf_models import VOCAB, build_hf_model
 from tests.helpers import L0
 
+pytestmark = pytest.mark.integration  # transformers builds and runs each family's tiny model
+
 PROMPT_LEN = 3 * L0 // 2 + 5  # longer than the original context, and than every window
 WINDOW = 16
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": L0}

@@ -11,6 +11,8 @@ from checkpoints.loading import load_model
 from tests.checkpoints.hf_models import VOCAB, build_hf_model
 from tests.helpers import HF_CASES, L0
 
+pytestmark = pytest.mark.integration  # transformers runs the tiny models the logits are compared with
+
 PROMPT_LEN = 3 * L0 // 2 + 5  # longer than the original context
 
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent("""
     import resource, sys, tempfile, torch
     from checkpoints.config import ModelConfig
@@ -28,6 +30,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration  # a 32k-token prefill
 def test_32k_prefill_stays_far_below_one_score_matrix() -> None:
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr

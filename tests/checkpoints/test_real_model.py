@@ -16,6 +16,8 @@ from checkpoints.pull import SOURCE_FILE, file_sha256
 from evaluators.passkey.evaluator import fit_length, passkey_prompt
 from service.demo import real_model_gguf
 
+pytestmark = pytest.mark.integration  # transformers as the oracle on the real model
+
 PROMPT_TOKENS = 2000
 
 

@@ -72,6 +72,7 @@ def test_too_short_sequence_is_refused_with_advice() -> None:
         SyntheticText(seq_len=100, seed=0)
 
 
+@pytest.mark.integration
 def test_short_run_lowers_loss_and_saves_a_loadable_checkpoint(tmp_path) -> None:
     cfg = TrainConfig(steps=30, seq_len=260, lr=3e-3, warmup=5, seed=1, **TINY)
     result = train(cfg, tmp_path / "ckpt", progress=False)
@@ -89,6 +90,7 @@ def test_short_run_lowers_loss_and_saves_a_loadable_checkpoint(tmp_path) -> None
     assert result.final_loss == pytest.approx(log[-1]["loss"], abs=1e-4)
 
 
+@pytest.mark.integration
 def test_training_is_deterministic(tmp_path) -> None:
     cfg = TrainConfig(steps=3, seq_len=260, seed=7, **TINY)
     a = train(cfg, tmp_path / "a", progress=False)
@@ -98,6 +100,7 @@ def test_training_is_deterministic(tmp_path) -> None:
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("variant", ["softpick", "tda"])
 def test_other_variants_train(tmp_path, variant) -> None:
     cfg = TrainConfig(variant=variant, steps=2, seq_len=260, **TINY)
@@ -106,6 +109,7 @@ def test_other_variants_train(tmp_path, variant) -> None:
     assert load_model(tmp_path / variant).config.attention.variant == variant
 
 
+@pytest.mark.integration
 def test_cli_train(tmp_path, capsys) -> None:
     out = tmp_path / "cli"
     rc = cli_main(["train", "--variant", "softmax", "--out", str(out), "--steps", "2", "--seq-len", "260",
@@ -120,6 +124,7 @@ def test_cli_train_rejects_unknown_variant(tmp_path, capsys) -> None:
     assert rc == 2 and "available" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_extra_text_is_mixed_in(tmp_path) -> None:
     text = tmp_path / "t.txt"
     text.write_text("lorem ipsum dolor sit amet " * 50)
@@ -136,10 +141,10 @@ def test_demo_checkpoints_are_listed_by_name() -> None:
                for path in demos.values())
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 @pytest.mark.parametrize("name", sorted(demo_checkpoints()))
 def test_demo_checkpoint_retrieves_at_training_length(tmp_path, name) -> None:
-    """The README's claim: every demo checkpoint reaches >= 90% passkey accuracy
+    """The guide's claim (docs/guide/demo-checkpoints.md): every demo checkpoint reaches >= 90% passkey accuracy
     at its training length over 100 trials with the lctx evaluator."""
     from evaluators import run_task
     from tests.helpers import points

@@ -12,6 +12,8 @@ from cli.main import main
 from service.app import create_app
 from tests.helpers import ThreadServer, make_settings
 
+pytestmark = pytest.mark.integration  # a real server and Ray
+
 
 def test_parse_task_options() -> None:
     assert parse_task("passkey:lengths=256,512:trials=10") == {"name": "passkey", "lengths": [256, 512], "trials": 10}
@@ -59,7 +61,7 @@ def test_cli_round_trip(ray_cluster: str, tmp_path: Path, models: Path, capsys: 
 
 def test_readme_comparison_loop_shows_every_setting(ray_cluster: str, tmp_path: Path, models: Path,
                                                     capsys: pytest.CaptureFixture) -> None:
-    """The README's comparison loop (1x unscaled, then YaRN and NTK at 2x and 4x), scaled
+    """The guide's comparison loop (docs/guide/demo-checkpoints.md) (1x unscaled, then YaRN and NTK at 2x and 4x), scaled
     down to a tiny model: the leaderboard has a row per checkpoint and RoPE setting, the
     per-length columns hold all seven cells, `submit --wait` ends with the scores, and
     `lctx compare` shows per-length differences. `results --samples | head` ends quietly."""

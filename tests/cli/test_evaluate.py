@@ -102,7 +102,7 @@ def test_score_scrolls(tmp_path: Path, capsys) -> None:
     assert json.loads((tmp_path / "m.json").read_text())["exact_match"] == 100.0
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_lm_eval_command_writes_lm_eval_layout(tmp_path: Path) -> None:
     tiny_model(tmp_path / "m")
     tasks = write_tasks(tmp_path / "tasks")

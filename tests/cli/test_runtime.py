@@ -6,8 +6,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.checkpoints.hf_models import build_hf_model
 from tests.helpers import tiny_own
+
+pytestmark = pytest.mark.integration  # transformers builds the Hugging Face checkpoints
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

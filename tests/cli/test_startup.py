@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from evaluators.registry import registry
 from service.app import create_app
 from tests.helpers import ThreadServer, free_port, make_settings
@@ -68,6 +70,7 @@ def test_help_of_the_console_script_imports_nothing_heavy(tmp_path: Path) -> Non
             (argv, heavy(imported))
 
 
+@pytest.mark.integration
 def test_client_commands_import_nothing_heavy(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     with ThreadServer(create_app(settings)) as srv:

@@ -134,7 +134,7 @@ def test_cluster_file_is_a_head_running_the_api_and_scalable_one_gpu_workers() -
     assert deploy["resources"]["reservations"]["devices"] == [{"driver": "nvidia", "count": 1,
                                                                "capabilities": ["gpu"]}]
     assert isinstance(deploy["replicas"], int)  # `--scale worker=N` scales it
-    assert "--scale worker=" in (REPO / "README.md").read_text()
+    assert "--scale worker=" in (REPO / "docs" / "guide" / "deploy.md").read_text()
 
     assert worker["volumes"] == head["volumes"]  # the same results, checkpoints and datasets on every node
     mounts = {v.split(":")[-2] if v.endswith(":ro") else v.split(":")[-1]: v for v in head["volumes"]}
@@ -182,6 +182,7 @@ def test_first_checkpoint_root_is_writable_and_the_users_checkpoints_read_only(c
     assert lctx["stop_grace_period"]
 
 
+@pytest.mark.integration
 def test_healthcheck_command_probes_a_real_server(tmp_path: Path) -> None:
     from service.app import create_app
     from tests.helpers import ThreadServer, make_settings
@@ -222,10 +223,11 @@ def test_entrypoint_refuses_an_unwritable_data_folder_and_runs_the_command(tmp_p
         shutil.rmtree(shared, ignore_errors=True)
 
 
-def test_readme_deploy_commands_name_files_and_profiles_that_exist(compose: dict) -> None:
-    readme = (REPO / "README.md").read_text()
-    assert "## Deploy on a GPU node" in readme and "## Upgrading" in readme
-    deploy = readme.split("## Deploy on a GPU node", 1)[1]
+def test_guide_deploy_commands_name_files_and_profiles_that_exist(compose: dict) -> None:
+    guide = REPO / "docs" / "guide"
+    assert (guide / "deploy.md").read_text().startswith("# Deploy on a GPU node")
+    assert (guide / "upgrading.md").read_text().startswith("# Upgrading")
+    deploy = (guide / "deploy.md").read_text() + (guide / "upgrading.md").read_text()
     assert "ray start --address" in deploy
     commands = re.findall(r"^docker compose .+$", deploy, re.M)
     assert commands
@@ -251,5 +253,5 @@ def test_vllm_profile_serves_beside_lctx_on_the_gpus_and_lctx_may_reach_it(compo
     assert flags["port"] == "8001" and vllm["ports"][0].endswith(":8001")
     hosts = compose["services"]["lctx"]["environment"]["LCTX_ENDPOINT_HOSTS"]
     assert "vllm" in hosts and "*" not in hosts  # the compose service, not any host
-    readme = (REPO / "README.md").read_text()
-    assert "--profile vllm" in readme and "SGLang" in readme
+    for page in (REPO / "README.md", REPO / "docs" / "guide" / "endpoints.md"):  # the recipe and the guide
+        assert "--profile vllm" in page.read_text() and "SGLang" in page.read_text(), page.name

@@ -15,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import evaluators
 from tests.helpers import tiny_checkpoint
 from tests.toy_task import TOY_TASK_FILES
@@ -39,6 +41,7 @@ print(json.dumps({"tasks": task_names(), "help": help_text.getvalue(), "schema":
 """
 
 
+@pytest.mark.integration  # fresh interpreters and a real run
 def test_a_toy_task_is_one_folder(tmp_path: Path) -> None:
     package = tmp_path / "src" / "evaluators"
     shutil.copytree(Path(evaluators.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__"))

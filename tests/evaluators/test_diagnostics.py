@@ -69,6 +69,7 @@ def test_streaming_statistics_match_the_dense_oracle(tmp_path: Path, extra: dict
         assert kurtosis(md) == pytest.approx(kurtosis(ms), rel=1e-4)
 
 
+@pytest.mark.integration  # every diagnostic at every length: seconds of CPU
 def test_diagnostics_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
     loaded = tiny_model(tmp_path / "m")
     task = {"name": "diagnostics", "lengths": [48, 200], "samples": 2, "dense_max": 64, "chunk_size": 64}

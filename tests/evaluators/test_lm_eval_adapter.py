@@ -48,7 +48,7 @@ def test_rolling_windows_cover_every_token_once(tmp_path: Path) -> None:
     assert short < 0 and full < 0
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_simple_evaluate_runs_local_tasks(tmp_path: Path) -> None:
     import lm_eval
     from lm_eval.tasks import TaskManager

@@ -36,6 +36,7 @@ def yarn_windows(model, bos: int, doc: list[int], max_length: int, stride: int) 
     return out
 
 
+@pytest.mark.integration  # perplexity windows at every length: seconds on a CPU
 @pytest.mark.parametrize("stride", [None, 7])
 def test_same_tokens_at_every_length_with_bos_per_window(tmp_path: Path, stride) -> None:
     loaded = tiny_model(tmp_path / "m")

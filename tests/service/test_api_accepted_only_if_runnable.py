@@ -23,6 +23,8 @@ from service.store import EndpointRow, Store
 from service.worker import pick_device
 from tests.helpers import HF_CASES, ThreadServer, make_settings, ready, tiny_checkpoint, wait_for, wait_job
 
+pytestmark = pytest.mark.integration  # a server on loopback and Ray
+
 PASSKEY = {"name": "passkey", "lengths": [64], "trials": 1, "max_new_tokens": 2}
 MEMORY_MB = 3  # the bf16 checkpoint's 1.1 M parameters: 2.1 MiB as stored, 4.3 MiB as a CPU worker loads them
 

@@ -14,6 +14,8 @@ import pytest
 from service.app import create_app
 from tests.helpers import ThreadServer, make_settings, tiny_checkpoint
 
+pytestmark = pytest.mark.integration  # a server on loopback and Ray
+
 
 def test_the_first_request_after_start_is_checked_against_the_cluster(ray_cluster: str, tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,10 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from service.app import create_app
 from service.schedules import Scheduler
 from tests.helpers import ThreadServer, make_settings, tiny_checkpoint
+
+pytestmark = pytest.mark.integration  # a server on loopback
 
 
 def test_checkpoint_details_and_jobs_by_schedule(tmp_path: Path, models: Path) -> None:

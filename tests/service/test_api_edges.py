@@ -19,6 +19,8 @@ from service.api.deps import require_write
 from service.app import create_app
 from tests.helpers import ThreadServer, make_settings, tiny_checkpoint
 
+pytestmark = pytest.mark.integration  # a server on loopback
+
 TOKEN = "edge-token-5b1e77c0"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

@@ -8,6 +8,7 @@ import json
 import sqlite3
 
 import httpx
+import pytest
 
 from cli.main import main
 from service.app import create_app
@@ -15,6 +16,8 @@ from service.jobs import run_job
 from service.status import RUNNING
 from service.store import Store
 from tests.helpers import STANDIN_NAME, ThreadServer, make_settings, standin_app
+
+pytestmark = pytest.mark.integration  # servers on loopback (lctx and the model servers)
 
 SECRET = "sk-lctx-test-not-to-be-seen-3f9a"
 

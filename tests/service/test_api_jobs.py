@@ -13,6 +13,8 @@ import pytest
 from service.app import create_app
 from tests.helpers import ThreadServer, make_settings, points, tiny_checkpoint, wait_for, wait_job
 
+pytestmark = pytest.mark.integration  # a server on loopback and Ray
+
 PASSKEY = {"name": "passkey", "lengths": [128, 256], "trials": 2, "seed": 0}
 REPO = Path(__file__).resolve().parents[2]
 HOTPOTQA = [{"input": "Which city is the capital of France?", "context": "Passage 1: Paris is the capital of France. "
@@ -173,7 +175,7 @@ def test_a_failing_job_fails_with_a_message_and_the_service_goes_on(service) -> 
 
 
 def test_a_failed_jobs_finished_tasks_are_served_as_partial_results(service) -> None:
-    """The README's example shape (passkey, then LongBench): LongBench's file is there at
+    """The guide's example shape (docs/guide/service.md) (passkey, then LongBench): LongBench's file is there at
     submission but broken, so the job fails after passkey finished; nothing is lost."""
     c, settings, _ = service
     (settings.data_dir / "multifieldqa_en.jsonl").write_text("{not json\n")

@@ -13,6 +13,8 @@ from service.app import create_app
 from tests.checkpoints.hf_models import COMMIT, REPO, build_hf_model, hub_cache, hub_offline, tiny_gguf
 from tests.helpers import ThreadServer, make_settings
 
+pytestmark = pytest.mark.integration  # a server on loopback
+
 
 @pytest.fixture
 def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -14,6 +14,8 @@ import torch
 from service.app import create_app
 from tests.helpers import ThreadServer, make_settings
 
+pytestmark = pytest.mark.integration  # a server on loopback
+
 
 @pytest.fixture
 def api(tmp_path: Path, models: Path):

@@ -23,6 +23,8 @@ from service.settings import Settings
 from service.store import Store
 from tests.helpers import ThreadServer, make_settings
 
+pytestmark = pytest.mark.integration  # a server on loopback
+
 TOKEN = "lctx-api-token-0f3c9a7e51"
 ENDPOINT_KEY = "sk-endpoint-key-7d21b4c8e9"
 HF_TOKEN = "hf_not_a_real_token_9a8b7c6d"

@@ -13,6 +13,8 @@ import pytest
 from service.app import create_app
 from tests.helpers import ThreadServer, make_settings, tiny_checkpoint
 
+pytestmark = pytest.mark.integration  # a server on loopback
+
 PASSKEY = {"name": "passkey", "lengths": [64], "trials": 1}
 
 

@@ -18,6 +18,8 @@ from service.store import SUCCEEDED, Store
 from tests.helpers import OLD_RESULTS as OLD
 from tests.helpers import ThreadServer, make_settings
 
+pytestmark = pytest.mark.integration  # a server on loopback
+
 
 @pytest.fixture
 def served(tmp_path: Path, models: Path):

@@ -35,6 +35,8 @@ from tests.helpers import (
     wait_job,
 )
 
+pytestmark = pytest.mark.integration  # a two-node Ray cluster and `lctx serve`
+
 TASK = {"name": "passkey", "lengths": [4096], "trials": 36, "seed": 5}  # long enough to kill mid-unit
 UNIT = 12  # samples per unit: 3 units over 2 workers
 

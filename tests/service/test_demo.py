@@ -18,6 +18,8 @@ from service.demo import MARKER, REAL_MODEL, install_demo_checkpoints, real_mode
 from service.store import Store
 from tests.helpers import free_port, points, tiny_checkpoint, wait_for, wait_job
 
+pytestmark = pytest.mark.integration  # `lctx serve` and Ray
+
 
 @pytest.fixture
 def store(tmp_path: Path) -> Store:

@@ -22,6 +22,8 @@ import pytest
 from service.dispatcher import read_status
 from tests.helpers import KILL_MID_UNIT_BATCH, free_port, recorded, tiny_checkpoint, wait_for, wait_job
 
+pytestmark = pytest.mark.integration  # the dispatcher process and Ray
+
 
 def parent_of(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])

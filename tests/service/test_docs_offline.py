@@ -8,9 +8,12 @@ from pathlib import Path
 from urllib.parse import urljoin, urlparse
 
 import httpx
+import pytest
 
 from service.app import create_app
 from tests.helpers import ThreadServer, make_settings
+
+pytestmark = pytest.mark.integration  # a server on loopback
 
 
 class _Assets(HTMLParser):

@@ -25,6 +25,8 @@ from tests.helpers import (
     wait_job,
 )
 
+pytestmark = pytest.mark.integration  # servers, Ray and PostgreSQL
+
 TASK = {"name": "passkey", "lengths": [2048], "trials": 24, "seed": 7}
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from checkpoints.jsonfiles import write_json_atomic
 from evaluators.babilong.evaluator import typed as babilong_typed
@@ -16,6 +17,8 @@ from service.app import create_app
 from service.jobs import job_dir
 from service.store import SUCCEEDED, Store
 from tests.helpers import ThreadServer, make_settings
+
+pytestmark = pytest.mark.integration  # a server on loopback
 
 V2 = [{"_id": str(i), "domain": "Code" if i < 2 else "Long-dialogue", "difficulty": d, "length": n, "pred": p,
        "answer": "A", "judge": p == "A"}

@@ -150,6 +150,7 @@ def test_database_from_a_newer_lctx_is_refused(url: str) -> None:
         store.close()
 
 
+@pytest.mark.integration
 def test_serve_refuses_a_newer_database_in_one_line(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'lctx.db'}"
     store = Store(url)

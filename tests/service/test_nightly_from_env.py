@@ -20,6 +20,8 @@ from service.settings import Settings
 from service.store import Store
 from tests.helpers import ThreadServer, free_port, tiny_checkpoint
 
+pytestmark = pytest.mark.integration  # `lctx serve`
+
 SUITE = {"tasks": [{"name": "passkey", "lengths": [64], "trials": 1}], "rope": "yarn:2"}
 
 

@@ -16,6 +16,8 @@ from service.status import RUNNING, SUCCEEDED
 from service.store import Store
 from tests.helpers import free_port, ready, recorded, tiny_checkpoint, wait_for, wait_job
 
+pytestmark = pytest.mark.integration  # `lctx serve` and Ray
+
 
 def serve(tmp: Path, home: Path, port: int, ray_address: str, **env: str) -> subprocess.Popen:
     env = dict(os.environ, LCTX_HOME=str(home), LCTX_CHECKPOINT_ROOTS=str(tmp / "models"),

@@ -18,6 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from service.app import create_app
 from tests.helpers import ThreadServer, make_settings, tiny_checkpoint
 
+pytestmark = pytest.mark.integration  # a server on loopback
+
 EXAMPLES = 25
 
 

@@ -14,6 +14,8 @@ import pytest
 
 from tests.helpers import free_port, wait_for
 
+pytestmark = pytest.mark.integration  # `lctx serve` and Ray
+
 
 @pytest.mark.timeout(180)
 def test_serve_joins_the_ray_of_RAY_ADDRESS_even_with_num_cpus_set(ray_cluster: str, tmp_path: Path) -> None:

@@ -1,12 +1,13 @@
-"""Every command block of the README, run as written against a real `lctx serve` on a fresh
-home, in README order; the test fails on the first block that fails.
+"""Every command block of the README and of the guide's pages (docs/, in the order of
+mkdocs.yml's nav), run as written against a real `lctx serve` on a fresh home, in that order;
+the test fails on the first block that fails.
 
 What the test changes, and only that:
 - the API's port: `127.0.0.1:8000` becomes a free port (LCTX_PORT is set for the CLI too);
 - `curl` fails on an HTTP error (`--fail-with-body`), as a person reading the answer would;
 - `make` is a dry run (`make -n`): `make serve` would not return and `make test` runs this test;
 - a block may be scaled down by a marker on the line above its fence,
-  `<!-- readme-test: OLD => NEW -->` (e.g. fewer trials), visible in the README's source;
+  `<!-- readme-test: OLD => NEW -->` (e.g. fewer trials), visible in the page's source;
 - a block whose line above starts with "Needs " says what it needs that a fresh `make serve`
   on this machine does not have (Docker, a GPU node, data files): it is not run, and the test
   checks that such a line is there rather than letting a block fail.
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from tests.helpers import free_port, wait_for
 
@@ -62,16 +64,37 @@ def readme_blocks(text: str) -> list[Block]:
     return blocks
 
 
+def nav_pages(nav: object) -> list[str]:
+    """The Markdown files of mkdocs.yml's nav, in order (generated pages have no file)."""
+    if isinstance(nav, str):
+        return [nav] if (REPO / "docs" / nav).is_file() else []
+    if isinstance(nav, dict):
+        return [p for v in nav.values() for p in nav_pages(v)]
+    return [p for v in nav for p in nav_pages(v)] if isinstance(nav, list) else []
+
+
+def command_pages() -> list[Path]:
+    """The README, then every page of the guide in nav order."""
+    nav = yaml.safe_load((REPO / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
+    return [REPO / "README.md", *(REPO / "docs" / page for page in nav_pages(nav))]
+
+
 def test_blocks_are_found_and_markers_parse() -> None:
     blocks = readme_blocks((REPO / "README.md").read_text(encoding="utf-8"))
-    assert blocks[0].line == 3 and "make serve" in blocks[0].code and blocks[0].needs is None
+    assert blocks[0].line == 3 and "make serve" in blocks[0].code and "make test" in blocks[0].code
+    assert blocks[0].needs is None
+    pages = command_pages()
+    guide = [b for page in pages[1:] for b in readme_blocks(page.read_text(encoding="utf-8"))]
+    assert {p.name for p in pages} >= {"service.md", "real-model.md", "deploy.md", "evaluators.md"}
     assert any(b.replacements for b in blocks) and any(b.needs for b in blocks)
-    for b in blocks:
-        for old, _ in b.replacements:
-            assert old in b.code, f"README line {b.line}: the marker replaces {old!r}, which the block lacks"
+    assert any(b.replacements for b in guide) and any(b.needs for b in guide)
+    for page in pages:
+        for b in readme_blocks(page.read_text(encoding="utf-8")):
+            for old, _ in b.replacements:
+                assert old in b.code, f"{page.name} line {b.line}: the marker replaces {old!r}, which the block lacks"
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_every_readme_command_block_runs_against_a_fresh_server(ray_cluster: str, real_model: Path,
                                                                  tmp_path: Path) -> None:
     from service.demo import REAL_MODEL, real_model_dir
@@ -100,13 +123,14 @@ def test_every_readme_command_block_runs_against_a_fresh_server(ray_cluster: str
         wait_for(ready, 120, 0.2, "lctx serve ready")
         assert server.poll() is None, log.read_text()
 
-        def real_model_ready() -> bool:  # the README's first job waits for the server to say so
+        def real_model_ready() -> bool:  # the README's first finding waits for the server to say so
             names = [c["name"] for c in httpx.get(f"http://127.0.0.1:{port}/v1/checkpoints", timeout=10).json()]
             return REAL_MODEL in names or server.poll() is not None
 
         wait_for(real_model_ready, 180, 0.5, "the real model registered")
         ran = 0
-        for block in readme_blocks((REPO / "README.md").read_text(encoding="utf-8")):
+        blocks = [(page, b) for page in command_pages() for b in readme_blocks(page.read_text(encoding="utf-8"))]
+        for page, block in blocks:
             if block.needs:
                 continue
             code = block.code.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
@@ -114,10 +138,10 @@ def test_every_readme_command_block_runs_against_a_fresh_server(ray_cluster: str
                 code = code.replace(old, new)
             proc = subprocess.run(["bash", "-euo", "pipefail", "-c", PRELUDE + code], cwd=work, env=env,
                                   capture_output=True, text=True, timeout=600)
-            assert proc.returncode == 0, (f"README block at line {block.line} failed ({proc.returncode}):\n{code}\n"
+            assert proc.returncode == 0, (f"{page.relative_to(REPO)} block at line {block.line} failed ({proc.returncode}):\n{code}\n"
                                           f"--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}")
             ran += 1
-        assert ran >= 5
+        assert ran >= 8
     finally:
         server.terminate()
         server.wait(60)

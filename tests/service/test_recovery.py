@@ -21,6 +21,8 @@ from service.status import QUEUED
 from service.store import Store
 from tests.helpers import KILL_MID_UNIT_BATCH, free_port, ready, recorded, tiny_checkpoint, wait_for, wait_job
 
+pytestmark = pytest.mark.integration  # `lctx serve` and Ray
+
 
 def start_service(tmp: Path, port: int, ray_address: str) -> subprocess.Popen:
     env = dict(os.environ, LCTX_HOME=str(tmp / "var"), LCTX_CHECKPOINT_ROOTS=str(tmp / "models"),

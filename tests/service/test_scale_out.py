@@ -23,6 +23,8 @@ from service.store import Store
 from service.worker import task_dir
 from tests.helpers import KILL_MID_UNIT_BATCH, make_settings, tiny_checkpoint, wait_for
 
+pytestmark = pytest.mark.integration  # Ray
+
 PASSKEY = {"name": "passkey", "lengths": [128, 256], "trials": 5, "seed": 1}
 NEEDLE = {"name": "needle", "lengths": [128], "depths": [0, 50, 100], "trials": 1, "seed": 1}
 

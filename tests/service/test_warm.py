@@ -10,10 +10,13 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from service.app import create_app
 from service.warm import WarmPool
 from tests.helpers import ThreadServer, make_settings, tiny_checkpoint, wait_job
+
+pytestmark = pytest.mark.integration  # a server on loopback and Ray
 
 
 class Fake:

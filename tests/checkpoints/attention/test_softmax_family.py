@@ -150,6 +150,7 @@ def test_layer_prefill_in_chunks_and_decode(variant, position):
         assert (got - getattr(ref_stats[0], f)).abs().max() <= 1e-5, f
 
 
+@pytest.mark.integration  # many blocks of every variant: seconds each on a CPU
 @pytest.mark.parametrize("variant,position", [(v, "rope") for v in VARIANTS] + [("cog", "alibi")])
 def test_long_prefill_many_blocks(variant, position):
     """One larger case per variant: 700 tokens over blocks of 64 (11 query x 11

@@ -66,6 +66,7 @@ def test_wrong_effective_length_rate_is_below_alpha(threshold: float, tasks: int
     assert naive_wrong / MODELS > ALPHA + margin(ALPHA, MODELS), (naive_wrong, MODELS)
 
 
+@pytest.mark.integration  # thousands of simulated searches: seconds of CPU
 def test_relative_rule_error_rate_is_below_alpha() -> None:
     rng = np.random.default_rng(7)
     config = SearchConfig(lengths=LENGTHS, cap=CAP, block=10, alpha=ALPHA, relative=0.85)

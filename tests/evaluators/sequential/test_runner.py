@@ -25,6 +25,7 @@ def lines(folder: Path) -> list[dict]:
     return [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.integration  # a whole search run twice on a model: seconds of CPU
 def test_search_runs_only_what_it_needs_and_resumes_exactly(loaded, tmp_path: Path) -> None:
     whole = run_task(loaded, SPEC, tmp_path / "whole")
     result = typed(whole)
@@ -56,6 +57,7 @@ def test_search_runs_only_what_it_needs_and_resumes_exactly(loaded, tmp_path: Pa
     assert len(lines(folder)) == 30 and typed(again).extra["search"]["cells"] == search["cells"]
 
 
+@pytest.mark.integration  # every RULER task built and run
 def test_ruler_units_hold_one_sample_of_every_task(tmp_path: Path) -> None:
     """RULER's unit i is sample i of each selected task: the search draws them together and
     scores their mean, the per-length average RULER's rule compares."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 CHROMIUM = Path(os.environ.get("LCTX_CHROMIUM", "/usr/bin/chromium"))
 VIEWPORT = {"width": 1366, "height": 900}  # a laptop screen
-# Where screenshots go: LCTX_SCREENSHOTS=docs/screenshots refreshes the README's pictures.
+# Where screenshots go: LCTX_SCREENSHOTS=docs/screenshots refreshes the guide's pictures (docs/guide/dashboard.md).
 SCREENSHOTS = os.environ.get("LCTX_SCREENSHOTS")
 
 

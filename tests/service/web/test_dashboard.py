@@ -7,7 +7,7 @@ to its field; with a token, cancel without it is refused and with it works. At 1
 the job list shows above the fold, the jobs and checkpoints tables need no sideways scroll,
 depth deciles sit on a 0..9 axis and Compare names what differs between two jobs (the
 seed). Screenshots of each page are saved (LCTX_SCREENSHOTS=docs/screenshots refreshes the
-README's)."""
+guide's)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ from service.app import create_app
 from service.schedules import Scheduler
 from tests.helpers import ThreadServer, make_settings, tiny_checkpoint, wait_for, wait_job
 from tests.service.web.browser import SCREENSHOTS, new_page, screenshot
+
+pytestmark = pytest.mark.integration  # a browser, a server and Ray
 
 REPO = Path(__file__).resolve().parents[3]
 NIGHTLY = {"tasks": [{"name": "passkey", "lengths": [256, 512], "trials": 2}]}

@@ -4,9 +4,13 @@ server (`transformers serve`, tests/conftest.py) registers and appears in the ta
 
 from __future__ import annotations
 
+import pytest
+
 from service.app import create_app
 from tests.helpers import ThreadServer, make_settings
 from tests.service.web.browser import new_page
+
+pytestmark = pytest.mark.integration  # a browser and servers
 
 
 def test_register_an_endpoint_from_the_checkpoints_page(chromium, transformers_server, real_model, tmp_path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from checkpoints.jsonfiles import write_json_atomic
 from evaluators.graphwalks.evaluator import typed as graphwalks_typed
@@ -16,6 +17,8 @@ from service.jobs import job_dir
 from service.store import SUCCEEDED, Store
 from tests.helpers import ThreadServer, make_settings
 from tests.service.web.browser import new_page
+
+pytestmark = pytest.mark.integration  # a browser and a server
 
 MRCR = [{"n_needles": n, "bin": b, "own_bin": "8k", "score": s, "beyond_context": s is None}
         for n, b, s in [(2, "8k", 1.0), (2, "16k", 0.5), (4, "8k", 0.25), (8, "16k", None)]]
