@@ -45,7 +45,7 @@ log = logging.getLogger("lctx.execution")
 
 HEARTBEAT_EVERY_S = 5.0
 CAPACITY_EVERY_S = 10.0
-UNBLOCK_AFTER_S = 1.0  # a worker not placed by Ray this long has idle warm workers let go
+UNBLOCK_AFTER_S = 1.0  # at most one idle warm worker let go a second for each blocked worker
 
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -136,16 +136,17 @@ class ActorHandle:
     def __init__(self, settings: Settings, job_id: str, gpus: int) -> None:
         from service.worker import Worker
 
+        self.gpus = gpus
         remote = ray.remote(Worker)
         self.actor = remote.options(num_cpus=settings.job_cpus, num_gpus=gpus, max_restarts=0, max_task_retries=0,
                                     name=f"lctx-worker-{job_id}-{secrets.token_hex(3)}").remote(settings, job_id)
-        # done once Ray has placed the actor: until then it waits for resources (which idle
+        # done once the actor runs: until then it starts, or waits for resources (which idle
         # warm workers may hold; Executor._unblock frees them)
         self.created = self.actor.__ray_ready__.remote().future()
         self.nudged = time.monotonic()
 
     def waiting(self) -> bool:
-        """Still waiting for Ray to place it (its resources are taken)."""
+        """Not running yet: starting, or waiting for resources."""
         return not self.created.done()
 
     def call(self, method: str, *args: Any) -> Future:
@@ -296,15 +297,26 @@ class Executor:
             log.info("job %s started (attempt %d, up to %d workers)", job.id, job.attempts, run.workers)
 
     def _unblock(self) -> None:
-        """A worker Ray has not placed for UNBLOCK_AFTER_S gets what idle warm workers hold:
-        one is let go per wait. Without this, a worker spawned while another job's worker was
-        running waits forever once that one is kept warm (spawn's own check saw no idle one)."""
+        """A worker Ray cannot place because idle warm workers hold the resources gets them:
+        one idle worker is let go per wait (at most one a second per waiting worker). Without
+        this, a worker spawned while another job's worker ran waits forever once that one is
+        kept warm. A worker merely starting (its process coming up) waits too; it is told
+        apart by counting: only when the workers held and waited for ask more than the
+        cluster has is one blocked."""
+        waiting = [(item, h) for item in list(self.running.values()) for h in list(item.run.handles)
+                   if isinstance(h, ActorHandle) and h.waiting()]
+        if not waiting or not len(self.pool):
+            return
+        held = [h for item in list(self.running.values()) for h in list(item.run.handles)] + self.pool.handles()
+        total = ray.cluster_resources()
+        if (len(held) * self.settings.job_cpus <= total.get("CPU", 0)
+                and sum(getattr(h, "gpus", 0) for h in held) <= total.get("GPU", 0)):
+            return  # every worker fits: those waiting are starting, not blocked
         now = time.monotonic()
-        for item in list(self.running.values()):
-            for handle in list(item.run.handles):
-                if isinstance(handle, ActorHandle) and handle.waiting() and now - handle.nudged >= UNBLOCK_AFTER_S:
-                    handle.nudged = now
-                    self.pool.evict_one(keep=item.key, any_key=True)
+        for item, handle in waiting:
+            if now - handle.nudged >= UNBLOCK_AFTER_S:
+                handle.nudged = now
+                self.pool.evict_one(keep=item.key, any_key=True)
 
     def _reap(self) -> None:
         for job_id, item in list(self.running.items()):

@@ -371,7 +371,6 @@ class JobRun:
         log.error("job %s: a worker raised %s: %s", self.job.id, type(error).__name__, error)
         return self._fail(f"unexpected error: {type(error).__name__}: {error}")
 
-
     def _no_space(self, error: OSError) -> str:
         """The disk filled while a worker wrote: which file (relative to the service's home:
         no server path in an answer), and how to go on without losing what was recorded."""

@@ -81,6 +81,10 @@ class WarmPool:
             out, self.idle = [i.handle for i in self.idle], []
         self._let_go(out, "the executor stops")
 
+    def handles(self) -> list[Any]:
+        with self.lock:
+            return [i.handle for i in self.idle]
+
     def __len__(self) -> int:
         with self.lock:
             return len(self.idle)
