@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evaluators.errors import EvaluatorError
+
 LONGBENCH_HOWTO = (
     "download data.zip from https://huggingface.co/datasets/THUDM/LongBench (it unpacks to data/<dataset>.jsonl "
     "and data/<dataset>_e.jsonl) and pass that folder as the data directory (--data-dir or LCTX_DATA_DIR)"
@@ -24,3 +26,14 @@ def longbench_file(data_dir: Path, dataset: str, e: bool) -> Path:
 
 def scrolls_file(data_dir: Path, task: str, split: str) -> Path:
     return Path(data_dir) / task / f"{split}.jsonl"
+
+
+def jsonl_prediction_files(pred_dir: Path, what: str, layout: str) -> list[Path]:
+    """The `<model>.jsonl` files of a folder of predictions made elsewhere (`lctx score`),
+    refused with `what` and `layout` in the message when the folder is missing or holds none."""
+    if not pred_dir.is_dir():
+        raise EvaluatorError(f"{pred_dir} is not a folder of {what} prediction files")
+    files = sorted(p for p in pred_dir.glob("*.jsonl") if p.is_file())
+    if not files:
+        raise EvaluatorError(f"no prediction files in {pred_dir}: expected <model>.jsonl files, {layout}")
+    return files

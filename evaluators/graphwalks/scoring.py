@@ -13,6 +13,7 @@ from typing import Any
 
 from checkpoints.jsonfiles import write_json_atomic
 from evaluators.data import json_objects
+from evaluators.datafiles import jsonl_prediction_files
 from evaluators.errors import EvaluatorError
 from evaluators.graphwalks import protocol
 from evaluators.graphwalks.options import PROBLEM_TYPES, SETS
@@ -44,11 +45,7 @@ def graded(path: Path) -> list[dict[str, Any]]:
 def score_prediction_dir(pred_dir: Path) -> dict[str, Any]:
     """{model name: protocol.table of its file}; writes result.json."""
     pred_dir = Path(pred_dir)
-    if not pred_dir.is_dir():
-        raise EvaluatorError(f"{pred_dir} is not a folder of Graphwalks prediction files")
-    files = sorted(p for p in pred_dir.glob("*.jsonl") if p.is_file())
-    if not files:
-        raise EvaluatorError(f"no prediction files in {pred_dir}: expected <model>.jsonl files, {LAYOUT}")
+    files = jsonl_prediction_files(pred_dir, "Graphwalks", LAYOUT)
     out = {}
     for path in files:
         rows = graded(path)

@@ -14,6 +14,7 @@ from typing import Any
 
 from checkpoints.jsonfiles import write_json_atomic
 from evaluators.data import json_objects
+from evaluators.datafiles import jsonl_prediction_files
 from evaluators.errors import EvaluatorError
 from evaluators.mrcr import protocol
 
@@ -51,11 +52,7 @@ def score_prediction_dir(pred_dir: Path, o200k_file: str | None = None) -> dict[
     from evaluators.mrcr import o200k
 
     pred_dir = Path(pred_dir)
-    if not pred_dir.is_dir():
-        raise EvaluatorError(f"{pred_dir} is not a folder of MRCR prediction files")
-    files = sorted(p for p in pred_dir.glob("*.jsonl") if p.is_file())
-    if not files:
-        raise EvaluatorError(f"no prediction files in {pred_dir}: expected <model>.jsonl files, {LAYOUT}")
+    files = jsonl_prediction_files(pred_dir, "MRCR", LAYOUT)
     count = o200k.counter(o200k_file)
     out = {}
     for path in files:
