@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from html.parser import HTMLParser
 from pathlib import Path
 
 import httpx
@@ -609,3 +610,17 @@ def standin_app(flavour: str, model: StandIn, name: str = STANDIN_NAME, calls: l
         return {"prompt": text} if flavour == "vllm" else {"text": text}
 
     return app
+
+
+class AssetUrls(HTMLParser):
+    """The URLs a page loads (script and img src, link href): the offline checks look for
+    any that leave the server."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if value and ((tag in ("script", "img") and name == "src") or (tag == "link" and name == "href")):
+                self.urls.append(value)

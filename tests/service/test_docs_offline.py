@@ -3,7 +3,6 @@ pages reference is served by lctx itself (no CDN, no web fonts)."""
 
 from __future__ import annotations
 
-from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urljoin, urlparse
 
@@ -11,20 +10,9 @@ import httpx
 import pytest
 
 from service.app import create_app
-from tests.helpers import ThreadServer, make_settings
+from tests.helpers import AssetUrls, ThreadServer, make_settings
 
 pytestmark = pytest.mark.integration  # a server on loopback
-
-
-class _Assets(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.urls: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        for name, value in attrs:
-            if value and ((tag in ("script", "img") and name == "src") or (tag == "link" and name == "href")):
-                self.urls.append(value)
 
 
 def test_docs_pages_load_every_asset_from_the_server(tmp_path: Path) -> None:
@@ -32,7 +20,7 @@ def test_docs_pages_load_every_asset_from_the_server(tmp_path: Path) -> None:
         for page in ("/docs", "/redoc"):
             r = c.get(page)
             assert r.status_code == 200, page
-            parser = _Assets()
+            parser = AssetUrls()
             parser.feed(r.text)
             assert len(parser.urls) >= 2, (page, parser.urls)  # the UI's script and its stylesheet or icon
             for url in parser.urls:

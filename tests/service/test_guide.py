@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.settings import Settings
-from tests.helpers import make_settings
+from tests.helpers import AssetUrls, make_settings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -69,17 +68,6 @@ def test_the_default_site_is_mkdocs_site_dir() -> None:
     assert SITE == REPO / yaml.safe_load((REPO / "mkdocs.yml").read_text())["site_dir"]
 
 
-class _Assets(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.urls: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        for name, value in attrs:
-            if value and ((tag in ("script", "img") and name == "src") or (tag == "link" and name == "href")):
-                self.urls.append(value)
-
-
 @pytest.mark.integration  # MkDocs builds the whole site (tens of seconds on a shared CPU)
 def test_make_docs_builds_the_site_offline_and_the_service_serves_it(tmp_path: Path) -> None:
     site = tmp_path / "site"
@@ -93,7 +81,7 @@ def test_make_docs_builds_the_site_offline_and_the_service_serves_it(tmp_path: P
     assert (site / "bench" / "results" / "demo_real.png").is_file()
     assert not (site / "hooks.py").exists()
     for page in site.rglob("*.html"):  # every stylesheet, script and image from the site itself
-        parser = _Assets()
+        parser = AssetUrls()
         parser.feed(page.read_text())
         remote = [u for u in parser.urls if "://" in u or u.startswith("//")]
         assert not remote, (page.relative_to(site), remote)
