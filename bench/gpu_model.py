@@ -163,19 +163,57 @@ def parity(shape: str, folder: Path, device: str, n: int) -> dict:
             "hf_bf16_vs_hf_fp32": err(hf_bf16), "lctx_vs_hf_bf16_max_abs": (ours - hf_bf16).abs().max().item()}
 
 
-def prefill_rows(shape: str, folder: Path, device: str, lengths: list[int]):
+def shape_params(shape: str) -> tuple[int, int]:
+    """(parameters a token's forward multiplies by, outside attention; bytes of all weights in
+    bf16): the layers' matrices and the LM head (the embedding lookup is a read of one row)."""
+    c = SHAPES[shape]
+    h, layers, inter, vocab = c["hidden_size"], c["num_hidden_layers"], c["intermediate_size"], c["vocab_size"]
+    d = c.get("head_dim", h // c["num_attention_heads"])
+    attn = h * d * (2 * c["num_attention_heads"] + 2 * c["num_key_value_heads"])
+    per_token = layers * (attn + 3 * h * inter) + vocab * h
+    stored = per_token + (0 if c["tie_word_embeddings"] else vocab * h)
+    return per_token, 2 * stored
+
+
+def prefill_flops(shape: str, n: int) -> float:
+    """A causal prefill of n tokens with the last position's logits: 2 x params x n for the
+    matrices (the LM head once) plus attention's 2 x 2 x n^2/2 x d per query head and layer."""
+    c = SHAPES[shape]
+    per_token, _ = shape_params(shape)
+    h, vocab = c["hidden_size"], c["vocab_size"]
+    d = c.get("head_dim", h // c["num_attention_heads"])
+    matrices = 2 * (per_token - vocab * h) * n + 2 * vocab * h
+    attention = 2 * n * n * d * c["num_attention_heads"] * c["num_hidden_layers"]
+    return float(matrices + attention)
+
+
+DENSE_BF16_PEAK = {"H200": 989e12, "H100": 989e12}  # datasheet dense bf16 (SXM), FLOP/s
+HBM_BYTES_PER_S = {"H200": 4.8e12, "H100": 3.35e12}  # datasheet HBM bandwidth
+
+
+def datasheet(table: dict[str, float]) -> float:
+    name = torch.cuda.get_device_name() if torch.cuda.is_available() else ""
+    return next((v for k, v in table.items() if k in name), float("nan"))
+
+
+def prefill_rows(shape: str, folder: Path, device: str, lengths: list[int], chunks: list[int]):
     from checkpoints.generate import prefill
 
     vocab = SHAPES[shape]["vocab_size"]
+    peak = datasheet(DENSE_BF16_PEAK)
     for n in lengths:
         rope = rope_for(shape, n)
-        row = {"part": "prefill", "shape": shape, "n": n, "rope": rope and f"yarn x{rope['factor']:g}"}
+        row = {"part": "prefill", "shape": shape, "n": n, "rope": rope and f"yarn x{rope['factor']:g}",
+               "flops": prefill_flops(shape, n)}
         ids = ids_for(n, vocab)
-        for impl in ("lctx", "transformers"):
+        impls = [f"lctx_c{c}" for c in chunks if c < n or c == chunks[0]] + ["transformers"]
+        for impl in impls:
             try:
-                if impl == "lctx":
+                if impl.startswith("lctx"):
+                    chunk = int(impl.removeprefix("lctx_c"))
                     model = lctx_model(folder, device, rope).model
-                    step = lambda model=model, ids=ids: prefill(model, ids[0].tolist(), model.new_cache())  # noqa: E731
+                    step = lambda model=model, ids=ids, chunk=chunk: prefill(  # noqa: E731
+                        model, ids[0].tolist(), model.new_cache(), chunk)
                 else:
                     model = hf_model(folder, torch.bfloat16, device, rope)
                     dev_ids = ids.to(device)
@@ -184,7 +222,7 @@ def prefill_rows(shape: str, folder: Path, device: str, lengths: list[int]):
                         with torch.inference_mode():
                             return model(dev_ids, use_cache=True, logits_to_keep=1).logits[0, -1]
                 warm_ids = ids[:, :1024]
-                if impl == "lctx":
+                if impl.startswith("lctx"):
                     prefill(model, warm_ids[0].tolist(), model.new_cache())
                 else:
                     with torch.inference_mode():
@@ -197,11 +235,17 @@ def prefill_rows(shape: str, folder: Path, device: str, lengths: list[int]):
                 row[f"{impl}_s"] = time.perf_counter() - t0
                 row[f"{impl}_peak_mib"] = peak_mib(device, base)
                 row[f"{impl}_argmax"] = int(logits.float().argmax())
+                row[f"{impl}_pct_peak"] = 100 * row["flops"] / row[f"{impl}_s"] / peak
                 del model, step, logits
             except torch.OutOfMemoryError as e:
                 row[f"{impl}_error"] = f"OutOfMemoryError: {str(e)[:160]}"
             release(device)
-        if "lctx_s" in row and "transformers_s" in row:
+            print({k: v for k, v in row.items() if k.startswith(impl)}, flush=True)
+        ours = {k.removesuffix("_s"): v for k, v in row.items() if k.startswith("lctx_c") and k.endswith("_s")}
+        if ours and "transformers_s" in row:
+            best = min(ours, key=ours.get)
+            row.update(lctx_best=best, lctx_s=ours[best], lctx_peak_mib=row[f"{best}_peak_mib"],
+                       lctx_argmax=row[f"{best}_argmax"], lctx_pct_peak=row[f"{best}_pct_peak"])
             row["speedup"] = row["transformers_s"] / row["lctx_s"]
             row["memory_ratio"] = row["lctx_peak_mib"] / row["transformers_peak_mib"]
         yield row
@@ -213,10 +257,19 @@ def decode_rows(shape: str, folder: Path, device: str, batches: list[int], cache
     vocab = SHAPES[shape]["vocab_size"]
     loaded = lctx_model(folder, device, None)
     budget = int(torch.cuda.mem_get_info()[0] * 0.5) if device == "cuda" else None
-    engine = Engine(loaded.model, loaded.tokenizer, prefix_cache=False, memory_budget=budget, max_batch=max(batches))
+    engines = {impl: Engine(loaded.model, loaded.tokenizer, prefix_cache=False, memory_budget=budget,
+                            max_batch=max(batches), cuda_graphs=graphs)
+               for impl, graphs in (("lctx", None), ("lctx_eager", False))}
+    engine, eager = engines["lctx"], engines["lctx_eager"]
     hf = hf_model(folder, torch.bfloat16, device, None)
     warm = ids_for(256, vocab, 2, seed=99)  # compile and allocator warm-up for both, untimed
-    engine.generate_until([GenerateRequest(prompt_ids=row.tolist(), max_new_tokens=4, stop_at_eos=False) for row in warm])
+    for e in engines.values():
+        e.generate_until([GenerateRequest(prompt_ids=row.tolist(), max_new_tokens=4, stop_at_eos=False) for row in warm])
+    _, weight_bytes = shape_params(shape)
+    c = SHAPES[shape]
+    kv_per_token = c["num_hidden_layers"] * 2 * c["num_key_value_heads"] * c.get(
+        "head_dim", c["hidden_size"] // c["num_attention_heads"]) * 2
+    hbm = datasheet(HBM_BYTES_PER_S)
     with torch.inference_mode():
         hf.generate(warm.to(device), attention_mask=torch.ones_like(warm).to(device), max_new_tokens=4, do_sample=False,
                     pad_token_id=0)
@@ -225,7 +278,7 @@ def decode_rows(shape: str, folder: Path, device: str, batches: list[int], cache
             ids = ids_for(length, vocab, b, seed=b)
             row = {"part": "decode", "shape": shape, "batch": b, "cache": length, "new_tokens": new}
 
-            def ours(k, ids=ids, b=b):
+            def ours(k, ids=ids, b=b, engine=engine):
                 reqs = [GenerateRequest(prompt_ids=ids[i].tolist(), max_new_tokens=k, min_new_tokens=k,
                                         stop_at_eos=False) for i in range(b)]
                 return engine.generate_until(reqs)
@@ -235,7 +288,10 @@ def decode_rows(shape: str, folder: Path, device: str, batches: list[int], cache
                     return hf.generate(ids.to(device), attention_mask=torch.ones_like(ids).to(device),
                                        max_new_tokens=k, min_new_tokens=k, do_sample=False, pad_token_id=0)
 
-            for impl, fn in (("lctx", ours), ("transformers", theirs)):
+            # bytes a step must read: every weight once, and each row's keys and values
+            row["bytes_per_step"] = weight_bytes + b * (length + new // 2) * kv_per_token
+            for impl, fn in (("lctx", ours), ("lctx_eager", lambda k, ours=ours: ours(k, engine=eager)),
+                             ("transformers", theirs)):
                 try:
                     times = {}
                     for k in (1, new + 1):
@@ -248,12 +304,16 @@ def decode_rows(shape: str, folder: Path, device: str, batches: list[int], cache
                     decode_s = times[new + 1] - times[1]
                     row[f"{impl}_decode_s"] = decode_s
                     row[f"{impl}_tokens_per_s"] = b * new / decode_s
+                    row[f"{impl}_ms_per_step"] = 1e3 * decode_s / new
+                    row[f"{impl}_pct_hbm"] = 100 * row["bytes_per_step"] / (decode_s / new) / hbm
                     row[f"{impl}_peak_mib"] = peak_mib(device, 0)
                 except torch.OutOfMemoryError as e:
                     row[f"{impl}_error"] = f"OutOfMemoryError: {str(e)[:160]}"
                 release(device)
             if "lctx_decode_s" in row and "transformers_decode_s" in row:
                 row["speedup"] = row["transformers_decode_s"] / row["lctx_decode_s"]
+            if engine.step.graphs is not None:
+                row["graphs"] = {"captures": engine.step.graphs.captures, "replays": engine.step.graphs.replays}
             yield row
 
 
@@ -262,12 +322,14 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shapes", type=lambda s: s.split(","), default=["llama-3.2-1b", "smollm2-135m", "llama-3.1-8b"])
     p.add_argument("--parity-n", type=int, default=4096)
-    p.add_argument("--lengths", type=ints, default=[8192, 32768, 131072])
-    p.add_argument("--batches", type=ints, default=[1, 8, 32])
+    p.add_argument("--lengths", type=ints, default=[32768, 131072])
+    p.add_argument("--chunks", type=ints, default=[4096, 16384, 131072],
+                   help="lctx prefill chunk sizes to measure (the first is the engine's default)")
+    p.add_argument("--batches", type=ints, default=[8, 32])
     p.add_argument("--caches", type=ints, default=[4096, 32768])
     p.add_argument("--decode-shapes", type=lambda s: [x for x in s.split(",") if x], default=["llama-3.2-1b"])
-    p.add_argument("--new", type=int, default=32)
-    p.add_argument("--parts", type=lambda s: s.split(","), default=["parity", "prefill", "decode"])
+    p.add_argument("--new", type=int, default=64)
+    p.add_argument("--parts", type=lambda s: s.split(","), default=["prefill", "decode"])
     p.add_argument("--smoke", action="store_true", help="CPU, the tiny 'smoke' shape, short lengths: checks the script")
     p.add_argument("--work", help="folder for the checkpoints (default: a temporary one)")
     p.add_argument("--out", default=str(REPO / "bench" / "results" / "gpu_model.json"))
@@ -275,7 +337,7 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() and not args.smoke else "cpu"
     if args.smoke:
         args.shapes, args.decode_shapes, args.parity_n = ["smoke"], ["smoke"], 64
-        args.lengths, args.batches, args.caches, args.new = [128, 512], [1, 3], [64], 4
+        args.lengths, args.batches, args.caches, args.new, args.chunks = [128, 512], [1, 3], [64], 4, [64, 512]
     import transformers
 
     doc = {"info": {"gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
@@ -316,7 +378,7 @@ def main() -> None:
         if "parity" in args.parts:
             guarded(shape, lambda shape=shape, folder=folder: [parity(shape, folder, device, args.parity_n)])
         if "prefill" in args.parts:
-            guarded(shape, lambda shape=shape, folder=folder: prefill_rows(shape, folder, device, args.lengths))
+            guarded(shape, lambda shape=shape, folder=folder: prefill_rows(shape, folder, device, args.lengths, args.chunks))
     for shape in args.decode_shapes if "decode" in args.parts else []:
         guarded(shape, lambda shape=shape: decode_rows(shape, work / shape, device, args.batches, args.caches, args.new))
 

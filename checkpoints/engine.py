@@ -134,7 +134,8 @@ class Engine:
     table follows the length); `batch_prefill_tokens` is the longest prompt that
     prefills in a padded batch (None: the device's default, 0: never). `on_prefill(tokens)`,
     when set, runs after every prefilled chunk: a batch admits all its prompts before its
-    first decode step, so minutes can pass before any request finishes."""
+    first decode step, so minutes can pass before any request finishes. `cuda_graphs`: decode
+    steps as CUDA graphs (None: where the model's step can be captured; `model_step.ModelStep`)."""
 
     def __init__(
         self,
@@ -146,6 +147,7 @@ class Engine:
         chunk_size: int = DEFAULT_CHUNK,
         prefix_cache: bool = True,
         batch_prefill_tokens: int | None = None,
+        cuda_graphs: bool | None = None,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
@@ -155,7 +157,7 @@ class Engine:
             raise ValueError(f"batch_prefill_tokens must be >= 0 (0: off), got {batch_prefill_tokens}")
         self.model = model
         self.tokenizer = tokenizer
-        self.step = ModelStep(model, chunk_size)
+        self.step = ModelStep(model, chunk_size, cuda_graphs)
         budget = memory_budget if memory_budget is not None else default_memory_budget(model.device)
         exact = not model.rotary.depends_on_length  # a prefix's keys do not depend on what follows
         self.prefix = PrefixCache(int(budget * PREFIX_CACHE_SHARE)) if prefix_cache and exact else None

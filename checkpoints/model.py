@@ -183,6 +183,13 @@ class Decoder(nn.Module):
         """One decode step of a ragged batch: tokens (B,), row b's after its
         `cache.lengths[b]` cached tokens -> next-token logits (B, V) fp32. Every
         row uses its own positions and keys (see `AttentionLayer.attend_rows`)."""
+        logits = self.decode_logits(tokens, cache)
+        cache.advance()
+        return logits
+
+    def decode_logits(self, tokens: torch.Tensor, cache: RaggedKVCache) -> torch.Tensor:
+        """`decode_step` without advancing the cache's lengths: the part a CUDA graph
+        captures (`checkpoints.cuda_graphs`); the new keys are written, not yet counted."""
         if self.rotary.depends_on_length:
             raise ValueError(f"{self.rotary.scaling.type} RoPE depends on each sequence's length: "
                              "decode its rows one at a time (forward with a KVCache)")
@@ -198,8 +205,14 @@ class Decoder(nn.Module):
         x = self.embed_tokens(tokens[:, None])  # (B, 1, hidden)
         for block, layer_cache in zip(self.layers, cache.layers, strict=True):
             x = block(x, ctx, layer_cache)
-        cache.advance()
         return self.logits(x)[:, 0]
+
+    def graphable_decode(self) -> bool:
+        """Whether a decode step is the same work at every step once its shapes are fixed:
+        no length-dependent RoPE, and every layer's ragged step one call on the resolved
+        backend (a row-by-row step slices by host lengths, which a graph would freeze)."""
+        return not self.rotary.depends_on_length and all(
+            block.attn.one_call_ragged_step(self.resolved_backend) for block in self.layers)
 
     def _update_rope_length(self, start: int, t: int, declared: int | None) -> None:
         """Dynamic NTK and LongRoPE depend on the sequence length (their rows in

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import torch
 
 from checkpoints.attention.cache import KVCache, RaggedKVCache
+from checkpoints.cuda_graphs import DecodeGraphs, graphs_wanted
 from checkpoints.generate import DEFAULT_CHUNK, prefill, token_logprobs
 from checkpoints.lm import Prefilled
 from checkpoints.model import Decoder
@@ -19,8 +20,14 @@ from checkpoints.sampler import to_device
 
 
 class ModelStep:
-    def __init__(self, model: Decoder, chunk_size: int = DEFAULT_CHUNK) -> None:
+    """`cuda_graphs`: decode steps replayed as CUDA graphs (`checkpoints.cuda_graphs`); None
+    (the default) where the model's step can be captured, unless LCTX_CUDA_GRAPHS=0."""
+
+    def __init__(self, model: Decoder, chunk_size: int = DEFAULT_CHUNK, cuda_graphs: bool | None = None) -> None:
         self.model, self.chunk_size = model, chunk_size
+        if cuda_graphs is None:
+            cuda_graphs = graphs_wanted(model)
+        self.graphs = DecodeGraphs(model) if cuda_graphs else None
 
     @property
     def device(self) -> torch.device:
@@ -45,6 +52,8 @@ class ModelStep:
 
     def decode(self, tokens: Sequence[int], batch: RaggedKVCache) -> torch.Tensor:
         """One token of every row of the ragged batch: logits (B, V)."""
+        if self.graphs is not None:
+            return self.graphs(tokens, batch)
         return self.model.decode_step(to_device(tokens, self.device), batch)
 
     def decode_alone(self, token: int, cache: KVCache) -> torch.Tensor:

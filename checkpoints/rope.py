@@ -485,6 +485,9 @@ class Rotary:
         self.interleaved = config.rotary_layout == "interleaved"
         self._length = 0  # the sequence length the current tables were built for
         self._cache: dict[tuple[int, int], tuple[torch.Tensor, float]] = {}
+        # inv_freq as float32 on each device it was asked for: copied once, not every forward (a
+        # pageable host-to-device copy synchronises, and cannot be captured in a CUDA graph).
+        self._on_device: dict[tuple, torch.Tensor] = {}
 
     def set_length(self, length: int) -> None:
         """Declare the sequence length (methods with a `length_key` depend on it)."""
@@ -528,8 +531,11 @@ class Rotary:
         positions' device. No host synchronisation: a forward pass builds its tables once
         and every layer shares them (`AttentionContext.rope_tables`)."""
         inv, factor = self.inv_freq(dim)
+        key = (self._freq_key(dim), positions.device)
+        if key not in self._on_device:
+            self._on_device[key] = inv.to(positions.device, torch.float32)
         # float32 angles like transformers, so logits match it bit-for-bit closely.
-        angles = positions.to(torch.float32)[:, None] * inv.to(positions.device, torch.float32)[None, :]  # (T, dim/2)
+        angles = positions.to(torch.float32)[:, None] * self._on_device[key][None, :]  # (T, dim/2)
         if self.interleaved:
             angles = angles.repeat_interleave(2, dim=-1)
         else:

@@ -205,9 +205,13 @@ class AttentionLayer(nn.Module):
         return apply_rotary(x, cos, sin, rotary.interleaved)
 
     def alibi(self, device: torch.device) -> torch.Tensor | None:
-        """Per-query-head ALiBi slopes (Hq,) for position alibi/nape, else None."""
-        slopes = alibi_slopes(self.num_heads, self.position)
-        return slopes.to(device) if slopes is not None else None
+        """Per-query-head ALiBi slopes (Hq,) for position alibi/nape, else None; copied to a
+        device once (a host copy every step would synchronise, and a CUDA graph cannot hold it)."""
+        on_device = self.__dict__.setdefault("_alibi_on", {})
+        if device not in on_device:
+            slopes = alibi_slopes(self.num_heads, self.position)
+            on_device[device] = slopes.to(device) if slopes is not None else None
+        return on_device[device]
 
     def reference(self, q_offset: int, **t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
@@ -270,6 +274,11 @@ class AttentionLayer(nn.Module):
     def ragged_step(self, ctx: AttentionContext, **t: torch.Tensor) -> torch.Tensor | None:
         """The whole ragged decode step in one call, or None to run it row by row."""
         return None
+
+    def one_call_ragged_step(self, backend: Backend) -> bool:
+        """Whether `ragged_step` runs the step in one call on `backend` (without statistics
+        or weights): what lets a CUDA graph capture the decode step."""
+        return False
 
     def forward(self, x: torch.Tensor, ctx: AttentionContext, cache: LayerCache | None) -> torch.Tensor:
         """x: (B, T, hidden) -> (B, T, hidden)."""

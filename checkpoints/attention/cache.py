@@ -98,10 +98,12 @@ class RaggedLayerCache:
 
     def append(self, **entries: torch.Tensor) -> dict[str, torch.Tensor]:
         """Write one token per row, (B, H, 1, D) each, at the row's own length; return
-        views (B, H, max length + 1, D). Row b's keys are its first `lengths[b] + 1`."""
+        views (B, H, max length + 1, D), or the whole buffers when the batch is `full_width`
+        (a CUDA graph's shapes cannot follow the length). Row b's keys are its first
+        `lengths[b] + 1`."""
         pos = self.parent.lengths
         rows = torch.arange(pos.shape[0], device=pos.device)
-        width = self.parent.max_length + 1
+        width = self.parent.capacity if self.parent.full_width else self.parent.max_length + 1
         out = {}
         for name, x in entries.items():
             buf = self.buffers[name]
@@ -114,12 +116,17 @@ class RaggedKVCache:
     """KV cache of a decoding batch whose rows have their own lengths (continuous
     batching): rows join from a single-row `KVCache` after their prefill and leave
     when they finish. `lengths` (B,) long is each row's number of cached tokens;
-    a decode step writes row b's new token at position `lengths[b]`."""
+    a decode step writes row b's new token at position `lengths[b]`.
+
+    `full_width`: a decode step's attention gets the whole buffers (keys past a row's
+    length are never read), so the step's shapes stay the same from step to step and a
+    CUDA graph captured once replays until a row joins or leaves (`layout`)."""
 
     def __init__(self, num_layers: int, device: torch.device) -> None:
         self.layers = [RaggedLayerCache(self) for _ in range(num_layers)]
         self.lengths = torch.zeros(0, dtype=torch.long, device=device)
         self._host_lengths: list[int] = []
+        self.full_width = False
 
     @classmethod
     def empty_like(cls, cache: KVCache) -> RaggedKVCache:
@@ -171,6 +178,14 @@ class RaggedKVCache:
         self.lengths = self.lengths.index_select(0, index)
 
     def advance(self) -> None:
-        """After a decode step: every row holds one more token."""
+        """After a decode step: every row holds one more token (`lengths` in place: a captured
+        step reads it where it is)."""
         self._host_lengths = [n + 1 for n in self._host_lengths]
-        self.lengths = self.lengths + 1
+        self.lengths.add_(1)
+
+    def layout(self) -> tuple:
+        """Where the step's tensors live: the rows, the capacity and every buffer's and the
+        lengths' addresses. Equal layouts can replay the same captured step; a join or a
+        `keep` makes a new one."""
+        return (self.batch_size, self.capacity, self.lengths.data_ptr(),
+                *(buf.data_ptr() for layer in self.layers for buf in layer.buffers.values()))

@@ -61,7 +61,7 @@ class SoftmaxFamilyLayer(AttentionLayer):
         (`scale_queries` not overridden: not ssmax): on Triton the decode kernel takes
         each row's position, every term (diff's two, cog's sign) included; on the torch
         backend each unsigned term is one masked SDPA call. Otherwise None: row by row."""
-        if ctx.collect_stats or ctx.return_weights or type(self).scale_queries is not SoftmaxFamilyLayer.scale_queries:
+        if ctx.collect_stats or ctx.return_weights or not self.one_call_ragged_step(ctx.backend):
             return None
         q, k, v = t["q"], t["k"], t["v"]
         if ctx.backend is Backend.TRITON:
@@ -75,6 +75,11 @@ class SoftmaxFamilyLayer(AttentionLayer):
             return self.combine([chunked.ragged_decode_sdpa(tq, tk, v, ctx.row_positions, **kw)
                                  for _, tq, tk in self.terms(0, q, k)])
         return None
+
+    def one_call_ragged_step(self, backend: Backend) -> bool:
+        if type(self).scale_queries is not SoftmaxFamilyLayer.scale_queries:
+            return False
+        return backend is Backend.TRITON or (backend is Backend.TORCH and not self.signed)
 
     def triton(self, q_offset: int, collect_stats: bool, q: torch.Tensor, k: torch.Tensor,
                v: torch.Tensor) -> tuple[torch.Tensor, RowStats | None]:
