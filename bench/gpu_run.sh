@@ -1,57 +1,85 @@
 #!/usr/bin/env bash
-# Issue #30 on a lent GPU machine: the compiled kernel and engine tests, the kernel benchmark
-# and the whole-model benchmark, each stage under its own time limit, every output written to
-# $OUT as it comes (a stage cut short keeps what it measured; each test's outcome is streamed
-# to gpu_tests_stream.log by bench/pytest_stream.py).
+# Issue #41 on a lent GPU machine, each stage under its own time limit, every output written
+# to $OUT as it comes (a stage cut short keeps what it measured; each test's outcome is
+# streamed to gpu_tests_stream.log by bench/pytest_stream.py). bench/gpu_report.py turns the
+# folders into bench/results/gpu_*.
 # Usage (repo root, on the device): OUT=/some/dir bash bench/gpu_run.sh STAGE[,STAGE...]
-#   stages: tests, kernels (bf16 d=128 prefill and decode, then d=64), kernels-fp32, model
-# Time limits (s): T_TESTS (200), T_KERNELS (70, each of its two runs), T_DECODE (30), T_FP32 (45), T_MODEL (110), T_MODEL_8B (70)
+#   tests      CUDA graphs, host syncs, compile-once (tests/checkpoints/test_{cuda_graphs,host_sync,warmup}.py)
+#   eval       `lctx eval` RULER niah_single_1 as whole commands: 16k x 32 (cold, warm, eager) and
+#              128k x 4 (cold, warm) against a bare import; EVAL_HF=1 adds transformers' generate
+#   decode     1B decode at batch 8 and 32 over 4k and 32k caches: graphs, eager, transformers
+#   prefill    1B prefill at 32k and 128k per chunk size against transformers SDPA
+#   prefill8b  the 8B shape at 32k and 128k
+#   profile    torch.profiler of a 32k prefill and of decode steps (1B)
+#   kernels    the attention kernels against SDPA (bench/gpu_kernels.py, issue #30)
+#   (EVAL_LCTX=0 EVAL_HF=1 LENGTHS_FROM=an earlier gpu_eval.json: transformers alone on the prompt lengths it had)
+# Time limits (s): T_TESTS 80, T_EVAL 170, T_EVAL_HF 130, T_DECODE 70, T_PREFILL 80, T_PREFILL_8B 150, T_PROFILE 45
 set -u
 OUT=${OUT:-/tmp/gpu-out}
-STAGES=${1:-tests,kernels,kernels-fp32,model}
+STAGES=${1:-tests,eval,decode,prefill,profile}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TRITON_INTERPRET=0 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
-if [ -d .whl ]; then  # packages the machine's image lacks (pydantic, uvicorn, entmax, ...)
+if [ -d .whl ]; then  # packages the machine's image lacks (pydantic, fastapi, uvicorn, entmax, wonderwords)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 fi
 export PYTHONPATH=/tmp/site:$PWD
+export TRITON_CACHE_DIR=/tmp/lctx-home/triton  # one cache for every stage: compiled once per machine
+MODELS=/tmp/lctx-models
+TOKENIZER=${TOKENIZER:-.gpu/smollm2-tokenizer}
 { date -u; nvidia-smi; python3 -c "import torch, triton, transformers, sys
 print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__,
-      'transformers', transformers.__version__, torch.cuda.get_device_name(), torch.cuda.get_device_properties(0))
-for name in ('flash_attn', 'vllm', 'sglang'):
-    try:
-        print(name, __import__(name).__version__)
-    except ImportError as e:
-        print(name + ': not installed:', e)"; } > "$OUT/gpu_env.txt" 2>&1
-kernels() {  # time limit, then gpu_kernels.py's arguments; all runs append to one file
-  local limit=$1; shift
-  timeout "$limit" python3 bench/gpu_kernels.py "$@" --out "$OUT/gpu_kernels.json" >> "$OUT/gpu_kernels.log" 2>&1
-  echo "kernels ($*) exit $? after $SECONDS s" >> "$OUT/gpu_kernels.log"
-}
-if [[ ,$STAGES, == *,tests,* ]]; then
-  PYTEST_STREAM="$OUT/gpu_tests_stream.log" PYTHONPATH=$PYTHONPATH:$PWD/bench timeout "${T_TESTS:-200}" \
-    python3 -m pytest -p pytest_stream -n 14 -q -p no:cacheprovider -rfEs --tb=short --timeout 190 \
-    tests/checkpoints/attention tests/checkpoints/test_engine.py tests/checkpoints/test_long_prefill.py tests/checkpoints/test_host_sync.py \
-    > "$OUT/gpu_tests.log" 2>&1
-  echo "pytest exit $? after $SECONDS s" >> "$OUT/gpu_tests.log"
+      'transformers', transformers.__version__, torch.cuda.get_device_name(), torch.cuda.get_device_properties(0))"; } \
+  > "$OUT/gpu_env.txt" 2>&1
+has() { [[ ,$STAGES, == *,$1,* ]]; }
+LOG=$OUT/gpu_logs.txt  # every stage's output in one file (8 files at most come back from the machine)
+stamp() { echo "=== $1 exit $2 after $SECONDS s" | tee -a "$LOG"; }
+if has tests; then
+  PYTEST_STREAM="$OUT/gpu_tests_stream.log" PYTHONPATH=$PYTHONPATH:$PWD/bench timeout "${T_TESTS:-80}" \
+    python3 -m pytest -p pytest_stream -n 6 -q -p no:cacheprovider -rfEs --tb=short --timeout 70 \
+    tests/checkpoints/test_cuda_graphs.py tests/checkpoints/test_host_sync.py tests/checkpoints/test_warmup.py \
+    >> "$LOG" 2>&1
+  stamp tests $?
 fi
-if [[ ,$STAGES, == *,kernels,* ]]; then
-  kernels "${T_KERNELS:-70}" --dtypes bfloat16 --head-dims 128
-  kernels "${T_KERNELS:-70}" --dtypes bfloat16 --head-dims 64 --no-decode
+if has eval; then
+  [ "${EVAL_LCTX:-1}" = 1 ] && timeout "${T_EVAL:-170}" bash -c "python3 bench/gpu_eval.py --tokenizer $TOKENIZER --work /tmp/lctx-eval \
+      --out $OUT/gpu_eval.json --runs 16384:32 --modes cold,warm,eager &&
+    python3 bench/gpu_eval.py --tokenizer $TOKENIZER --work /tmp/lctx-eval --out $OUT/gpu_eval.json \
+      --runs 131072:4 --modes cold,warm" >> "$LOG" 2>&1
+  stamp eval $?
+  if [ "${EVAL_HF:-0}" = 1 ]; then
+    timeout "${T_EVAL_HF:-130}" python3 bench/gpu_eval.py --tokenizer "$TOKENIZER" --work /tmp/lctx-eval \
+      --out "$OUT/gpu_eval.json" --runs 16384:32,131072:4 --modes "" --transformers 16384:16,131072:1 \
+      ${LENGTHS_FROM:+--lengths-from "$LENGTHS_FROM"} \
+      >> "$LOG" 2>&1
+    stamp eval-transformers $?
+  fi
 fi
-if [[ ,$STAGES, == *,decode128k,* ]]; then
-  kernels "${T_DECODE:-30}" --no-prefill --caches 131072
+if has decode; then
+  timeout "${T_DECODE:-70}" python3 bench/gpu_model.py --work $MODELS --out "$OUT/gpu_model.json" \
+    --shapes llama-3.2-1b --parts decode --decode-shapes llama-3.2-1b >> "$LOG" 2>&1
+  stamp decode $?
 fi
-if [[ ,$STAGES, == *,kernels-fp32,* ]]; then
-  kernels "${T_FP32:-45}" --dtypes float32 --head-dims 128 --sizes 4096,16384 --variants softmax --no-decode
+if has prefill; then
+  timeout "${T_PREFILL:-80}" python3 bench/gpu_model.py --work $MODELS --out "$OUT/gpu_model.json" \
+    --shapes llama-3.2-1b --parts prefill --decode-shapes "" >> "$LOG" 2>&1
+  stamp prefill $?
 fi
-if [[ ,$STAGES, == *,model,* ]]; then
-  # the 1B and 135M shapes with decoding first, the 8B shape after them
-  timeout "${T_MODEL:-110}" python3 bench/gpu_model.py --work /tmp/lctx-models --out "$OUT/gpu_model.json" \
-    --shapes llama-3.2-1b,smollm2-135m > "$OUT/gpu_model.log" 2>&1
-  echo "model (1B, 135M) exit $? after $SECONDS s" >> "$OUT/gpu_model.log"
-  timeout "${T_MODEL_8B:-70}" python3 bench/gpu_model.py --work /tmp/lctx-models --out "$OUT/gpu_model.json" \
-    --shapes llama-3.1-8b --decode-shapes "" >> "$OUT/gpu_model.log" 2>&1
-  echo "model (8B) exit $? after $SECONDS s" >> "$OUT/gpu_model.log"
+if has prefill8b; then
+  timeout "${T_PREFILL_8B:-150}" python3 bench/gpu_model.py --work $MODELS --out "$OUT/gpu_model.json" \
+    --shapes llama-3.1-8b --parts prefill --decode-shapes "" --chunks "${CHUNKS_8B:-4096,131072}" \
+    >> "$LOG" 2>&1
+  stamp prefill8b $?
+fi
+if has profile; then
+  [ -f $MODELS/llama-3.2-1b/config.json ] || python3 -c "import sys; sys.path[:0] = ['bench', '.']
+from gpu_model import build; build('llama-3.2-1b', __import__('pathlib').Path('$MODELS/llama-3.2-1b'), 'cuda')"
+  timeout "${T_PROFILE:-45}" python3 bench/gpu_profile.py --checkpoint $MODELS/llama-3.2-1b --out "$OUT/gpu_profile.txt" \
+    >> "$LOG" 2>&1
+  stamp profile $?
+fi
+if has kernels; then
+  timeout "${T_KERNELS:-70}" python3 bench/gpu_kernels.py --dtypes bfloat16 --head-dims 128 --out "$OUT/gpu_kernels.json" \
+    >> "$LOG" 2>&1
+  stamp kernels $?
 fi
 echo "done after $SECONDS s"

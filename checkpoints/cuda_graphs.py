@@ -74,7 +74,9 @@ class DecodeGraphs:
         if self._pool is None:
             self._pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._pool):
+        # thread_local: only this thread must stay off unsafe CUDA calls while capturing (the
+        # prompt-building thread runs beside it)
+        with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
             self._logits = self.model.decode_logits(self._tokens, cache)
         self._graph = graph
         self.captures += 1

@@ -238,7 +238,12 @@ def load_model(
         model.lm_head.weight = model.embed.weight
     model = model.to(device).eval()
     model.backend = backend  # resolved for the device the model is on
-    return LoadedModel(model=model, tokenizer=load_tokenizer(path, config), config=config, path=path)
+    tokenizer = load_tokenizer(path, config)
+    if tokenizer.vocab_size > config.vocab_size:
+        raise LoadError(f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model's embedding has "
+                        f"{config.vocab_size} rows, so some token ids have no embedding; put the tokenizer that "
+                        "was trained with these weights beside them")
+    return LoadedModel(model=model, tokenizer=tokenizer, config=config, path=path)
 
 
 def save_model(model: Decoder, path: str | Path, tokenizer: Tokenizer | None = None) -> Path:

@@ -14,6 +14,7 @@ from checkpoints.config_reader import read_config
 from checkpoints.errors import ConfigError, LoadError
 from checkpoints.generate import greedy_generate, loglikelihood, token_logprobs
 from checkpoints.loading import load_model
+from checkpoints.tokenizer import BYTE_TOKENIZER_FILE
 from tests.checkpoints.hf_models import build_hf_model
 from tests.helpers import tiny_own
 
@@ -26,6 +27,17 @@ def test_own_format_round_trip(tmp_path) -> None:
     with torch.no_grad():
         torch.testing.assert_close(loaded.model(ids)[0], model(ids)[0])
     assert loaded.model.lm_head.weight.data_ptr() == loaded.model.embed.weight.data_ptr()
+
+
+def test_a_tokenizer_larger_than_the_embedding_is_refused_at_load(tmp_path) -> None:
+    """Ids past the embedding would fail (an IndexError) inside the first forward, minutes later."""
+    from tests.checkpoints.hf_models import write_tokenizer
+
+    tiny_own(tmp_path)  # 259 embedding rows
+    (tmp_path / BYTE_TOKENIZER_FILE).unlink()
+    write_tokenizer(tmp_path, vocab=300)
+    with pytest.raises(LoadError, match="the tokenizer has 300 tokens but the model's embedding has 259 rows"):
+        load_model(tmp_path)
 
 
 def test_config_writes_v5_rope_parameters_and_reads_back(tmp_path) -> None:
