@@ -116,6 +116,7 @@ def main() -> None:
     ap.add_argument("--runs", default="16384:32,131072:4", help="LENGTH:SAMPLES,...")
     ap.add_argument("--modes", default="cold,warm,eager")
     ap.add_argument("--transformers", default="", help="LENGTH:BATCH,... (lengths of --runs) to run transformers on")
+    ap.add_argument("--bare", type=int, default=2, help="bare imports to time first (0: none)")
     ap.add_argument("--lengths-from", type=Path, help="a gpu_eval.json whose lctx runs give the prompt lengths")
     ap.add_argument("--smoke", action="store_true", help="CPU, a tiny shape, 1k x 2: checks the script")
     ap.add_argument("--hf-worker", nargs=4, metavar=("FOLDER", "LENGTHS", "BATCH", "DEVICE"), help=argparse.SUPPRESS)
@@ -146,7 +147,7 @@ def main() -> None:
     folder = checkpoint(args.work, args.tokenizer, shape, device)
     add({"part": "build", "s": time.perf_counter() - t0})
     env = {**os.environ, "TRITON_CACHE_DIR": str(args.work / "triton"), "TOKENIZERS_PARALLELISM": "false"}
-    for i in (1, 2):
+    for i in range(1, args.bare + 1):
         s, rc = timed([sys.executable, "-c", "import torch, triton, transformers"], env, log)
         add({"part": "bare_import", "run": i, "s": s, "rc": rc})
     prompts_of: dict[int, list[int]] = {}
@@ -167,10 +168,14 @@ def main() -> None:
                    "--device", device, "--dtype", dtype, "--out", str(out), "-q"]
             s, rc = timed(cmd, run_env, log)
             rows = samples(out)
+            seconds = {}
+            if (out / "results.json").exists():  # lctx's own account: loading, compiling, building, prefill, decoding
+                seconds = json.loads((out / "results.json").read_text()).get("seconds", {})
+                seconds.update(json.loads((out / "ruler" / "result.json").read_text()).get("seconds", {}))
             prompts_of[length] = [r["prompt_tokens"] for r in rows] or prompts_of.get(length, [])
             add({"part": "lctx_eval", "length": length, "samples": n, "mode": mode, "s": s, "rc": rc,
                  "samples_done": len(rows), "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
-                 "prompt_lengths": [r["prompt_tokens"] for r in rows],
+                 "prompt_lengths": [r["prompt_tokens"] for r in rows], "lctx_seconds": seconds,
                  **({"floor": floor_seconds(prompts_of[length], NEW_TOKENS)} if rows and not args.smoke else {})})
     for spec in filter(None, args.transformers.split(",")):
         length, batch = map(int, spec.split(":"))

@@ -42,13 +42,13 @@ if has tests; then
 fi
 if has eval; then
   [ "${EVAL_LCTX:-1}" = 1 ] && timeout "${T_EVAL:-170}" bash -c "python3 bench/gpu_eval.py --tokenizer $TOKENIZER --work /tmp/lctx-eval \
-      --out $OUT/gpu_eval.json --runs 16384:32 --modes cold,warm,eager &&
+      --out $OUT/gpu_eval.json --runs 16384:32 --modes ${EVAL_MODES_16K:-cold,warm,eager} &&
     python3 bench/gpu_eval.py --tokenizer $TOKENIZER --work /tmp/lctx-eval --out $OUT/gpu_eval.json \
-      --runs 131072:4 --modes cold,warm" >> "$LOG" 2>&1
+      --runs 131072:4 --modes ${EVAL_MODES_128K:-cold,warm} --bare 1" >> "$LOG" 2>&1
   stamp eval $?
   if [ "${EVAL_HF:-0}" = 1 ]; then
     timeout "${T_EVAL_HF:-130}" python3 bench/gpu_eval.py --tokenizer "$TOKENIZER" --work /tmp/lctx-eval \
-      --out "$OUT/gpu_eval.json" --runs 16384:32,131072:4 --modes "" --transformers 16384:16,131072:1 \
+      --out "$OUT/gpu_eval.json" --runs 16384:32,131072:4 --modes "" --transformers 16384:16,131072:1 --bare 0 \
       ${LENGTHS_FROM:+--lengths-from "$LENGTHS_FROM"} \
       >> "$LOG" 2>&1
     stamp eval-transformers $?

@@ -48,7 +48,6 @@ class DecodeGraphs:
         self._graph: torch.cuda.CUDAGraph | None = None
         self._tokens: torch.Tensor | None = None
         self._logits: torch.Tensor | None = None
-        self._pool = None
 
     def __call__(self, tokens: Sequence[int], cache: RaggedKVCache) -> torch.Tensor:
         """Logits (B, V) of one step of every row; the cache advances."""
@@ -71,12 +70,12 @@ class DecodeGraphs:
     def _capture(self, tokens: Sequence[int], cache: RaggedKVCache) -> None:
         """Capture the step on this layout, reading `self._tokens` (set to `tokens`)."""
         self._tokens = to_device(tokens, self.model.device).clone()
-        if self._pool is None:
-            self._pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
-        # thread_local: only this thread must stay off unsafe CUDA calls while capturing (the
-        # prompt-building thread runs beside it)
-        with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
+        # A private pool per graph (one shared handle outlives the graph that made it: PyTorch
+        # frees the pool with its last graph and then refuses a capture into it). thread_local:
+        # only this thread must stay off unsafe CUDA calls while capturing (the prompt-building
+        # thread runs beside it).
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             self._logits = self.model.decode_logits(self._tokens, cache)
         self._graph = graph
         self.captures += 1

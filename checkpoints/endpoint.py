@@ -704,6 +704,7 @@ class EndpointEngine:
         self.tokenizer = served.tokenizer
         self.sent = 0  # requests answered (the resume test counts them)
         self.stats = None  # prefix reuse happens in the server, unseen here
+        self.clock = None  # so does the split between prefill and decoding
         self.on_prefill = None  # prompts are prefilled in the server: no progress by token
 
     # --- checks made before anything is sent ---

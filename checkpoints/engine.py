@@ -37,6 +37,7 @@ request types live in `requests.py`; `lm.LM` is the interface this class meets."
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -69,6 +70,25 @@ PREFIX_CACHE_SHARE = 0.5
 # bench/batched_prefill.py (bench/results/batched_prefill.md).
 CUDA_BATCH_PREFILL_TOKENS = 2048
 CPU_BATCH_PREFILL_TOKENS = 128
+
+
+@dataclass
+class EngineClock:
+    """Wall seconds of generate_until's two phases, each ending at the step's one read from
+    the device (so the GPU's work lands in the phase that queued it): admitting rows
+    (prefill and their first token) and decoding steps."""
+
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    decode_steps: int = 0
+
+    def since(self, before: EngineClock) -> EngineClock:
+        return EngineClock(self.prefill_s - before.prefill_s, self.decode_s - before.decode_s,
+                           self.decode_steps - before.decode_steps)
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {"prefill_s": round(self.prefill_s, 4), "decode_s": round(self.decode_s, 4),
+                "decode_steps": self.decode_steps}
 
 
 @dataclass
@@ -165,6 +185,7 @@ class Engine:
             batch_prefill_tokens = default_batch_prefill_tokens(model.device)
         self.scheduler = Scheduler(budget, max_batch, self.prefix, batch_prefill_tokens if exact else 0)
         self.stats = PrefixStats()  # prompt tokens asked for and served from the prefix cache, over all calls
+        self.clock = EngineClock()  # seconds prefilling and decoding, over all calls
         self.on_prefill: Prefilled | None = None
 
     @property
@@ -214,6 +235,7 @@ class Engine:
                 done(row.index, results[row.index])
 
         while plan.waiting or rows:
+            admitting = time.perf_counter()
             while True:  # admit what the scheduler lets join the batch
                 width = batch.capacity if batch is not None else 0
                 group, width = self.scheduler.next_group(plan, requests, len(rows), width, bytes_per_token)
@@ -232,10 +254,14 @@ class Engine:
                         batch = RaggedKVCache.empty_like(cache)
                     batch.join(cache, reserve=row.reserve)
                     rows.append(row)
+            decoding = time.perf_counter()
+            self.clock.prefill_s += decoding - admitting
             if not rows:
                 continue
             logits = self.step.decode([r.tokens[-1] for r in rows], batch)  # (B, V)
             chosen = pick(logits, [r.blocked() for r in rows])  # the step's one read from the device
+            self.clock.decode_s += time.perf_counter() - decoding
+            self.clock.decode_steps += 1
             keep = []
             for i, row in enumerate(rows):
                 if row.step(chosen[i], self.tokenizer):

@@ -4,8 +4,8 @@ it holds:
 
 - `LM`: the three request types (generate until, log-likelihood, rolling log-likelihood),
   results in request order, `done(i, result)` as each request ends; `on_prefill` hears of
-  prompt tokens as they are prefilled; `stats` counts prefix-cache reuse (None where the
-  work happens elsewhere). Met by `engine.Engine` and `endpoint.EndpointEngine`.
+  prompt tokens as they are prefilled; `stats` counts prefix-cache reuse and `clock` the
+  seconds spent prefilling and decoding (None where the work happens elsewhere). Met by `engine.Engine` and `endpoint.EndpointEngine`.
 - `ModelSource`: what the evaluators read of the model behind an LM: its tokenizer, its
   config (the context), how results describe it. Met by `loading.LoadedModel` and
   `endpoint.ServedModel`."""
@@ -22,6 +22,7 @@ Prefilled = Callable[[int], None]  # tokens just prefilled (each chunk) or serve
 @runtime_checkable
 class LM(Protocol):
     stats: Any  # PrefixStats, or None
+    clock: Any  # engine.EngineClock, or None
     on_prefill: Prefilled | None
 
     def generate_until(self, requests: Sequence[Any], done: Done | None = None) -> list[Any]: ...

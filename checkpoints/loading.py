@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
+from torch import nn
 
 from checkpoints.attention.backend import Backend
 from checkpoints.config import ModelConfig
@@ -230,7 +232,7 @@ def load_model(
     config = apply_rope_override(rope, config)
     torch_dtype = resolve_dtype(dtype, config, device)
     state = read_state_dict(path, config, torch_dtype)
-    with torch.device("meta"):
+    with torch.device("meta"), _initialisation_skipped():
         model = Decoder(config)
     check_state_dict(model, state, path)
     model.load_state_dict(state, strict=False, assign=True)
@@ -244,6 +246,23 @@ def load_model(
                         f"{config.vocab_size} rows, so some token ids have no embedding; put the tokenizer that "
                         "was trained with these weights beside them")
     return LoadedModel(model=model, tokenizer=tokenizer, config=config, path=path)
+
+
+@contextmanager
+def _initialisation_skipped() -> Iterator[None]:
+    """Modules built on the meta device without their random initialisation: the checkpoint's
+    tensors replace every parameter, and `normal_` on a meta tensor runs through torch's
+    reference implementations, whose first call imports torch._dynamo (1.7 s of every load;
+    transformers' `no_init_weights` does the same)."""
+    names = ("normal_", "uniform_", "kaiming_uniform_", "trunc_normal_", "xavier_uniform_", "zeros_", "ones_")
+    saved = {name: getattr(nn.init, name) for name in names}
+    for name in names:
+        setattr(nn.init, name, lambda tensor, *args, **kwargs: tensor)
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(nn.init, name, fn)
 
 
 def save_model(model: Decoder, path: str | Path, tokenizer: Tokenizer | None = None) -> Path:

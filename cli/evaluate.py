@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -157,18 +158,21 @@ def _eval(args: argparse.Namespace) -> int:
         raise ValueError("give --checkpoint DIR, or --endpoint URL with --served-model and --tokenizer")
     out = Path(args.out) if args.out else Path("lctx-eval") / (
         Path(args.checkpoint).resolve().name if args.checkpoint else str(args.served_model).replace("/", "_"))
+    seconds: dict[str, float] = {}  # loading and compiling, before the first sample
     if args.endpoint:
         loaded, engine, source = served_model(args, specs, out)
     else:
         out.mkdir(parents=True, exist_ok=True)
         claim_output(out, Path(args.checkpoint))
+        loading = time.perf_counter()
         loaded = load_model(args.checkpoint, rope=args.rope, backend=args.backend, dtype=args.dtype,
                             device=args.device)
+        seconds["load_s"] = time.perf_counter() - loading
         engine = Engine(loaded.model, loaded.tokenizer, max_batch=args.max_batch, prefix_cache=args.prefix_cache,
                         memory_budget=args.memory_mb << 20 if args.memory_mb is not None else None)
         from checkpoints.warmup import warm_up
 
-        warm_up(loaded.model)  # Triton's kernels compiled (or read from its cache) before any sample
+        seconds["warm_up_s"] = warm_up(loaded.model)  # Triton's kernels compiled (or read from its cache) first
         source = {"checkpoint": {"path": str(Path(args.checkpoint).resolve())}}
     started = datetime.now(UTC).isoformat()
     bars: dict[str, tqdm] = {}
@@ -190,6 +194,7 @@ def _eval(args: argparse.Namespace) -> int:
         for bar in bars.values():
             bar.close()
     document = suite_document(loaded, specs, results, started, **source)
+    document["seconds"] = {key: round(value, 4) for key, value in seconds.items()}  # each task's own: its entry
     write_json_atomic(out / RESULTS_FILE, document)
     print_table([row for key, entry in results.items() for row in summary_rows(key, entry)])
     print("\n".join(f"{key}: {task_result(entry).summary}" for key, entry in results.items()))

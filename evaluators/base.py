@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -261,6 +262,8 @@ class TaskRun:
         self.log = SampleLog(self.folder, unit)
         self.done = self.log.done(evaluator.name, self.config)
         self.spent = PrefixStats()  # prompt tokens of this run, and those served from the engine's prefix cache
+        # seconds of this run: waiting for prompts to be built, and the engine's prefill and decoding
+        self.seconds: dict[str, float] = {"build_wait_s": 0.0}
         self.prefix_enabled: bool | None = None  # None: no lctx engine ran (a served model, run_sample)
         self.recorded = 0  # samples this run recorded
 
@@ -300,6 +303,7 @@ class TaskRun:
         engine = self.engine = self.engine or Engine(loaded.model, loaded.tokenizer)
         stats = engine.stats  # lctx's engine counts prefix reuse; a served model's (EndpointEngine) None
         before = replace(stats) if stats is not None else None
+        clock = replace(engine.clock) if engine.clock is not None else None
         engine.on_prefill = self.on_prefill
         groups = [pending[lo:lo + BUILD_GROUP] for lo in range(0, len(pending), BUILD_GROUP)]
         # The next group's prompts are built (tokenized, fitted) in a thread while the engine
@@ -314,12 +318,17 @@ class TaskRun:
             ahead = builder.submit(build, groups[0]) if groups else None
             for k in range(len(groups)):
                 self.check_stop()
+                waited = time.perf_counter()
                 built = ahead.result()
+                self.seconds["build_wait_s"] += time.perf_counter() - waited
                 ahead = builder.submit(build, groups[k + 1]) if k + 1 < len(groups) else None
                 run_built(engine, built, finished)
         finally:
             builder.shutdown(wait=False, cancel_futures=True)
             engine.on_prefill = None
+            if clock is not None:
+                for key, value in engine.clock.since(clock).as_dict().items():
+                    self.seconds[key] = round(self.seconds.get(key, 0) + value, 4)
             if before is not None:
                 block = engine.stats.since(before)
                 self.spent = PrefixStats(self.spent.prompt_tokens + block.prompt_tokens,
@@ -384,6 +393,7 @@ class TaskRun:
             "plots": [str(p) for p in plot_paths],
             "sample_errors": errors,
             "prefix_cache": prefix_cache,
+            "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
             RESULT_KEY: finite_json(result.model_dump(mode="json")),
         }
 
