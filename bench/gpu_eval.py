@@ -108,6 +108,37 @@ def hf_worker(folder: str, lengths: str, batch: int, device: str) -> None:
                       "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None}))
 
 
+def warm_jobs(folder: Path, length: int, n: int, work: Path, device: str, dtype: str) -> list[dict]:
+    """Two identical jobs on one loaded model, as a warm worker runs them (service/worker.py
+    keeps the model, its engine and compiled kernels between jobs of the same model; Ray and
+    the database are not on this machine: bench/job_latency.py measures what they add):
+    each job's wall time from building its samples to its results, against the seconds the
+    engine spent prefilling and decoding (the GPU-bound part)."""
+    from checkpoints.engine import Engine
+    from checkpoints.loading import load_model
+    from checkpoints.warmup import warm_up
+    from evaluators.registry import validate_task
+    from evaluators.suite import run_suite
+
+    loaded = load_model(folder, dtype=dtype, device=device)
+    engine = Engine(loaded.model, loaded.tokenizer)
+    warm_up(loaded.model)
+    task = validate_task({"name": "ruler", "tasks": "niah_single_1", "lengths": str(length), "samples": n})
+    rows = []
+    for job in (1, 2):
+        out = work / f"warm-job-{length}-{job}"
+        shutil.rmtree(out, ignore_errors=True)
+        t0 = time.perf_counter()
+        results = run_suite(loaded, [task], out, engine)
+        wall = time.perf_counter() - t0
+        seconds = next(iter(results.values())).get("seconds", {})
+        engine_s = seconds.get("prefill_s", 0) + seconds.get("decode_s", 0)
+        rows.append({"part": "warm_job", "length": length, "samples": n, "job": job, "s": wall, "seconds": seconds,
+                     "engine_s": engine_s, "wall_over_engine": wall / engine_s if engine_s else None,
+                     "prefix_reused": next(iter(results.values())).get("prefix_cache")})
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokenizer", type=Path)
@@ -116,6 +147,7 @@ def main() -> None:
     ap.add_argument("--runs", default="16384:32,131072:4", help="LENGTH:SAMPLES,...")
     ap.add_argument("--modes", default="cold,warm,eager")
     ap.add_argument("--transformers", default="", help="LENGTH:BATCH,... (lengths of --runs) to run transformers on")
+    ap.add_argument("--warm-job", default="", help="LENGTH:SAMPLES: two identical jobs on one loaded model")
     ap.add_argument("--bare", type=int, default=2, help="bare imports to time first (0: none)")
     ap.add_argument("--lengths-from", type=Path, help="a gpu_eval.json whose lctx runs give the prompt lengths")
     ap.add_argument("--smoke", action="store_true", help="CPU, a tiny shape, 1k x 2: checks the script")
@@ -177,6 +209,10 @@ def main() -> None:
                  "samples_done": len(rows), "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
                  "prompt_lengths": [r["prompt_tokens"] for r in rows], "lctx_seconds": seconds,
                  **({"floor": floor_seconds(prompts_of[length], NEW_TOKENS)} if rows and not args.smoke else {})})
+    if args.warm_job:
+        length, n = map(int, args.warm_job.split(":"))
+        for row in warm_jobs(folder, length, n, args.work, device, dtype):
+            add(row)
     for spec in filter(None, args.transformers.split(",")):
         length, batch = map(int, spec.split(":"))
         prompts = prompts_of.get(length)

@@ -6,7 +6,8 @@
 # Usage (repo root, on the device): OUT=/some/dir bash bench/gpu_run.sh STAGE[,STAGE...]
 #   tests      CUDA graphs, host syncs, compile-once (tests/checkpoints/test_{cuda_graphs,host_sync,warmup}.py)
 #   eval       `lctx eval` RULER niah_single_1 as whole commands: 16k x 32 (cold, warm, eager) and
-#              128k x 4 (cold, warm) against a bare import; EVAL_HF=1 adds transformers' generate
+#              128k x 4 (cold, warm) against a bare import, then two identical 16k jobs on one loaded
+#              model (a warm worker's second job); EVAL_HF=1 adds transformers' generate
 #   decode     1B decode at batch 8 and 32 over 4k and 32k caches: graphs, eager, transformers
 #   prefill    1B prefill at 32k and 128k per chunk size against transformers SDPA
 #   prefill8b  the 8B shape at 32k and 128k
@@ -42,9 +43,11 @@ if has tests; then
 fi
 if has eval; then
   [ "${EVAL_LCTX:-1}" = 1 ] && timeout "${T_EVAL:-170}" bash -c "python3 bench/gpu_eval.py --tokenizer $TOKENIZER --work /tmp/lctx-eval \
-      --out $OUT/gpu_eval.json --runs 16384:32 --modes ${EVAL_MODES_16K:-cold,warm,eager} &&
+      --out $OUT/gpu_eval.json --runs 16384:32 --modes ${EVAL_MODES_16K:-cold,warm,eager} --bare ${EVAL_BARE:-2} &&
     python3 bench/gpu_eval.py --tokenizer $TOKENIZER --work /tmp/lctx-eval --out $OUT/gpu_eval.json \
-      --runs 131072:4 --modes ${EVAL_MODES_128K:-cold,warm} --bare 1" >> "$LOG" 2>&1
+      --runs 131072:4 --modes ${EVAL_MODES_128K:-cold,warm} --bare 1 &&
+    python3 bench/gpu_eval.py --tokenizer $TOKENIZER --work /tmp/lctx-eval --out $OUT/gpu_eval.json \
+      --runs 16384:32 --modes '' --bare 0 --warm-job 16384:32" >> "$LOG" 2>&1
   stamp eval $?
   if [ "${EVAL_HF:-0}" = 1 ]; then
     timeout "${T_EVAL_HF:-130}" python3 bench/gpu_eval.py --tokenizer "$TOKENIZER" --work /tmp/lctx-eval \
