@@ -206,7 +206,7 @@ def prefill_rows(shape: str, folder: Path, device: str, lengths: list[int], chun
         row = {"part": "prefill", "shape": shape, "n": n, "rope": rope and f"yarn x{rope['factor']:g}",
                "flops": prefill_flops(shape, n)}
         ids = ids_for(n, vocab)
-        impls = [f"lctx_c{c}" for c in chunks if c < n or c == chunks[0]] + ["transformers"]
+        impls = [f"lctx_c{c}" for c in chunks if c <= n or c == chunks[0]] + ["transformers"]
         for impl in impls:
             try:
                 if impl.startswith("lctx"):

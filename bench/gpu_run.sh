@@ -4,10 +4,12 @@
 # streamed to gpu_tests_stream.log by bench/pytest_stream.py). bench/gpu_report.py turns the
 # folders into bench/results/gpu_*.
 # Usage (repo root, on the device): OUT=/some/dir bash bench/gpu_run.sh STAGE[,STAGE...]
-#   tests      CUDA graphs, host syncs, compile-once (tests/checkpoints/test_{cuda_graphs,host_sync,warmup}.py)
-#   eval       `lctx eval` RULER niah_single_1 as whole commands: 16k x 32 (cold, warm, eager) and
-#              128k x 4 (cold, warm) against a bare import, then two identical 16k jobs on one loaded
-#              model (a warm worker's second job); EVAL_HF=1 adds transformers' generate
+#   tests      the CUDA-only tests of CUDA graphs and host syncs (tests/checkpoints/test_{cuda_graphs,host_sync}.py;
+#              the rest of those files runs Triton's interpreter on the CPU, in CI)
+#   eval       `lctx eval` RULER niah_single_1 as whole commands: 16k x 32 and 128k x 4 (cold, warm;
+#              EVAL_MODES) against a bare import, 16k eager (EVAL_EAGER=0: not), then two identical
+#              16k jobs on one loaded model (a warm worker's second job; EVAL_WARM_JOB=0: not);
+#              EVAL_HF=1 adds transformers' generate
 #   decode     1B decode at batch 8 and 32 over 4k and 32k caches: graphs, eager, transformers
 #   prefill    1B prefill at 32k and 128k per chunk size against transformers SDPA
 #   prefill8b  the 8B shape at 32k and 128k
@@ -37,17 +39,18 @@ stamp() { echo "=== $1 exit $2 after $SECONDS s" | tee -a "$LOG"; }
 if has tests; then
   PYTEST_STREAM="$OUT/gpu_tests_stream.log" PYTHONPATH=$PYTHONPATH:$PWD/bench timeout "${T_TESTS:-80}" \
     python3 -m pytest -p pytest_stream -n 6 -q -p no:cacheprovider -rfEs --tb=short --timeout 70 \
-    tests/checkpoints/test_cuda_graphs.py tests/checkpoints/test_host_sync.py tests/checkpoints/test_warmup.py \
+    -k "cuda or replay or graphed" tests/checkpoints/test_cuda_graphs.py tests/checkpoints/test_host_sync.py \
     >> "$LOG" 2>&1
   stamp tests $?
 fi
 if has eval; then
-  [ "${EVAL_LCTX:-1}" = 1 ] && timeout "${T_EVAL:-170}" bash -c "python3 bench/gpu_eval.py --tokenizer $TOKENIZER --work /tmp/lctx-eval \
-      --out $OUT/gpu_eval.json --runs 16384:32 --modes ${EVAL_MODES_16K:-cold,warm,eager} --bare ${EVAL_BARE:-2} &&
-    python3 bench/gpu_eval.py --tokenizer $TOKENIZER --work /tmp/lctx-eval --out $OUT/gpu_eval.json \
-      --runs 131072:4 --modes ${EVAL_MODES_128K:-cold,warm} --bare 1 &&
-    python3 bench/gpu_eval.py --tokenizer $TOKENIZER --work /tmp/lctx-eval --out $OUT/gpu_eval.json \
-      --runs 16384:32 --modes '' --bare 0 --warm-job 16384:32" >> "$LOG" 2>&1
+  eval_bench() { python3 bench/gpu_eval.py --tokenizer "$TOKENIZER" --work /tmp/lctx-eval --out "$OUT/gpu_eval.json" "$@"; }
+  export -f eval_bench; export TOKENIZER OUT
+  [ "${EVAL_LCTX:-1}" = 1 ] && timeout "${T_EVAL:-170}" bash -c "eval_bench --runs 16384:32,131072:4 \
+      --modes ${EVAL_MODES:-cold,warm} --bare ${EVAL_BARE:-2} &&
+    if [ ${EVAL_EAGER:-1} = 1 ]; then eval_bench --runs 16384:32 --modes eager --bare 0; fi &&
+    if [ ${EVAL_WARM_JOB:-1} = 1 ]; then eval_bench --runs 16384:32 --modes '' --bare 0 --warm-job 16384:32; fi" \
+    >> "$LOG" 2>&1
   stamp eval $?
   if [ "${EVAL_HF:-0}" = 1 ]; then
     timeout "${T_EVAL_HF:-130}" python3 bench/gpu_eval.py --tokenizer "$TOKENIZER" --work /tmp/lctx-eval \
@@ -69,7 +72,8 @@ if has prefill; then
 fi
 if has prefill8b; then
   timeout "${T_PREFILL_8B:-150}" python3 bench/gpu_model.py --work $MODELS --out "$OUT/gpu_model.json" \
-    --shapes llama-3.1-8b --parts prefill --decode-shapes "" --chunks "${CHUNKS_8B:-4096,131072}" \
+    --shapes llama-3.1-8b --parts prefill --decode-shapes "" --chunks "${CHUNKS_8B:-16384}" \
+    --lengths "${LENGTHS_8B:-32768,131072}" \
     >> "$LOG" 2>&1
   stamp prefill8b $?
 fi

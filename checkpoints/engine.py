@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import torch
 
 from checkpoints.attention.cache import KVCache, RaggedKVCache
-from checkpoints.generate import DEFAULT_CHUNK, Generation
+from checkpoints.generate import Generation
 from checkpoints.lm import Done, Prefilled
 from checkpoints.model import Decoder
 from checkpoints.model_step import ModelStep
@@ -164,7 +164,7 @@ class Engine:
         *,
         memory_budget: int | None = None,
         max_batch: int = DEFAULT_MAX_BATCH,
-        chunk_size: int = DEFAULT_CHUNK,
+        chunk_size: int | None = None,
         prefix_cache: bool = True,
         batch_prefill_tokens: int | None = None,
         cuda_graphs: bool | None = None,

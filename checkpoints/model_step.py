@@ -13,7 +13,7 @@ import torch
 
 from checkpoints.attention.cache import KVCache, RaggedKVCache
 from checkpoints.cuda_graphs import DecodeGraphs, graphs_wanted
-from checkpoints.generate import DEFAULT_CHUNK, prefill, token_logprobs
+from checkpoints.generate import DEFAULT_CHUNK, default_prefill_chunk, prefill, token_logprobs
 from checkpoints.lm import Prefilled
 from checkpoints.model import Decoder
 from checkpoints.sampler import to_device
@@ -23,8 +23,11 @@ class ModelStep:
     """`cuda_graphs`: decode steps replayed as CUDA graphs (`checkpoints.cuda_graphs`); None
     (the default) where the model's step can be captured, unless LCTX_CUDA_GRAPHS=0."""
 
-    def __init__(self, model: Decoder, chunk_size: int = DEFAULT_CHUNK, cuda_graphs: bool | None = None) -> None:
-        self.model, self.chunk_size = model, chunk_size
+    def __init__(self, model: Decoder, chunk_size: int | None = None, cuda_graphs: bool | None = None) -> None:
+        # `chunk_size` for what keeps every position's logits (rolling log-likelihoods), the
+        # device's prefill chunk for prompts (None: the defaults; a given size serves both)
+        self.model, self.chunk_size = model, chunk_size or DEFAULT_CHUNK
+        self.prefill_chunk = chunk_size or default_prefill_chunk(model.device)
         if cuda_graphs is None:
             cuda_graphs = graphs_wanted(model)
         self.graphs = DecodeGraphs(model) if cuda_graphs else None
@@ -39,7 +42,7 @@ class ModelStep:
     def prefill(self, ids: Sequence[int], cache: KVCache, on_prefill: Prefilled | None = None) -> torch.Tensor:
         """`ids` run into `cache` (which may hold a prefix already), chunk by chunk; the
         last position's logits (V,). `on_prefill(tokens)` after each chunk."""
-        return prefill(self.model, ids, cache, self.chunk_size, on_prefill)
+        return prefill(self.model, ids, cache, self.prefill_chunk, on_prefill)
 
     def prefill_padded(self, prompts: Sequence[Sequence[int]]) -> tuple[torch.Tensor, KVCache]:
         """Short prompts in one forward, right-padded to the longest, so every real token

@@ -18,6 +18,8 @@ from checkpoints.tokenizer import ByteTokenizer
 from tests.helpers import variant_model
 
 CUDA = torch.cuda.is_available()
+# On a GPU the first call of each variant compiles its Triton kernels (5-20 s on a fresh machine).
+ON_GPU = pytest.mark.integration
 # the softmax family's one-call ragged step (ssmax rescales each row's queries: row by row)
 CAPTURABLE = {"softmax", "cog", "diff", "gated", "intg"}
 
@@ -92,6 +94,7 @@ def _requests(lengths: list[int], new: list[int]) -> list[GenerateRequest]:
                             stop_at_eos=False) for n, m in zip(lengths, new, strict=True)]
 
 
+@ON_GPU
 @pytest.mark.skipif(not CUDA, reason="CUDA graphs need a CUDA device (bench/gpu_run.sh runs these)")
 @pytest.mark.parametrize("variant", sorted(CAPTURABLE))
 def test_graphed_generations_equal_eager_ones(variant: str) -> None:
@@ -109,6 +112,7 @@ def test_graphed_generations_equal_eager_ones(variant: str) -> None:
     assert graphs.captures <= graphs.eager_steps
 
 
+@ON_GPU
 @pytest.mark.skipif(not CUDA, reason="CUDA graphs need a CUDA device")
 @pytest.mark.parametrize("variant", sorted(CAPTURABLE))
 @torch.inference_mode()
@@ -127,6 +131,7 @@ def test_a_replay_computes_what_the_eager_full_width_step_computes_in_bf16(varia
     assert graphs.replays == 5 and graphs.captures == 1
 
 
+@ON_GPU
 @pytest.mark.skipif(not CUDA, reason="a CUDA device's own sync check")
 @torch.inference_mode()
 def test_a_replayed_step_passes_the_sync_debug_mode() -> None:

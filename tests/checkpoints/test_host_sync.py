@@ -135,6 +135,7 @@ def test_entmax_without_its_early_exit_gives_the_same_output(monkeypatch: pytest
     torch.testing.assert_close(full, early, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.integration  # on a GPU the first call of each variant compiles its Triton kernels (5-20 s)
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="a CUDA device's own sync check (bench/gpu_run.sh runs it)")
 @pytest.mark.parametrize("variant", ["softmax", "diff", "softpick", "entmax"])
 @torch.inference_mode()
