@@ -222,9 +222,11 @@ def load_model(
     backend: str = "auto",
     dtype: str | torch.dtype | None = None,
     device: str | torch.device = "cpu",
+    tokenizer: Tokenizer | None = None,
 ) -> LoadedModel:
     """Load a checkpoint directory (ours or a Hugging Face family's) with an
-    optional RoPE override ("yarn:4", a dict, ...) and attention backend."""
+    optional RoPE override ("yarn:4", a dict, ...) and attention backend; `tokenizer` is the
+    folder's, when loaded already (`lctx eval` draws samples with it while the weights load)."""
     backend = Backend.parse(backend)  # validates the name before any work is done
     path = Path(path)
     device = torch.device(device)
@@ -240,7 +242,7 @@ def load_model(
         model.lm_head.weight = model.embed.weight
     model = model.to(device).eval()
     model.backend = backend  # resolved for the device the model is on
-    tokenizer = load_tokenizer(path, config)
+    tokenizer = tokenizer or load_tokenizer(path, config)
     if tokenizer.vocab_size > config.vocab_size:
         raise LoadError(f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model's embedding has "
                         f"{config.vocab_size} rows, so some token ids have no embedding; put the tokenizer that "

@@ -137,12 +137,14 @@ def positive_int(text: str) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from checkpoints.config_reader import load_config
     from checkpoints.engine import Engine
     from checkpoints.jsonfiles import write_json_atomic
     from checkpoints.loading import load_model
+    from checkpoints.tokenizer import load_tokenizer
     from evaluators import validate_task
     from evaluators.results import task_result
-    from evaluators.suite import RESULTS_FILE, run_suite, suite_document
+    from evaluators.suite import RESULTS_FILE, draw_ahead, run_suite, suite_document
 
     options = task_options()
     for name in args.task:
@@ -159,20 +161,28 @@ def _eval(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("lctx-eval") / (
         Path(args.checkpoint).resolve().name if args.checkpoint else str(args.served_model).replace("/", "_"))
     seconds: dict[str, float] = {}  # loading and compiling, before the first sample
+    data_dir = Path(args.data_dir) if args.data_dir else None
+    evaluators = None  # made by draw_ahead for a checkpoint; run_suite makes them otherwise
     if args.endpoint:
         loaded, engine, source = served_model(args, specs, out)
     else:
         out.mkdir(parents=True, exist_ok=True)
         claim_output(out, Path(args.checkpoint))
+        # the tokenizer first: the tasks draw their samples with it while the weights load and compile
+        tokenizer = load_tokenizer(args.checkpoint, load_config(args.checkpoint))
+        evaluators, drawn = draw_ahead(specs, tokenizer, data_dir)
         loading = time.perf_counter()
         loaded = load_model(args.checkpoint, rope=args.rope, backend=args.backend, dtype=args.dtype,
-                            device=args.device)
+                            device=args.device, tokenizer=tokenizer)
         seconds["load_s"] = time.perf_counter() - loading
         engine = Engine(loaded.model, loaded.tokenizer, max_batch=args.max_batch, prefix_cache=args.prefix_cache,
                         memory_budget=args.memory_mb << 20 if args.memory_mb is not None else None)
         from checkpoints.warmup import warm_up
 
         seconds["warm_up_s"] = warm_up(loaded.model)  # Triton's kernels compiled (or read from its cache) first
+        waiting = time.perf_counter()
+        drawn.result()  # what could not be drawn raises here, as the first build would
+        seconds["draw_wait_s"] = time.perf_counter() - waiting
         source = {"checkpoint": {"path": str(Path(args.checkpoint).resolve())}}
     started = datetime.now(UTC).isoformat()
     bars: dict[str, tqdm] = {}
@@ -188,8 +198,8 @@ def _eval(args: argparse.Namespace) -> int:
         return report
 
     try:
-        results = run_suite(loaded, specs, out, engine, data_dir=Path(args.data_dir) if args.data_dir else None,
-                            progress=progress, after_task=lambda key, _folder: bars[key].close())
+        results = run_suite(loaded, specs, out, engine, data_dir=data_dir, progress=progress,
+                            after_task=lambda key, _folder: bars[key].close(), evaluators=evaluators)
     finally:
         for bar in bars.values():
             bar.close()

@@ -171,6 +171,11 @@ class Evaluator:
     def prepare(self, loaded: LoadedModel) -> None:
         """Work done once before the first sample (loading data files, ...)."""
 
+    def draw_ahead(self, tokenizer: Tokenizer) -> None:
+        """Work that needs only the tokenizer (drawing a synthetic task's first samples), run
+        on a thread while the model's weights load and its kernels compile, so the first
+        `build` finds it done. Default: nothing."""
+
 
 def decided_early(response: Any) -> dict[str, Any]:
     """The record's mark of a generation stopped by its task's `stop_when_decided` option

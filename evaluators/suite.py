@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import platform
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -24,7 +25,8 @@ from evaluators.results import RESULT_KEY
 if TYPE_CHECKING:
     from checkpoints.engine import Engine
     from checkpoints.loading import LoadedModel
-    from evaluators.base import Progress, ShouldStop
+    from checkpoints.tokenizer import Tokenizer
+    from evaluators.base import Evaluator, Progress, ShouldStop
 
 RESULTS_FILE = "results.json"  # the suite's document, in the root of a run
 TASK_RESULT = "result.json"  # a finished task's entry, in its folder
@@ -65,8 +67,9 @@ def run_task(
     data_dir: Path | None = None,
     engine: Engine | None = None,
     on_prefill: Callable[[int], None] | None = None,
+    evaluator: Evaluator | None = None,
 ) -> dict[str, Any]:
-    """Run one task on a loaded model; per-sample records go to
+    """Run one task on a loaded model (`evaluator`: the task's, made already: `draw_ahead`); per-sample records go to
     `out_dir/samples.jsonl` (already recorded samples are skipped), plots to
     `out_dir/plots/`. Returns the task's entry of results.json: run metadata and the
     typed result under "result". Raises EvaluationCancelled when `should_stop()` turns
@@ -75,11 +78,26 @@ def run_task(
     `on_prefill(tokens)` hears of every prefilled chunk."""
     from evaluators.base import run_evaluator
 
-    spec = validate_task(task)
-    options = {k: v for k, v in spec.items() if k != "name"}
-    evaluator = evaluator_class(spec["name"])(options, data_dir=data_dir)
+    evaluator = evaluator or make_evaluator(task, data_dir)
     return run_evaluator(evaluator, loaded, Path(out_dir), progress=progress, should_stop=should_stop, engine=engine,
                          on_prefill=on_prefill)
+
+
+def make_evaluator(task: dict[str, Any], data_dir: Path | None = None) -> Evaluator:
+    spec = validate_task(task)
+    return evaluator_class(spec["name"])({k: v for k, v in spec.items() if k != "name"}, data_dir=data_dir)
+
+
+def draw_ahead(tasks: list[dict[str, Any]], tokenizer: Tokenizer,
+               data_dir: Path | None = None) -> tuple[dict[str, Evaluator], Future]:
+    """The tasks' evaluators by key, and a thread's future drawing what each can draw with the
+    tokenizer alone (`Evaluator.draw_ahead`): started before the model loads, it takes RULER's
+    sample drawing (seconds at 16k-128k tokens) off the critical path. `run_suite(evaluators=)`."""
+    evaluators = {key: make_evaluator(task, data_dir) for key, task in zip(task_keys(tasks), tasks, strict=True)}
+    pool = ThreadPoolExecutor(1, thread_name_prefix="lctx-draw")
+    future = pool.submit(lambda: [e.draw_ahead(tokenizer) for e in evaluators.values()])
+    pool.shutdown(wait=False)
+    return evaluators, future
 
 
 def run_suite(
@@ -92,9 +110,10 @@ def run_suite(
     should_stop: ShouldStop | None = None,
     after_task: Callable[[str, Path], None] | None = None,
     on_prefill: Callable[[str], Callable[[int], None]] | None = None,
+    evaluators: dict[str, Evaluator] | None = None,
 ) -> dict[str, Any]:
-    """Run every task in order, each in `task_folder(root, key)`; returns the results by
-    key. `progress(key)` gives a task's progress callback, `on_prefill(key)` its callback of
+    """Run every task in order, each in `task_folder(root, key)`, with `evaluators[key]` where
+    given (`draw_ahead`); returns the results by key. `progress(key)` gives a task's progress callback, `on_prefill(key)` its callback of
     prefilled tokens; `after_task(key, folder)` runs
     once a task's entry is saved (the worker reports progress and checks for a stop)."""
     results: dict[str, Any] = {}
@@ -103,7 +122,8 @@ def run_suite(
         folder.mkdir(parents=True, exist_ok=True)
         results[key] = run_task(loaded, task, folder, progress=progress(key) if progress else None,
                                 should_stop=should_stop, data_dir=data_dir, engine=engine,
-                                on_prefill=on_prefill(key) if on_prefill else None)
+                                on_prefill=on_prefill(key) if on_prefill else None,
+                                evaluator=(evaluators or {}).get(key))
         write_json_atomic(folder / TASK_RESULT, results[key])  # kept if a later task fails
         if after_task is not None:
             after_task(key, folder)

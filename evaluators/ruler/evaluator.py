@@ -8,6 +8,7 @@ does (`scoring`, section 7) and the scores are aggregated as section 8 says (`su
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -48,10 +49,20 @@ class RulerEvaluator(Evaluator):
     def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)
         self._group: tuple[tuple[str, int], list[RulerSample]] | None = None
+        self._drawing = threading.Lock()  # draw_ahead's thread and the build thread draw a stream once
+
+    def draw_ahead(self, tokenizer: Tokenizer) -> None:
+        """The first task and length's stream (what the first build needs), while the model loads."""
+        o = self.options
+        if o.get("tasks") and o.get("lengths") and not self.missing_files():
+            self.wrapper = wrapper_for(o["template"], tokenizer)
+            self.samples_of(tokenizer, o["tasks"][0], o["lengths"][0])
+
+    def missing_files(self) -> list[str]:
+        return RulerOptions.model_validate(self.options).missing_files(self.data_dir)
 
     def prepare(self, loaded: LoadedModel) -> None:
-        opts = RulerOptions.model_validate(self.options)
-        missing = opts.missing_files(self.data_dir)
+        missing = self.missing_files()
         if missing:
             raise EvaluatorError("; ".join(missing))
         self.wrapper = wrapper_for(self.options["template"], loaded.tokenizer)
@@ -65,11 +76,12 @@ class RulerEvaluator(Evaluator):
         """All samples of one task and length, drawn at once (one seeded stream) or read from
         the data directory's sample cache (`cache`); the last group is kept while its samples
         are built."""
-        if self._group is None or self._group[0] != (task, length):
-            drawn = generate_cached(task, tokenizer, length, self.options["samples"], self.options["seed"],
-                                    self.wrapper, self.data_dir)
-            self._group = ((task, length), drawn)
-        return self._group[1]
+        with self._drawing:
+            if self._group is None or self._group[0] != (task, length):
+                drawn = generate_cached(task, tokenizer, length, self.options["samples"], self.options["seed"],
+                                        self.wrapper, self.data_dir)
+                self._group = ((task, length), drawn)
+            return self._group[1]
 
     def build(self, loaded: LoadedModel, sample: Sample) -> Built:
         task, length, index = (sample.params[k] for k in ("ruler_task", "length", "index"))

@@ -62,3 +62,36 @@ def test_missing_data_files_are_refused_with_paths_and_sources(demo, tmp_path: P
     spec = validate_task({"name": "ruler", "tasks": ["qa_1"], "lengths": [1024], "samples": 1})
     with pytest.raises(EvaluatorError, match=r"squad.json not found"):
         run_task(demo, spec, tmp_path / "out", data_dir=tmp_path)
+
+
+def test_samples_drawn_ahead_while_the_model_loads_are_the_ones_a_plain_run_draws(demo, tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    """`draw_ahead` (what `lctx eval` starts before loading the weights) draws the stream once,
+    on its own thread; the run's builds draw nothing more and record what a plain run records."""
+    import threading
+
+    import evaluators.ruler.evaluator as ruler_evaluator
+    from checkpoints.engine import Engine
+    from evaluators.suite import draw_ahead, run_suite
+
+    task = validate_task({"name": "ruler", "tasks": ["niah_single_1"], "lengths": [1024], "samples": 2})
+    run_task(demo, task, tmp_path / "plain")
+    threads: list[str] = []
+    generate = ruler_evaluator.generate_cached
+
+    def spy(*args, **kwargs):  # observes, then draws as before
+        threads.append(threading.current_thread().name)
+        return generate(*args, **kwargs)
+
+    monkeypatch.setattr(ruler_evaluator, "generate_cached", spy)
+    evaluators, drawn = draw_ahead([task], demo.tokenizer)
+    drawn.result()
+    run_suite(demo, [task], tmp_path / "ahead", Engine(demo.model, demo.tokenizer), evaluators=evaluators)
+    assert len(threads) == 1 and threads[0].startswith("lctx-draw"), threads
+
+    def records(folder: Path) -> list[dict]:
+        return sorted((json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()),
+                      key=lambda r: r["id"])
+
+    (key,) = evaluators
+    assert records(tmp_path / "ahead" / key) == records(tmp_path / "plain")
