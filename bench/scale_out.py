@@ -29,10 +29,10 @@ sys.path.insert(0, str(REPO))
 from evaluators.samplelog import SAMPLES_FILE  # noqa: E402
 from service.execution import DIED, ActorHandle  # noqa: E402
 from service.jobs import JobRun  # noqa: E402
+from service.layout import task_dir  # noqa: E402
 from service.progress import unit_notes  # noqa: E402
 from service.settings import Settings  # noqa: E402
 from service.store import Store  # noqa: E402
-from service.worker import task_dir  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 DEMOS = REPO / "demo" / "checkpoints"

@@ -70,6 +70,15 @@ MIN_KEY = 8
 SCORING_METHODS: tuple[str, ...] = ("vllm", "sglang", "echo")
 
 
+# A served model's request settings when a registration or a run leaves them out: the one
+# declaration EndpointSpec, the API's schema and both CLIs (`lctx endpoints add`, `lctx eval
+# --endpoint`) read.
+DEFAULT_API_STYLE: ApiStyle = "completions"
+DEFAULT_CONCURRENCY = 8
+DEFAULT_TIMEOUT_S = 600.0
+DEFAULT_RETRIES = 5
+
+
 @dataclass(frozen=True)
 class EndpointSpec:
     """What a registration says about a served model."""
@@ -78,10 +87,10 @@ class EndpointSpec:
     served_model: str
     tokenizer: str | None  # a local folder with tokenizer.json (the served checkpoint's); None: the server's
     context_length: int | None  # None: the server's (max_model_len of /v1/models or /tokenize)
-    api_style: ApiStyle = "completions"
-    concurrency: int = 8
-    timeout_s: float = 600.0
-    max_retries: int = 5
+    api_style: ApiStyle = DEFAULT_API_STYLE
+    concurrency: int = DEFAULT_CONCURRENCY
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_retries: int = DEFAULT_RETRIES
     backoff_s: float = 1.0
     api_key_env: str | None = None  # the NAME of the variable holding the key, never the key
 

@@ -49,7 +49,7 @@ from checkpoints.lm import Done, Prefilled
 from checkpoints.model import Decoder
 from checkpoints.model_step import ModelStep
 from checkpoints.prefix_cache import PrefixCache, PrefixStats, reuse_order
-from checkpoints.requests import GenerateRequest, LoglikelihoodRequest, RollingRequest
+from checkpoints.requests import DEFAULT_MAX_BATCH, GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.sampler import StopRule, pick
 from checkpoints.scheduler import BATCH_PREFILL_MAX_TOKENS, Scheduler
 from checkpoints.tokenizer import Tokenizer
@@ -61,7 +61,6 @@ log = logging.getLogger("lctx.engine")
 
 # Default KV-cache budget of one batch: a quarter of free GPU memory on CUDA, 2 GiB on CPU.
 CPU_MEMORY_BUDGET = 2 << 30
-DEFAULT_MAX_BATCH = 64
 # Share of the memory budget the prefix cache may hold (the decoding batch gets the rest,
 # and all of it while the prefix cache is empty).
 PREFIX_CACHE_SHARE = 0.5

@@ -7,6 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+# Most sequences an engine decodes together unless told otherwise: the one declaration the
+# engine, `lctx eval --max-batch` and the service's LCTX_ENGINE_MAX_BATCH read (this module
+# imports no torch).
+DEFAULT_MAX_BATCH = 64
+
 
 @dataclass(frozen=True)
 class GenerateRequest:

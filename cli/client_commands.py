@@ -14,6 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from checkpoints.attention.backend import Backend
+from checkpoints.endpoint import (
+    API_STYLES,
+    DEFAULT_API_STYLE,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_S,
+)
 from service.status import FINAL, JobStatus
 
 if TYPE_CHECKING:
@@ -396,10 +403,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "server's /tokenize and /detokenize, where it has them: vLLM, SGLang)")
     a.add_argument("--context", type=int, help="served context in tokens (default: the folder's config.json, else "
                    "the server's max_model_len)")
-    a.add_argument("--api-style", choices=("completions", "chat"), default="completions")
-    a.add_argument("--concurrency", type=int, default=8)
-    a.add_argument("--request-timeout", type=float, default=600.0)
-    a.add_argument("--retries", type=int, default=5)
+    a.add_argument("--api-style", choices=API_STYLES, default=DEFAULT_API_STYLE)
+    a.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
+    a.add_argument("--request-timeout", type=float, default=DEFAULT_TIMEOUT_S)
+    a.add_argument("--retries", type=int, default=DEFAULT_RETRIES)
     a.add_argument("--api-key-env", help="NAME of the workers' environment variable holding the API key (LCTX_ENDPOINT_KEY_* or one listed in LCTX_ENDPOINT_KEY_NAMES)")
     _client_args(a)
     a.set_defaults(func=_endpoints_add)

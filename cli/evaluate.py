@@ -12,8 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from checkpoints.attention.backend import Backend
+from checkpoints.endpoint import (
+    API_STYLES,
+    DEFAULT_API_STYLE,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_S,
+)
+from checkpoints.requests import DEFAULT_MAX_BATCH
 from cli.task_options import option_flags
-from evaluators.registry import describe_tasks, task_options
+from evaluators.registry import describe_tasks, task_options, unknown_task
 
 
 def parse_value(text: str) -> Any:
@@ -149,7 +157,7 @@ def _eval(args: argparse.Namespace) -> int:
     options = task_options()
     for name in args.task:
         if name not in options:
-            raise ValueError(f"unknown task {name!r}; available: {', '.join(sorted(options))}")
+            raise ValueError(unknown_task(name))
     for option, (_, tasks) in option_flags().items():
         if getattr(args, option, None) not in (None, False) and not set(tasks) & set(args.task):
             accepted = sorted({o for n in args.task for o in options[n].model_fields})
@@ -318,7 +326,8 @@ def _model_flags(p: argparse.ArgumentParser, endpoint: bool = False) -> None:
     p.add_argument("--backend", default="auto", help=f"attention backend: {', '.join(Backend)}")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--dtype", help="float32, bfloat16 or float16 (default: float32 on CPU)")
-    p.add_argument("--max-batch", type=positive_int, default=64, help="most sequences decoded together (default 64)")
+    p.add_argument("--max-batch", type=positive_int, default=DEFAULT_MAX_BATCH,
+                   help=f"most sequences decoded together (default {DEFAULT_MAX_BATCH})")
     p.add_argument("--memory-mb", type=positive_int, help="KV-cache budget of a decoding batch and the prefix "
                                                   "cache in MiB (default: a quarter of free GPU memory, 2048 on CPU)")
     p.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
@@ -338,10 +347,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--context", type=positive_int, help="the served model's context in tokens "
                    "(default: max_position_embeddings of the tokenizer folder's config.json, else the server's "
                    "max_model_len)")
-    e.add_argument("--api-style", choices=("completions", "chat"), default="completions")
-    e.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight (default 8)")
-    e.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request (default 600)")
-    e.add_argument("--retries", type=int, default=5, help="retries of a failed request, with backoff (default 5)")
+    e.add_argument("--api-style", choices=API_STYLES, default=DEFAULT_API_STYLE)
+    e.add_argument("--concurrency", type=positive_int, default=DEFAULT_CONCURRENCY,
+                   help=f"requests in flight (default {DEFAULT_CONCURRENCY})")
+    e.add_argument("--request-timeout", type=float, default=DEFAULT_TIMEOUT_S,
+                   help=f"seconds per request (default {DEFAULT_TIMEOUT_S:g})")
+    e.add_argument("--retries", type=int, default=DEFAULT_RETRIES,
+                   help=f"retries of a failed request, with backoff (default {DEFAULT_RETRIES})")
     e.add_argument("--api-key-env", help="NAME of the environment variable holding the API key (never the key)")
     p.add_argument("--task", action="append", required=True,
                    help=f"repeatable; one of {describe_tasks()}".replace("%", "%%"))

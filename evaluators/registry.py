@@ -85,11 +85,33 @@ def evaluator_classes() -> dict[str, type[Evaluator]]:
     return {name: task.load() for name, task in registry().items()}
 
 
+def unknown_task(name: str) -> str:
+    """The one wording of a task name that is not registered (CLI, API, leaderboard)."""
+    return f"unknown task {name!r}; available: {', '.join(sorted(registry()))}"
+
+
+def task_options_of(task: dict[str, Any]) -> dict[str, Any]:
+    """A task spec's options: everything but its `name`."""
+    return {k: v for k, v in task.items() if k != "name"}
+
+
+def typed_options(task: dict[str, Any]) -> TaskOptions:
+    """A task spec's options as its task's options model (validated)."""
+    return registry()[task["name"]].options.model_validate(task_options_of(task))
+
+
 def evaluator_class(name: str) -> type[Evaluator]:
     """One task's evaluator class (imports only that task's evaluator)."""
     if name not in registry():
-        raise EvaluatorError(f"unknown task {name!r}; available: {', '.join(sorted(registry()))}")
+        raise EvaluatorError(unknown_task(name))
     return registry()[name].load()
+
+
+def make_evaluator(task: dict[str, Any], data_dir: Path | None = None) -> Evaluator:
+    """Validate a task spec, find its class, instantiate it: the one way every caller makes an
+    evaluator (the CLI's and the service's runs, partial results, the worker)."""
+    spec = validate_task(task)
+    return evaluator_class(spec["name"])(task_options_of(spec), data_dir=data_dir)
 
 
 def describe_tasks(sep: str = "; ") -> str:
@@ -105,5 +127,5 @@ def validate_task(task: dict[str, Any]) -> dict[str, Any]:
                              f"got {task!r}")
     name = task["name"]
     if name not in registry():
-        raise EvaluatorError(f"unknown task {name!r}; available: {', '.join(sorted(registry()))}")
-    return {"name": name, **validate_options(registry()[name].options, {k: v for k, v in task.items() if k != "name"})}
+        raise EvaluatorError(unknown_task(name))
+    return {"name": name, **validate_options(registry()[name].options, task_options_of(task))}

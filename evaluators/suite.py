@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from checkpoints.jsonfiles import write_json_atomic
-from evaluators.registry import evaluator_class, validate_task
+from evaluators.registry import make_evaluator
 from evaluators.results import RESULT_KEY
 
 if TYPE_CHECKING:
@@ -83,11 +83,6 @@ def run_task(
                          on_prefill=on_prefill)
 
 
-def make_evaluator(task: dict[str, Any], data_dir: Path | None = None) -> Evaluator:
-    spec = validate_task(task)
-    return evaluator_class(spec["name"])({k: v for k, v in spec.items() if k != "name"}, data_dir=data_dir)
-
-
 def draw_ahead(tasks: list[dict[str, Any]], tokenizer: Tokenizer,
                data_dir: Path | None = None) -> tuple[dict[str, Evaluator], Future]:
     """The tasks' evaluators by key, and a thread's future drawing what each can draw with the
@@ -147,8 +142,7 @@ def partial_result(task: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     failed or cancelled job; reads only the task's folder."""
     from evaluators.samplelog import SampleLog
 
-    spec = validate_task(task)
-    evaluator = evaluator_class(spec["name"])({k: v for k, v in spec.items() if k != "name"})
+    evaluator = make_evaluator(task)
     log = SampleLog(Path(out_dir))
     last = log.last_config(evaluator.name)
     records = list(log.done(evaluator.name, last).values()) if last else []

@@ -10,10 +10,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from evaluators.registry import task_options
+from evaluators.registry import task_options, task_options_of
 from evaluators.results import Metric, Series, TaskResult, task_result
-from service.jobs import job_dir
 from service.labels import rope_label
+from service.layout import job_results
 from service.schemas import LeaderboardColumn
 from service.settings import Settings
 from service.store import JobRow
@@ -29,7 +29,7 @@ def scoring_options(spec: dict[str, Any]) -> dict[str, Any]:
     """The options that change scores: all but those that only select samples."""
     model = task_options().get(spec.get("name", ""))
     skip = set(model.selection()) | set(model.aliases()) if model else set()
-    return {k: v for k, v in spec.items() if k != "name" and k not in skip}
+    return {k: v for k, v in task_options_of(spec).items() if k not in skip}
 
 
 def options_label(spec: dict[str, Any], options: dict[str, Any]) -> str:
@@ -71,7 +71,7 @@ def _task_result(results: dict[str, Any], task: str) -> tuple[TaskResult, str | 
 def scored(settings: Settings, job: JobRow, task: str) -> Scored | None:
     """The job's values for `task`, or None (results gone, unreadable or without the task)."""
     try:
-        results = json.loads((job_dir(settings, job.id) / "results.json").read_text())["results"]
+        results = json.loads(job_results(settings, job.id).read_text())["results"]
         found = _task_result(results, task)
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -30,13 +30,14 @@ from typing import Any, Protocol
 
 from checkpoints.errors import CheckpointError
 from evaluators.errors import EvaluationCancelled, EvaluatorError
-from evaluators.suite import TASK_RESULT, partial_result, task_keys
+from evaluators.suite import partial_result, task_keys
 from service.errors import ServiceError
+from service.layout import job_dir, task_dir, task_result
 from service.progress import JobProgress, ProgressFeed, planned_work
 from service.settings import Settings
 from service.status import FAILED, QUEUED, RUNNING, SUCCEEDED
 from service.store import JobRow, Store
-from service.worker import Unit, Worker, job_dir, task_dir
+from service.worker import Unit, Worker
 
 log = logging.getLogger("lctx.jobs")
 
@@ -187,7 +188,7 @@ class JobRun:
         started = (job.started_at.replace(tzinfo=UTC) if job.started_at else datetime.now(UTC)).isoformat()
         entries: dict[str, Any] = {}
         for key in self.tasks:  # finished by an earlier attempt: kept
-            done = task_dir(self.settings, job.id, key) / TASK_RESULT
+            done = task_result(self.settings, job.id, key)
             if done.is_file():
                 entries[key] = json.loads(done.read_text())
         left = {k: t for k, t in self.tasks.items() if k not in entries}
@@ -405,7 +406,7 @@ def partial_results(settings: Settings, job: JobRow) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for key, task in zip(task_keys(job.tasks), job.tasks, strict=True):
         folder = task_dir(settings, job.id, key)
-        done = folder / TASK_RESULT
+        done = task_result(settings, job.id, key)
         if done.is_file():
             results[key] = json.loads(done.read_text())
             continue

@@ -21,19 +21,19 @@ from pathlib import Path
 from typing import Any
 
 from checkpoints.jsonfiles import write_json_atomic
-from evaluators.registry import task_options
+from evaluators.registry import typed_options
 from evaluators.samplelog import UNITS_DIR, sample_files
 
 
 def planned(task: dict[str, Any]) -> tuple[int, int | None]:
     """(samples, prompt tokens) a task's options plan; 0 / None where the data decides."""
-    opts = task_options()[task["name"]].model_validate({k: v for k, v in task.items() if k != "name"})
+    opts = typed_options(task)
     return opts.planned_samples() or 0, opts.planned_tokens()
 
 
 def planned_work(task: dict[str, Any]) -> tuple[int, int | None]:
     """(samples, tokens of work: prompt tokens plus the tokens each sample may generate)."""
-    opts = task_options()[task["name"]].model_validate({k: v for k, v in task.items() if k != "name"})
+    opts = typed_options(task)
     samples, prompts = opts.planned_samples() or 0, opts.planned_tokens()
     return samples, None if prompts is None else prompts + samples * opts.generated_tokens()
 

@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from checkpoints.attention.backend import Backend as AttentionBackend
+from checkpoints.endpoint import DEFAULT_API_STYLE, DEFAULT_CONCURRENCY, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S
 from evaluators.options import TaskOptions
 from evaluators.registry import Task, registry
 from service.labels import own_rope_label, rope_label
@@ -270,11 +271,11 @@ class EndpointCreate(_Strict):
     context_length: Annotated[int | None, Field(ge=16, le=16_777_216, description="the served context in tokens "
                                                 "(default: max_position_embeddings of the tokenizer folder's "
                                                 "config.json, else the server's max_model_len)")] = None
-    api_style: Literal["completions", "chat"] = "completions"
-    concurrency: Annotated[int, Field(ge=1, le=1024, description="requests in flight")] = 8
-    timeout_s: Annotated[float, Field(gt=0, le=86_400, description="seconds per request")] = 600.0
+    api_style: Literal["completions", "chat"] = DEFAULT_API_STYLE
+    concurrency: Annotated[int, Field(ge=1, le=1024, description="requests in flight")] = DEFAULT_CONCURRENCY
+    timeout_s: Annotated[float, Field(gt=0, le=86_400, description="seconds per request")] = DEFAULT_TIMEOUT_S
     max_retries: Annotated[int, Field(ge=0, le=100, description="retries of a request (timeouts, 429, 5xx, "
-                                                                 "dropped connections) with exponential backoff")] = 5
+                                                                 "dropped connections) with exponential backoff")] = DEFAULT_RETRIES
     api_key_env: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$", description="NAME of the "
                                              "environment variable (of the workers) holding the API key: one "
                                              "starting with LCTX_ENDPOINT_KEY_PREFIX or listed in "

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from checkpoints.requests import DEFAULT_MAX_BATCH
 from service.paths import NAME_PATTERN
 from service.secrets import check_key_variable, known_secrets, reserved_reason
 
@@ -87,7 +88,7 @@ class Settings(BaseSettings):
                                             "included, the checkpoint's own on GPU); larger checkpoints are refused "
                                             "at registration and submission; default this "
                                             "machine's physical memory")
-    engine_max_batch: int = Field(64, ge=1, le=4096, description="most sequences decoded together by a job")
+    engine_max_batch: int = Field(DEFAULT_MAX_BATCH, ge=1, le=4096, description="most sequences decoded together by a job")
     engine_prefix_cache: bool = Field(True, description="reuse the cached keys and values of prompt "
                                 "prefixes that samples share (a haystack up to its needle); at most half the memory budget, "
                                 "giving way to the decoding batch down to the last prompt's entries; off by itself where "

@@ -19,7 +19,8 @@ from typing import Any
 
 from checkpoints.jsonfiles import write_json_atomic
 from evaluators.samplelog import merge_units
-from evaluators.suite import RESULTS_FILE, TASK_RESULT, suite_document, task_folder
+from evaluators.suite import suite_document
+from service.layout import job_results, task_dir, task_plots, task_result
 from service.progress import UnitNote, prefix_use
 from service.settings import Settings
 from service.status import RUNNING
@@ -48,14 +49,6 @@ class Unit:
         """Names this unit's files (`units/<stem>-<run>.jsonl`); the count is in it, so a job
         re-planned with another unit size never mixes two slicings' names."""
         return f"u{self.index:05d}of{self.count:05d}"
-
-
-def job_dir(settings: Settings, job_id: str) -> Path:
-    return settings.results / job_id
-
-
-def task_dir(settings: Settings, job_id: str, key: str) -> Path:
-    return task_folder(job_dir(settings, job_id) / "tasks", key)
 
 
 def pick_device(setting: str) -> str:
@@ -163,11 +156,9 @@ class Worker:
         lengths: work every unit of the task would otherwise repeat)."""
         if key not in self.evaluators:
             from evaluators.base import planned_samples
-            from evaluators.registry import evaluator_class, validate_task
+            from evaluators.registry import make_evaluator
 
-            spec = validate_task(task)
-            evaluator = evaluator_class(spec["name"])({k: v for k, v in spec.items() if k != "name"},
-                                                      data_dir=self.settings.data_dir)
+            evaluator = make_evaluator(task, self.settings.data_dir)
             self.evaluators[key] = (evaluator, planned_samples(evaluator, self.loaded))
         return self.evaluators[key]
 
@@ -209,7 +200,7 @@ class Worker:
         self.evaluators.pop(key, None)  # its sample log is read again, whole
         run = self._task_run(key, task)
         entry = run.entry(prefix_use(folder))
-        write_json_atomic(folder / TASK_RESULT, entry)
+        write_json_atomic(task_result(self.settings, self.job_id, key), entry)
         return entry
 
     def finish_job(self, results: dict[str, Any], started: str, work: dict[str, Any]) -> None:
@@ -221,8 +212,8 @@ class Worker:
 
         plots = [{"task": key, "name": p.stem, "url": f"/v1/jobs/{job.id}/plots/{p.name}"}
                  for key in task_keys(job.tasks)
-                 for p in sorted((task_dir(self.settings, job.id, key) / "plots").glob("*.png"))]
-        write_json_atomic(job_dir(self.settings, job.id) / RESULTS_FILE, suite_document(
+                 for p in sorted(task_plots(self.settings, job.id, key).glob("*.png"))]
+        write_json_atomic(job_results(self.settings, job.id), suite_document(
             self.loaded, job.tasks, results, started, job=job.id, **self.source, plots=plots,
             attempts=job.attempts, work=work))
 

@@ -15,7 +15,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from evaluators.registry import registry
+from evaluators.registry import registry, unknown_task
 from service.api.deps import Read, SettingsDep, StoreDep
 from service.comparison import Scored, column_info, column_order, headline_column, scored
 from service.errors import Conflict, NotFound
@@ -52,7 +52,7 @@ def leaderboard(task: Annotated[str, Query(pattern=TASK_PATTERN, examples=["pass
     Filter by `checkpoint` (name), `rope` (label as shown, e.g. `yarn:4`) and `backend`."""
     name = task.split("/")[0].split("#")[0]
     if name not in registry():  # an unknown task is not an empty table
-        raise NotFound(f"no task {name!r}; the tasks are {', '.join(registry())}")
+        raise NotFound(unknown_task(name))
     entries: dict[tuple, Scored] = {}
     for job in store.latest_succeeded(task):  # newest first: the first job of a key is its row
         if checkpoint is not None and job.checkpoint != checkpoint:

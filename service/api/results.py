@@ -5,20 +5,23 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, Response, StreamingResponse
 
+from evaluators.registry import task_options_of
 from evaluators.samplelog import sample_files
 from service.api.deps import JobId, Read, SettingsDep, StoreDep
 from service.errors import Conflict, NotFound
-from service.jobs import job_dir, partial_results, task_dir, task_keys
+from service.jobs import partial_results, task_keys
+from service.layout import job_dir, job_results, task_dir, task_plots
 from service.paths import NAME_PATTERN, child
 from service.prompts import find_record, rebuild_prompt
 from service.schemas import NO_NUL_PATTERN, TASK_PATTERN, SamplePrompt, errors
 from service.status import CANCELLED, FAILED, SUCCEEDED
+from service.store import JobRow
 from service.views import client_results
 
 router = APIRouter(prefix="/v1/jobs/{job_id}", tags=["results"], responses=errors(404, 409))
@@ -31,7 +34,7 @@ def get_results(job_id: JobId, store: StoreDep, settings: SettingsDep) -> Respon
     recorded samples of the one that did not, aggregated."""
     job = store.get_job(job_id)
     folder = job_dir(settings, job.id)
-    path = folder / "results.json"
+    path = job_results(settings, job.id)
     if job.status == SUCCEEDED and path.is_file():
         body = client_results(json.loads(path.read_bytes()), settings, folder)
     elif job.status in (FAILED, CANCELLED):
@@ -55,16 +58,20 @@ def _sample_files(dirs: list[Path]) -> Iterator[bytes]:
                     yield line
 
 
+def _task_key(job: JobRow, task: str) -> tuple[str, dict[str, Any]]:
+    """A task key of the job and its spec, or 404 naming the job's tasks."""
+    keys = task_keys(job.tasks)
+    if task not in keys:
+        raise NotFound(f"job {job.id} has no task {task!r}; its tasks: {', '.join(keys)}")
+    return task, job.tasks[keys.index(task)]
+
+
 @router.get("/samples", dependencies=Read, responses={200: {"content": {"application/x-ndjson": {}}}})
 def get_samples(job_id: JobId, store: StoreDep, settings: SettingsDep,
                 task: Annotated[str | None, Query(pattern=TASK_PATTERN)] = None) -> StreamingResponse:
     """Per-sample records as JSON lines, streamed; available while the job runs."""
     job = store.get_job(job_id)
-    keys = task_keys(job.tasks)
-    if task is not None:
-        if task not in keys:
-            raise NotFound(f"job {job.id} has no task {task!r}; its tasks: {', '.join(keys)}")
-        keys = [task]
+    keys = task_keys(job.tasks) if task is None else [_task_key(job, task)[0]]
     dirs = [task_dir(settings, job.id, k) for k in keys]
     return StreamingResponse(_sample_files(dirs), media_type="application/x-ndjson")
 
@@ -77,13 +84,9 @@ def get_prompt(job_id: JobId, task: Annotated[str, Query(pattern=TASK_PATTERN, e
     """The prompt one recorded sample was given, rebuilt from its record, with the needle
     it hides and where (passkey and needle samples; available while the job runs)."""
     job = store.get_job(job_id)
-    keys = task_keys(job.tasks)
-    if task not in keys:
-        raise NotFound(f"job {job.id} has no task {task!r}; its tasks: {', '.join(keys)}")
-    spec = job.tasks[keys.index(task)]
+    _, spec = _task_key(job, task)
     record = find_record(task_dir(settings, job.id, task), sample)
-    options = {k: v for k, v in spec.items() if k != "name"}
-    prompt, needle = rebuild_prompt(spec["name"], record, options, settings.data_dir)
+    prompt, needle = rebuild_prompt(spec["name"], record, task_options_of(spec), settings.data_dir)
     return SamplePrompt(task=task, id=sample, prompt=prompt, needle=needle, needle_start=prompt.find(needle))
 
 
@@ -93,7 +96,7 @@ def get_plot(job_id: JobId, name: Annotated[str, PathParam(pattern=NAME_PATTERN)
     """A plot written by one of the job's evaluators (listed under `plots` in the results)."""
     job = store.get_job(job_id)
     for key in task_keys(job.tasks):
-        plots = task_dir(settings, job.id, key) / "plots"
+        plots = task_plots(settings, job.id, key)
         path = child(plots, f"{name}.png", "plot name")
         if path.is_file():
             return FileResponse(path, media_type="image/png")

@@ -14,7 +14,7 @@ from evaluators.graphwalks.evaluator import typed as graphwalks_typed
 from evaluators.longbench_v2.evaluator import typed as longbench_v2_typed
 from evaluators.mrcr.evaluator import typed as mrcr_typed
 from service.app import create_app
-from service.jobs import job_dir
+from service.layout import job_dir
 from service.store import SUCCEEDED, Store
 from tests.helpers import ThreadServer, make_settings
 

@@ -17,10 +17,10 @@ from evaluators.base import Sample, part_of
 from evaluators.errors import EvaluationCancelled
 from evaluators.samplelog import SAMPLES_FILE, UNITS_DIR, merge_units, sample_files
 from service.jobs import JobRun, LocalHandle, plan_units, run_job
+from service.layout import task_dir
 from service.progress import unit_notes
 from service.status import CANCELLED, FAILED, RUNNING, SUCCEEDED
 from service.store import Store
-from service.worker import task_dir
 from tests.helpers import KILL_MID_UNIT_BATCH, make_settings, tiny_checkpoint, wait_for
 
 pytestmark = pytest.mark.integration  # Ray

@@ -13,7 +13,7 @@ from checkpoints.jsonfiles import write_json_atomic
 from evaluators.graphwalks.evaluator import typed as graphwalks_typed
 from evaluators.mrcr.evaluator import typed as mrcr_typed
 from service.app import create_app
-from service.jobs import job_dir
+from service.layout import job_dir
 from service.store import SUCCEEDED, Store
 from tests.helpers import ThreadServer, make_settings
 from tests.service.web.browser import new_page
