@@ -142,3 +142,24 @@ def test_a_second_build_reads_the_cache(word_tokenizer, ruler_data: Path, tmp_pa
     essay.write_text(json.dumps({"text": json.loads(essay.read_text())["text"] + " One more sentence here."}))
     generate_cached("niah_single_2", word_tokenizer, 1200, 3, 42, ("", ""), data)
     assert len(list((data / CACHE_FOLDER).iterdir())) == 4
+
+
+def test_without_a_cache_folder_a_process_keeps_its_last_streams(word_tokenizer, ruler_data: Path,
+                                                                  tmp_path: Path) -> None:
+    """A warm worker's next job of the same task draws nothing again: the stream is kept in the
+    process under the disk cache's key (a prefix for fewer samples; seed or data change it)."""
+    from evaluators.ruler import cache
+
+    data = shutil.copytree(ruler_data, tmp_path / "data")
+    first = generate_cached("niah_single_2", word_tokenizer, 1200, 3, 42, ("", ""), data)
+    counting = CountingTokenizer(word_tokenizer)
+    assert generate_cached("niah_single_2", counting, 1200, 3, 42, ("", ""), data) == first
+    assert rows(generate_cached("niah_single_2", counting, 1200, 2, 42, ("", ""), data)) == rows(first[:2])
+    assert counting.calls == 0 and not (data / CACHE_FOLDER).exists()
+    assert rows(generate_cached("niah_single_2", counting, 1200, 3, 7, ("", ""), data)) != rows(first)
+    assert counting.calls > 0  # another seed: drawn
+    for seed in range(cache.MEMO_STREAMS):  # least recently used out first
+        generate_cached("niah_single_2", word_tokenizer, 1200, 1, 100 + seed, ("", ""), data)
+    calls = counting.calls
+    generate_cached("niah_single_2", counting, 1200, 3, 42, ("", ""), data)
+    assert counting.calls > calls
