@@ -81,6 +81,6 @@ class DecodeGraphs:
         self.captures += 1
 
     def release(self) -> None:
-        """Drop the graph (its intermediate tensors go back to the pool)."""
+        """Drop the graph (its private pool, the intermediate tensors, goes back to the allocator)."""
         self._graph = self._logits = self._tokens = None
         self._layout = None
