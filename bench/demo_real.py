@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from checkpoints.loading import load_model  # noqa: E402
-from checkpoints.pull import ensure_gguf_checkpoint  # noqa: E402
+from clients.pull import ensure_gguf_checkpoint  # noqa: E402
 from evaluators import run_task  # noqa: E402
 from evaluators.results import task_result  # noqa: E402
 from service.demo import REAL_MODEL, real_model_dir, real_model_gguf  # noqa: E402

@@ -1,6 +1,6 @@
 """Endpoint cost: the passkey and RULER niah workloads through one OpenAI-compatible
 server (`transformers serve` on loopback, the pretrained SmolLM2-135M-Instruct), once via
-lctx's endpoint backend (`checkpoints.endpoint`, the same path as `lctx eval --endpoint`)
+lctx's endpoint backend (`clients.endpoint`, the same path as `lctx eval --endpoint`)
 and once via lm-eval's `local-completions` model against the same server. Both send the
 same prompt texts (built by lctx's evaluators), greedy, the same max new tokens, the same
 number of requests in flight; both answers are scored by lctx's scorers. Reports wall
@@ -37,7 +37,7 @@ def task_spec(workload: str, samples: int) -> dict[str, Any]:
 
 
 def via_lctx(served: Any, spec: dict[str, Any], folder: Path) -> dict[str, Any]:
-    from checkpoints.endpoint import EndpointEngine
+    from clients.endpoint import EndpointEngine
     from evaluators.suite import run_suite
 
     start = time.perf_counter()
@@ -91,7 +91,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(REPO / "bench" / "results"))
     args = parser.parse_args()
 
-    from checkpoints.endpoint import EndpointSpec, connect
+    from clients.endpoint import EndpointSpec, connect
     from tests.helpers import TransformersServer
 
     load_before = os.getloadavg()

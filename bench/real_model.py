@@ -231,7 +231,7 @@ def main() -> None:
             out = child_lm_eval_ruler(Path(model), int(rest[0]), int(rest[1]))
         Path(args.child_out).write_text(json.dumps(out))
         return
-    from checkpoints.pull import ensure_gguf_checkpoint
+    from clients.pull import ensure_gguf_checkpoint
     from service.demo import real_model_dir, real_model_gguf
 
     model = ensure_gguf_checkpoint(real_model_gguf(), real_model_dir(ROOT / "var" / "checkpoints")).path

@@ -51,7 +51,7 @@ def tokenizer_folder(model: Path | None) -> Path:
     (LCTX_TEST_MODELS or var/models), converted the way the fixture converts it if absent."""
     if model is not None:
         return model
-    from checkpoints.pull import ensure_gguf_checkpoint
+    from clients.pull import ensure_gguf_checkpoint
     from service.demo import REAL_MODEL, real_model_gguf
 
     folder = Path(os.environ.get("LCTX_TEST_MODELS") or ROOT / "var" / "models") / REAL_MODEL

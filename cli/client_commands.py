@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from checkpoints.attention.backend import Backend
-from checkpoints.endpoint import (
+from clients.endpoint import (
     API_STYLES,
     DEFAULT_API_STYLE,
     DEFAULT_CONCURRENCY,
@@ -292,7 +292,7 @@ def _endpoints_list(args: argparse.Namespace) -> int:
 
 def _endpoints_probe(args: argparse.Namespace) -> int:
     """What the server at URL can do, asked from here (no lctx service needed) before a job is submitted."""
-    from checkpoints.endpoint import allowed_endpoint_hosts, probe_server
+    from clients.endpoint import allowed_endpoint_hosts, probe_server
 
     spec, caps = probe_server(args.base_url, allowed_endpoint_hosts(), args.served_model, args.tokenizer,
                               args.api_style, args.api_key_env)

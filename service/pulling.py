@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from checkpoints.pull import PullError, pull_gguf, pull_hub
+from clients.pull import PullError, pull_gguf, pull_hub
 from service.errors import Conflict, InvalidRequest
 from service.paths import confine
 from service.schemas import CheckpointPull

@@ -18,7 +18,7 @@ from pydantic import (
 )
 
 from checkpoints.attention.backend import Backend as AttentionBackend
-from checkpoints.endpoint import DEFAULT_API_STYLE, DEFAULT_CONCURRENCY, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S
+from clients.endpoint import DEFAULT_API_STYLE, DEFAULT_CONCURRENCY, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S
 from evaluators.options import TaskOptions
 from evaluators.registry import Task, registry
 from service.labels import own_rope_label, rope_label

@@ -12,12 +12,12 @@ from typing import Any
 
 from checkpoints.config import ModelConfig
 from checkpoints.config_reader import load_config
-from checkpoints.endpoint import EndpointSpec
 from checkpoints.errors import CheckpointError, OutsideCheckpoint
 from checkpoints.fingerprint import CheckpointInfo, inspect_checkpoint
 from checkpoints.loading import checkpoint_files, load_dtype
 from checkpoints.rope import apply_rope_override, parse_rope_override
 from checkpoints.tokenizer import CHAT_TEMPLATE_FILE, TOKENIZER_CONFIG_FILE, read_chat_template
+from clients.endpoint import EndpointSpec
 from evaluators.data import sniff_text_option
 from evaluators.options import TaskOptions
 from evaluators.registry import task_options

@@ -10,8 +10,8 @@ from typing import Any
 
 from checkpoints.config_reader import load_config
 from checkpoints.errors import CheckpointError
-from checkpoints.pull import read_source
 from checkpoints.tokenizer import read_chat_template
+from clients.pull import read_source
 from evaluators.registry import task_options
 from service.redact import mask
 from service.schemas import CheckpointOut, EndpointOut, JobOut, JobState, ScheduleOut

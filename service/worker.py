@@ -225,7 +225,7 @@ class Worker:
 def served(settings: Settings, store: Store, job: JobRow) -> tuple[Any, Any, dict[str, Any]]:
     """The job's endpoint as a model evaluators run on: URL checked again against today's
     allowed hosts, the server probed again (it may have been redeployed), its engine."""
-    from checkpoints.endpoint import EndpointEngine, connect
+    from clients.endpoint import EndpointEngine, connect
     from service.submission import endpoint_spec
 
     row = store.get_endpoint(job.endpoint)

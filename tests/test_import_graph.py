@@ -10,7 +10,7 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("checkpoints", "evaluators", "service", "cli")
+PACKAGES = ("checkpoints", "clients", "evaluators", "service", "cli")
 
 
 def modules(root: Path) -> dict[str, Path]:

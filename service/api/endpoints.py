@@ -10,8 +10,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 from fastapi.concurrency import run_in_threadpool
 
-from checkpoints.endpoint import EndpointError, EndpointSpec, check_base_url, context_of, probe
 from checkpoints.errors import CheckpointError
+from clients.endpoint import EndpointError, EndpointSpec, check_base_url, context_of, probe
 from service.api.deps import NameParam, Read, SettingsDep, StoreDep, Write
 from service.errors import InvalidRequest
 from service.paths import confine

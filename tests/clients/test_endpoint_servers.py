@@ -22,12 +22,12 @@ import pytest
 import torch
 from fastapi import FastAPI, Request, Response
 
-from checkpoints.endpoint import EndpointEngine, EndpointSpec, ServerTokenizer, connect
 from checkpoints.engine import Engine, LoglikelihoodRequest, RollingRequest
 from checkpoints.errors import EndpointError
 from checkpoints.loading import load_model
 from checkpoints.tokenizer import load_tokenizer
 from cli.main import main
+from clients.endpoint import EndpointEngine, EndpointSpec, ServerTokenizer, connect
 from tests.helpers import STANDIN_NAME, ThreadServer, free_port, standin_app
 
 pytestmark = pytest.mark.integration  # servers: transformers serve and the stand-ins on loopback

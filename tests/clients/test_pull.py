@@ -1,4 +1,4 @@
-"""`checkpoints.pull`: the hub through huggingface_hub's own cache with HF_HUB_OFFLINE
+"""`clients.pull`: the hub through huggingface_hub's own cache with HF_HUB_OFFLINE
 (a cache laid out as the library lays it out, built here), and GGUF refusals. The GGUF
 conversion itself runs on the real SmolLM2 GGUF in tests/checkpoints/test_real_model.py."""
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from checkpoints.loading import load_model
-from checkpoints.pull import SOURCE_FILE, PullError, gguf_architecture, pull_gguf, pull_hub
+from clients.pull import SOURCE_FILE, PullError, gguf_architecture, pull_gguf, pull_hub
 from tests.checkpoints.hf_models import COMMIT, REPO, build_hf_model, hub_cache, hub_offline, tiny_gguf
 
 

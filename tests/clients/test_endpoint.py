@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from checkpoints.endpoint import (
+from checkpoints.engine import GenerateRequest, RollingRequest
+from cli.main import main
+from clients.endpoint import (
     EndpointEngine,
     EndpointError,
     EndpointSpec,
@@ -20,8 +22,6 @@ from checkpoints.endpoint import (
     connect,
     prefix_order,
 )
-from checkpoints.engine import GenerateRequest, RollingRequest
-from cli.main import main
 
 PASSKEY = ["--task", "passkey", "--lengths", "1000", "--trials", "2", "-q"]
 
@@ -131,7 +131,7 @@ def test_killed_server_fails_the_job_keeping_samples_and_resume_sends_only_the_r
 
 def test_unavailable_server_gives_a_clear_error(real_model):
     spec = EndpointSpec("http://127.0.0.1:9/v1", "m", str(real_model), 2048, max_retries=1, backoff_s=0.01)
-    from checkpoints.endpoint import Capabilities, ServedModel, load_endpoint_tokenizer
+    from clients.endpoint import Capabilities, ServedModel, load_endpoint_tokenizer
 
     served = ServedModel(spec, Capabilities(["m"], False, False), load_endpoint_tokenizer(real_model))
     with pytest.raises(EndpointUnavailable, match="did not answer after 2 tries"):

@@ -236,11 +236,11 @@ def ensure_gguf_checkpoint(gguf_file: Path, target: Path, on_step: Callable[[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m checkpoints.pull GGUF TARGET`: the demo's conversion in a process of its own."""
+    """`python -m clients.pull GGUF TARGET`: the demo's conversion in a process of its own."""
     import argparse
     import sys
 
-    parser = argparse.ArgumentParser(prog="python -m checkpoints.pull")
+    parser = argparse.ArgumentParser(prog="python -m clients.pull")
     parser.add_argument("gguf", type=Path)
     parser.add_argument("target", type=Path)
     args = parser.parse_args(argv)
