@@ -14,7 +14,8 @@ from checkpoints.jsonfiles import write_json_atomic
 from evaluators import TASK_OPTIONS
 from service.app import create_app
 from service.layout import job_dir
-from service.store import SUCCEEDED, Store
+from service.status import SUCCEEDED
+from service.store import Store
 from tests.helpers import OLD_RESULTS as OLD
 from tests.helpers import ThreadServer, make_settings
 

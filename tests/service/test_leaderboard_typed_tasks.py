@@ -15,7 +15,8 @@ from evaluators.longbench_v2.evaluator import typed as longbench_v2_typed
 from evaluators.mrcr.evaluator import typed as mrcr_typed
 from service.app import create_app
 from service.layout import job_dir
-from service.store import SUCCEEDED, Store
+from service.status import SUCCEEDED
+from service.store import Store
 from tests.helpers import ThreadServer, make_settings
 
 pytestmark = pytest.mark.integration  # a server on loopback

@@ -18,7 +18,8 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, make_url, text
 
 from service.errors import SchemaError
-from service.store import FIRST_REVISION, Base, Store, _alembic
+from service.store import Base, Store
+from service.store.db import FIRST_REVISION, _alembic
 from tests.helpers import free_port
 
 # The layout `Base.metadata.create_all` made before migrations existed, as it printed it

@@ -14,7 +14,8 @@ from evaluators.graphwalks.evaluator import typed as graphwalks_typed
 from evaluators.mrcr.evaluator import typed as mrcr_typed
 from service.app import create_app
 from service.layout import job_dir
-from service.store import SUCCEEDED, Store
+from service.status import SUCCEEDED
+from service.store import Store
 from tests.helpers import ThreadServer, make_settings
 from tests.service.web.browser import new_page
 

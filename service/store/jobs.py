@@ -1,0 +1,204 @@
+"""Jobs: submission, the queue, claims, heartbeats, finishing, recovery. Methods return detached rows."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+
+from service.errors import Conflict, NotFound
+from service.status import CANCELLED, FAILED, FINAL, QUEUED, RUNNING, SUCCEEDED, JobStatus
+from service.store.db import Database, retried
+from service.store.models import JobRow, SubmissionRow, now
+
+
+class JobAccess(Database):
+    """The store's access to jobs: add (once per schedule), look up, list, the queue, state changes guarded by status."""
+
+    @staticmethod
+    def _new_job(checkpoint: str, checkpoint_path: str, fingerprint: str, schedule: str | None = None,
+                 endpoint: str | None = None, **request: Any) -> JobRow:
+        """A queued job; `request` is the suite (tasks, rope, backend, priority, ...), kept whole;
+        `endpoint` names the served model it runs on (`checkpoint` is then the endpoint's name)."""
+        return JobRow(
+            id=uuid.uuid4().hex[:16],
+            checkpoint=checkpoint,
+            checkpoint_path=checkpoint_path,
+            fingerprint=fingerprint,
+            schedule=schedule,
+            endpoint=endpoint,
+            request=request,
+            task_names="," + ",".join(t["name"] for t in request["tasks"]) + ",",
+            priority=request.get("priority", 0),
+            status=QUEUED,
+            progress={},
+            attempts=0,
+            created_at=now(),
+        )
+
+    def add_job(self, **fields: Any) -> JobRow:
+        """Insert a queued job; committed when this returns."""
+        with self.writing() as s:
+            row = self._new_job(**fields)
+            s.add(row)
+        return row
+
+    @retried
+    def add_job_once(self, fingerprint: str, suite_hash: str, **fields: Any) -> JobRow | None:
+        """Insert a job and its (fingerprint, suite) submission in one transaction;
+        None when that pair was already submitted (by us or by another replica)."""
+        try:
+            with self.writing() as s:
+                row = self._new_job(fingerprint=fingerprint, **fields)
+                s.add(row)
+                s.flush()
+                s.add(SubmissionRow(fingerprint=fingerprint, suite_hash=suite_hash, job_id=row.id, created_at=now()))
+            return row
+        except IntegrityError:
+            return None
+
+    @retried
+    def get_job(self, job_id: str) -> JobRow:
+        """One job by id. The hot path of status polling, so it skips the ORM session:
+        a Core select on a pooled connection, made into a (transient) JobRow."""
+        table = JobRow.__table__
+        with self.read_engine.connect() as conn:
+            row = conn.execute(select(table).where(table.c.id == job_id)).first()
+        if row is None:
+            raise NotFound(f"no job {job_id!r}; list jobs with GET /v1/jobs")
+        return JobRow(**row._mapping)
+
+    def list_jobs(self, status: str | None = None, checkpoint: str | None = None, task: str | None = None,
+                  limit: int = 50, offset: int = 0, schedule: str | None = None) -> tuple[list[JobRow], int]:
+        where = []
+        if schedule:
+            where.append(JobRow.schedule == schedule)
+        if status:
+            where.append(JobRow.status == status)
+        if checkpoint:
+            where.append(JobRow.checkpoint == checkpoint)
+        if task:
+            where.append(JobRow.task_names.contains(f",{task},", autoescape=True))
+        with self.reading() as s:
+            total = s.scalar(select(func.count()).select_from(JobRow).where(*where)) or 0
+            rows = s.scalars(select(JobRow).where(*where).order_by(JobRow.created_at.desc(), JobRow.id)
+                             .limit(limit).offset(offset))
+            return list(rows), total
+
+    def count_by_status(self) -> dict[str, int]:
+        with self.reading() as s:
+            counts = dict(s.execute(select(JobRow.status, func.count()).group_by(JobRow.status)).all())
+        return {st: int(counts.get(st, 0)) for st in JobStatus}
+
+    def samples_scored(self) -> int:
+        total = 0
+        with self.reading() as s:
+            for progress in s.scalars(select(JobRow.progress).where(JobRow.status != QUEUED)):
+                total += sum(int(p.get("done", 0)) for p in (progress or {}).values())
+        return total
+
+    @retried
+    def claim_next(self, owner: str) -> JobRow | None:
+        """Move the highest-priority, oldest queued job to running for `owner`."""
+        for _ in range(5):
+            with self.reading() as s:
+                job_id = s.scalar(select(JobRow.id).where(JobRow.status == QUEUED)
+                                  .order_by(JobRow.priority.desc(), JobRow.created_at, JobRow.id).limit(1))
+            if job_id is None:
+                return None
+            t = now()
+            with self.writing() as s:
+                res = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.status == QUEUED).values(
+                    status=RUNNING, owner=owner, heartbeat_at=t, started_at=func.coalesce(JobRow.started_at, t),
+                    attempts=JobRow.attempts + 1, error=None))
+            if res.rowcount == 1:
+                return self.get_job(job_id)
+        return None
+
+    @retried
+    def heartbeat(self, job_ids: list[str], owner: str) -> None:
+        if job_ids:
+            with self.writing() as s:
+                s.execute(update(JobRow).where(JobRow.id.in_(job_ids), JobRow.owner == owner,
+                                               JobRow.status == RUNNING).values(heartbeat_at=now()))
+
+    @retried
+    def set_progress(self, job_id: str, progress: dict[str, Any]) -> None:
+        with self.writing() as s:
+            s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.status == RUNNING)
+                      .values(progress=progress, heartbeat_at=now()))
+
+    @retried
+    def finish(self, job_id: str, status: str, error: str | None = None) -> bool:
+        """running -> succeeded/failed; False when the job is no longer running (cancelled)."""
+        t = now()
+        with self.writing() as s:
+            job = s.get(JobRow, job_id)
+            if job is None or job.status != RUNNING:
+                return False
+            job.status, job.error, job.finished_at = status, error, t
+            job.duration_s = (t - job.started_at).total_seconds() if job.started_at else None
+            return True
+
+    def cancel(self, job_id: str) -> JobRow:
+        with self.writing() as s:
+            job = s.get(JobRow, job_id)
+            if job is None:
+                raise NotFound(f"no job {job_id!r}")
+            if job.status in FINAL:
+                raise Conflict(f"job {job_id} is already {job.status}; only queued or running jobs can be cancelled")
+            job.status, job.finished_at = CANCELLED, now()
+            if job.started_at:
+                job.duration_s = (job.finished_at - job.started_at).total_seconds()
+            return job
+
+    @retried
+    def resume(self, job_id: str) -> JobRow:
+        """failed/cancelled -> queued: the job runs again from what it recorded (finished
+        tasks kept, recorded samples not run again), e.g. once the disk has room again."""
+        with self.writing() as s:
+            job = s.get(JobRow, job_id)
+            if job is None:
+                raise NotFound(f"no job {job_id!r}")
+            if job.status not in (FAILED, CANCELLED):
+                raise Conflict(f"job {job_id} is {job.status}; only failed or cancelled jobs can be resumed")
+            job.status, job.owner, job.error, job.finished_at, job.duration_s = QUEUED, None, None, None, None
+            return job
+
+    def requeue(self, job_id: str, error: str | None = None) -> bool:
+        """running -> queued (a dead worker); the job resumes from its samples."""
+        with self.writing() as s:
+            res = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.status == RUNNING)
+                            .values(status=QUEUED, owner=None, error=error))
+            return res.rowcount == 1
+
+    @retried
+    def recover(self, lease_seconds: float, owner: str | None = None) -> list[str]:
+        """Jobs left running by a dead process (ours from a previous life, or anyone's
+        whose heartbeat stopped) go back to the queue."""
+        cutoff = now() - timedelta(seconds=lease_seconds)
+        with self.writing() as s:
+            ids = list(s.scalars(select(JobRow.id).where(JobRow.status == RUNNING).where(
+                (JobRow.owner == (owner or "")) | (JobRow.heartbeat_at < cutoff) | (JobRow.heartbeat_at.is_(None)))))
+            if ids:
+                s.execute(update(JobRow).where(JobRow.id.in_(ids), JobRow.status == RUNNING)
+                          .values(status=QUEUED, owner=None))
+        return ids
+
+    @retried
+    def finished_since(self, owner: str, since: datetime) -> list[JobRow]:
+        """Jobs `owner` ran that reached a final state at or after `since` (the API's job metrics)."""
+        with self.reading() as s:
+            return list(s.scalars(select(JobRow).where(JobRow.owner == owner, JobRow.finished_at >= since,
+                                                       JobRow.status.in_(FINAL))))
+
+    @retried
+    def latest_succeeded(self, task: str) -> list[JobRow]:
+        """Succeeded jobs that ran `task` (or `task/...`), newest first."""
+        with self.reading() as s:
+            return list(s.scalars(select(JobRow).where(JobRow.status == SUCCEEDED)
+                                  .where(JobRow.task_names.contains(f",{task.split('/')[0]},", autoescape=True))
+                                  .order_by(JobRow.finished_at.desc())))
