@@ -11,8 +11,9 @@ so a run that stopped resumes where it stopped."""
 from __future__ import annotations
 
 import platform
+import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -89,9 +90,16 @@ def draw_ahead(tasks: list[dict[str, Any]], tokenizer: Tokenizer,
     tokenizer alone (`Evaluator.draw_ahead`): started before the model loads, it takes RULER's
     sample drawing (seconds at 16k-128k tokens) off the critical path. `run_suite(evaluators=)`."""
     evaluators = {key: make_evaluator(task, data_dir) for key, task in zip(task_keys(tasks), tasks, strict=True)}
-    pool = ThreadPoolExecutor(1, thread_name_prefix="lctx-draw")
-    future = pool.submit(lambda: [e.draw_ahead(tokenizer) for e in evaluators.values()])
-    pool.shutdown(wait=False)
+    future: Future = Future()
+
+    def draw() -> None:
+        try:
+            future.set_result([e.draw_ahead(tokenizer) for e in evaluators.values()])
+        except BaseException as e:  # handed to whoever waits for the draw
+            future.set_exception(e)
+
+    # a daemon thread: a command that fails while the weights load exits at once, not after the draw
+    threading.Thread(target=draw, name="lctx-draw", daemon=True).start()
     return evaluators, future
 
 
