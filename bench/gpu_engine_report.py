@@ -11,9 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+from gpu_report import table  # noqa: E402 - the tables of the #30 report, alike
+
 # transformers' whole process and generate alone, as issue #41 measured them on an H200 (torch 2.11,
 # transformers 5.17: the versions of these runs); not measured again here (the session's 15 device
 # minutes went to lctx's own figures)
@@ -22,15 +26,8 @@ ISSUE_LCTX = {16384: 21.8, 131072: 34.9}
 TARGET_ABOVE_BARE = {16384: 5.0, 131072: 12.0}
 
 
-def fmt(v, digits: int = 3) -> str:
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    return f"{v:.{digits}g}" if isinstance(v, float) else ("" if v is None else str(v))
-
-
-def table(cols: list[str], rows: list[list]) -> list[str]:
-    return ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)] + \
-        ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
+def yes(value: bool | None) -> str | None:
+    return None if value is None else ("yes" if value else "no")
 
 
 def rows_of(folders: list[Path], name: str) -> list[dict]:
@@ -83,7 +80,7 @@ def eval_md(rows: list[dict]) -> list[str]:
         target = TARGET_ABOVE_BARE.get(r["length"])
         body.append([r["run"], r["length"], r["samples"], r["mode"], r["s"], bare.get(r["run"]), above,
                      f"<= {target}" if r["mode"] == "warm" and target else "",
-                     (above <= target) if r["mode"] == "warm" and target else None,
+                     yes(above <= target) if r["mode"] == "warm" and target else None,
                      r.get("floor", {}).get("floor_s"), s.get("load_s"), s.get("warm_up_s"), s.get("build_wait_s"),
                      s.get("prefill_s"), s.get("decode_s"), s.get("decode_steps")])
     lines += table(["run", "length", "samples", "mode", "lctx s", "bare s", "above bare", "target", "met", "floor s",
@@ -125,7 +122,7 @@ def model_md(rows: list[dict]) -> list[str]:
             body.append([r["run"], r["shape"], r["n"], impl.removeprefix("lctx_c"), r[key], r.get("transformers_s"),
                          r["transformers_s"] / r[key] if r.get("transformers_s") else None, r.get(f"{impl}_pct_peak"),
                          r.get("transformers_pct_peak"), r.get(f"{impl}_peak_mib"), r.get("transformers_peak_mib"),
-                         r.get(f"{impl}_argmax") == r.get("transformers_argmax")])
+                         yes(r.get(f"{impl}_argmax") == r.get("transformers_argmax"))])
     lines += table(["run", "shape", "N", "chunk", "lctx s", "transformers s", "speed-up", "lctx % peak",
                     "transformers % peak", "lctx MiB", "transformers MiB", "same next token"], body)
     lines += ["", "## Batched greedy decoding: CUDA graphs, eager, transformers", "",

@@ -64,19 +64,18 @@ def samples(out: Path) -> list[dict]:
 
 def floor_seconds(prompts: list[int], new: int) -> dict:
     """What the GPU needs for the run at its datasheet rates (bench/gpu_model.py's counts)."""
-    from gpu_model import DENSE_BF16_PEAK, HBM_BYTES_PER_S, SHAPES, datasheet, prefill_flops, shape_params
+    from gpu_model import HBM, PEAK, datasheet, kv_bytes_per_token, prefill_flops, shape_params
 
-    c = SHAPES[SHAPE]
-    _, weight_bytes = shape_params(SHAPE)
-    kv = c["num_hidden_layers"] * 2 * c["num_key_value_heads"] * c["head_dim"] * 2
-    flops = sum(prefill_flops(SHAPE, n) for n in prompts)
-    per_token, _ = shape_params(SHAPE)
-    flops += 2 * per_token * new * len(prompts)
+    from checkpoints.requests import DEFAULT_MAX_BATCH
+
+    per_token, weight_bytes = shape_params(SHAPE)
+    kv = kv_bytes_per_token(SHAPE)
+    flops = sum(prefill_flops(SHAPE, n) for n in prompts) + 2 * per_token * new * len(prompts)
     rows = len(prompts)
-    batch = min(rows, 64)
+    batch = min(rows, DEFAULT_MAX_BATCH)
     steps = new * -(-rows // batch)
     bytes_ = steps * weight_bytes + new * sum(n + new // 2 for n in prompts) * kv
-    compute, memory = flops / datasheet(DENSE_BF16_PEAK), bytes_ / datasheet(HBM_BYTES_PER_S)
+    compute, memory = flops / datasheet(PEAK), bytes_ / datasheet(HBM)
     return {"flops": flops, "bytes": bytes_, "compute_s": compute, "memory_s": memory, "floor_s": max(compute, memory)}
 
 

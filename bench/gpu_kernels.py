@@ -38,13 +38,14 @@ import torch.nn.functional as F
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from gpu_model import DATASHEET  # noqa: E402 - dense bf16 FLOP/s, HBM bytes/s
+
 from checkpoints.attention.entmax import triton as te  # noqa: E402
 from checkpoints.attention.pointwise import triton as tp  # noqa: E402
 from checkpoints.attention.pointwise.threshold import rms_normalize  # noqa: E402
 from checkpoints.attention.softmax import triton as tk  # noqa: E402
 from checkpoints.attention.softpick import triton as ts  # noqa: E402
 
-DATASHEET = {"H100": (989.4e12, 3.35e12), "H200": (989.4e12, 4.8e12)}  # dense bf16 FLOP/s, HBM bytes/s
 HQ, HKV = 32, 8
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: TRITON_INTERPRET=1 and --smoke only
 

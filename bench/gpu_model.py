@@ -163,13 +163,23 @@ def parity(shape: str, folder: Path, device: str, n: int) -> dict:
             "hf_bf16_vs_hf_fp32": err(hf_bf16), "lctx_vs_hf_bf16_max_abs": (ours - hf_bf16).abs().max().item()}
 
 
+def head_dim(shape: str) -> int:
+    c = SHAPES[shape]
+    return c.get("head_dim", c["hidden_size"] // c["num_attention_heads"])
+
+
+def kv_bytes_per_token(shape: str) -> int:
+    """bf16 keys and values one token leaves in the cache, over every layer."""
+    c = SHAPES[shape]
+    return c["num_hidden_layers"] * 2 * c["num_key_value_heads"] * head_dim(shape) * 2
+
+
 def shape_params(shape: str) -> tuple[int, int]:
     """(parameters a token's forward multiplies by, outside attention; bytes of all weights in
     bf16): the layers' matrices and the LM head (the embedding lookup is a read of one row)."""
     c = SHAPES[shape]
     h, layers, inter, vocab = c["hidden_size"], c["num_hidden_layers"], c["intermediate_size"], c["vocab_size"]
-    d = c.get("head_dim", h // c["num_attention_heads"])
-    attn = h * d * (2 * c["num_attention_heads"] + 2 * c["num_key_value_heads"])
+    attn = h * head_dim(shape) * (2 * c["num_attention_heads"] + 2 * c["num_key_value_heads"])
     per_token = layers * (attn + 3 * h * inter) + vocab * h
     stored = per_token + (0 if c["tie_word_embeddings"] else vocab * h)
     return per_token, 2 * stored
@@ -181,26 +191,27 @@ def prefill_flops(shape: str, n: int) -> float:
     c = SHAPES[shape]
     per_token, _ = shape_params(shape)
     h, vocab = c["hidden_size"], c["vocab_size"]
-    d = c.get("head_dim", h // c["num_attention_heads"])
     matrices = 2 * (per_token - vocab * h) * n + 2 * vocab * h
-    attention = 2 * n * n * d * c["num_attention_heads"] * c["num_hidden_layers"]
+    attention = 2 * n * n * head_dim(shape) * c["num_attention_heads"] * c["num_hidden_layers"]
     return float(matrices + attention)
 
 
-DENSE_BF16_PEAK = {"H200": 989e12, "H100": 989e12}  # datasheet dense bf16 (SXM), FLOP/s
-HBM_BYTES_PER_S = {"H200": 4.8e12, "H100": 3.35e12}  # datasheet HBM bandwidth
+# The datasheet figures (SXM) every GPU benchmark reads: dense bf16 FLOP/s, HBM bytes/s.
+DATASHEET = {"H100": (989.4e12, 3.35e12), "H200": (989.4e12, 4.8e12)}
+PEAK, HBM = 0, 1  # which figure `datasheet` reads
 
 
-def datasheet(table: dict[str, float]) -> float:
+def datasheet(which: int) -> float:
+    """This GPU's datasheet figure (NaN on a GPU the table does not list, or none)."""
     name = torch.cuda.get_device_name() if torch.cuda.is_available() else ""
-    return next((v for k, v in table.items() if k in name), float("nan"))
+    return next((v[which] for k, v in DATASHEET.items() if k in name), float("nan"))
 
 
 def prefill_rows(shape: str, folder: Path, device: str, lengths: list[int], chunks: list[int]):
     from checkpoints.generate import prefill
 
     vocab = SHAPES[shape]["vocab_size"]
-    peak = datasheet(DENSE_BF16_PEAK)
+    peak = datasheet(PEAK)
     for n in lengths:
         rope = rope_for(shape, n)
         row = {"part": "prefill", "shape": shape, "n": n, "rope": rope and f"yarn x{rope['factor']:g}",
@@ -266,10 +277,8 @@ def decode_rows(shape: str, folder: Path, device: str, batches: list[int], cache
     for e in engines.values():
         e.generate_until([GenerateRequest(prompt_ids=row.tolist(), max_new_tokens=4, stop_at_eos=False) for row in warm])
     _, weight_bytes = shape_params(shape)
-    c = SHAPES[shape]
-    kv_per_token = c["num_hidden_layers"] * 2 * c["num_key_value_heads"] * c.get(
-        "head_dim", c["hidden_size"] // c["num_attention_heads"]) * 2
-    hbm = datasheet(HBM_BYTES_PER_S)
+    kv_per_token = kv_bytes_per_token(shape)
+    hbm = datasheet(HBM)
     with torch.inference_mode():
         hf.generate(warm.to(device), attention_mask=torch.ones_like(warm).to(device), max_new_tokens=4, do_sample=False,
                     pad_token_id=0)
