@@ -22,7 +22,7 @@ from evaluators.registry import registry
 from service import guide, web
 from service.api import checkpoints, endpoints, health, jobs, leaderboard, results, schedules
 from service.api.guard import BodyGuard
-from service.errors import ServiceError
+from service.errors import Missing, ServiceError
 from service.metrics import Metrics
 from service.redact import install_log_redaction, mask, redact
 from service.schedules import Scheduler, ensure_configured_schedule
@@ -33,6 +33,19 @@ from service.supervisor import DispatcherSupervisor
 from service.views import client_text
 
 log = logging.getLogger("lctx.api")
+
+
+# How to find or make each kind of stored resource over the API: what a 404 from the store adds
+# (the store itself names no route).
+FIND = {"checkpoint": "register it with POST /v1/checkpoints", "endpoint": "register it with POST /v1/endpoints",
+        "job": "list jobs with GET /v1/jobs", "schedule": "list schedules with GET /v1/schedules"}
+
+
+def answer_text(exc: ServiceError) -> str:
+    """An error's message as the API answers it: a missing resource says where to find one."""
+    if isinstance(exc, Missing) and exc.kind in FIND:
+        return f"{exc.message}; {FIND[exc.kind]}"
+    return exc.message
 
 def description() -> str:
     """The API's description, its task list read from the evaluators' registry."""
@@ -139,7 +152,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
         headers = {401: {"WWW-Authenticate": "Bearer"}, 503: {"Retry-After": "2"}}.get(exc.status)
-        detail = client_text(mask(redact(exc.message), settings.secrets()), settings)
+        detail = client_text(mask(redact(answer_text(exc)), settings.secrets()), settings)
         return JSONResponse({"detail": detail, "code": exc.code}, status_code=exc.status, headers=headers)
 
     @app.exception_handler(StarletteHTTPException)

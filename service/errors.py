@@ -25,6 +25,15 @@ class NotFound(ServiceError):
     code = "not_found"
 
 
+class Missing(NotFound):
+    """A stored resource that does not exist. The store says which (`kind`, `name`) and
+    nothing of HTTP; `app.py` adds how to find or make one over the API (`FIND`)."""
+
+    def __init__(self, kind: str, name: str, label: str = "named") -> None:
+        super().__init__(f"no {kind} {label + ' ' if label else ''}{name!r}")
+        self.kind, self.name = kind, name
+
+
 class Conflict(ServiceError):
     status = 409
     code = "conflict"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from service.errors import Conflict, NotFound
+from service.errors import Conflict, Missing
 from service.store.db import Database, retried
 from service.store.models import CheckpointRow, now
 
@@ -32,7 +32,7 @@ class CheckpointAccess(Database):
         with self.reading() as s:
             row = s.get(CheckpointRow, name)
         if row is None:
-            raise NotFound(f"no checkpoint named {name!r}; register it with POST /v1/checkpoints")
+            raise Missing("checkpoint", name)
         return row
 
     @retried
@@ -52,5 +52,5 @@ class CheckpointAccess(Database):
         with self.writing() as s:
             row = s.get(CheckpointRow, name)
             if row is None:
-                raise NotFound(f"no checkpoint named {name!r}")
+                raise Missing("checkpoint", name)
             s.delete(row)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from service.errors import Conflict, NotFound
+from service.errors import Conflict, Missing
 from service.store.db import Database, retried
 from service.store.models import CheckpointRow, EndpointRow
 
@@ -29,7 +29,7 @@ class EndpointAccess(Database):
         with self.reading() as s:
             row = s.get(EndpointRow, name)
         if row is None:
-            raise NotFound(f"no endpoint named {name!r}; register it with POST /v1/endpoints")
+            raise Missing("endpoint", name)
         return row
 
     def list_endpoints(self) -> list[EndpointRow]:
@@ -40,5 +40,5 @@ class EndpointAccess(Database):
         with self.writing() as s:
             row = s.get(EndpointRow, name)
             if row is None:
-                raise NotFound(f"no endpoint named {name!r}")
+                raise Missing("endpoint", name)
             s.delete(row)

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
-from service.errors import Conflict, NotFound
+from service.errors import Conflict, Missing
 from service.status import CANCELLED, FAILED, FINAL, QUEUED, RUNNING, SUCCEEDED, JobStatus
 from service.store.db import Database, retried
 from service.store.models import JobRow, SubmissionRow, now
@@ -68,7 +68,7 @@ class JobAccess(Database):
         with self.read_engine.connect() as conn:
             row = conn.execute(select(table).where(table.c.id == job_id)).first()
         if row is None:
-            raise NotFound(f"no job {job_id!r}; list jobs with GET /v1/jobs")
+            raise Missing("job", job_id, label="")
         return JobRow(**row._mapping)
 
     def list_jobs(self, status: str | None = None, checkpoint: str | None = None, task: str | None = None,
@@ -147,7 +147,7 @@ class JobAccess(Database):
         with self.writing() as s:
             job = s.get(JobRow, job_id)
             if job is None:
-                raise NotFound(f"no job {job_id!r}")
+                raise Missing("job", job_id, label="")
             if job.status in FINAL:
                 raise Conflict(f"job {job_id} is already {job.status}; only queued or running jobs can be cancelled")
             job.status, job.finished_at = CANCELLED, now()
@@ -162,7 +162,7 @@ class JobAccess(Database):
         with self.writing() as s:
             job = s.get(JobRow, job_id)
             if job is None:
-                raise NotFound(f"no job {job_id!r}")
+                raise Missing("job", job_id, label="")
             if job.status not in (FAILED, CANCELLED):
                 raise Conflict(f"job {job_id} is {job.status}; only failed or cancelled jobs can be resumed")
             job.status, job.owner, job.error, job.finished_at, job.duration_s = QUEUED, None, None, None, None

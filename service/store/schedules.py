@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from service.errors import Conflict, NotFound
+from service.errors import Conflict, Missing
 from service.store.db import Database, retried
 from service.store.models import ScheduleRow
 
@@ -27,7 +27,7 @@ class ScheduleAccess(Database):
         with self.reading() as s:
             row = s.get(ScheduleRow, name)
         if row is None:
-            raise NotFound(f"no schedule named {name!r}")
+            raise Missing("schedule", name)
         return row
 
     def find_schedule(self, name: str) -> ScheduleRow | None:
@@ -43,7 +43,7 @@ class ScheduleAccess(Database):
         with self.writing() as s:
             row = s.get(ScheduleRow, name)
             if row is None:
-                raise NotFound(f"no schedule named {name!r}")
+                raise Missing("schedule", name)
             s.delete(row)
 
     @retried

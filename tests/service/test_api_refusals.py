@@ -138,6 +138,13 @@ def test_unknown_ids_are_404(api: httpx.Client) -> None:
         r = api.get(url)
         assert r.status_code == 404 and r.json()["detail"], url
     assert api.post("/v1/jobs/nope/cancel").status_code == 404
+    # a missing resource says where to find one over the API (the store names no route)
+    hints = {"/v1/jobs/nope": "no job 'nope'; list jobs with GET /v1/jobs",
+             "/v1/checkpoints/nope": "no checkpoint named 'nope'; register it with POST /v1/checkpoints",
+             "/v1/schedules/nope": "no schedule named 'nope'; list schedules with GET /v1/schedules"}
+    for url, detail in hints.items():
+        assert api.get(url).json()["detail"] == detail
+    assert api.post("/v1/jobs/nope/cancel").json()["detail"] == hints["/v1/jobs/nope"]
 
 
 def test_token_protects_mutations_and_optionally_reads(tmp_path: Path, models: Path) -> None:

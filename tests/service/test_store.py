@@ -57,8 +57,9 @@ def test_checkpoints_register_get_list_delete(store: Store) -> None:
     assert [c.name for c in store.list_checkpoints()] == ["a", "b"]
     assert store.checkpoint_by_path("/m/b").name == "b"
     store.delete_checkpoint("a")
-    with pytest.raises(NotFound, match="POST /v1/checkpoints"):
+    with pytest.raises(NotFound, match="^no checkpoint named 'a'$") as missing:  # the store names no HTTP route
         store.get_checkpoint("a")
+    assert (missing.value.kind, missing.value.name) == ("checkpoint", "a")
 
 
 def test_jobs_are_claimed_by_priority_then_age(store: Store) -> None:
