@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, ClassVar
 
 from pydantic import Field, StrictBool
 
@@ -37,7 +37,7 @@ class PasskeyOptions(SearchOptions):
     stop_when_decided: StrictBool = stop_when_decided_option(FIRST_INTEGER_RULE)
     search_threshold: Annotated[float, Field(gt=0, lt=1)] = option(
         0.5, "a sequential search's pass mark: a length passes when its accuracy is >= this", selects=True)
-    search_extra: ClassVar[dict[str, Any]] = {"search_threshold": 0.5}
+    search_extra: ClassVar[tuple[str, ...]] = ("search_threshold",)
 
     def search_threshold_values(self) -> tuple[float | None, float | None]:
         return self.search_threshold, None
@@ -67,7 +67,7 @@ class NeedleOptions(SearchOptions):
     max_new_tokens: MaxNewTokens = option(10, "greedy tokens generated per trial", tokens=True)
     search_threshold: Annotated[float, Field(gt=0, lt=1)] = option(
         0.5, "a sequential search's pass mark: a length passes when its accuracy is >= this", selects=True)
-    search_extra: ClassVar[dict[str, Any]] = {"search_threshold": 0.5}
+    search_extra: ClassVar[tuple[str, ...]] = ("search_threshold",)
 
     haystack_file: FilePath | None = option(None, "UTF-8 text repeated as the haystack (default: the passkey "
                                             "garbage); absolute or relative to the data directory", file=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, StrictBool, model_validator
 
@@ -59,7 +59,7 @@ class RulerOptions(SearchOptions):
         ">= threshold; relative = it keeps 85% of the average at the shortest candidate length", selects=True)
 
     search_cap: ClassVar[str] = "samples"
-    search_extra: ClassVar[dict[str, Any]] = {"search_rule": "threshold"}
+    search_extra: ClassVar[tuple[str, ...]] = ("search_rule",)
 
     def search_threshold_values(self) -> tuple[float | None, float | None]:
         if self.search_rule == "relative":

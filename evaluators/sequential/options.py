@@ -4,15 +4,15 @@ needle, RULER). Pydantic only, like every option model: the API schema and the C
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from evaluators.options import MAX_LENGTH, Int, TaskOptions, option
 
 SearchMode = Literal["grid", "sequential"]
-SEARCH_DEFAULTS = {"search_lengths": "given", "search_min": None, "search_max": None, "search_block": 5,
-                   "search_alpha": 0.05}
+# The options that only a sequential search reads (their defaults are their fields'; `search` itself chooses)
+SEARCH_ONLY = ("search_lengths", "search_min", "search_max", "search_block", "search_alpha")
 
 
 class SearchOptions(TaskOptions):
@@ -22,7 +22,7 @@ class SearchOptions(TaskOptions):
     configuration hash: a grid run reuses a search's samples and the other way round."""
 
     search_cap: ClassVar[str] = "trials"  # the option that counts the grid's units per length
-    search_extra: ClassVar[dict[str, Any]] = {}  # further search options of the task and their defaults
+    search_extra: ClassVar[tuple[str, ...]] = ()  # the task's further options that only a search reads
 
     search: SearchMode = option("grid", "grid: every length and sample (numbers comparable with papers); "
                                 "sequential: bisection over the lengths with samples drawn in small blocks "
@@ -43,9 +43,9 @@ class SearchOptions(TaskOptions):
 
     @model_validator(mode="after")
     def _search(self) -> SearchOptions:
-        defaults = {**SEARCH_DEFAULTS, **self.search_extra}
         if self.search == "grid":
-            changed = [k for k, v in defaults.items() if getattr(self, k) != v]
+            fields = type(self).model_fields
+            changed = [k for k in SEARCH_ONLY + self.search_extra if getattr(self, k) != fields[k].default]
             if changed:
                 raise ValueError(f"{', '.join(changed)} apply only to search=sequential; add search=sequential "
                                  "or drop them")

@@ -14,6 +14,19 @@ def test_grid_stays_the_default() -> None:
         assert validate_task({"name": name})["search"] == "grid"
 
 
+def test_a_grid_accepts_the_search_options_at_their_field_defaults() -> None:
+    """The grid's refusal compares with the fields' own defaults (declared once, not restated)."""
+    from evaluators.registry import task_options
+    from evaluators.sequential.options import SEARCH_ONLY
+
+    for name in ("passkey", "needle", "ruler"):
+        model = task_options()[name]
+        names = SEARCH_ONLY + model.search_extra
+        assert names and all(k in model.model_fields for k in names)
+        spec = {"name": name, **{k: model.model_fields[k].default for k in names}}
+        assert validate_task(spec)["search"] == "grid"
+
+
 def test_candidates_from_lengths_or_doubling() -> None:
     given = validate_task({"name": "passkey", "search": "sequential", "lengths": "8192,1024,2048,4096",
                            "trials": 20, "search_min": 2048})
