@@ -52,7 +52,7 @@ bench: install
 	$(BIN)/python bench/eval_throughput.py
 
 lint: install
-	$(BIN)/ruff check checkpoints clients evaluators service cli tests bench
+	$(BIN)/ruff check checkpoints clients training evaluators service cli tests bench
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

@@ -21,7 +21,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from checkpoints.train import TrainConfig, demo_checkpoints, read_log, train  # noqa: E402
+from training.train import TrainConfig, demo_checkpoints, read_log, train  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 

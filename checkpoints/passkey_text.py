@@ -1,8 +1,8 @@
 """The passkey protocol's text (TDA paper appendix C, the landmark-attention protocol; see
 `docs/protocols/protocols.md`, "Passkey retrieval"), written once: the passkey and needle
 evaluators build their prompts from it, and the demo checkpoints are trained on it
-(`checkpoints.synthetic`). It sits in `checkpoints` because dependencies point one way
-(`evaluators -> checkpoints`) and both need it; plain strings, no imports."""
+(`training.synthetic`). It sits in `checkpoints` because dependencies point one way
+(`evaluators -> checkpoints`, `training -> checkpoints`) and both need it; plain strings, no imports."""
 
 from __future__ import annotations
 

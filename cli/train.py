@@ -10,7 +10,7 @@ import sys
 from checkpoints.attention.backend import TRAINING_BACKENDS
 
 # flag dest -> TrainConfig field. The parser leaves these None and TrainConfig's own defaults
-# fill them in when the command runs: importing checkpoints.train (torch) to read its
+# fill them in when the command runs: importing training.train (torch) to read its
 # defaults would make every `lctx` command, `lctx --help` included, wait for torch.
 FIELDS = {"variant": "variant", "seq_len": "seq_len", "steps": "steps", "batch_size": "batch_size", "lr": "lr",
           "warmup": "warmup", "hidden_size": "hidden_size", "layers": "num_layers", "heads": "num_heads",
@@ -30,7 +30,7 @@ def _params(raw: str | None) -> dict:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from checkpoints.train import TrainConfig, train
+    from training.train import TrainConfig, train
 
     given = {field: getattr(args, dest) for dest, field in FIELDS.items() if getattr(args, dest) is not None}
     cfg = TrainConfig(

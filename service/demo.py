@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
-from checkpoints.train import demo_checkpoints
 from service.errors import Conflict
 from service.settings import Settings
 from service.store import Store
 from service.submission import checkpoint_info
+from training.train import demo_checkpoints
 
 log = logging.getLogger("lctx.demo")
 

@@ -10,7 +10,11 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("checkpoints", "clients", "evaluators", "service", "cli")
+PACKAGES = ("checkpoints", "clients", "training", "evaluators", "service", "cli")
+# The packages each may import (besides itself): arrows point only downward (docs/architecture.md)
+MAY_IMPORT = {"checkpoints": set(), "clients": {"checkpoints"}, "training": {"checkpoints"},
+              "evaluators": {"checkpoints"}, "service": {"checkpoints", "clients", "training", "evaluators"},
+              "cli": {"checkpoints", "clients", "training", "evaluators", "service"}}
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -65,6 +69,28 @@ def circle(deps: dict[str, set[str]]) -> list[str] | None:
 def test_no_module_imports_itself_through_others() -> None:
     found = circle(graph(ROOT))
     assert found is None, "import circle: " + " -> ".join(found or [])
+
+
+def upward(deps: dict[str, set[str]]) -> list[str]:
+    """`a -> b` for every import of a package that `MAY_IMPORT` does not allow."""
+    top = lambda m: m.partition(".")[0]  # noqa: E731
+    return sorted(f"{m} -> {d}" for m, ds in deps.items() for d in ds
+                  if top(d) != top(m) and top(d) not in MAY_IMPORT[top(m)])
+
+
+def test_dependencies_point_one_way() -> None:
+    assert set(MAY_IMPORT) == set(PACKAGES)
+    assert upward(graph(ROOT)) == [], "an import against the layering (docs/architecture.md)"
+
+
+def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
+    for package in PACKAGES:
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "service" / "jobs.py").write_text("def run():\n    return 1\n")
+    (tmp_path / "checkpoints" / "model.py").write_text("def f():\n    from service.jobs import run\n    return run\n")
+    (tmp_path / "training" / "train.py").write_text("from checkpoints.model import f\n")
+    assert upward(graph(tmp_path)) == ["checkpoints.model -> service.jobs"]
 
 
 def test_the_check_sees_a_deferred_circle(tmp_path: Path) -> None:

@@ -248,8 +248,8 @@ def test_lengths_are_in_the_models_own_tokens_with_a_bpe_tokenizer(tmp_path: Pat
 
 
 def test_training_text_uses_the_same_prompt() -> None:
-    """The demo models are trained on checkpoints.synthetic's copy of the protocol."""
-    synthetic = pytest.importorskip("checkpoints.synthetic")
+    """The demo models are trained on training.synthetic's copy of the protocol."""
+    synthetic = pytest.importorskip("training.synthetic")
     for key, g, p in ((1, 0, 0), (4242, 300, 17), (50000, 1000, 1000)):
         assert synthetic.passkey_prompt(key, g, p) == passkey_prompt(key, g, p)
 

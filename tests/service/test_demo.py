@@ -13,10 +13,10 @@ import httpx
 import pytest
 
 from checkpoints.fingerprint import inspect_checkpoint
-from checkpoints.train import demo_checkpoints
 from service.demo import MARKER, REAL_MODEL, install_demo_checkpoints, real_model_dir
 from service.store import Store
 from tests.helpers import free_port, points, tiny_checkpoint, wait_for, wait_job
+from training.train import demo_checkpoints
 
 pytestmark = pytest.mark.integration  # `lctx serve` and Ray
 

@@ -29,8 +29,8 @@ from checkpoints.config import AttentionConfig, ModelConfig
 from checkpoints.errors import ConfigError
 from checkpoints.loading import save_model
 from checkpoints.model import Decoder, count_parameters
-from checkpoints.synthetic import SyntheticText, read_texts
 from checkpoints.tokenizer import ByteTokenizer
+from training.synthetic import SyntheticText, read_texts
 
 LOG_FILE = "train_log.jsonl"
 INFO_FILE = "train_info.json"

@@ -11,9 +11,9 @@ import torch
 
 from checkpoints.loading import load_model
 from checkpoints.passkey_text import QUESTION, answer_text, passkey_prompt
-from checkpoints.synthetic import SyntheticText
-from checkpoints.train import TrainConfig, demo_checkpoints, read_log, train, training_backend
 from cli.main import main as cli_main
+from training.synthetic import SyntheticText
+from training.train import TrainConfig, demo_checkpoints, read_log, train, training_backend
 
 TINY = dict(hidden_size=48, num_layers=2, num_heads=4, intermediate_size=96, batch_size=4)
 
