@@ -14,13 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from checkpoints.attention.backend import Backend
-from clients.endpoint import (
-    API_STYLES,
-    DEFAULT_API_STYLE,
-    DEFAULT_CONCURRENCY,
-    DEFAULT_RETRIES,
-    DEFAULT_TIMEOUT_S,
-)
+from cli.endpoint_flags import PROBE, add_endpoint_flags, endpoint_fields
 from service.status import FINAL, JobStatus
 
 if TYPE_CHECKING:
@@ -275,10 +269,7 @@ def _endpoint_line(e: Any) -> str:
 
 def _endpoints_add(args: argparse.Namespace) -> int:
     with _client(args) as c:
-        e = c.add_endpoint(name=args.name, base_url=args.base_url, served_model=args.served_model,
-                           tokenizer=args.tokenizer, context_length=args.context, api_style=args.api_style,
-                           concurrency=args.concurrency, timeout_s=args.request_timeout, max_retries=args.retries,
-                           api_key_env=args.api_key_env)
+        e = c.add_endpoint(name=args.name, base_url=args.base_url, **endpoint_fields(args))
         print(_endpoint_line(e))
     return 0
 
@@ -397,17 +388,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("name")
     a.add_argument("base_url", help="API root, e.g. http://127.0.0.1:8001/v1 (its host must be in the service's "
                    "LCTX_ENDPOINT_HOSTS; default loopback)")
-    a.add_argument("--served-model", required=True, help="the model's name as the server knows it (as it lists it at "
-                   "/v1/models, or as it answers to it: `transformers serve /path` answers to the path)")
-    a.add_argument("--tokenizer", help="folder inside the checkpoint roots with its tokenizer.json (default: the "
-                   "server's /tokenize and /detokenize, where it has them: vLLM, SGLang)")
-    a.add_argument("--context", type=int, help="served context in tokens (default: the folder's config.json, else "
-                   "the server's max_model_len)")
-    a.add_argument("--api-style", choices=API_STYLES, default=DEFAULT_API_STYLE)
-    a.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
-    a.add_argument("--request-timeout", type=float, default=DEFAULT_TIMEOUT_S)
-    a.add_argument("--retries", type=int, default=DEFAULT_RETRIES)
-    a.add_argument("--api-key-env", help="NAME of the workers' environment variable holding the API key (LCTX_ENDPOINT_KEY_* or one listed in LCTX_ENDPOINT_KEY_NAMES)")
+    add_endpoint_flags(a, required=("served_model",), help_of={
+        "tokenizer": "folder inside the checkpoint roots with the served model's tokenizer.json (default: the "
+                     "server's /tokenize and /detokenize, where it has them: vLLM, SGLang)",
+        "api_key_env": "NAME of the workers' environment variable holding the API key (LCTX_ENDPOINT_KEY_* or one "
+                       "listed in LCTX_ENDPOINT_KEY_NAMES)"})
     _client_args(a)
     a.set_defaults(func=_endpoints_add)
     ls = esub.add_parser("list", help="registered endpoints")
@@ -417,8 +402,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "tokenizer endpoints, version), from here, before registering it or submitting a job")
     pr.add_argument("base_url", help="API root, e.g. http://127.0.0.1:8001/v1 (allowed hosts: LCTX_ENDPOINT_HOSTS, "
                     "default loopback)")
-    pr.add_argument("--served-model", help="the model to ask about (default: the first the server lists)")
-    pr.add_argument("--tokenizer", help="folder with its tokenizer.json (default: the server's /tokenize)")
-    pr.add_argument("--api-style", choices=("completions", "chat"), default="completions")
-    pr.add_argument("--api-key-env", help="NAME of the environment variable holding the API key")
+    add_endpoint_flags(pr, PROBE, help_of={"served_model": "the model to ask about (default: the first the "
+                                                          "server lists)"})
     pr.set_defaults(func=_endpoints_probe)

@@ -13,14 +13,8 @@ from typing import Any
 
 from checkpoints.attention.backend import Backend
 from checkpoints.requests import DEFAULT_MAX_BATCH
+from cli.endpoint_flags import add_endpoint_flags, endpoint_fields
 from cli.task_options import option_flags
-from clients.endpoint import (
-    API_STYLES,
-    DEFAULT_API_STYLE,
-    DEFAULT_CONCURRENCY,
-    DEFAULT_RETRIES,
-    DEFAULT_TIMEOUT_S,
-)
 from evaluators.registry import describe_tasks, task_options, unknown_task
 
 
@@ -105,10 +99,8 @@ def served_model(args: argparse.Namespace, specs: list[dict[str, Any]], out: Pat
     problems = endpoint_refusals(specs, None, settings, args.api_style)  # nothing sent yet
     if problems:
         raise ValueError("cannot run on the endpoint:\n  " + "\n  ".join(problems))
-    context = args.context or (context_of(args.tokenizer) if args.tokenizer else None)
-    spec = EndpointSpec(base_url=args.endpoint, served_model=args.served_model, tokenizer=args.tokenizer,
-                        context_length=context, api_style=args.api_style, concurrency=args.concurrency,
-                        timeout_s=args.request_timeout, max_retries=args.retries, api_key_env=args.api_key_env)
+    context = args.context_length or (context_of(args.tokenizer) if args.tokenizer else None)
+    spec = EndpointSpec(base_url=args.endpoint, **{**endpoint_fields(args), "context_length": context})
     served = connect(spec, allowed_endpoint_hosts())
     problems = endpoint_refusals(specs, served.capabilities.to_dict(), {}, args.api_style)
     if problems:
@@ -341,20 +333,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     e = p.add_argument_group("a served model (in place of --checkpoint)")
     e.add_argument("--endpoint", help="OpenAI-compatible API root, e.g. http://127.0.0.1:8001/v1 (allowed hosts: "
                    "LCTX_ENDPOINT_HOSTS, default loopback)")
-    e.add_argument("--served-model", help="the model name as the server lists it at /v1/models")
-    e.add_argument("--tokenizer", help="folder with the served model's tokenizer.json (prompts are counted with it; "
-                   "default: the server's /tokenize and /detokenize, where it has them: vLLM, SGLang)")
-    e.add_argument("--context", type=positive_int, help="the served model's context in tokens "
-                   "(default: max_position_embeddings of the tokenizer folder's config.json, else the server's "
-                   "max_model_len)")
-    e.add_argument("--api-style", choices=API_STYLES, default=DEFAULT_API_STYLE)
-    e.add_argument("--concurrency", type=positive_int, default=DEFAULT_CONCURRENCY,
-                   help=f"requests in flight (default {DEFAULT_CONCURRENCY})")
-    e.add_argument("--request-timeout", type=float, default=DEFAULT_TIMEOUT_S,
-                   help=f"seconds per request (default {DEFAULT_TIMEOUT_S:g})")
-    e.add_argument("--retries", type=int, default=DEFAULT_RETRIES,
-                   help=f"retries of a failed request, with backoff (default {DEFAULT_RETRIES})")
-    e.add_argument("--api-key-env", help="NAME of the environment variable holding the API key (never the key)")
+    add_endpoint_flags(e, help_of={"served_model": "the model name as the server lists it at /v1/models",
+                                   "api_key_env": "NAME of the environment variable holding the API key (never "
+                                                  "the key)"})
     p.add_argument("--task", action="append", required=True,
                    help=f"repeatable; one of {describe_tasks()}".replace("%", "%%"))
     for option, (kind, tasks) in option_flags().items():  # from the tasks' option models

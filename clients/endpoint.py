@@ -42,14 +42,24 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
+from pydantic import ValidationError
 
 from checkpoints.errors import EndpointError, EndpointUnavailable
 from checkpoints.lm import Done
 from checkpoints.tokenizer import Tokenizer, load_tokenizer
+from clients.endpoint_options import (  # noqa: F401 - API_STYLES re-exported
+    API_STYLES,
+    DEFAULT_API_STYLE,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    ApiStyle,
+    EndpointOptions,
+)
 
 if TYPE_CHECKING:  # the engine's types (torch): imported where requests run, so `lctx endpoints probe` stays light
     from checkpoints.engine import GenerateRequest, LoglikelihoodRequest, RollingRequest
@@ -57,8 +67,6 @@ if TYPE_CHECKING:  # the engine's types (torch): imported where requests run, so
 
 log = logging.getLogger("lctx.endpoint")
 
-ApiStyle = Literal["completions", "chat"]
-API_STYLES: tuple[str, ...] = ("completions", "chat")
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 LOOPBACK_HOSTS: tuple[str, ...] = ("127.0.0.1", "::1", "localhost")
 PROBE_TEXT = "The quick brown fox jumps over the lazy dog."
@@ -68,15 +76,6 @@ MIN_KEY = 8
 # `prompt_logprobs` extension of /v1/completions, SGLang's native /generate with
 # `return_logprob` from `logprob_start_len` 0, and the OpenAI `echo` + `logprobs`.
 SCORING_METHODS: tuple[str, ...] = ("vllm", "sglang", "echo")
-
-
-# A served model's request settings when a registration or a run leaves them out: the one
-# declaration EndpointSpec, the API's schema and both CLIs (`lctx endpoints add`, `lctx eval
-# --endpoint`) read.
-DEFAULT_API_STYLE: ApiStyle = "completions"
-DEFAULT_CONCURRENCY = 8
-DEFAULT_TIMEOUT_S = 600.0
-DEFAULT_RETRIES = 5
 
 
 @dataclass(frozen=True)
@@ -96,22 +95,28 @@ class EndpointSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
-        if self.api_style not in API_STYLES:
-            raise EndpointError(f"api_style {self.api_style!r}: use one of {', '.join(API_STYLES)}")
-        for name in ("context_length", "concurrency"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise EndpointError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.timeout_s <= 0 or self.backoff_s < 0 or self.max_retries < 0:
-            raise EndpointError("timeout_s must be > 0, backoff_s and max_retries >= 0")
+        fields = {k: getattr(self, k) for k in EndpointOptions.model_fields}
+        try:
+            EndpointOptions.model_validate(fields)  # the bounds, declared once
+        except ValidationError as e:
+            raise EndpointError("; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}"
+                                          for err in e.errors())) from None
+        if self.backoff_s < 0:
+            raise EndpointError(f"backoff_s must be >= 0, got {self.backoff_s}")
 
     def headers(self) -> dict[str, str]:
-        if not self.api_key_env:
-            return {}
-        key = os.environ.get(self.api_key_env)
-        if not key:
-            raise EndpointError(f"the environment variable {self.api_key_env} (named as this endpoint's API key) "
-                                "is not set in the process that sends the requests")
-        return {"Authorization": f"Bearer {key}"}
+        return key_headers(self.api_key_env)
+
+
+def key_headers(api_key_env: str | None) -> dict[str, str]:
+    """The bearer header of the key in the variable named `api_key_env` (none without one)."""
+    if not api_key_env:
+        return {}
+    key = os.environ.get(api_key_env)
+    if not key:
+        raise EndpointError(f"the environment variable {api_key_env} (named as this endpoint's API key) "
+                            "is not set in the process that sends the requests")
+    return {"Authorization": f"Bearer {key}"}
 
 
 @dataclass
@@ -494,17 +499,18 @@ def probe_server(base_url: str, allowed_hosts: Sequence[str], served_model: str 
     """What a server can do, for `lctx endpoints probe`: the model asked about is
     `served_model`, else the first the server lists."""
     url = check_base_url(base_url, allowed_hosts)
-    spec = EndpointSpec(url, served_model or "", tokenizer, None, api_style, api_key_env=api_key_env)
     if not served_model:
+        headers = key_headers(api_key_env)
         try:
-            with httpx.Client(headers=spec.headers(), timeout=30) as http:
-                listed = scrub(http.get(url + "/models"), key_forms(spec.headers().get("Authorization", "")[7:]))
+            with httpx.Client(headers=headers, timeout=30) as http:
+                listed = scrub(http.get(url + "/models"), key_forms(headers.get("Authorization", "")[7:]))
             names = [str(m["id"]) for m in listed.json()["data"]]
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
             raise EndpointError(f"{url}/models gave no model list ({type(e).__name__}); give --served-model") from None
         if not names:
             raise EndpointError(f"{url}/models lists no model; give --served-model NAME")
-        spec = replace(spec, served_model=names[0])
+        served_model = names[0]
+    spec = EndpointSpec(url, served_model, tokenizer, None, api_style, api_key_env=api_key_env)
     return spec, probe(spec, need_tokenizer=False)
 
 

@@ -18,7 +18,7 @@ from pydantic import (
 )
 
 from checkpoints.attention.backend import Backend as AttentionBackend
-from clients.endpoint import DEFAULT_API_STYLE, DEFAULT_CONCURRENCY, DEFAULT_RETRIES, DEFAULT_TIMEOUT_S
+from clients.endpoint_options import NO_NUL_PATTERN, EndpointOptions
 from evaluators.options import TaskOptions
 from evaluators.registry import Task, registry
 from service.labels import own_rope_label, rope_label
@@ -28,7 +28,6 @@ from service.status import JobStatus
 # Patterns of text that reaches the database (PostgreSQL refuses NUL characters in text).
 JOB_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 TASK_PATTERN = r"^[A-Za-z0-9_.#/-]{1,64}$"
-NO_NUL_PATTERN = r"^[^\x00]*$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN,
                             description="letters, digits, '_', '.', '-'; at most 128 characters")]
 Backend = Literal[tuple(b.value for b in AttentionBackend)]
@@ -254,33 +253,14 @@ class CheckpointOut(_Out):
         return own_rope_label(self.rope)
 
 
-class EndpointCreate(_Strict):
-    """A served model: an OpenAI-compatible server's API root and the model name it lists."""
+class EndpointCreate(EndpointOptions):
+    """A served model: an OpenAI-compatible server's API root and the model name it lists;
+    how lctx talks to it is `EndpointOptions` (declared once, with the CLI's flags)."""
 
     name: Name
     base_url: Annotated[str, Field(min_length=1, max_length=2048, pattern=NO_NUL_PATTERN,
                                    examples=["http://127.0.0.1:8001/v1"],
                                    description="API root ending in /v1; its host must be in LCTX_ENDPOINT_HOSTS")]
-    served_model: Annotated[str, Field(min_length=1, max_length=512, pattern=NO_NUL_PATTERN,
-                                       description="the model's name as the server lists it at /v1/models")]
-    tokenizer: Annotated[str | None, Field(min_length=1, max_length=4096, pattern=NO_NUL_PATTERN,
-                                           description="folder (inside the checkpoint roots) with the served "
-                                                       "model's tokenizer.json: prompts are counted and truncated "
-                                                       "with it (default: the server's /tokenize and /detokenize, "
-                                                       "where it has them: vLLM, SGLang)")] = None
-    context_length: Annotated[int | None, Field(ge=16, le=16_777_216, description="the served context in tokens "
-                                                "(default: max_position_embeddings of the tokenizer folder's "
-                                                "config.json, else the server's max_model_len)")] = None
-    api_style: Literal["completions", "chat"] = DEFAULT_API_STYLE
-    concurrency: Annotated[int, Field(ge=1, le=1024, description="requests in flight")] = DEFAULT_CONCURRENCY
-    timeout_s: Annotated[float, Field(gt=0, le=86_400, description="seconds per request")] = DEFAULT_TIMEOUT_S
-    max_retries: Annotated[int, Field(ge=0, le=100, description="retries of a request (timeouts, 429, 5xx, "
-                                                                 "dropped connections) with exponential backoff")] = DEFAULT_RETRIES
-    api_key_env: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$", description="NAME of the "
-                                             "environment variable (of the workers) holding the API key: one "
-                                             "starting with LCTX_ENDPOINT_KEY_PREFIX or listed in "
-                                             "LCTX_ENDPOINT_KEY_NAMES, never a setting of the service; the key "
-                                             "itself is never stored or shown by lctx")] = None
 
 
 class EndpointOut(_Out):

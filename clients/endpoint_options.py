@@ -1,0 +1,53 @@
+"""A served model's request settings, declared once: the fields, their bounds, defaults and
+help that the API's registration (`service.schemas.EndpointCreate` extends this model),
+`EndpointSpec` (which validates through it) and both CLIs (`lctx endpoints add`, `lctx eval
+--endpoint`: `cli/endpoint_flags.py` makes their flags from it) read. Pydantic only: the
+CLI's parser and the API schema import it without the HTTP client."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ApiStyle = Literal["completions", "chat"]
+API_STYLES: tuple[str, ...] = ("completions", "chat")
+NO_NUL_PATTERN = r"^[^\x00]*$"  # PostgreSQL refuses NUL characters in text: refused where they arrive
+
+DEFAULT_API_STYLE: ApiStyle = "completions"
+DEFAULT_CONCURRENCY = 8
+DEFAULT_TIMEOUT_S = 600.0
+DEFAULT_RETRIES = 5
+
+
+class EndpointOptions(BaseModel):
+    """How lctx talks to a served model, beside where it is (the API root)."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is refused, never ignored
+
+    served_model: Annotated[str, Field(min_length=1, max_length=512, pattern=NO_NUL_PATTERN,
+                                       description="the model's name as the server lists it at /v1/models (or "
+                                                   "as it answers to it: `transformers serve /path` answers to "
+                                                   "the path)")]
+    tokenizer: Annotated[str | None, Field(min_length=1, max_length=4096, pattern=NO_NUL_PATTERN,
+                                           description="folder with the served model's tokenizer.json: prompts "
+                                                       "are counted and truncated with it (default: the server's "
+                                                       "/tokenize and /detokenize, where it has them: vLLM, "
+                                                       "SGLang)")] = None
+    context_length: Annotated[int | None, Field(ge=16, le=16_777_216, description="the served context in tokens "
+                                                "(default: max_position_embeddings of the tokenizer folder's "
+                                                "config.json, else the server's max_model_len)")] = None
+    api_style: Annotated[ApiStyle, Field(description="completions: the prompt as text or token ids; chat: the "
+                                                     "messages, the server applies its chat template")] = \
+        DEFAULT_API_STYLE
+    concurrency: Annotated[int, Field(ge=1, le=1024, description="requests in flight")] = DEFAULT_CONCURRENCY
+    timeout_s: Annotated[float, Field(gt=0, le=86_400, description="seconds per request")] = DEFAULT_TIMEOUT_S
+    max_retries: Annotated[int, Field(ge=0, le=100, description="retries of a request (timeouts, 429, 5xx, "
+                                                                 "dropped connections) with exponential "
+                                                                 "backoff")] = DEFAULT_RETRIES
+    api_key_env: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$", description="NAME of the "
+                                             "environment variable (of the process sending the requests) "
+                                             "holding the API key: one starting with "
+                                             "LCTX_ENDPOINT_KEY_PREFIX or listed in LCTX_ENDPOINT_KEY_NAMES, "
+                                             "never a setting of the service; the key itself is never stored "
+                                             "or shown by lctx")] = None
