@@ -37,13 +37,12 @@ from service.progress import JobProgress, ProgressFeed, planned_work
 from service.settings import Settings
 from service.status import FAILED, QUEUED, RUNNING, SUCCEEDED
 from service.store import JobRow, Store
-from service.worker import Unit, Worker
+from service.worker import JobRunning, Unit, Worker
 
 log = logging.getLogger("lctx.jobs")
 
 PROGRESS_EVERY_S = 0.5
 POLL_S = 0.25
-STOP_CHECK_EVERY_S = 1.0
 # Errors that are the job's, not the worker's: they fail the job with their message.
 JOB_ERRORS = (EvaluatorError, CheckpointError, ServiceError, ValueError)
 
@@ -133,6 +132,7 @@ class JobRun:
         self.reruns: list[str] = []  # the units that ran again after their worker died, with why
         self.warm = 0  # workers that came with the job's model already loaded (service/warm.py)
         self._stop = threading.Event()
+        self.job_running = JobRunning(store, job.id)
         self.handles: list[Handle] = []
         keys = task_keys(job.tasks)
         self.tasks = dict(zip(keys, job.tasks, strict=True))
@@ -216,16 +216,12 @@ class JobRun:
 
         for _ in range(min(self.workers, max(1, len(pending)))):
             start(self.spawn())
-        last_check = 0.0
         while True:
             if self._stop.is_set():
                 self.store.requeue(job.id, error=None)
                 raise Ended(QUEUED)
-            if time.monotonic() - last_check >= STOP_CHECK_EVERY_S:
-                last_check = time.monotonic()
-                status = self.store.get_job(job.id).status
-                if status != RUNNING:  # cancelled, or taken back by another replica
-                    raise Ended(status)
+            if not self.job_running():  # cancelled, or taken back by another replica
+                raise Ended(self.job_running.status)
             if busy:
                 ready, _ = wait(list(busy), timeout=POLL_S, return_when=FIRST_COMPLETED)
             else:
