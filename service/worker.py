@@ -210,13 +210,14 @@ class Worker:
         return entry
 
     def finish_job(self, results: dict[str, Any], started: str, work: dict[str, Any]) -> None:
-        """The job's results.json, with its plots (every task folder's), the attempts it took
-        and how its work was spread (`work`: workers, units, unit runs, re-runs)."""
+        """The job's results.json, with its plots (every task folder's, each named by its task
+        key and file: the API answers their URLs), the attempts it took and how its work was
+        spread (`work`: workers, units, unit runs, re-runs)."""
         job = self.store.get_job(self.job_id) if self.store else None
         assert job is not None, "load() first"
         from evaluators.suite import task_keys
 
-        plots = [{"task": key, "name": p.stem, "url": f"/v1/jobs/{job.id}/plots/{p.name}"}
+        plots = [{"task": key, "name": p.stem}  # the file <name>.png of the task's plots folder
                  for key in task_keys(job.tasks)
                  for p in sorted(task_plots(self.settings, job.id, key).glob("*.png"))]
         write_json_atomic(job_results(self.settings, job.id), suite_document(

@@ -7,10 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
 from checkpoints.jsonfiles import write_json_atomic
 from evaluators.suite import task_keys
+from service.app import create_app
 from service.jobs import run_job
+from service.layout import job_results
 from service.status import CANCELLED, FAILED, SUCCEEDED
 from service.store import Store
 from tests.helpers import make_settings, tiny_checkpoint
@@ -105,3 +108,22 @@ def test_a_sequential_search_job_runs_through_the_worker(env) -> None:
     assert entry["result"]["headline"] == "effective_length" and search["finished"]
     lines = (settings.results / job_id / "tasks" / "passkey" / "samples.jsonl").read_text().splitlines()
     assert len(lines) == search["samples_spent"] == job.progress["passkey"]["done"] < search["grid_samples"] == 30
+
+
+def test_results_json_names_its_plots_and_the_api_answers_their_urls(env) -> None:
+    """The worker writes no URL: a plot is its task and name; the results route answers each
+    with the URL that serves it, for a results.json written before (with a URL of its own) too."""
+    settings, store, path = env
+    job_id = queue(store, path, [PASSKEY])
+    store.claim_next("t")
+    assert run_job(settings, job_id, store) == SUCCEEDED
+    written = json.loads(job_results(settings, job_id).read_text())
+    assert written["plots"] == [{"task": "passkey", "name": "passkey"}]
+    app = create_app(settings)
+    app.state.store = store  # no lifespan: nothing starts
+    c = TestClient(app)
+    url = f"/v1/jobs/{job_id}/plots/passkey.png"
+    assert c.get(f"/v1/jobs/{job_id}/results").json()["plots"] == [{"task": "passkey", "name": "passkey", "url": url}]
+    assert c.get(url).content[:8] == b"\x89PNG\r\n\x1a\n"
+    write_json_atomic(job_results(settings, job_id), {**written, "plots": [dict(written["plots"][0], url=url)]})
+    assert c.get(f"/v1/jobs/{job_id}/results").json()["plots"] == [{"task": "passkey", "name": "passkey", "url": url}]
