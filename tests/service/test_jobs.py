@@ -12,10 +12,11 @@ from fastapi.testclient import TestClient
 from checkpoints.jsonfiles import write_json_atomic
 from evaluators.suite import task_keys
 from service.app import create_app
-from service.jobs import run_job
+from service.jobs import UnitQueue, run_job
 from service.layout import job_results
 from service.status import CANCELLED, FAILED, SUCCEEDED
 from service.store import Store
+from service.worker import Unit
 from tests.helpers import make_settings, tiny_checkpoint
 
 PASSKEY = {"name": "passkey", "lengths": [128], "trials": 2, "seed": 0}
@@ -38,6 +39,20 @@ def queue(store: Store, path: Path, tasks: list[dict]) -> str:
 
 def test_task_keys_are_unique() -> None:
     assert task_keys([{"name": "passkey"}, {"name": "needle"}, {"name": "passkey"}]) == ["passkey", "needle", "passkey#2"]
+
+
+def test_the_unit_queue_runs_a_dead_workers_unit_next_and_finishes_a_task_once_its_units_are_done() -> None:
+    a0, a1, b0 = Unit("a", {}, 0, 2), Unit("a", {}, 1, 2), Unit("b", {}, 0, 1)
+    queue = UnitQueue([a0, a1, b0], ["a", "b"])
+    assert queue.take() is a0 and queue.take() is a1 and len(queue) == 1
+    assert queue.died_in(a0) == 2 and queue.died_in(a0) == 3  # its second run, then its third
+    queue.put_back(a0)
+    assert queue.take() is a0 and queue.take_task() is None
+    queue.unit_done(a1)
+    queue.unit_done(a0)
+    assert queue.has_work() and queue.take_task() == "a" and queue.take_task() is None
+    queue.finish_again("a")
+    assert queue.take_task() == "a" and queue.take() is b0 and not queue.has_work()
 
 
 def test_write_json_atomic_replaces_whole_file(tmp_path: Path) -> None:
