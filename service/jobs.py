@@ -22,11 +22,12 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, NoReturn, Protocol
 
 from checkpoints.errors import CheckpointError
 from evaluators.errors import EvaluationCancelled, EvaluatorError
@@ -37,13 +38,12 @@ from service.progress import JobProgress, ProgressFeed, planned_work
 from service.settings import Settings
 from service.status import FAILED, QUEUED, RUNNING, SUCCEEDED
 from service.store import JobRow, Store
-from service.worker import Unit, Worker
+from service.worker import JobRunning, Unit, Worker
 
 log = logging.getLogger("lctx.jobs")
 
 PROGRESS_EVERY_S = 0.5
 POLL_S = 0.25
-STOP_CHECK_EVERY_S = 1.0
 # Errors that are the job's, not the worker's: they fail the job with their message.
 JOB_ERRORS = (EvaluatorError, CheckpointError, ServiceError, ValueError)
 
@@ -107,6 +107,86 @@ def cause_of(error: BaseException) -> BaseException:
     return getattr(error, "cause", None) or error
 
 
+class UnitQueue:
+    """The job's work still to hand out: units waiting to run (one whose worker died goes
+    first), how many times each has been handed out, the units of each task still to finish,
+    and the tasks whose units are all done, waiting for a worker to finish them."""
+
+    def __init__(self, units: list[Unit], keys: Iterable[str]) -> None:
+        self.pending = deque(units)
+        self.attempts: dict[Unit, int] = {}
+        self.remaining = {k: {u.index for u in units if u.key == k} for k in keys}
+        self.finishing: deque[str] = deque()
+
+    def __len__(self) -> int:
+        """Units waiting to run."""
+        return len(self.pending)
+
+    def has_work(self) -> bool:
+        return bool(self.finishing or self.pending)
+
+    def take(self) -> Unit:
+        unit = self.pending.popleft()
+        self.attempts.setdefault(unit, 1)
+        return unit
+
+    def take_task(self) -> str | None:
+        """A task to finish (before any unit: its results come sooner), if one waits."""
+        return self.finishing.popleft() if self.finishing else None
+
+    def put_back(self, unit: Unit) -> None:
+        """A unit whose worker died runs next."""
+        self.pending.appendleft(unit)
+
+    def died_in(self, unit: Unit) -> int:
+        """The unit's worker died: the number of the run it goes on to."""
+        self.attempts[unit] = self.attempts.get(unit, 1) + 1
+        return self.attempts[unit]
+
+    def unit_done(self, unit: Unit) -> None:
+        self.remaining[unit.key].discard(unit.index)
+        if not self.remaining[unit.key]:
+            self.finishing.append(unit.key)
+
+    def finish_again(self, key: str) -> None:
+        """A task whose finishing worker died is finished next."""
+        self.finishing.appendleft(key)
+
+
+@dataclass(frozen=True, eq=False)
+class Call:
+    """A call in flight on a worker: `method` of `service.worker.Worker`."""
+
+    method: ClassVar[str]
+    handle: Handle
+
+
+@dataclass(frozen=True, eq=False)
+class Load(Call):
+    """Binds the worker to the job (a warm one loads nothing)."""
+
+    method = "load"
+
+
+@dataclass(frozen=True, eq=False)
+class RunUnit(Call):
+    method = "run_unit"
+    unit: Unit
+
+
+@dataclass(frozen=True, eq=False)
+class FinishTask(Call):
+    method = "finish_task"
+    key: str
+
+
+@dataclass(frozen=True, eq=False)
+class FinishJob(Call):
+    """Writes results.json."""
+
+    method = "finish_job"
+
+
 class JobRun:
     """Coordinates one claimed (running) job: plans its units, keeps up to `workers` workers
     busy, re-runs a unit whose worker died on a fresh worker (up to `max_attempts` runs of
@@ -133,6 +213,7 @@ class JobRun:
         self.reruns: list[str] = []  # the units that ran again after their worker died, with why
         self.warm = 0  # workers that came with the job's model already loaded (service/warm.py)
         self._stop = threading.Event()
+        self.job_running = JobRunning(store, job.id)
         self.handles: list[Handle] = []
         keys = task_keys(job.tasks)
         self.tasks = dict(zip(keys, job.tasks, strict=True))
@@ -140,6 +221,15 @@ class JobRun:
                                     PROGRESS_EVERY_S)
         self.feed = ProgressFeed(self.progress, {k: task_dir(settings, job.id, k) for k in keys})
         self.totals: dict[str, int] = {}
+        # the run's state, set by `_plan` and the handlers
+        self.started = ""  # when the job first started (ISO)
+        self.entries: dict[str, Any] = {}  # a finished task -> its entry of results.json
+        self.queue = UnitQueue([], ())
+        self.busy: dict[Future, Call] = {}
+        self.idle: list[Handle] = []
+        self.ahead: dict[Handle, Unit] = {}  # a worker -> the unit queued behind the one it runs
+        self.dead: set[Handle] = set()  # workers whose death was handled (their other call fails too)
+        self.deaths = 0
 
     def stop(self) -> None:
         """The service is stopping: the job goes back to the queue and its workers are killed."""
@@ -153,7 +243,7 @@ class JobRun:
         job = self.job
         job_dir(self.settings, job.id).mkdir(parents=True, exist_ok=True)
         try:
-            self.status = self._run()
+            self._run()
         except Ended as e:
             self.status = e.status
         except Exception as e:  # a bug must fail its job, not the dispatcher
@@ -183,146 +273,177 @@ class JobRun:
         except Exception:  # already gone
             log.warning("job %s: could not let an idle worker go", self.job.id, exc_info=True)
 
-    def _run(self) -> str:
-        job = self.job
-        started = (job.started_at.replace(tzinfo=UTC) if job.started_at else datetime.now(UTC)).isoformat()
-        entries: dict[str, Any] = {}
-        for key in self.tasks:  # finished by an earlier attempt: kept
-            done = task_result(self.settings, job.id, key)
-            if done.is_file():
-                entries[key] = json.loads(done.read_text())
-        left = {k: t for k, t in self.tasks.items() if k not in entries}
-        pending = deque(plan_units(left, self.settings.unit_samples, self.workers, self.settings.unit_tokens))
-        self.units = len(pending)
-        remaining = {k: {u.index for u in pending if u.key == k} for k in left}
-        finishing: deque[str] = deque()
-        attempts: dict[Unit, int] = {}
-        busy: dict[Future, tuple[Handle, str, Any]] = {}
-        idle: list[Handle] = []
-        ahead: dict[Handle, Unit] = {}  # a worker -> the unit queued behind the one it runs
-        dead: set[Handle] = set()  # workers whose death was handled (their other call fails too)
-        deaths = 0
-
-        def hand_out(handle: Handle) -> Unit:
-            unit = pending.popleft()
-            self.unit_runs += 1
-            attempts.setdefault(unit, 1)
-            busy[handle.call("run_unit", unit, self._batch_cap(unit))] = (handle, "run_unit", unit)
-            return unit
-
-        def start(handle: Handle) -> None:
-            self.handles.append(handle)
-            busy[handle.call("load", job.id)] = (handle, "load", None)  # a warm worker binds without loading
-
-        for _ in range(min(self.workers, max(1, len(pending)))):
-            start(self.spawn())
-        last_check = 0.0
+    def _run(self) -> NoReturn:
+        """Wait for a finished call, hand it to its handler, hand out work; until a handler or
+        a stop raises `Ended`."""
+        self._plan()
+        for _ in range(min(self.workers, max(1, len(self.queue)))):
+            self._start(self.spawn())
         while True:
             if self._stop.is_set():
-                self.store.requeue(job.id, error=None)
+                self.store.requeue(self.job.id, error=None)
                 raise Ended(QUEUED)
-            if time.monotonic() - last_check >= STOP_CHECK_EVERY_S:
-                last_check = time.monotonic()
-                status = self.store.get_job(job.id).status
-                if status != RUNNING:  # cancelled, or taken back by another replica
-                    raise Ended(status)
-            if busy:
-                ready, _ = wait(list(busy), timeout=POLL_S, return_when=FIRST_COMPLETED)
+            if not self.job_running():  # cancelled, or taken back by another replica
+                raise Ended(self.job_running.status)
+            for future in self._finished():
+                self._dispatch(self.busy.pop(future), future)
+            self._hand_out()
+
+    def _plan(self) -> None:
+        """Tasks an earlier attempt finished are kept; the others' units are queued."""
+        job = self.job
+        self.started = (job.started_at.replace(tzinfo=UTC) if job.started_at else datetime.now(UTC)).isoformat()
+        for key in self.tasks:
+            done = task_result(self.settings, job.id, key)
+            if done.is_file():
+                self.entries[key] = json.loads(done.read_text())
+        left = {k: t for k, t in self.tasks.items() if k not in self.entries}
+        units = plan_units(left, self.settings.unit_samples, self.workers, self.settings.unit_tokens)
+        self.units = len(units)
+        self.queue = UnitQueue(units, left)
+
+    def _finished(self) -> set[Future]:
+        """The calls that finished within a poll (progress read meanwhile)."""
+        if self.busy:
+            ready, _ = wait(list(self.busy), timeout=POLL_S, return_when=FIRST_COMPLETED)
+        else:
+            ready = set()
+            time.sleep(POLL_S)
+        self.feed.refresh(self.totals)
+        return ready
+
+    def _call(self, call: Call, *args: Any) -> None:
+        self.busy[call.handle.call(call.method, *args)] = call
+
+    def _start(self, handle: Handle) -> None:
+        self.handles.append(handle)
+        self._call(Load(handle), self.job.id)  # a warm worker binds without loading
+
+    def _run_unit(self, handle: Handle) -> Unit:
+        unit = self.queue.take()
+        self.unit_runs += 1
+        self._call(RunUnit(handle, unit), unit, self._batch_cap(unit))
+        return unit
+
+    # -- the handlers ----------------------------------------------------------------
+
+    def _dispatch(self, call: Call, future: Future) -> None:
+        handle = call.handle
+        if isinstance(call, RunUnit) and self.ahead.get(handle) is call.unit:
+            del self.ahead[handle]  # the unit queued behind has finished (it ran after the other)
+        try:
+            value = future.result()
+        except self.died as e:
+            self.on_worker_died(call, e)
+            return
+        except Exception as e:
+            raise Ended(self._ended_by(cause_of(e))) from e
+        match call:
+            case Load():
+                self.on_loaded(handle, value)
+            case RunUnit(unit=unit):
+                self.on_unit_done(unit, value)
+            case FinishTask(key=key):
+                self.on_task_done(key, value)
+            case FinishJob():
+                self.on_job_done()
+        if handle not in self.ahead and handle not in self.dead:  # one with a unit queued runs that now
+            self.idle.append(handle)
+
+    def on_loaded(self, handle: Handle, info: dict[str, Any]) -> None:
+        self.loaded_info[handle] = info
+        self.warm += bool(info.get("warm"))
+
+    def on_unit_done(self, unit: Unit, value: dict[str, Any]) -> None:
+        self.totals[unit.key] = max(self.totals.get(unit.key, 0), int(value["total"]))
+        self.queue.unit_done(unit)
+
+    def on_task_done(self, key: str, entry: dict[str, Any]) -> None:
+        self.entries[key] = entry
+
+    def on_job_done(self) -> NoReturn:
+        if self.reruns:
+            log.info("job %s: %d unit(s) ran again after their worker died: %s", self.job.id,
+                     len(self.reruns), "; ".join(self.reruns))
+        self._final_progress()
+        raise Ended(SUCCEEDED if self.store.finish(self.job.id, SUCCEEDED) else self.store.get_job(self.job.id).status)
+
+    def on_worker_died(self, call: Call, error: BaseException) -> None:
+        """A fresh worker takes the dead one's place and its work: a unit runs again (up to
+        `max_attempts` runs, at half the decoding batch when memory is suspected), a task is
+        finished again, results.json is written by the next idle worker. The job fails once
+        its workers have died more than `max_attempts` times each."""
+        handle = call.handle
+        if handle in self.dead:  # its other call: the unit queued behind runs again too
+            if isinstance(call, RunUnit):
+                self.queue.put_back(call.unit)
+            return
+        self.dead.add(handle)
+        batch = self._batch_cap(call.unit) if isinstance(call, RunUnit) else None
+        batch = batch or (self.loaded_info.get(handle) or {}).get("max_batch")
+        self._forget(handle)
+        try:
+            handle.kill()  # "unavailable" may come back: it must not linger holding a GPU
+        except Exception:
+            pass
+        self.deaths += 1
+        reason = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        if isinstance(call, RunUnit):
+            self._run_again(call.unit, error, reason, batch)
+        else:
+            if isinstance(call, FinishTask):
+                self.queue.finish_again(call.key)
+            log.warning("job %s: a worker died in %s (%s); a fresh one takes over", self.job.id, call.method, reason)
+        if self.deaths > self.workers * self.settings.max_attempts:
+            raise Ended(self._fail(f"its workers died {self.deaths} times (last: {reason})")) from error
+        self._start(self.spawn())
+
+    def _run_again(self, unit: Unit, error: BaseException, reason: str, batch: int | None) -> None:
+        memory = self.for_memory(error) and batch is not None
+        if memory:
+            self.batches.setdefault((unit.key, unit.index), []).append(batch)
+        if self.queue.died_in(unit) > self.settings.max_attempts:
+            raise Ended(self._fail(self._kept_dying(unit, reason, memory))) from error
+        if memory:
+            reason += f" (memory suspected: runs again at decoding batch {self._batch_cap(unit)})"
+        self.reruns.append(f"{unit.label}: {reason}")
+        log.warning("job %s: the worker of %s died (%s); the unit runs again", self.job.id, unit.label, reason)
+        self.queue.put_back(unit)
+
+    # -- handing out work ------------------------------------------------------------
+
+    def _hand_out(self) -> None:
+        """Idle workers get a task to finish or a unit; busy ones the next unit queued behind
+        theirs; idle workers with nothing left go; results.json once every task is finished."""
+        while self.idle and self.queue.has_work():
+            handle = self.idle.pop()
+            key = self.queue.take_task()
+            if key is not None:
+                self._call(FinishTask(handle, key), key, self.tasks[key])
             else:
-                ready = set()
-                time.sleep(POLL_S)
-            self.feed.refresh(self.totals)
-            for future in ready:
-                handle, what, item = busy.pop(future)
-                if what == "run_unit" and ahead.get(handle) is item:
-                    del ahead[handle]  # the unit queued behind has finished (it ran after the other)
-                try:
-                    value = future.result()
-                except self.died as e:
-                    if handle in dead:  # its other call: the unit queued behind runs again too
-                        if what == "run_unit":
-                            pending.appendleft(item)
-                        continue
-                    dead.add(handle)
-                    batch = self._batch_cap(item) if what == "run_unit" else None
-                    batch = batch or (self.loaded_info.get(handle) or {}).get("max_batch")
-                    self._forget(handle)
-                    try:
-                        handle.kill()  # "unavailable" may come back: it must not linger holding a GPU
-                    except Exception:
-                        pass
-                    deaths += 1
-                    reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                    if what == "run_unit":
-                        memory = self.for_memory(e) and batch is not None
-                        if memory:
-                            self.batches.setdefault((item.key, item.index), []).append(batch)
-                        attempts[item] = attempts.get(item, 1) + 1
-                        if attempts[item] > self.settings.max_attempts:
-                            raise Ended(self._fail(self._kept_dying(item, reason, memory))) from e
-                        if memory:
-                            reason += f" (memory suspected: runs again at decoding batch {self._batch_cap(item)})"
-                        self.reruns.append(f"{item.label}: {reason}")
-                        log.warning("job %s: the worker of %s died (%s); the unit runs again", job.id, item.label,
-                                    reason)
-                        pending.appendleft(item)
-                    elif what == "finish_task":
-                        finishing.appendleft(item)
-                    if what != "run_unit":  # finish_job: the next idle worker writes results.json
-                        log.warning("job %s: a worker died in %s (%s); a fresh one takes over", job.id, what, reason)
-                    if deaths > self.workers * self.settings.max_attempts:
-                        raise Ended(self._fail(f"its workers died {deaths} times (last: {reason})")) from e
-                    start(self.spawn())
-                    continue
-                except Exception as e:
-                    raise Ended(self._ended_by(cause_of(e))) from e
-                if what == "load":
-                    self.loaded_info[handle] = value
-                    self.warm += bool(value.get("warm"))
-                elif what == "run_unit":
-                    self.totals[item.key] = max(self.totals.get(item.key, 0), int(value["total"]))
-                    remaining[item.key].discard(item.index)
-                    if not remaining[item.key]:
-                        finishing.append(item.key)
-                elif what == "finish_task":
-                    entries[item] = value
-                elif what == "finish_job":
-                    if self.reruns:
-                        log.info("job %s: %d unit(s) ran again after their worker died: %s", job.id,
-                                 len(self.reruns), "; ".join(self.reruns))
-                    self._final_progress()
-                    return SUCCEEDED if self.store.finish(job.id, SUCCEEDED) else self.store.get_job(job.id).status
-                if handle not in ahead and handle not in dead:  # one with a unit queued runs that now
-                    idle.append(handle)
-            while idle and (finishing or pending):
-                handle = idle.pop()
-                if finishing:
-                    key = finishing.popleft()
-                    busy[handle.call("finish_task", key, self.tasks[key])] = (handle, "finish_task", key)
-                else:
-                    hand_out(handle)
-            # The next unit handed out before a worker goes idle: queued behind the one it runs, it
-            # starts without a round trip to this coordinator. Not in the last round (no more units
-            # than workers left), where a unit queued behind a long one would wait while another
-            # worker idles.
-            running = [h for h, w, _ in busy.values() if w == "run_unit"]
-            for handle in running:
-                if len(pending) <= len(self.handles) or handle in ahead or running.count(handle) > 1:
-                    continue
-                ahead[handle] = hand_out(handle)
-            while len(idle) > 1 and not pending:  # nothing left for them: free their GPUs for other jobs
-                extra = idle.pop(0)  # the one idle longest (the latest is known to be alive)
-                self._forget(extra)
-                self._let_go(extra)
-            if len(entries) == len(self.tasks) and idle and not any(w == "finish_job" for _, w, _ in busy.values()):
-                # on the worker that finished last (one idle since may have died unnoticed); if
-                # it dies meanwhile, the next idle worker writes instead
-                results = {key: entries[key] for key in self.tasks}
-                self._sequential_totals(results)
-                work = {"workers": self.workers, "units": self.units, "unit_runs": self.unit_runs,
-                        "reruns": self.reruns, "warm_workers": self.warm}
-                handle = idle.pop()
-                busy[handle.call("finish_job", results, started, work)] = (handle, "finish_job", None)
+                self._run_unit(handle)
+        # The next unit handed out before a worker goes idle: queued behind the one it runs, it
+        # starts without a round trip to this coordinator. Not in the last round (no more units
+        # than workers left), where a unit queued behind a long one would wait while another
+        # worker idles.
+        running = [c.handle for c in self.busy.values() if isinstance(c, RunUnit)]
+        for handle in running:
+            if len(self.queue) <= len(self.handles) or handle in self.ahead or running.count(handle) > 1:
+                continue
+            self.ahead[handle] = self._run_unit(handle)
+        while len(self.idle) > 1 and not self.queue:  # nothing left for them: free their GPUs for other jobs
+            extra = self.idle.pop(0)  # the one idle longest (the latest is known to be alive)
+            self._forget(extra)
+            self._let_go(extra)
+        if (len(self.entries) == len(self.tasks) and self.idle
+                and not any(isinstance(c, FinishJob) for c in self.busy.values())):
+            # on the worker that finished last (one idle since may have died unnoticed); if
+            # it dies meanwhile, the next idle worker writes instead
+            results = {key: self.entries[key] for key in self.tasks}
+            self._sequential_totals(results)
+            work = {"workers": self.workers, "units": self.units, "unit_runs": self.unit_runs,
+                    "reruns": self.reruns, "warm_workers": self.warm}
+            self._call(FinishJob(self.idle.pop()), results, self.started, work)
 
     def _batch_cap(self, unit: Unit) -> int | None:
         """The decoding batch a unit runs at: half the last one it was killed at for memory

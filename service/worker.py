@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import secrets
 import socket
@@ -59,18 +60,22 @@ def pick_device(setting: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def stopper(store: Store, job_id: str) -> Callable[[], bool]:
-    """True once the job is no longer running (cancelled, or taken back); reads the store at
-    most once a second."""
-    last, stopped = [0.0], [False]
+class JobRunning:
+    """Whether a job is still running (not cancelled, not taken back by another replica): the
+    one way a run asks, its coordinator between calls and its workers between samples. The
+    store is read at most once every `every_s` seconds, and never again once the job has left
+    RUNNING (`status` then says where it went)."""
 
-    def should_stop() -> bool:
-        if not stopped[0] and time.monotonic() - last[0] >= STOP_CHECK_EVERY_S:
-            last[0] = time.monotonic()
-            stopped[0] = store.get_job(job_id).status != RUNNING
-        return stopped[0]
+    def __init__(self, store: Store, job_id: str, every_s: float = STOP_CHECK_EVERY_S) -> None:
+        self.store, self.job_id, self.every_s = store, job_id, every_s
+        self.status: str = RUNNING
+        self._read_at = -math.inf
 
-    return should_stop
+    def __call__(self) -> bool:
+        if self.status == RUNNING and time.monotonic() - self._read_at >= self.every_s:
+            self._read_at = time.monotonic()
+            self.status = self.store.get_job(self.job_id).status
+        return self.status == RUNNING
 
 
 def model_key(job: JobRow, settings: Settings) -> tuple:
@@ -108,7 +113,8 @@ class Worker:
         self.store = self.store or Store(settings.database, retry_seconds=settings.db_retry_seconds)
         job = self.store.get_job(self.job_id)
         self.evaluators = {}
-        self.should_stop = stopper(self.store, self.job_id)
+        job_running = JobRunning(self.store, self.job_id)
+        self.should_stop: Callable[[], bool] = lambda: not job_running()
         key = model_key(job, settings)
         warm = key == self.key and not job.endpoint  # a served model is probed again (it may have been redeployed)
         if job.endpoint:
@@ -204,13 +210,14 @@ class Worker:
         return entry
 
     def finish_job(self, results: dict[str, Any], started: str, work: dict[str, Any]) -> None:
-        """The job's results.json, with its plots (every task folder's), the attempts it took
-        and how its work was spread (`work`: workers, units, unit runs, re-runs)."""
+        """The job's results.json, with its plots (every task folder's, each named by its task
+        key and file: the API answers their URLs), the attempts it took and how its work was
+        spread (`work`: workers, units, unit runs, re-runs)."""
         job = self.store.get_job(self.job_id) if self.store else None
         assert job is not None, "load() first"
         from evaluators.suite import task_keys
 
-        plots = [{"task": key, "name": p.stem, "url": f"/v1/jobs/{job.id}/plots/{p.name}"}
+        plots = [{"task": key, "name": p.stem}  # the file <name>.png of the task's plots folder
                  for key in task_keys(job.tasks)
                  for p in sorted(task_plots(self.settings, job.id, key).glob("*.png"))]
         write_json_atomic(job_results(self.settings, job.id), suite_document(

@@ -36,13 +36,22 @@ def get_results(job_id: JobId, store: StoreDep, settings: SettingsDep) -> Respon
     folder = job_dir(settings, job.id)
     path = job_results(settings, job.id)
     if job.status == SUCCEEDED and path.is_file():
-        body = client_results(json.loads(path.read_bytes()), settings, folder)
+        body = _plot_urls(client_results(json.loads(path.read_bytes()), settings, folder), job.id)
     elif job.status in (FAILED, CANCELLED):
         body = client_results(partial_results(settings, job), settings, folder)
     else:
         raise Conflict(f"job {job.id} is {job.status}; results are served once it has ended "
                        f"(its samples so far: GET /v1/jobs/{job.id}/samples)")
     return Response(json.dumps(body, allow_nan=False), media_type="application/json")
+
+
+def _plot_urls(body: dict[str, Any], job_id: str) -> dict[str, Any]:
+    """Each plot of the results with the URL that serves it (results.json names a plot by its
+    task and name; one written before kept a URL of its own, the same one)."""
+    if isinstance(body.get("plots"), list):
+        body["plots"] = [{**p, "url": str(router.url_path_for("get_plot", job_id=job_id, name=p["name"]))}
+                         if isinstance(p, dict) and isinstance(p.get("name"), str) else p for p in body["plots"]]
+    return body
 
 
 def _sample_files(dirs: list[Path]) -> Iterator[bytes]:

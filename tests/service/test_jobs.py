@@ -7,12 +7,16 @@ import json
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
 from checkpoints.jsonfiles import write_json_atomic
 from evaluators.suite import task_keys
-from service.jobs import run_job
+from service.app import create_app
+from service.jobs import UnitQueue, run_job
+from service.layout import job_results
 from service.status import CANCELLED, FAILED, SUCCEEDED
 from service.store import Store
+from service.worker import Unit
 from tests.helpers import make_settings, tiny_checkpoint
 
 PASSKEY = {"name": "passkey", "lengths": [128], "trials": 2, "seed": 0}
@@ -35,6 +39,20 @@ def queue(store: Store, path: Path, tasks: list[dict]) -> str:
 
 def test_task_keys_are_unique() -> None:
     assert task_keys([{"name": "passkey"}, {"name": "needle"}, {"name": "passkey"}]) == ["passkey", "needle", "passkey#2"]
+
+
+def test_the_unit_queue_runs_a_dead_workers_unit_next_and_finishes_a_task_once_its_units_are_done() -> None:
+    a0, a1, b0 = Unit("a", {}, 0, 2), Unit("a", {}, 1, 2), Unit("b", {}, 0, 1)
+    queue = UnitQueue([a0, a1, b0], ["a", "b"])
+    assert queue.take() is a0 and queue.take() is a1 and len(queue) == 1
+    assert queue.died_in(a0) == 2 and queue.died_in(a0) == 3  # its second run, then its third
+    queue.put_back(a0)
+    assert queue.take() is a0 and queue.take_task() is None
+    queue.unit_done(a1)
+    queue.unit_done(a0)
+    assert queue.has_work() and queue.take_task() == "a" and queue.take_task() is None
+    queue.finish_again("a")
+    assert queue.take_task() == "a" and queue.take() is b0 and not queue.has_work()
 
 
 def test_write_json_atomic_replaces_whole_file(tmp_path: Path) -> None:
@@ -105,3 +123,22 @@ def test_a_sequential_search_job_runs_through_the_worker(env) -> None:
     assert entry["result"]["headline"] == "effective_length" and search["finished"]
     lines = (settings.results / job_id / "tasks" / "passkey" / "samples.jsonl").read_text().splitlines()
     assert len(lines) == search["samples_spent"] == job.progress["passkey"]["done"] < search["grid_samples"] == 30
+
+
+def test_results_json_names_its_plots_and_the_api_answers_their_urls(env) -> None:
+    """The worker writes no URL: a plot is its task and name; the results route answers each
+    with the URL that serves it, for a results.json written before (with a URL of its own) too."""
+    settings, store, path = env
+    job_id = queue(store, path, [PASSKEY])
+    store.claim_next("t")
+    assert run_job(settings, job_id, store) == SUCCEEDED
+    written = json.loads(job_results(settings, job_id).read_text())
+    assert written["plots"] == [{"task": "passkey", "name": "passkey"}]
+    app = create_app(settings)
+    app.state.store = store  # no lifespan: nothing starts
+    c = TestClient(app)
+    url = f"/v1/jobs/{job_id}/plots/passkey.png"
+    assert c.get(f"/v1/jobs/{job_id}/results").json()["plots"] == [{"task": "passkey", "name": "passkey", "url": url}]
+    assert c.get(url).content[:8] == b"\x89PNG\r\n\x1a\n"
+    write_json_atomic(job_results(settings, job_id), {**written, "plots": [dict(written["plots"][0], url=url)]})
+    assert c.get(f"/v1/jobs/{job_id}/results").json()["plots"] == [{"task": "passkey", "name": "passkey", "url": url}]
