@@ -379,6 +379,8 @@ class JobRun:
                 self.queue.put_back(call.unit)
             return
         self.dead.add(handle)
+        if handle in self.idle:  # its unit queued behind finished before its death was heard of
+            self.idle.remove(handle)
         batch = self._batch_cap(call.unit) if isinstance(call, RunUnit) else None
         batch = batch or (self.loaded_info.get(handle) or {}).get("max_batch")
         self._forget(handle)
