@@ -14,6 +14,7 @@ import secrets
 import socket
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,10 @@ class Worker:
         self.engine: Any = None
         self.source: dict[str, Any] = {}
         self.evaluators: dict[str, tuple[Any, list[Any]]] = {}  # task key -> (evaluator, its planned samples)
+        # task key -> an evaluator drawing its first samples while the weights load (`_load_checkpoint`),
+        # and the draw's future
+        self.drawing: dict[str, Any] = {}
+        self.drawn: Future | None = None
 
     def load(self, job_id: str | None = None) -> dict[str, Any]:
         """Bind to `job_id` (default the job this worker was made for) and load its checkpoint
@@ -112,7 +117,7 @@ class Worker:
         self.job_id = job_id or self.job_id
         self.store = self.store or Store(settings.database, retry_seconds=settings.db_retry_seconds)
         job = self.store.get_job(self.job_id)
-        self.evaluators = {}
+        self.evaluators, self.drawing, self.drawn = {}, {}, None
         job_running = JobRunning(self.store, self.job_id)
         self.should_stop: Callable[[], bool] = lambda: not job_running()
         key = model_key(job, settings)
@@ -132,17 +137,24 @@ class Worker:
     def _load_checkpoint(self, job: JobRow) -> None:
         """The job's checkpoint loaded (the previous model let go first), its engine made and
         its kernels compiled here, not inside the first unit's timing."""
+        from checkpoints.config_reader import load_config
         from checkpoints.engine import Engine
         from checkpoints.loading import load_model
+        from checkpoints.tokenizer import load_tokenizer
         from checkpoints.warmup import warm_up
+        from evaluators.suite import draw_ahead
 
         settings = self.settings
         self.loaded = self.engine = None
         # Triton's compiled kernels and autotuning timings under the service's home (a docker
         # volume): compiled and tuned once per machine, not in every worker process.
         os.environ.setdefault("TRITON_CACHE_DIR", str(settings.triton_cache))
+        # the tokenizer first: the job's tasks draw their first samples with it (RULER: seconds at
+        # long lengths) while the weights load and the kernels compile, as `lctx eval` does
+        tokenizer = load_tokenizer(job.checkpoint_path, load_config(job.checkpoint_path))
+        self.drawing, self.drawn = draw_ahead(job.tasks, tokenizer, settings.data_dir)
         self.loaded = load_model(job.checkpoint_path, rope=job.rope, backend=job.backend,
-                                 device=pick_device(settings.device))
+                                 device=pick_device(settings.device), tokenizer=tokenizer)
         budget = settings.engine_memory_mb << 20 if settings.engine_memory_mb else None
         self.engine = Engine(self.loaded.model, self.loaded.tokenizer, memory_budget=budget,
                              max_batch=settings.engine_max_batch, prefix_cache=settings.engine_prefix_cache)
@@ -164,9 +176,23 @@ class Worker:
             from evaluators.base import planned_samples
             from evaluators.registry import make_evaluator
 
-            evaluator = make_evaluator(task, self.settings.data_dir)
+            evaluator = self.drawing.pop(key, None) if self._draw_done() else None
+            evaluator = evaluator or make_evaluator(task, self.settings.data_dir)
             self.evaluators[key] = (evaluator, planned_samples(evaluator, self.loaded))
         return self.evaluators[key]
+
+    def _draw_done(self) -> bool:
+        """Waits for the draw begun at load; False if it failed (the unit then draws itself,
+        meeting the error where a build reports it)."""
+        if self.drawn is None:
+            return False
+        try:
+            self.drawn.result()
+            return True
+        except Exception:
+            log.warning("job %s: drawing samples ahead failed; the units draw them", self.job_id, exc_info=True)
+            self.drawn, self.drawing = None, {}
+            return False
 
     def _task_run(self, key: str, task: dict[str, Any], **kwargs: Any) -> Any:
         from evaluators.base import TaskRun
