@@ -56,10 +56,9 @@ def via_lm_eval(served: Any, spec: dict[str, Any], concurrency: int) -> dict[str
     from lm_eval.models.openai_completions import LocalCompletionsAPI
 
     from checkpoints.generate import Generation
-    from evaluators.registry import evaluator_class, validate_task
+    from evaluators.registry import make_evaluator
 
-    full = validate_task(spec)
-    evaluator = evaluator_class(full["name"])({k: v for k, v in full.items() if k != "name"})
+    evaluator = make_evaluator(spec)
     evaluator.prepare(served)
     built = [evaluator.build(served, s) for s in evaluator.plan(served)]
     texts = [served.tokenizer.decode(list(b.request.prompt_ids), skip_special_tokens=False) for b in built]

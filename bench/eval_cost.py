@@ -71,10 +71,9 @@ def ruler_data(folder: Path) -> Path:
 
 
 def build(loaded, spec: dict[str, Any], data_dir: Path) -> tuple[Any, list]:
-    from evaluators import TASKS, validate_task
+    from evaluators.registry import make_evaluator
 
-    spec = validate_task(spec)
-    evaluator = TASKS[spec["name"]]({k: v for k, v in spec.items() if k != "name"}, data_dir)
+    evaluator = make_evaluator(spec, data_dir)
     evaluator.prepare(loaded)
     return evaluator, [evaluator.build(loaded, s) for s in evaluator.plan(loaded)]
 

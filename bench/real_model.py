@@ -57,11 +57,10 @@ def length_of(sample_params: dict[str, Any]) -> int:
 def build_all(model: Path, spec: dict[str, Any]) -> tuple[Any, list[Any], Any]:
     """The evaluator, every built sample (prompt ids, budget, stops) of `spec`, the model."""
     from checkpoints.loading import load_model
-    from evaluators import TASKS, validate_task
+    from evaluators.registry import make_evaluator
 
     loaded = load_model(model)
-    full = validate_task(spec)
-    evaluator = TASKS[full["name"]]({k: v for k, v in full.items() if k != "name"})
+    evaluator = make_evaluator(spec)
     evaluator.prepare(loaded)
     return evaluator, [evaluator.build(loaded, s) for s in evaluator.plan(loaded)], loaded
 

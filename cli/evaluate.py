@@ -142,7 +142,7 @@ def _eval(args: argparse.Namespace) -> int:
     from checkpoints.jsonfiles import write_json_atomic
     from checkpoints.loading import load_model
     from checkpoints.tokenizer import load_tokenizer
-    from evaluators import validate_task
+    from evaluators.registry import parse_task
     from evaluators.results import task_result
     from evaluators.suite import RESULTS_FILE, draw_ahead, run_suite, suite_document
 
@@ -155,7 +155,8 @@ def _eval(args: argparse.Namespace) -> int:
             accepted = sorted({o for n in args.task for o in options[n].model_fields})
             raise ValueError(f"--{option.replace('_', '-')} applies to none of the tasks {', '.join(args.task)}; "
                              f"they accept {', '.join(accepted)}")
-    specs = [validate_task(task_options_of(args, name)) for name in args.task]
+    parsed = [parse_task(task_options_of(args, name)) for name in args.task]  # validated once, typed
+    specs = [t.as_spec() for t in parsed]  # as results.json records them
     if not args.checkpoint and not args.endpoint:
         raise ValueError("give --checkpoint DIR, or --endpoint URL with --served-model and --tokenizer")
     out = Path(args.out) if args.out else Path("lctx-eval") / (
@@ -170,7 +171,7 @@ def _eval(args: argparse.Namespace) -> int:
         claim_output(out, Path(args.checkpoint))
         # the tokenizer first: the tasks draw their samples with it while the weights load and compile
         tokenizer = load_tokenizer(args.checkpoint, load_config(args.checkpoint))
-        evaluators, drawn = draw_ahead(specs, tokenizer, data_dir)
+        evaluators, drawn = draw_ahead(parsed, tokenizer, data_dir)
         loading = time.perf_counter()
         loaded = load_model(args.checkpoint, rope=args.rope, backend=args.backend, dtype=args.dtype,
                             device=args.device, tokenizer=tokenizer)
@@ -198,7 +199,7 @@ def _eval(args: argparse.Namespace) -> int:
         return report
 
     try:
-        results = run_suite(loaded, specs, out, engine, data_dir=data_dir, progress=progress,
+        results = run_suite(loaded, parsed, out, engine, data_dir=data_dir, progress=progress,
                             after_task=lambda key, _folder: bars[key].close(), evaluators=evaluators)
     finally:
         for bar in bars.values():

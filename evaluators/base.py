@@ -31,7 +31,7 @@ from checkpoints.loading import LoadedModel
 from checkpoints.prefix_cache import PrefixStats
 from checkpoints.tokenizer import Tokenizer
 from evaluators.errors import EvaluationCancelled, EvaluatorError  # noqa: F401 - re-exported
-from evaluators.options import TaskOptions, validate_options
+from evaluators.options import TaskOptions, parse_options
 from evaluators.results import RESULT_KEY, TaskResult
 from evaluators.samplelog import SAMPLES_FILE, SampleLog  # noqa: F401 - re-exported
 from evaluators.sequential import runner as sequential
@@ -77,7 +77,9 @@ class Built:
 class Evaluator:
     """Base of every evaluator. Subclasses set `name`, `version`, `Options` (their
     option model in `evaluators.options`) and implement `plan`, `run_sample`,
-    `aggregate` (records -> `TaskResult`) and `legacy_result`."""
+    `aggregate` (records -> `TaskResult`) and `legacy_result`. `self.options` is the
+    validated `Options` instance (`evaluators.registry.make_evaluator` makes it once):
+    evaluators read its attributes, as lm-eval's tasks read their TaskConfig."""
 
     name: ClassVar[str] = ""
     # Bump whenever prompts, truncation, scoring or the result's layout change: results record it.
@@ -86,7 +88,10 @@ class Evaluator:
     # Scores prompts (log-likelihood / rolling requests): on a served model it needs prompt logprobs.
     scores_prompts: ClassVar[bool] = False
 
-    def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
+    def __init__(self, options: TaskOptions, data_dir: Path | None = None) -> None:
+        if type(options) is not self.Options:  # another model (a dict, the API's request) would move the hash
+            raise TypeError(f"{self.name}: options must be {self.Options.__name__} (make_evaluator makes them), "
+                            f"got {type(options).__name__}")
         self.options = options
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self._chat: tuple[str, str] | None = None
@@ -94,7 +99,7 @@ class Evaluator:
     def wrap(self, tokenizer: Tokenizer, prompt: str) -> str:
         """`prompt` in the checkpoint's chat template when the task's `chat_template` option
         is true (rendered once per run), else as it is."""
-        if not self.options.get("chat_template"):
+        if not self.options.chat_template_wanted():
             return prompt
         if self._chat is None:
             from evaluators.chat import chat_parts, missing_template
@@ -105,16 +110,17 @@ class Evaluator:
     # --- options ----------------------------------------------------------
 
     @classmethod
-    def validate(cls, options: dict[str, Any]) -> dict[str, Any]:
-        """Defaults filled in; unknown options and bad values refused (EvaluatorError naming the field)."""
-        return validate_options(cls.Options, options)
+    def validate(cls, options: dict[str, Any]) -> TaskOptions:
+        """The options as `Options`, defaults filled in; unknown options and bad values refused
+        (EvaluatorError naming the field)."""
+        return parse_options(cls.Options, options)
 
     def config_hash(self, model: dict[str, Any] | None = None) -> str:
         """Identity of how samples are built and scored: task, version, options that are not
         mere selection (options marked `selects`: a run with more lengths or trials reuses the
         samples already scored), and the model's description (another RoPE scaling or variant must not
         reuse records)."""
-        kept = {k: v for k, v in self.options.items() if k not in self.Options.selection()}
+        kept = {k: v for k, v in self.options.as_dict().items() if k not in self.Options.selection()}
         canonical = json.dumps({"task": self.name, "version": self.version, "options": kept, "model": model},
                                sort_keys=True, default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
@@ -149,7 +155,7 @@ class Evaluator:
     def result(self, records: list[dict[str, Any]]) -> TaskResult:
         """`aggregate`, or with `search: sequential` the search's answer over the samples it
         consumed (failed samples included: they count as wrong)."""
-        if sequential.enabled(self.options):
+        if self.options.sequential():
             return sequential.summarize(self, records)
         return self.aggregate(records)
 
@@ -344,7 +350,7 @@ class TaskRun:
         """Run what part `part` (index, count) of the plan still lacks; a sequential search is
         never split: it runs block after block, only what it needs."""
         self.report(self.evaluator.name, len(self.done), self.total)
-        if sequential.enabled(self.evaluator.options):
+        if self.evaluator.options.sequential():
             if part is not None and part[1] != 1:
                 raise ValueError(f"{self.evaluator.name}: a sequential search runs as one part, not {part[1]}")
             consumed = sequential.run(self.evaluator, self.samples, self.done, self.run)
@@ -363,7 +369,7 @@ class TaskRun:
     def entry(self, prefix_cache: dict[str, Any] | None) -> dict[str, Any]:
         """The task's entry of results.json from every recorded sample (all must be there)."""
         evaluator, loaded, out_dir = self.evaluator, self.loaded, self.folder
-        if sequential.enabled(evaluator.options):
+        if evaluator.options.sequential():
             ids = [s.id for s in sequential.run(evaluator, self.samples, self.done, self._unfinished_search)]
         else:
             ids = [s.id for s in self.samples]
@@ -377,7 +383,7 @@ class TaskRun:
         if not scored and errors:
             raise EvaluatorError(f"{evaluator.name}: every one of its {errors} samples failed "
                                  f"(first: {records[0]['error']}); see {out_dir / SAMPLES_FILE}")
-        result = evaluator.result(records if sequential.enabled(evaluator.options) else scored)
+        result = evaluator.result(records if evaluator.options.sequential() else scored)
         if errors:
             result.extra["sample_errors"] = errors
             result.summary += f" ({errors} samples failed: non-finite outputs)"
@@ -385,12 +391,12 @@ class TaskRun:
         return {
             "task": evaluator.name,
             "evaluator_version": evaluator.version,
-            "seed": evaluator.options.get("seed"),
-            "options": evaluator.options,
+            "seed": evaluator.options.recorded_seed(),
+            "options": evaluator.options.as_dict(),
             "config": self.config,
             "model": describe_run(loaded),
             "context": context_of(loaded, self.samples),
-            "chat_template": {"applied": bool(evaluator.options.get("chat_template")),
+            "chat_template": {"applied": evaluator.options.chat_template_wanted(),
                               "file": getattr(loaded.tokenizer, "chat_template_source", None)},
             "lctx_version": lctx_version(),
             "samples": self.total,

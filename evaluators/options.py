@@ -2,8 +2,10 @@
 per task that declares types, bounds, defaults, which options name files and which only
 select samples, and the field helpers those models are written with.
 
-The evaluator validates with its model (`validate_options`), the API builds its request
-schema from it (OpenAPI shows every task's options; a bad value is a 422 naming the
+A task spec is validated once (`parse_options`, through `evaluators.registry.make_evaluator`)
+and the evaluator reads the typed instance (`self.options.lengths`); dicts (`as_dict`) are
+for the configuration hash, records, results and the API. The API builds its request
+schema from the model (OpenAPI shows every task's options; a bad value is a 422 naming the
 field), the CLI makes its flags from it and the service confines the options it marks
 as files. Each task's model lives in its own folder (`evaluators/<task>/options.py`);
 `evaluators.registry` finds them. This module imports only pydantic and no task, so the
@@ -156,9 +158,23 @@ class TaskOptions(BaseModel):
     def aliases(cls) -> tuple[str, ...]:
         return cls._marked(ALIAS_OF)
 
+    # Options that only some tasks declare but code every task shares reads (the chat wrapper,
+    # results.json's entry): read through these, which give a task without the option its
+    # neutral value, rather than by name at each site.
+
     def chat_template_wanted(self) -> bool:
-        """Whether these options apply the checkpoint's chat template."""
+        """Whether these options apply the checkpoint's chat template (the field marked CHAT:
+        `chat_template`; False for a task without one)."""
         return any(bool(getattr(self, name)) for name in self._marked(CHAT))
+
+    def recorded_seed(self) -> int | None:
+        """The task's `seed` option, which results record; None for a task that draws nothing."""
+        return getattr(self, "seed", None)
+
+    def sequential(self) -> bool:
+        """Whether a sequential effective-length search runs the task (`search: sequential`;
+        only tasks whose options inherit `evaluators.sequential.options.SearchOptions` offer it)."""
+        return False
 
     def token_counts(self) -> dict[str, int]:
         """The largest value of every option that counts tokens (lengths, budgets,
@@ -202,8 +218,13 @@ class TaskOptions(BaseModel):
     hub_data: ClassVar[bool] = False  # the loaders fall back to the Hugging Face hub (LCTX_HUB_DATA)
 
     def as_dict(self) -> dict[str, Any]:
-        """Every option with defaults filled in (aliases folded into their target)."""
+        """Every option with defaults filled in (aliases folded into their target): what the
+        configuration hash, records, results.json and the API hold."""
         return self.model_dump(exclude=set(self.aliases()))
+
+    def as_spec(self) -> dict[str, Any]:
+        """The task spec a job and a suite record: `{"name": task, **options}`."""
+        return {"name": self.task, **self.as_dict()}
 
     def missing_files(self, data_dir: Path | None) -> list[str]:
         """Data files these options need that are not there: lines naming the paths looked
@@ -241,12 +262,12 @@ def describe_error(cls: type[TaskOptions], err: ValidationError) -> str:
     return f"{cls.task}: " + "; ".join(lines)
 
 
-def validate_options(cls: type[TaskOptions], options: dict[str, Any]) -> dict[str, Any]:
-    """The options with defaults filled in (None means the default); EvaluatorError naming
-    each bad field otherwise."""
+def parse_options(cls: type[TaskOptions], options: dict[str, Any]) -> TaskOptions:
+    """The options as `cls` (None means the default); EvaluatorError naming each bad field
+    otherwise."""
     given = {k: v for k, v in options.items() if v is not None}
     try:
-        return cls.model_validate(given).as_dict()
+        return cls.model_validate(given)
     except ValidationError as e:
         raise EvaluatorError(describe_error(cls, e)) from None
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evaluators.errors import EvaluatorError
-from evaluators.options import TaskOptions, validate_options
+from evaluators.options import TaskOptions, parse_options
 
 if TYPE_CHECKING:
     from evaluators.base import Evaluator
@@ -90,16 +90,6 @@ def unknown_task(name: str) -> str:
     return f"unknown task {name!r}; available: {', '.join(sorted(registry()))}"
 
 
-def task_options_of(task: dict[str, Any]) -> dict[str, Any]:
-    """A task spec's options: everything but its `name`."""
-    return {k: v for k, v in task.items() if k != "name"}
-
-
-def typed_options(task: dict[str, Any]) -> TaskOptions:
-    """A task spec's options as its task's options model (validated)."""
-    return registry()[task["name"]].options.model_validate(task_options_of(task))
-
-
 def evaluator_class(name: str) -> type[Evaluator]:
     """One task's evaluator class (imports only that task's evaluator)."""
     if name not in registry():
@@ -107,11 +97,12 @@ def evaluator_class(name: str) -> type[Evaluator]:
     return registry()[name].load()
 
 
-def make_evaluator(task: dict[str, Any], data_dir: Path | None = None) -> Evaluator:
-    """Validate a task spec, find its class, instantiate it: the one way every caller makes an
-    evaluator (the CLI's and the service's runs, partial results, the worker)."""
-    spec = validate_task(task)
-    return evaluator_class(spec["name"])(task_options_of(spec), data_dir=data_dir)
+def make_evaluator(task: dict[str, Any] | TaskOptions, data_dir: Path | None = None) -> Evaluator:
+    """The one way every caller makes an evaluator (the CLI's and the service's runs, partial
+    results, the worker, tests and benchmarks): a task spec is validated once (`parse_task`)
+    and the evaluator gets the typed options; options already typed are handed over as they are."""
+    options = task if isinstance(task, TaskOptions) else parse_task(task)
+    return evaluator_class(options.task)(options, data_dir=data_dir)
 
 
 def describe_tasks(sep: str = "; ") -> str:
@@ -119,13 +110,19 @@ def describe_tasks(sep: str = "; ") -> str:
     return sep.join(f"{name}: {task.summary}" for name, task in registry().items())
 
 
-def validate_task(task: dict[str, Any]) -> dict[str, Any]:
-    """A task spec `{"name": ..., **options}` with defaults filled in; raises
-    EvaluatorError naming what is wrong."""
+def parse_task(task: dict[str, Any]) -> TaskOptions:
+    """A task spec `{"name": ..., **options}` as its task's options model, validated (None
+    means the default); raises EvaluatorError naming what is wrong."""
     if not isinstance(task, dict) or "name" not in task:
         raise EvaluatorError(f"a task is an object with a 'name' (one of {', '.join(sorted(registry()))}); "
                              f"got {task!r}")
-    name = task["name"]
+    options = dict(task)
+    name = options.pop("name")
     if name not in registry():
         raise EvaluatorError(unknown_task(name))
-    return {"name": name, **validate_options(registry()[name].options, task_options_of(task))}
+    return parse_options(registry()[name].options, options)
+
+
+def validate_task(task: dict[str, Any]) -> dict[str, Any]:
+    """A task spec with defaults filled in, as jobs and results record it (`parse_task`, dumped)."""
+    return parse_task(task).as_spec()

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from checkpoints.jsonfiles import write_json_atomic
+from evaluators.options import TaskOptions
 from evaluators.registry import make_evaluator
 from evaluators.results import RESULT_KEY
 
@@ -33,13 +34,19 @@ RESULTS_FILE = "results.json"  # the suite's document, in the root of a run
 TASK_RESULT = "result.json"  # a finished task's entry, in its folder
 
 
-def task_keys(tasks: list[dict[str, Any]]) -> list[str]:
+# A task as the suite takes it: a spec `{"name": ..., **options}` (validated when its evaluator
+# is made) or options already typed (`evaluators.registry.parse_task`).
+TaskLike = dict[str, Any] | TaskOptions
+
+
+def task_keys(tasks: list[TaskLike]) -> list[str]:
     """Names that key results and folders: the task name, `name#2` for a repeat."""
     keys: list[str] = []
     for t in tasks:
-        key, n = t["name"], 2
+        name = t.task if isinstance(t, TaskOptions) else t["name"]
+        key, n = name, 2
         while key in keys:
-            key, n = f"{t['name']}#{n}", n + 1
+            key, n = f"{name}#{n}", n + 1
         keys.append(key)
     return keys
 
@@ -61,7 +68,7 @@ def versions() -> dict[str, str]:
 
 def run_task(
     loaded: LoadedModel,
-    task: dict[str, Any],
+    task: TaskLike,
     out_dir: Path,
     progress: Progress | None = None,
     should_stop: ShouldStop | None = None,
@@ -84,7 +91,7 @@ def run_task(
                          on_prefill=on_prefill)
 
 
-def draw_ahead(tasks: list[dict[str, Any]], tokenizer: Tokenizer,
+def draw_ahead(tasks: list[TaskLike], tokenizer: Tokenizer,
                data_dir: Path | None = None) -> tuple[dict[str, Evaluator], Future]:
     """The tasks' evaluators by key, and a thread's future drawing what each can draw with the
     tokenizer alone (`Evaluator.draw_ahead`): started before the model loads, it takes RULER's
@@ -105,7 +112,7 @@ def draw_ahead(tasks: list[dict[str, Any]], tokenizer: Tokenizer,
 
 def run_suite(
     loaded: LoadedModel,
-    tasks: list[dict[str, Any]],
+    tasks: list[TaskLike],
     root: Path,
     engine: Engine,
     data_dir: Path | None = None,
@@ -156,9 +163,9 @@ def partial_result(task: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     records = list(log.done(evaluator.name, last).values()) if last else []
     scored = [r for r in records if "error" not in r]
     entry: dict[str, Any] = {"task": evaluator.name, "evaluator_version": evaluator.version, "partial": True,
-                             "options": evaluator.options, "samples_done": len(records),
+                             "options": evaluator.options.as_dict(), "samples_done": len(records),
                              "sample_errors": len(records) - len(scored)}
     if scored:
-        sequential = evaluator.options.get("search") == "sequential"  # the search replays every record
-        entry[RESULT_KEY] = evaluator.result(records if sequential else scored).model_dump(mode="json")
+        search = evaluator.options.sequential()  # the search replays every record
+        entry[RESULT_KEY] = evaluator.result(records if search else scored).model_dump(mode="json")
     return entry

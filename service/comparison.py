@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from evaluators.registry import task_options, task_options_of
+from evaluators.registry import task_options
 from evaluators.results import Metric, Series, TaskResult, task_result
 from service.labels import rope_label
 from service.layout import job_results
@@ -26,10 +26,11 @@ def task_spec(job: JobRow, task: str) -> dict[str, Any] | None:
 
 
 def scoring_options(spec: dict[str, Any]) -> dict[str, Any]:
-    """The options that change scores: all but those that only select samples."""
+    """The options that change scores: all but those that only select samples. Read from the
+    stored spec as it is (a job of an older version may not validate any more)."""
     model = task_options().get(spec.get("name", ""))
-    skip = set(model.selection()) | set(model.aliases()) if model else set()
-    return {k: v for k, v in task_options_of(spec).items() if k not in skip}
+    skip = {"name", *model.selection(), *model.aliases()} if model else {"name"}
+    return {k: v for k, v in spec.items() if k not in skip}
 
 
 def options_label(spec: dict[str, Any], options: dict[str, Any]) -> str:

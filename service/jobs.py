@@ -34,7 +34,7 @@ from evaluators.errors import EvaluationCancelled, EvaluatorError
 from evaluators.suite import partial_result, task_keys
 from service.errors import ServiceError
 from service.layout import job_dir, task_dir, task_result
-from service.progress import JobProgress, ProgressFeed, planned_work
+from service.progress import JobProgress, ProgressFeed, plan_of
 from service.settings import Settings
 from service.status import FAILED, QUEUED, RUNNING, SUCCEEDED
 from service.store import JobRow, Store
@@ -58,8 +58,9 @@ def plan_units(tasks: dict[str, dict[str, Any]], unit_samples: int | None, worke
     block decides the next) stays one unit."""
     units: list[Unit] = []
     for key, task in tasks.items():
-        samples, work = planned_work(task)
-        if task.get("search") == "sequential":
+        plan = plan_of(task)
+        samples, work = plan.samples, plan.work_tokens
+        if plan.sequential:
             count = 1
         elif samples:
             count = math.ceil(samples / unit_samples) if unit_samples else math.ceil((work or 0) / unit_tokens)

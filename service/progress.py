@@ -17,25 +17,36 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from checkpoints.jsonfiles import write_json_atomic
-from evaluators.registry import typed_options
+from evaluators.options import TaskOptions
+from evaluators.registry import parse_task
 from evaluators.samplelog import UNITS_DIR, sample_files
 
 
-def planned(task: dict[str, Any]) -> tuple[int, int | None]:
-    """(samples, prompt tokens) a task's options plan; 0 / None where the data decides."""
-    opts = typed_options(task)
-    return opts.planned_samples() or 0, opts.planned_tokens()
+@dataclass(frozen=True)
+class Plan:
+    """What a task's options plan, read from them typed once: samples (0 where the data
+    decides), prompt tokens and tokens of work (prompt tokens plus the tokens each sample may
+    generate; None where unknown), and whether a sequential search runs it (each block
+    decides the next, so it is never split)."""
+
+    samples: int
+    prompt_tokens: int | None
+    work_tokens: int | None
+    sequential: bool
 
 
-def planned_work(task: dict[str, Any]) -> tuple[int, int | None]:
-    """(samples, tokens of work: prompt tokens plus the tokens each sample may generate)."""
-    opts = typed_options(task)
-    samples, prompts = opts.planned_samples() or 0, opts.planned_tokens()
-    return samples, None if prompts is None else prompts + samples * opts.generated_tokens()
+def plan_of(task: dict[str, Any] | TaskOptions) -> Plan:
+    """The plan of a task spec as a job records it (typed here: the JSON boundary) or of
+    options already typed."""
+    options = task if isinstance(task, TaskOptions) else parse_task(task)
+    samples, prompts = options.planned_samples() or 0, options.planned_tokens()
+    work = None if prompts is None else prompts + samples * options.generated_tokens()
+    return Plan(samples, prompts, work, options.sequential())
 
 
 class JobProgress:
@@ -48,10 +59,11 @@ class JobProgress:
         self.state: dict[str, dict[str, Any]] = {}
         self.started: dict[str, tuple[float, int]] = {}  # task -> (monotonic start, samples done then)
         for key, task in tasks.items():
-            samples, tokens = planned(task)
+            plan = plan_of(task)
             old = (previous or {}).get(key, {})
-            self.state[key] = {"done": int(old.get("done", 0)), "total": max(samples, int(old.get("total", 0))),
-                               "tokens": 0, "planned_tokens": tokens, "tokens_per_s": None, "eta_s": None}
+            self.state[key] = {"done": int(old.get("done", 0)), "total": max(plan.samples, int(old.get("total", 0))),
+                               "tokens": 0, "planned_tokens": plan.prompt_tokens, "tokens_per_s": None,
+                               "eta_s": None}
         self.last = 0.0
         self.timer: threading.Timer | None = None
 

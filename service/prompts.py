@@ -32,18 +32,19 @@ def find_record(folder: Path, sample_id: str) -> dict[str, Any]:
     return found
 
 
-def rebuild_prompt(task: str, record: dict[str, Any], options: dict[str, Any], data_dir: Path | None) -> Rebuilt:
-    """The sample's prompt and its needle; NotFound for a task whose prompts are not rebuilt."""
+def rebuild_prompt(task: dict[str, Any], record: dict[str, Any], data_dir: Path | None) -> Rebuilt:
+    """The sample's prompt and its needle, by the evaluator of the job's task spec `task`;
+    NotFound for a task whose prompts are not rebuilt."""
     import evaluators  # the evaluators load torch: on first use, not with the API
     from evaluators.base import Evaluator
+    from evaluators.registry import make_evaluator
 
-    cls = evaluators.TASKS[task]
     try:
-        rebuilt = cls(options, data_dir).sample_prompt(record)
+        rebuilt = make_evaluator(task, data_dir).sample_prompt(record)
         if rebuilt is None:
             rebuilding = sorted(n for n, c in evaluators.TASKS.items() if c.sample_prompt is not Evaluator.sample_prompt)
-            raise NotFound(f"{task} samples do not record their prompt and it is not rebuilt; prompts are rebuilt "
-                           f"for {', '.join(rebuilding)}")
+            raise NotFound(f"{task['name']} samples do not record their prompt and it is not rebuilt; prompts are "
+                           f"rebuilt for {', '.join(rebuilding)}")
         return rebuilt
     except (KeyError, TypeError, ValueError) as e:
         raise NotFound(f"sample {record.get('id')!r} lacks what its prompt is rebuilt from ({e})") from e

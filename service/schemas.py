@@ -71,7 +71,7 @@ class _Task:
     def options(self) -> dict[str, Any]:
         """The task as the job records it: its name and every option, defaults filled in."""
         assert isinstance(self, TaskOptions)
-        return {"name": self.name, **self.as_dict()}
+        return self.as_spec()
 
 
 def _task_model(name: str, task: Task) -> type[TaskOptions]:

@@ -37,7 +37,7 @@ TOY_TASK_FILES = {
             Options = ToyOptions
 
             def plan(self, loaded):
-                return [Sample(id=w, params={"word": w}) for w in WORDS[: self.options["words"]]]
+                return [Sample(id=w, params={"word": w}) for w in WORDS[: self.options.words]]
 
             def build(self, loaded, sample):
                 ids = tuple(loaded.tokenizer.encode(f"Repeat: {sample.params['word']}\\n"))

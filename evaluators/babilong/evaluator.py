@@ -38,37 +38,38 @@ class BabilongEvaluator(Evaluator):
     name = "babilong"
     version = "1"
     Options = BabilongOptions
+    options: BabilongOptions
 
-    def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
+    def __init__(self, options: BabilongOptions, data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)
         self._cell: tuple[tuple[str, int], list[generator.Generated]] | None = None
 
     def prepare(self, loaded: LoadedModel) -> None:
-        missing = BabilongOptions.model_validate(self.options).missing_files(self.data_dir)
+        missing = self.options.missing_files(self.data_dir)
         if missing:
             raise EvaluatorError("; ".join(missing))
         assert self.data_dir is not None  # missing_files refuses a run without one
         self.books = generator.read_books(self.data_dir / BOOKS_DIR)
-        self.lengths = self.options["lengths"] or default_lengths(loaded.config.effective_context)
+        self.lengths = self.options.lengths or default_lengths(loaded.config.effective_context)
         if not self.lengths:
             raise EvaluatorError("babilong: no official length fits the model's context; set lengths")
 
     def plan(self, loaded: LoadedModel) -> list[Sample]:
         o = self.options
         return [Sample(f"babilong/{t}/{generator.length_name(n)}/{i}", {"babi_task": t, "length": n, "index": i})
-                for t in o["tasks"] for n in self.lengths for i in range(o["samples"])]
+                for t in o.tasks for n in self.lengths for i in range(o.samples)]
 
     def samples_of(self, loaded: LoadedModel, task: str, length: int) -> list[generator.Generated]:
         """Every sample of one task and length, drawn at once (the sampler's state runs from
         one sample to the next); the last cell is kept while its samples are built."""
         if self._cell is None or self._cell[0] != (task, length):
             tok = loaded.tokenizer
-            path = self.data_dir / BABI_DIR / f"{protocol.TASK_FILES[task]}_{self.options['split']}.txt"
+            path = self.data_dir / BABI_DIR / f"{protocol.TASK_FILES[task]}_{self.options.split}.txt"
             drawn = generator.generate(
                 path.read_text(encoding="utf-8"), self.books,
                 encode=lambda text: tok.encode(text, add_special_tokens=False),
                 decode=lambda ids: tok.decode(ids, skip_special_tokens=False),
-                length=length, n_samples=self.options["samples"], seed=self.options["seed"])
+                length=length, n_samples=self.options.samples, seed=self.options.seed)
             self._cell = ((task, length), drawn)
         return self._cell[1]
 
@@ -77,12 +78,12 @@ class BabilongEvaluator(Evaluator):
         drawn = self.samples_of(loaded, task, length)
         if index >= len(drawn):
             raise EvaluatorError(f"babilong {task}: the bAbI file gives {len(drawn)} questions at length {length}, "
-                                 f"fewer than samples={self.options['samples']}")
+                                 f"fewer than samples={self.options.samples}")
         s = drawn[index]
         o = self.options
-        prompt = protocol.format_input(task, s.input, s.question, instruction=o["instruction"],
-                                       examples=o["examples"], post_prompt=o["post_prompt"])
-        if o["chat_template"]:
+        prompt = protocol.format_input(task, s.input, s.question, instruction=o.instruction,
+                                       examples=o.examples, post_prompt=o.post_prompt)
+        if o.chat_template:
             prompt = apply_chat_template(loaded.tokenizer, prompt, NO_TEMPLATE)
         ids = loaded.tokenizer.encode(prompt)
         return Built(sample, GenerateRequest(ids, max_new_tokens=protocol.MAX_NEW_TOKENS),

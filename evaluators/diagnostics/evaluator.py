@@ -256,13 +256,14 @@ class DiagnosticsEvaluator(Evaluator):
     #    starting with BOS by default, hidden_states option, a plot per series
     version = "3"
     Options = DiagnosticsOptions
+    options: DiagnosticsOptions
 
-    def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
+    def __init__(self, options: DiagnosticsOptions, data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)
         self.text_ids: list[int] | None = None
 
     def text_path(self) -> Path:
-        name = self.options["text_file"]
+        name = self.options.text_file
         if name is None:
             return DEFAULT_TEXT
         path = Path(name)
@@ -273,19 +274,19 @@ class DiagnosticsEvaluator(Evaluator):
         return path
 
     def prepare(self, loaded: LoadedModel) -> None:
-        if self.options["inputs"] != "text":
+        if self.options.inputs != "text":
             return
         path = self.text_path()
         self.text_ids = loaded.tokenizer.encode(read_text(path, "diagnostics: text_file"),
                                                 add_special_tokens=False)
-        longest = max(self.options["lengths"])
+        longest = max(self.options.lengths)
         if len(self.text_ids) < longest:
             raise EvaluatorError(f"diagnostics: {path} has {len(self.text_ids)} tokens, fewer than the longest "
                                  f"length {longest}; give a longer text_file or shorter lengths")
 
     def plan(self, loaded: LoadedModel) -> list[Sample]:
         return [Sample(f"diagnostics/len={n}/sample={i}", {"length": n, "sample": i})
-                for n in self.options["lengths"] for i in range(self.options["samples"])]
+                for n in self.options.lengths for i in range(self.options.samples)]
 
     def inputs(self, loaded: LoadedModel, length: int, i: int) -> list[int]:
         """Natural text: BOS (when the model has one) and the i-th consecutive window of the
@@ -296,20 +297,20 @@ class DiagnosticsEvaluator(Evaluator):
             n = length - len(bos)
             start = (i * n) % max(1, len(self.text_ids) - n + 1)
             return bos + self.text_ids[start : start + n]
-        passkey = PasskeyEvaluator(PasskeyEvaluator.validate({"seed": self.options["seed"], "lengths": [length]}))
+        passkey = PasskeyEvaluator(PasskeyEvaluator.validate({"seed": self.options.seed, "lengths": [length]}))
         return passkey.trial_prompt(loaded.tokenizer, length, i)["ids"][:length]  # the fixed blocks may exceed short targets
 
     def run_sample(self, loaded: LoadedModel, sample: Sample) -> dict[str, Any]:
         n = sample.params["length"]
         ids = self.inputs(loaded, n, sample.params["sample"])
-        dense = len(ids) <= self.options["dense_max"]
-        m = measure(loaded, ids, dense, self.options["chunk_size"], self.options["hidden_states"])
+        dense = len(ids) <= self.options.dense_max
+        m = measure(loaded, ids, dense, self.options.chunk_size, self.options.hidden_states)
         return {"length": n, "prompt_tokens": len(ids), "truncated": False, "prediction": None,
                 "references": None, "score": None, **m}
 
     def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
         by_length: dict[str, Any] = {}
-        for n in self.options["lengths"]:
+        for n in self.options.lengths:
             rs = [r for r in records if r["length"] == n]
             if not rs:
                 continue
@@ -317,7 +318,7 @@ class DiagnosticsEvaluator(Evaluator):
             everything = merge_moments(per_layer_m)
             entry: dict[str, Any] = {
                 "path": sorted({r["path"] for r in rs}),
-                "inputs": self.options["inputs"], "hidden_states": self.options["hidden_states"],
+                "inputs": self.options.inputs, "hidden_states": self.options.hidden_states,
                 "mean_tokens": sum(r["prompt_tokens"] for r in rs) / len(rs),
                 "massive_activations": {
                     "max": everything["max"], "min": everything["min"], "kurtosis": kurtosis(everything),

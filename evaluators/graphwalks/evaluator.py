@@ -36,21 +36,22 @@ class GraphwalksEvaluator(Evaluator):
     name = "graphwalks"
     version = "1"
     Options = GraphwalksOptions
+    options: GraphwalksOptions
 
-    def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
+    def __init__(self, options: GraphwalksOptions, data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)
         self.rows: dict[str, list[dict[str, Any]]] = {}
 
     def prepare(self, loaded: LoadedModel) -> None:
-        self.rows = load_sets(self.data_dir, self.options["sets"])
+        self.rows = load_sets(self.data_dir, self.options.sets)
 
     def plan(self, loaded: LoadedModel) -> list[Sample]:
         o = self.options
         samples = []
-        for s in o["sets"]:
-            indices = [i for i, r in enumerate(self.rows[s]) if r["problem_type"] in o["problem_types"]]
-            if o["limit"]:
-                indices = indices[: o["limit"]]
+        for s in o.sets:
+            indices = [i for i, r in enumerate(self.rows[s]) if r["problem_type"] in o.problem_types]
+            if o.limit:
+                indices = indices[: o.limit]
             samples += [Sample(f"graphwalks/{s}/{i}", {"set": s, "index": i}) for i in indices]
         return samples
 
@@ -59,7 +60,7 @@ class GraphwalksEvaluator(Evaluator):
         row = self.rows[s][index]
         tokenizer = loaded.tokenizer
         prompt = row["prompt"]
-        if self.options["chat_template"]:
+        if self.options.chat_template:
             text = apply_chat_template(tokenizer, prompt, missing_template(self.name))
             messages: tuple[dict[str, str], ...] | None = ({"role": "user", "content": prompt},)
         else:
@@ -73,7 +74,7 @@ class GraphwalksEvaluator(Evaluator):
                   "context": context, "truncated": False, "references": [final_line(row["answer_nodes"])]}
         if len(ids) + answer_tokens > context:
             return Built(sample, None, {**record, "beyond_context": True}, keep=row)
-        budget = min(self.options["max_new_tokens"], context - len(ids))
+        budget = min(self.options.max_new_tokens, context - len(ids))
         return Built(sample, GenerateRequest(ids, max_new_tokens=budget, messages=messages),
                      {**record, "beyond_context": False, "max_new_tokens": budget}, keep=row)
 

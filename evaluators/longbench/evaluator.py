@@ -73,21 +73,22 @@ class LongBenchEvaluator(Evaluator):
     #    the leaderboard's EN/ZH averages
     version = "5"
     Options = LongBenchOptions
+    options: LongBenchOptions
 
-    def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
+    def __init__(self, options: LongBenchOptions, data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)
         self.records: dict[str, list[dict[str, Any]]] = {}
 
     def prepare(self, loaded: LoadedModel) -> None:
-        for d in self.options["datasets"]:
-            rows = load_longbench(d, self.data_dir, self.options["e"])
-            self.records[d] = rows[: self.options["limit"]] if self.options["limit"] else rows
+        for d in self.options.datasets:
+            rows = load_longbench(d, self.data_dir, self.options.e)
+            self.records[d] = rows[: self.options.limit] if self.options.limit else rows
 
     def max_length(self, loaded: LoadedModel) -> int:
         """The prompt budget: the option, else (pred.py's model2maxlen) the context the model's
         RoPE scaling is meant to reach minus 500."""
-        if self.options["max_length"]:
-            return self.options["max_length"]
+        if self.options.max_length:
+            return self.options.max_length
         context = loaded.config.effective_context
         if context - CONTEXT_RESERVE < 16:
             raise EvaluatorError(f"longbench: the model's context ({context} tokens) minus the {CONTEXT_RESERVE} "
@@ -109,13 +110,13 @@ class LongBenchEvaluator(Evaluator):
     def prompt_ids(self, tokenizer: Tokenizer, cfg: DatasetConfig, record: dict[str, Any],
                    max_length: int) -> tuple[list[int], bool]:
         prompt, truncated = truncate_middle(tokenizer, render_prompt(cfg.template, record), max_length)
-        if self.options["chat_template"] and cfg.name not in NO_CHAT_TEMPLATE:
+        if self.options.chat_template and cfg.name not in NO_CHAT_TEMPLATE:
             prompt = apply_chat_template(tokenizer, prompt, missing_template(self.name))
         return tokenizer.encode(prompt), truncated
 
     def build(self, loaded: LoadedModel, sample: Sample) -> Built:
         d = sample.params["dataset"]
-        cfg = configs(self.options["e"])[d]
+        cfg = configs(self.options.e)[d]
         record = self.records[d][sample.params["index"]]
         max_length = self.max_length(loaded)
         ids, truncated = self.prompt_ids(loaded.tokenizer, cfg, record, max_length)
@@ -124,7 +125,7 @@ class LongBenchEvaluator(Evaluator):
             end = {"stop_ids": (newline_id(loaded.tokenizer),), "min_new_tokens": 1}
         return Built(sample, GenerateRequest(ids, max_new_tokens=cfg.max_gen, **end),
                      {"dataset": d, "prompt_tokens": len(ids), "truncated": truncated, "max_length": max_length,
-                      "chat_template": bool(self.options["chat_template"]) and d not in NO_CHAT_TEMPLATE,
+                      "chat_template": bool(self.options.chat_template) and d not in NO_CHAT_TEMPLATE,
                       "references": record["answers"], "all_classes": record.get("all_classes"),
                       "length": record["length"], "language": record.get("language")},
                      keep=(cfg.metric, record))
@@ -139,7 +140,7 @@ class LongBenchEvaluator(Evaluator):
         by_dataset: dict[str, list[dict]] = defaultdict(list)
         for r in records:
             by_dataset[r["dataset"]].append(r)
-        summary = summarise(by_dataset, self.options["e"])
+        summary = summarise(by_dataset, self.options.e)
         lengths = sorted({r["max_length"] for r in records if "max_length" in r})
         summary["max_length"] = lengths[0] if len(lengths) == 1 else lengths or None
         return typed(summary)

@@ -38,22 +38,23 @@ class LongBenchV2Evaluator(Evaluator):
     name = "longbench_v2"
     version = "1"
     Options = LongBenchV2Options
+    options: LongBenchV2Options
 
-    def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
+    def __init__(self, options: LongBenchV2Options, data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)
         self.items: dict[str, dict[str, Any]] = {}
-        if self.options["cot"]:
+        if self.options.cot:
             self.run_sample = self._run_cot  # type: ignore[method-assign] - the per-instance seam of base
 
     def prepare(self, loaded: LoadedModel) -> None:
         o = self.options
         rows = [r for r in load_records(self.data_dir)
-                if r["length"] in o["buckets"] and r["difficulty"] in o["difficulties"]]
-        if o["rag"] and any("retrieved_context" not in r for r in rows):
+                if r["length"] in o.buckets and r["difficulty"] in o.difficulties]
+        if o.rag and any("retrieved_context" not in r for r in rows):
             raise EvaluatorError("longbench_v2: rag needs records carrying 'retrieved_context' (the top chunks with "
                                  "'c_idx' and 'content'); the released data.json has none: add them or set rag=0")
-        if o["limit"]:
-            rows = rows[: o["limit"]]
+        if o.limit:
+            rows = rows[: o.limit]
         self.items = {r["_id"]: r for r in rows}
         self._engine: Engine | None = None
 
@@ -63,8 +64,8 @@ class LongBenchV2Evaluator(Evaluator):
     # --- one query as query_llm makes it --------------------------------------
 
     def budget(self, loaded: LoadedModel, max_new_tokens: int) -> int:
-        if self.options["max_length"]:
-            return self.options["max_length"]
+        if self.options.max_length:
+            return self.options.max_length
         context = loaded.config.effective_context
         budget = protocol.default_budget(context, max_new_tokens)
         if budget < 16:
@@ -81,19 +82,19 @@ class LongBenchV2Evaluator(Evaluator):
         ids, truncated = protocol.keep_middle_out(tokenizer.encode(prompt), max_len)
         if truncated:
             prompt = tokenizer.decode(ids, skip_special_tokens=True)
-        if self.options["chat_template"]:
+        if self.options.chat_template:
             prompt = apply_chat_template(tokenizer, prompt, NO_TEMPLATE)
         final = tokenizer.encode(prompt)
-        decided = protocol.answer_decided if answer and self.options["stop_when_decided"] else None
+        decided = protocol.answer_decided if answer and self.options.stop_when_decided else None
         return (GenerateRequest(final, max_new_tokens=max_new_tokens, decided=decided),
                 {"prompt_tokens": len(final), "truncated": truncated, "max_length": max_len})
 
     def _first(self, loaded: LoadedModel, item: dict[str, Any]) -> tuple[GenerateRequest, dict]:
         o = self.options
-        prompt = protocol.first_prompt(item, cot=o["cot"], no_context=o["no_context"], rag=o["rag"])
+        prompt = protocol.first_prompt(item, cot=o.cot, no_context=o.no_context, rag=o.rag)
         # With CoT the first query is the reasoning: only the answer query stops once decided.
-        return self.request(loaded, prompt, protocol.COT_TOKENS if o["cot"] else protocol.ANSWER_TOKENS,
-                            answer=not o["cot"])
+        return self.request(loaded, prompt, protocol.COT_TOKENS if o.cot else protocol.ANSWER_TOKENS,
+                            answer=not o.cot)
 
     # --- zero-shot: batched through the engine --------------------------------
 

@@ -32,15 +32,16 @@ class MrcrEvaluator(Evaluator):
     name = "mrcr"
     version = "1"
     Options = MrcrOptions
+    options: MrcrOptions
 
-    def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
+    def __init__(self, options: MrcrOptions, data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)
         self.rows: dict[int, list[dict[str, Any]]] = {}
         self._bin_tokens: dict[tuple[int, int], int] = {}
 
     def prepare(self, loaded: LoadedModel) -> None:
-        self.count = o200k.counter(self.options["o200k_file"])
-        self.rows = load_rows(self.data_dir, self.options["needles"])
+        self.count = o200k.counter(self.options.o200k_file)
+        self.rows = load_rows(self.data_dir, self.options.needles)
 
     def bin_tokens(self, n: int, index: int) -> int:
         """o200k tokens of the row's prompt and answer (counted once)."""
@@ -54,12 +55,12 @@ class MrcrEvaluator(Evaluator):
     def plan(self, loaded: LoadedModel) -> list[Sample]:
         o = self.options
         samples = []
-        for n in o["needles"]:
+        for n in o.needles:
             indices = list(range(len(self.rows[n])))
-            if o["bins"] is not None:
-                indices = [i for i in indices if protocol.length_bin(self.bin_tokens(n, i)) in o["bins"]]
-            if o["limit"]:
-                indices = indices[: o["limit"]]
+            if o.bins is not None:
+                indices = [i for i in indices if protocol.length_bin(self.bin_tokens(n, i)) in o.bins]
+            if o.limit:
+                indices = indices[: o.limit]
             samples += [Sample(f"mrcr/{n}needle/{i}", {"needles": n, "index": i}) for i in indices]
         return samples
 
@@ -78,7 +79,7 @@ class MrcrEvaluator(Evaluator):
                   "truncated": False, "references": [row["answer"]]}
         if len(ids) + answer_tokens > context:
             return Built(sample, None, {**record, "beyond_context": True}, keep=row)
-        budget = min(self.options["max_new_tokens"], context - len(ids))
+        budget = min(self.options.max_new_tokens, context - len(ids))
         return Built(sample, GenerateRequest(ids, max_new_tokens=budget, messages=tuple(messages)),
                      {**record, "beyond_context": False, "max_new_tokens": budget}, keep=row)
 
@@ -91,7 +92,7 @@ class MrcrEvaluator(Evaluator):
                 "score": protocol.grade(text, row["answer"], row["random_string_to_prepend"])}
 
     def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
-        return typed(records, self.options["bins"])
+        return typed(records, self.options.bins)
 
     @classmethod
     def legacy_result(cls, entry: dict[str, Any]) -> TaskResult:

@@ -124,10 +124,12 @@ def retrieval_result(task: str, accuracy: float | None, by_length: dict[str, dic
 class _Retrieval(Evaluator):
     """Shared generation of the passkey-style evaluators."""
 
+    options: PasskeyOptions | NeedleOptions
+
     def request(self, sample: Sample, ids: list[int], key: int, record: dict[str, Any]) -> Built:
         """Greedy decoding of `max_new_tokens` after the prompt; `key` is kept for scoring."""
-        decided = first_integer_decided if self.options.get("stop_when_decided") else None
-        return Built(sample, GenerateRequest(ids, max_new_tokens=self.options["max_new_tokens"], decided=decided),
+        decided = first_integer_decided if self.options.stop_when_decided else None
+        return Built(sample, GenerateRequest(ids, max_new_tokens=self.options.max_new_tokens, decided=decided),
                      record, keep=key)
 
     def score(self, built: Built, response: Generation) -> dict[str, Any]:
@@ -140,8 +142,9 @@ class PasskeyEvaluator(_Retrieval):
     name = "passkey"
     version = "2"  # 2: typed result (evaluators.results)
     Options = PasskeyOptions
+    options: PasskeyOptions
 
-    def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
+    def __init__(self, options: PasskeyOptions, data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)
         self._fitted: dict[int, int] = {}
 
@@ -151,7 +154,7 @@ class PasskeyEvaluator(_Retrieval):
 
     def plan(self, loaded: LoadedModel) -> list[Sample]:
         return [Sample(f"passkey/len={n}/trial={t}", {"length": n, "trial": t})
-                for n in self.options["lengths"] for t in range(self.options["trials"])]
+                for n in self.options.lengths for t in range(self.options.trials)]
 
     def garbage_for(self, tokenizer: Tokenizer, target: int) -> int:
         """G for a target length, probed with a five-digit key at mid depth."""
@@ -162,7 +165,7 @@ class PasskeyEvaluator(_Retrieval):
 
     def trial_prompt(self, tokenizer: Tokenizer, target: int, trial: int) -> dict[str, Any]:
         """The trial's prompt: key and depth drawn from a generator seeded by (seed, length, trial)."""
-        rng = random.Random(f"{self.options['seed']}/{target}/{trial}")
+        rng = random.Random(f"{self.options.seed}/{target}/{trial}")
         key = rng.randint(*KEY_RANGE)
         g = self.garbage_for(tokenizer, target)
         p = rng.randint(0, g)
@@ -236,14 +239,15 @@ class NeedleEvaluator(_Retrieval):
     name = "needle"
     version = "2"  # 2: typed result (evaluators.results)
     Options = NeedleOptions
+    options: NeedleOptions
 
-    def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
+    def __init__(self, options: NeedleOptions, data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)
         self._fitted: dict[tuple[int, int], int] = {}
         self.haystack_unit = GARBAGE_SENTENCE
 
     def prepare(self, loaded: LoadedModel) -> None:
-        name = self.options["haystack_file"]
+        name = self.options.haystack_file
         if name is None:
             return
         path = Path(name)
@@ -275,12 +279,12 @@ class NeedleEvaluator(_Retrieval):
     def plan(self, loaded: LoadedModel) -> list[Sample]:
         o = self.options
         return [Sample(f"needle/len={n}/depth={d}/trial={t}", {"length": n, "depth": d, "trial": t})
-                for n in o["lengths"] for d in o["depths"] for t in range(o["trials"])]
+                for n in o.lengths for d in o.depths for t in range(o.trials)]
 
     def build(self, loaded: LoadedModel, sample: Sample) -> Built:
         n, d, t = sample.params["length"], sample.params["depth"], sample.params["trial"]
         tok = loaded.tokenizer
-        rng = random.Random(f"{self.options['seed']}/{n}/{d}/{t}")
+        rng = random.Random(f"{self.options.seed}/{n}/{d}/{t}")
         key = rng.randint(*KEY_RANGE)
         if (n, d) not in self._fitted:
             self._fitted[(n, d)] = fit_length(tok, n, lambda g: self.wrap(tok, self.prompt(KEY_RANGE[1], g, d)))

@@ -86,44 +86,45 @@ class PerplexityEvaluator(Evaluator):
     #    overlap by one context token so every token but the document's first is scored (and counted) once
     version = "4"
     Options = PerplexityOptions
+    options: PerplexityOptions
 
-    def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
+    def __init__(self, options: PerplexityOptions, data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)
         self.docs: list[tuple[str, list[int]]] = []
         self.bos: list[int] = []
 
     def text_path(self) -> Path:
-        path = Path(self.options["text_file"])
+        path = Path(self.options.text_file)
         if not path.is_absolute() and self.data_dir is not None and (self.data_dir / path).exists():
             path = self.data_dir / path
         if not path.exists():
-            raise EvaluatorError(f"perplexity: text_file {self.options['text_file']} not found (looked at {path})")
+            raise EvaluatorError(f"perplexity: text_file {self.options.text_file} not found (looked at {path})")
         return path
 
     def prepare(self, loaded: LoadedModel) -> None:
         tok = loaded.tokenizer
         self.bos = [tok.bos_id] if tok.bos_id is not None else []
-        budget = self.options["max_tokens"]
+        budget = self.options.max_tokens
         self.docs = [(name, tok.encode(text, add_special_tokens=False)[:budget])
                      for name, text in read_documents(self.text_path())]
         self.docs = [(name, ids) for name, ids in self.docs if len(ids) > (0 if self.bos else 1)]
         longest_doc = max((len(ids) for _, ids in self.docs), default=0)
-        need = max(self.options["lengths"]) - len(self.bos)
+        need = max(self.options.lengths) - len(self.bos)
         if longest_doc < need:
             raise EvaluatorError(f"perplexity: the longest document of {self.text_path()} has {longest_doc} "
                                  f"tokens (up to max_tokens), fewer than the {need} text tokens of the longest "
                                  "length; give longer documents or shorter lengths")
-        stride = self.options["stride"]
-        shortest = default_stride(min(self.options["lengths"]))
+        stride = self.options.stride
+        shortest = default_stride(min(self.options.lengths))
         if stride is not None and stride > shortest:
             raise EvaluatorError(f"perplexity: stride {stride} is longer than the {shortest} tokens the shortest "
                                  "window can score, so tokens between windows would go unscored; lower stride")
 
     def plan(self, loaded: LoadedModel) -> list[Sample]:
         out = []
-        for n in self.options["lengths"]:
+        for n in self.options.lengths:
             text_len = n - len(self.bos)
-            stride = self.options["stride"] or default_stride(n)
+            stride = self.options.stride or default_stride(n)
             for d, (_, ids) in enumerate(self.docs):
                 for i, w in enumerate(windows(len(ids), text_len, stride, bool(self.bos))):
                     out.append(Sample(f"perplexity/len={n}/doc={d}/window={i}", {"length": n, "doc": d, "window": w}))
@@ -144,7 +145,7 @@ class PerplexityEvaluator(Evaluator):
 
     def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
         by_length: dict[str, Any] = {}
-        for n in self.options["lengths"]:
+        for n in self.options.lengths:
             rs = [r for r in records if r["length"] == n]
             tokens = sum(r["tokens"] for r in rs)
             by_length[str(n)] = {
@@ -152,7 +153,7 @@ class PerplexityEvaluator(Evaluator):
                 "perplexity_yarn": math.exp(sum(r["nll"] / r["tokens"] for r in rs) / len(rs)) if rs else None,
                 "windows": len(rs), "tokens": tokens, "documents": len({r["doc"] for r in rs}),
             }
-        return self.typed(by_length, self.options["stride"], self.options["max_tokens"])
+        return self.typed(by_length, self.options.stride, self.options.max_tokens)
 
     @classmethod
     def typed(cls, by_length: dict[str, dict[str, Any]], stride: int | None,

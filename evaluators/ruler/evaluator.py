@@ -44,9 +44,10 @@ class RulerEvaluator(Evaluator):
     name = "ruler"
     version = "1"
     Options = RulerOptions
+    options: RulerOptions
     search_unit = "index"
 
-    def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
+    def __init__(self, options: RulerOptions, data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)
         self._group: tuple[tuple[str, int], list[RulerSample]] | None = None
         self._drawing = threading.Lock()  # draw_ahead's thread and the build thread draw a stream once
@@ -54,23 +55,23 @@ class RulerEvaluator(Evaluator):
     def draw_ahead(self, tokenizer: Tokenizer) -> None:
         """The first task and length's stream (what the first build needs), while the model loads."""
         o = self.options
-        if o.get("tasks") and o.get("lengths") and not self.missing_files():
-            self.wrapper = wrapper_for(o["template"], tokenizer)
-            self.samples_of(tokenizer, o["tasks"][0], o["lengths"][0])
+        if o.tasks and o.lengths and not self.missing_files():
+            self.wrapper = wrapper_for(o.template, tokenizer)
+            self.samples_of(tokenizer, o.tasks[0], o.lengths[0])
 
     def missing_files(self) -> list[str]:
-        return RulerOptions.model_validate(self.options).missing_files(self.data_dir)
+        return self.options.missing_files(self.data_dir)
 
     def prepare(self, loaded: LoadedModel) -> None:
         missing = self.missing_files()
         if missing:
             raise EvaluatorError("; ".join(missing))
-        self.wrapper = wrapper_for(self.options["template"], loaded.tokenizer)
+        self.wrapper = wrapper_for(self.options.template, loaded.tokenizer)
 
     def plan(self, loaded: LoadedModel) -> list[Sample]:
         o = self.options
         return [Sample(f"ruler/{t}/{n}/{i}", {"ruler_task": t, "length": n, "index": i})
-                for t in o["tasks"] for n in o["lengths"] for i in range(o["samples"])]
+                for t in o.tasks for n in o.lengths for i in range(o.samples)]
 
     def samples_of(self, tokenizer: Tokenizer, task: str, length: int) -> list[RulerSample]:
         """All samples of one task and length, drawn at once (one seeded stream) or read from
@@ -78,7 +79,7 @@ class RulerEvaluator(Evaluator):
         are built."""
         with self._drawing:
             if self._group is None or self._group[0] != (task, length):
-                drawn = generate_cached(task, tokenizer, length, self.options["samples"], self.options["seed"],
+                drawn = generate_cached(task, tokenizer, length, self.options.samples, self.options.seed,
                                         self.wrapper, self.data_dir)
                 self._group = ((task, length), drawn)
             return self._group[1]
@@ -88,7 +89,7 @@ class RulerEvaluator(Evaluator):
         s = self.samples_of(loaded.tokenizer, task, length)[index]
         ids = list(s.ids) if s.ids is not None else loaded.tokenizer.encode(s.prompt)  # the fit test's encode
         gen = TASKS[task].spec.tokens_to_generate
-        decided = scoring.decided(TASKS[task].metric, s.outputs) if self.options.get("stop_when_decided") else None
+        decided = scoring.decided(TASKS[task].metric, s.outputs) if self.options.stop_when_decided else None
         return Built(sample, GenerateRequest(ids, max_new_tokens=gen, decided=decided),
                      {"ruler_task": task, "length": length, "index": index, "prompt_tokens": len(ids),
                       "truncated": False, "sample_length": len(ids) + gen, "answer_prefix": s.answer_prefix,
@@ -123,13 +124,13 @@ class RulerEvaluator(Evaluator):
             heatmap(folder / "ruler_tasks.png", grid, [str(n) for n in lengths], tasks, "RULER score per task "
                     "and length", "length (tokens, prompt + generation budget)", "task", vmin=0, vmax=100),
             average_with_threshold(folder / "ruler_average.png", lengths, [avg.get(n) for n in lengths],
-                                   [ci.get(str(n)) for n in lengths], self.options["threshold"],
+                                   [ci.get(str(n)) for n in lengths], self.options.threshold,
                                    f"RULER average over {len(tasks)} task(s)", "length (tokens)", UNIT),
         ]
 
 
 def typed(cells: dict[tuple[str, int], list[float]], nulls: dict[tuple[str, int], int],
-          options: dict[str, Any]) -> TaskResult:
+          options: RulerOptions) -> TaskResult:
     """Per task and length the evaluate.py score; per length the mean of those scores over
     the tasks run; Avg / wAvg; the effective lengths; 95% intervals (ruler.md section 8)."""
     lengths = sorted({n for _, n in cells})
@@ -137,7 +138,7 @@ def typed(cells: dict[tuple[str, int], list[float]], nulls: dict[tuple[str, int]
     score = {k: scoring.corpus_score(v) for k, v in cells.items() if v}
     averages = {n: sum(score[(t, n)] for t in tasks if (t, n) in score) / sum((t, n) in score for t in tasks)
                 for n in lengths if any((t, n) in score for t in tasks)}
-    cell_ci, avg_ci = summary.intervals(cells, options["bootstrap"], options["seed"])
+    cell_ci, avg_ci = summary.intervals(cells, options.bootstrap, options.seed)
     n_total = sum(len(v) for v in cells.values())
     out = [series("score", "length", UNIT, True, [(n, score.get((t, n)), len(cells.get((t, n), []))) for n in lengths
                                                   if (t, n) in cells], task=t) for t in tasks]
@@ -147,7 +148,7 @@ def typed(cells: dict[tuple[str, int], list[float]], nulls: dict[tuple[str, int]
     eff = rel = None
     if averages:
         w = summary.weighted_averages(averages)
-        eff = summary.effective_length(averages, options["threshold"])
+        eff = summary.effective_length(averages, options.threshold)
         rel = summary.relative_effective_length(averages)
         metrics = [
             metric("average", w["avg"], True, UNIT, n_total, "mean over lengths of the per-length average "
@@ -169,11 +170,11 @@ def typed(cells: dict[tuple[str, int], list[float]], nulls: dict[tuple[str, int]
         metrics=metrics,
         series=out,
         summary=f"RULER {len(tasks)} task(s): average per length {line}; effective length {eff_text} "
-                f"(threshold {options['threshold']:g}){gaps}",
-        extra={"template": options["template"], "effective_length": eff, "effective_length_relative": rel,
+                f"(threshold {options.threshold:g}){gaps}",
+        extra={"template": options.template, "effective_length": eff, "effective_length_relative": rel,
                "nulls": {t: {str(n): f"{nulls.get((t, n), 0)}/{len(cells[(t, n)])}" for n in lengths
                              if (t, n) in cells} for t in tasks},
-               "intervals": {"level": 0.95, "resamples": options["bootstrap"],
+               "intervals": {"level": 0.95, "resamples": options.bootstrap,
                              "cells": {t: {str(n): cell_ci.get((t, n)) for n in lengths if (t, n) in cells}
                                        for t in tasks},
                              "average": {str(n): avg_ci.get(n) for n in lengths}},

@@ -107,18 +107,19 @@ class ScrollsEvaluator(Evaluator):
     # 2: typed result; 3: prompt modes lm-eval (default) and official, choices by log-likelihood
     version = "3"
     Options = ScrollsOptions
+    options: ScrollsOptions
 
-    def __init__(self, options: dict[str, Any], data_dir: Path | None = None) -> None:
+    def __init__(self, options: ScrollsOptions, data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)
         self.examples: dict[str, list[dict[str, Any]]] = {}
 
     def prepare(self, loaded: LoadedModel) -> None:
-        for t in self.options["tasks"]:
-            ex = group_by_id(load_scrolls(t, self.options["split"], self.data_dir))
-            self.examples[t] = ex[: self.options["limit"]] if self.options["limit"] else ex
+        for t in self.options.tasks:
+            ex = group_by_id(load_scrolls(t, self.options.split, self.data_dir))
+            self.examples[t] = ex[: self.options.limit] if self.options.limit else ex
 
     def doc(self, t: str, ex: dict[str, Any]) -> dict[str, Any]:
-        if self.options["prompt"] == "official":
+        if self.options.prompt == "official":
             return {"prompt": ex["input"], "choices": None, "gold": None}
         try:
             return lm_eval_doc(t, ex["input"], ex["outputs"])
@@ -142,7 +143,7 @@ class ScrollsEvaluator(Evaluator):
             cut: Callable[[Tokenizer, str, int], tuple[list[int], bool]]) -> tuple[list[int], bool]:
         """Prompt ids within `budget`; with chat_template the document is cut first (the
         template's tokens counted), then wrapped, as LongBench's pred.py does."""
-        if not self.options.get("chat_template"):
+        if not self.options.chat_template:
             return cut(tokenizer, text, budget)
         extra = len(tokenizer.encode(self.wrap(tokenizer, ""))) - len(tokenizer.encode(""))
         ids, truncated = cut(tokenizer, text, budget - extra)
@@ -154,10 +155,10 @@ class ScrollsEvaluator(Evaluator):
         t = sample.params["task"]
         ex = self.examples[t][sample.params["index"]]
         doc = self.doc(t, ex)
-        official = self.options["prompt"] == "official"
-        max_new = self.options["max_new_tokens"] or (OFFICIAL_MAX_NEW_TOKENS if official else LM_EVAL_MAX_NEW_TOKENS)
-        max_length = self.options["max_length"] or loaded.config.effective_context
-        record = {"scrolls_task": t, "example": ex["id"], "prompt_mode": self.options["prompt"],
+        official = self.options.prompt == "official"
+        max_new = self.options.max_new_tokens or (OFFICIAL_MAX_NEW_TOKENS if official else LM_EVAL_MAX_NEW_TOKENS)
+        max_length = self.options.max_length or loaded.config.effective_context
+        record = {"scrolls_task": t, "example": ex["id"], "prompt_mode": self.options.prompt,
                   "references": ex["outputs"]}
         if "choice" in sample.params:
             cont = loaded.tokenizer.encode(" " + doc["choices"][sample.params["choice"]], add_special_tokens=False)
@@ -191,7 +192,7 @@ class ScrollsEvaluator(Evaluator):
         for r in gather_choices(records):
             by_task[r["scrolls_task"]].append(r)
         tasks = {}
-        for t in self.options["tasks"]:
+        for t in self.options.tasks:
             rs = by_task.get(t, [])
             tasks[t] = {**scrolls_aggregate(t, [r["metrics"] for r in rs]), "metric": SCROLLS_METRICS[t],
                         "truncated": sum(r["truncated"] for r in rs)}
@@ -199,8 +200,8 @@ class ScrollsEvaluator(Evaluator):
             if accs:
                 tasks[t]["acc"] = 100 * sum(accs) / len(accs)
         scores = [v["score"] for v in tasks.values() if v["score"] is not None]
-        return self.typed(tasks, self.options["split"], sum(scores) / len(scores) if scores else None,
-                          self.options["prompt"])
+        return self.typed(tasks, self.options.split, sum(scores) / len(scores) if scores else None,
+                          self.options.prompt)
 
     @classmethod
     def typed(cls, tasks: dict[str, dict[str, Any]], split: str, score: float | None,

@@ -75,6 +75,9 @@ class SearchOptions(TaskOptions):
                              f"length may draw; lower search_block or raise {self.search_cap}")
         return self
 
+    def sequential(self) -> bool:
+        return self.search == "sequential"
+
     def search_threshold_values(self) -> tuple[float | None, float | None]:
         """(absolute threshold, relative share) of the sequential search, means in [0, 1]."""
         raise NotImplementedError

@@ -15,14 +15,11 @@ from collections.abc import Callable
 from typing import Any
 
 from evaluators.results import Metric, TaskResult, metric, series
+from evaluators.sequential.options import SearchOptions
 from evaluators.sequential.search import SearchConfig, SearchState, replay
 
 ASSUMPTION = ("the mean score does not increase with length (the passing lengths are a prefix of the "
               "candidates); units of a length are independent draws, as the seeded generators make them")
-
-
-def enabled(options: dict[str, Any]) -> bool:
-    return options.get("search") == "sequential"
 
 
 def units_of(evaluator: Any, samples: list[Any]) -> dict[int, list[list[Any]]]:
@@ -35,10 +32,10 @@ def units_of(evaluator: Any, samples: list[Any]) -> dict[int, list[list[Any]]]:
 
 
 def config_of(evaluator: Any, units: dict[int, list[list[Any]]]) -> SearchConfig:
-    o = evaluator.options
-    threshold, relative = evaluator.Options.model_validate(o).search_threshold_values()
-    return SearchConfig(lengths=sorted(units), cap=min(len(u) for u in units.values()), block=o["search_block"],
-                        alpha=o["search_alpha"], threshold=threshold, relative=relative)
+    o: SearchOptions = evaluator.options
+    threshold, relative = o.search_threshold_values()
+    return SearchConfig(lengths=sorted(units), cap=min(len(u) for u in units.values()), block=o.search_block,
+                        alpha=o.search_alpha, threshold=threshold, relative=relative)
 
 
 def scorer(config: SearchConfig, units: dict[int, list[list[Any]]], done: dict[str, dict[str, Any]]

@@ -11,7 +11,6 @@ from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, Response, StreamingResponse
 
-from evaluators.registry import task_options_of
 from evaluators.samplelog import sample_files
 from service.api.deps import JobId, Read, SettingsDep, StoreDep
 from service.errors import Conflict, NotFound
@@ -95,7 +94,7 @@ def get_prompt(job_id: JobId, task: Annotated[str, Query(pattern=TASK_PATTERN, e
     job = store.get_job(job_id)
     _, spec = _task_key(job, task)
     record = find_record(task_dir(settings, job.id, task), sample)
-    prompt, needle = rebuild_prompt(spec["name"], record, task_options_of(spec), settings.data_dir)
+    prompt, needle = rebuild_prompt(spec, record, settings.data_dir)
     return SamplePrompt(task=task, id=sample, prompt=prompt, needle=needle, needle_start=prompt.find(needle))
 
 

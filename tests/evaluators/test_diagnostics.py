@@ -118,8 +118,8 @@ def test_sink_rate_thresholds_each_sample_then_averages() -> None:
 def test_inputs_are_natural_text_each_sample_starting_with_bos(tmp_path: Path) -> None:
     loaded = tiny_model(tmp_path / "m")
     opts = DiagnosticsEvaluator.validate({"preset": "gu2024"})
-    assert (opts["lengths"], opts["samples"], opts["inputs"]) == ([64], 100, "text")
-    assert DiagnosticsEvaluator.validate({"preset": "gu2024", "samples": 3})["samples"] == 3
+    assert (opts.lengths, opts.samples, opts.inputs) == ([64], 100, "text")
+    assert DiagnosticsEvaluator.validate({"preset": "gu2024", "samples": 3}).samples == 3
     ev = DiagnosticsEvaluator(opts)
     ev.prepare(loaded)
     text = loaded.tokenizer.encode(DEFAULT_TEXT.read_text(encoding="utf-8"), add_special_tokens=False)

@@ -21,6 +21,7 @@ from evaluators.passkey.evaluator import (
     passkey_prompt,
     sentence_boundaries,
 )
+from evaluators.registry import make_evaluator
 from tests.helpers import points, tiny_model, typed
 
 EXPECTED = (
@@ -266,9 +267,7 @@ def test_chat_template_wraps_the_fitted_prompt_and_the_result_says_so(tmp_path: 
     assert entry["chat_template"] == {"applied": True, "file": "chat_template.jinja"}
     records = [json.loads(line) for line in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
     assert all(290 <= r["prompt_tokens"] <= 300 for r in records)  # fitted with the template's tokens counted
-    from evaluators import TASKS
-
-    ev = TASKS[task]({k: v for k, v in validate_task(spec).items() if k != "name"})
+    ev = make_evaluator(spec)
     built = ev.build(loaded, ev.plan(loaded)[0])
     text = loaded.tokenizer.decode(list(built.request.prompt_ids))
     assert text.startswith("<user>There is an important info") and text.endswith("The pass key is</user><bot>")

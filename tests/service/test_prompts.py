@@ -29,7 +29,7 @@ def built_records(evaluator) -> list[tuple[dict, tuple[int, ...]]]:
 def test_passkey_prompts_rebuild_to_the_ids_the_model_read() -> None:
     options = PasskeyEvaluator.validate({"lengths": [300, 700], "trials": 3, "seed": 5})
     for record, ids in built_records(PasskeyEvaluator(options)):
-        prompt, needle = rebuild_prompt("passkey", record, options, None)
+        prompt, needle = rebuild_prompt(options.as_spec(), record, None)
         assert tuple(LOADED.tokenizer.encode(prompt)) == ids, record["id"]
         assert prompt.count(needle) == 1 and str(record["key"]) in needle
 
@@ -38,19 +38,19 @@ def test_needle_prompts_with_a_haystack_file_rebuild_to_the_ids_the_model_read(t
     (tmp_path / "story.txt").write_text("Once there was a fox. It ran far! Did it stop? No.\nThe end came late. " * 20)
     options = NeedleEvaluator.validate({"lengths": [400], "depths": [0, 37, 100], "haystack_file": "story.txt"})
     for record, ids in built_records(NeedleEvaluator(options, tmp_path)):
-        prompt, needle = rebuild_prompt("needle", record, options, tmp_path)
+        prompt, needle = rebuild_prompt(options.as_spec(), record, tmp_path)
         assert tuple(LOADED.tokenizer.encode(prompt)) == ids, record["id"]
         assert prompt.count(needle) == 1 and "fox" in prompt
 
 
 def test_what_cannot_be_rebuilt_is_refused_with_a_reason(tmp_path: Path) -> None:
     with pytest.raises(NotFound, match="prompts are rebuilt for needle, passkey"):
-        rebuild_prompt("longbench", {"id": "x"}, {}, None)
+        rebuild_prompt({"name": "longbench"}, {"id": "x"}, None)
     with pytest.raises(NotFound, match="lacks what its prompt is rebuilt from"):
-        rebuild_prompt("passkey", {"id": "x", "key": 7}, {}, None)
+        rebuild_prompt({"name": "passkey"}, {"id": "x", "key": 7}, None)
     options = NeedleEvaluator.validate({"lengths": [400], "depths": [50], "haystack_file": "gone.txt"})
     with pytest.raises(NotFound, match="gone.txt not found"):
-        rebuild_prompt("needle", {"id": "x", "key": 7, "haystack_chars": 10, "depth_percent": 50}, options, tmp_path)
+        rebuild_prompt(options.as_spec(), {"id": "x", "key": 7, "haystack_chars": 10, "depth_percent": 50}, tmp_path)
 
 
 def test_the_newest_record_of_a_sample_is_found(tmp_path: Path) -> None:

@@ -190,12 +190,11 @@ def test_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
 
 def test_problem_types_and_limit_select_rows(tmp_path: Path) -> None:
     from evaluators.graphwalks.evaluator import GraphwalksEvaluator
-    from evaluators.registry import validate_task
+    from evaluators.registry import make_evaluator
 
     write_data(tmp_path / "data")
-    spec = {k: v for k, v in validate_task({"name": "graphwalks", "problem_types": "parents", "limit": 1}).items()
-            if k != "name"}
-    ev = GraphwalksEvaluator(spec, data_dir=tmp_path / "data")
+    ev = make_evaluator({"name": "graphwalks", "problem_types": "parents", "limit": 1}, data_dir=tmp_path / "data")
+    assert isinstance(ev, GraphwalksEvaluator)
     ev.prepare(None)  # reading the files needs no model
     assert [s.id for s in ev.plan(None)] == ["graphwalks/128k_and_shorter/0"]  # the 1M file holds no parents row
 

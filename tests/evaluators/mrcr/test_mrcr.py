@@ -17,7 +17,7 @@ from cli.main import main
 from evaluators.errors import EvaluatorError
 from evaluators.mrcr import o200k, protocol
 from evaluators.mrcr.options import MrcrOptions
-from evaluators.registry import validate_task
+from evaluators.registry import make_evaluator, validate_task
 from evaluators.suite import run_task
 from tests.helpers import points, tiny_model, typed
 
@@ -169,8 +169,8 @@ def test_bins_and_limit_select_rows(tmp_path: Path) -> None:
     loaded = tiny_model(tmp_path / "m")
 
     def plan(**options: object) -> list[str]:
-        spec = {k: v for k, v in validate_task({"name": "mrcr", **options}).items() if k != "name"}
-        ev = MrcrEvaluator(spec, data_dir=tmp_path / "data")
+        ev = make_evaluator({"name": "mrcr", **options}, data_dir=tmp_path / "data")
+        assert isinstance(ev, MrcrEvaluator)
         ev.prepare(loaded)
         return [s.id for s in ev.plan(loaded)]
 

@@ -17,6 +17,7 @@ from cli.main import main
 from evaluators.errors import EvaluatorError
 from evaluators.ruler import scoring, summary
 from evaluators.ruler.evaluator import typed
+from evaluators.ruler.options import RulerOptions
 
 
 def test_postprocess_strips_and_turns_control_characters_into_newlines() -> None:
@@ -100,7 +101,7 @@ def test_intervals_cover_the_score_are_seeded_and_shrink_with_samples() -> None:
 def test_typed_result_averages_the_task_scores_per_length() -> None:
     cells = {("niah_single_1", 1024): [1.0, 1.0, 0.5, 1.0], ("qa_1", 1024): [1.0, 0.0],
              ("niah_single_1", 2048): [0.0, 1.0, 0.0, 0.0], ("qa_1", 2048): [0.0, 0.0]}
-    options = {"threshold": 85.6, "bootstrap": 200, "seed": 42, "template": "base"}
+    options = RulerOptions(threshold=85.6, bootstrap=200, seed=42, template="base")
     result = typed(cells, {("qa_1", 2048): 2}, options)
     avg = {p.key: p.value for s in result.series if s.name == "average" for p in s.points}
     assert avg == {1024: (87.5 + 50.0) / 2, 2048: (25.0 + 0.0) / 2}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from evaluators import EvaluatorError, validate_task
-from evaluators.passkey.evaluator import PasskeyEvaluator
+from evaluators.registry import make_evaluator
 
 
 def test_grid_stays_the_default() -> None:
@@ -64,11 +64,10 @@ def test_bad_combinations_are_refused_with_the_reason(spec: dict, reason: str) -
 
 def test_search_options_stay_out_of_the_configuration_hash() -> None:
     """A search draws the grid's own samples: both runs must find each other's records."""
-    grid = validate_task({"name": "passkey", "lengths": [1024, 2048], "trials": 20})
-    search = validate_task({"name": "passkey", "lengths": [1024, 2048], "trials": 20, "search": "sequential",
-                            "search_block": 4, "search_alpha": 0.01, "search_threshold": 0.8})
-    strip = lambda spec: {k: v for k, v in spec.items() if k != "name"}  # noqa: E731
-    assert PasskeyEvaluator(strip(grid)).config_hash({"m": 1}) == PasskeyEvaluator(strip(search)).config_hash({"m": 1})
+    grid = make_evaluator({"name": "passkey", "lengths": [1024, 2048], "trials": 20})
+    search = make_evaluator({"name": "passkey", "lengths": [1024, 2048], "trials": 20, "search": "sequential",
+                             "search_block": 4, "search_alpha": 0.01, "search_threshold": 0.8})
+    assert grid.config_hash({"m": 1}) == search.config_hash({"m": 1})
 
 
 def test_every_search_option_has_a_cli_flag() -> None:

@@ -1,0 +1,70 @@
+"""The configuration hash is the identity of recorded samples (a rerun skips the samples
+recorded under the same hash), so it must not move when the code around it changes: these
+values were computed before options became typed end to end (#39 item 1) and pin it for
+every task, with its defaults and with options that change it (or, being selection only,
+do not)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from evaluators.registry import make_evaluator, task_names, validate_task
+
+MODEL = {"checkpoint": "demo", "rope": {"type": "yarn", "factor": 4.0}, "variant": "softmax"}
+
+PINNED: list[tuple[dict[str, Any], str]] = [
+    ({"name": "babilong"}, "c0aa206e0e0a61bc"),
+    ({"name": "diagnostics"}, "aa99f3c880ca8cc0"),
+    ({"name": "graphwalks"}, "7ecbd9dc5c116d4d"),
+    ({"name": "longbench"}, "12e3d672c27dd5af"),
+    ({"name": "longbench_v2"}, "7a642ad63daedc28"),
+    ({"name": "mrcr"}, "bb8f4b5db8d9c5d6"),
+    ({"name": "passkey"}, "5a2bd737e2b04b2f"),
+    ({"name": "needle"}, "cc705039f6e6848f"),
+    ({"name": "perplexity", "text_file": "/tmp/t.txt"}, "9a8d09a2e5f59d86"),
+    ({"name": "ruler"}, "01d578077aa44193"),
+    ({"name": "scrolls"}, "cf90c08f5ac6f4f8"),
+    ({"name": "passkey", "lengths": [256, 512], "seed": 3}, "e5173354aafb2c29"),
+    # selection only (lengths, trials, the search): the default's hash
+    ({"name": "passkey", "lengths": [256, 512, 1024], "search": "sequential", "trials": 20}, "5a2bd737e2b04b2f"),
+    ({"name": "passkey", "chat_template": True, "max_new_tokens": 5, "stop_when_decided": True}, "8bb794170d58b88f"),
+    ({"name": "needle", "depths": [0, 50], "haystack_file": "h.txt", "lengths": [1000, 2000], "seed": 7},
+     "7ad77f7dceb2791b"),
+    ({"name": "needle", "search": "sequential", "search_lengths": "doubling", "search_min": 1024,
+      "search_max": 8192, "trials": 10}, "cc705039f6e6848f"),
+    ({"name": "ruler", "lengths": [4096], "samples": 10, "seed": 1, "tasks": ["niah_single_1", "vt"]},
+     "341c065abba5eb98"),
+    ({"name": "ruler", "datasets": "niah_single_1,cwe", "lengths": [4096, 8192], "samples": 20,
+      "search": "sequential", "search_rule": "relative"}, "01d578077aa44193"),
+    ({"name": "ruler", "bootstrap": 0, "template": "chat", "threshold": 50.0}, "d904ff0f9c244efc"),
+    ({"name": "longbench", "datasets": ["qasper"], "e": False, "max_length": 4096, "seed": 5}, "13bf012ebe1af596"),
+    ({"name": "longbench", "chat_template": True, "e": True}, "bd42bfbad73a4013"),
+    ({"name": "scrolls", "datasets": ["qasper"], "max_new_tokens": 64, "prompt": "official"}, "2bf0e4beca3a79aa"),
+    ({"name": "babilong", "lengths": [0, 4096], "samples": 5, "seed": 1, "tasks": ["qa1", "qa2"]}, "f3ad4c984fbadf64"),
+    ({"name": "longbench_v2", "cot": True, "limit": 5}, "2699e81ae1740514"),
+    ({"name": "longbench_v2", "chat_template": True, "rag": 3}, "f3de8045f2c387c5"),
+    ({"name": "mrcr", "max_new_tokens": 100, "needles": [2]}, "64d08503615ecfa0"),
+    ({"name": "graphwalks", "chat_template": False, "problem_types": ["bfs"]}, "1e21b8267ddbbed4"),
+    ({"name": "perplexity", "lengths": [64, 128], "stride": 32, "text_file": "/tmp/t.txt"}, "b0ede7b146b02566"),
+    ({"name": "diagnostics", "hidden_states": "hf", "inputs": "passkey", "lengths": [64], "preset": "gu2024"},
+     "a7090edd982b07ef"),
+]
+
+
+def test_every_task_is_pinned() -> None:
+    assert {spec["name"] for spec, _ in PINNED} == set(task_names())
+
+
+@pytest.mark.parametrize(("spec", "pinned"), PINNED, ids=lambda v: v.get("name") if isinstance(v, dict) else None)
+def test_config_hash_is_pinned(spec: dict[str, Any], pinned: str) -> None:
+    assert make_evaluator(spec).config_hash(MODEL) == pinned
+    # a stored spec (every option filled in) made again by a worker: the same samples
+    assert make_evaluator(validate_task(spec)).config_hash(MODEL) == pinned
+
+
+def test_config_hash_without_a_model() -> None:
+    assert make_evaluator({"name": "passkey"}).config_hash(None) == "a35221cfe44dd4fe"
+    assert make_evaluator({"name": "ruler", "template": "chat", "threshold": 50.0, "bootstrap": 0}
+                          ).config_hash(None) == "0595d6ad79e52e7a"
