@@ -34,7 +34,7 @@ from evaluators.errors import EvaluationCancelled, EvaluatorError
 from evaluators.suite import partial_result, task_keys
 from service.errors import ServiceError
 from service.layout import job_dir, task_dir, task_result
-from service.progress import JobProgress, ProgressFeed, plan_of
+from service.progress import JobProgress, Plan, ProgressFeed, plan_of
 from service.settings import Settings
 from service.status import FAILED, QUEUED, RUNNING, SUCCEEDED
 from service.store import JobRow, Store
@@ -49,16 +49,17 @@ JOB_ERRORS = (EvaluatorError, CheckpointError, ServiceError, ValueError)
 
 
 def plan_units(tasks: dict[str, dict[str, Any]], unit_samples: int | None, workers: int,
-               unit_tokens: int = 131_072) -> list[Unit]:
+               unit_tokens: int = 131_072, plans: dict[str, Plan] | None = None) -> list[Unit]:
     """The job's work units: a task its options plan n samples for splits into slices of about
     `unit_tokens` tokens of work each (its planned prompt and generated tokens: a few seconds
     of a worker's time, so what each unit costs around its samples stays small beside them,
     however cheap or dear a sample is), or of `unit_samples` samples when that is set; one
     whose data decides its samples into one slice per worker; a sequential search (each
-    block decides the next) stays one unit."""
+    block decides the next) stays one unit. `plans`: the tasks' plans where already read
+    (`JobProgress.plans`)."""
     units: list[Unit] = []
     for key, task in tasks.items():
-        plan = plan_of(task)
+        plan = (plans or {}).get(key) or plan_of(task)
         samples, work = plan.samples, plan.work_tokens
         if plan.sequential:
             count = 1
@@ -299,7 +300,8 @@ class JobRun:
             if done.is_file():
                 self.entries[key] = json.loads(done.read_text())
         left = {k: t for k, t in self.tasks.items() if k not in self.entries}
-        units = plan_units(left, self.settings.unit_samples, self.workers, self.settings.unit_tokens)
+        units = plan_units(left, self.settings.unit_samples, self.workers, self.settings.unit_tokens,
+                           self.progress.plans)
         self.units = len(units)
         self.queue = UnitQueue(units, left)
 

@@ -58,8 +58,8 @@ class JobProgress:
         self.lock = threading.Lock()
         self.state: dict[str, dict[str, Any]] = {}
         self.started: dict[str, tuple[float, int]] = {}  # task -> (monotonic start, samples done then)
-        for key, task in tasks.items():
-            plan = plan_of(task)
+        self.plans = {key: plan_of(task) for key, task in tasks.items()}  # typed once per job run
+        for key, plan in self.plans.items():
             old = (previous or {}).get(key, {})
             self.state[key] = {"done": int(old.get("done", 0)), "total": max(plan.samples, int(old.get("total", 0))),
                                "tokens": 0, "planned_tokens": plan.prompt_tokens, "tokens_per_s": None,
