@@ -142,3 +142,30 @@ def test_results_json_names_its_plots_and_the_api_answers_their_urls(env) -> Non
     assert c.get(url).content[:8] == b"\x89PNG\r\n\x1a\n"
     write_json_atomic(job_results(settings, job_id), {**written, "plots": [dict(written["plots"][0], url=url)]})
     assert c.get(f"/v1/jobs/{job_id}/results").json()["plots"] == [{"task": "passkey", "name": "passkey", "url": url}]
+
+
+def test_a_worker_draws_the_first_samples_while_its_model_loads(env, monkeypatch) -> None:
+    """The worker starts RULER's draw on its `lctx-draw` thread before the weights load (as
+    `lctx eval` does); the unit builds from it and draws nothing more."""
+    import shutil
+    import threading
+
+    import evaluators.ruler.evaluator as ruler_evaluator
+
+    settings, store, _ = env
+    demo = shutil.copytree(Path(__file__).resolve().parents[2] / "demo" / "checkpoints" / "softmax",
+                           settings.roots[0] / "demo")
+    threads: list[str] = []
+    generate = ruler_evaluator.generate_cached
+
+    def spy(*args, **kwargs):  # observes, then draws as before
+        threads.append(threading.current_thread().name)
+        return generate(*args, **kwargs)
+
+    monkeypatch.setattr(ruler_evaluator, "generate_cached", spy)
+    task = {"name": "ruler", "tasks": ["niah_single_1"], "lengths": [1024], "samples": 2, "bootstrap": 0, "seed": 7}
+    job_id = queue(store, demo, [task])
+    store.claim_next("t")
+    assert run_job(settings, job_id, store) == SUCCEEDED
+    assert len(threads) == 1 and threads[0].startswith("lctx-draw"), threads
+    assert store.get_job(job_id).progress["ruler"]["done"] == 2
