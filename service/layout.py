@@ -14,12 +14,21 @@ from service.settings import Settings
 TASKS_DIR = "tasks"
 PLOTS_DIR = "plots"  # beside a task's samples (evaluators.base writes its plots there)
 
-__all__ = ["PLOTS_DIR", "RESULTS_FILE", "TASKS_DIR", "TASK_RESULT", "job_dir", "job_results", "task_dir",
-           "task_plots", "task_result"]
+__all__ = ["PLOTS_DIR", "RESULTS_FILE", "TASKS_DIR", "TASK_RESULT", "job_dir", "job_path", "job_results", "task_dir",
+           "task_path", "task_plots", "task_result"]
+
+
+def job_path(results: Path, job_id: str) -> Path:
+    """A job's folder under a results folder (a service's or a cluster node's view of it)."""
+    return results / job_id
+
+
+def task_path(results: Path, job_id: str, key: str) -> Path:
+    return task_folder(job_path(results, job_id) / TASKS_DIR, key)
 
 
 def job_dir(settings: Settings, job_id: str) -> Path:
-    return settings.results / job_id
+    return job_path(settings.results, job_id)
 
 
 def job_results(settings: Settings, job_id: str) -> Path:
@@ -28,7 +37,7 @@ def job_results(settings: Settings, job_id: str) -> Path:
 
 
 def task_dir(settings: Settings, job_id: str, key: str) -> Path:
-    return task_folder(job_dir(settings, job_id) / TASKS_DIR, key)
+    return task_path(settings.results, job_id, key)
 
 
 def task_result(settings: Settings, job_id: str, key: str) -> Path:

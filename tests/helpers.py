@@ -32,6 +32,7 @@ from checkpoints.loading import LoadedModel, load_model, save_model
 from checkpoints.model import Decoder
 from checkpoints.tokenizer import ByteTokenizer
 from evaluators.results import TaskResult
+from service.layout import task_path
 from service.settings import Settings
 
 PG_BIN = Path("/usr/local/bin")
@@ -453,7 +454,7 @@ def recorded(results: Path, job_id: str, key: str = "passkey") -> int:
     from evaluators.samplelog import sample_files
 
     total = 0
-    for f in sample_files(results / job_id / "tasks" / key.replace("#", "-")):
+    for f in sample_files(task_path(results, job_id, key)):
         try:
             total += f.read_bytes().count(b"\n")
         except FileNotFoundError:  # folded into samples.jsonl meanwhile

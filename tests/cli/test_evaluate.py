@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
+from evaluators.suite import RESULTS_FILE
 from tests.helpers import points, tiny_model, write_tasks
 
 DATA = Path(__file__).parents[1] / "evaluators" / "data"
@@ -23,7 +24,7 @@ def test_eval_passkey_writes_results_and_resumes(tmp_path: Path, capsys) -> None
     printed = capsys.readouterr().out
     assert "accuracy @ length 260 (n=2)" in printed and "accuracy (fraction, n=4)" in printed
     assert "passkey: passkey accuracy" in printed  # the result's summary line
-    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    doc = json.loads((tmp_path / "out" / RESULTS_FILE).read_text())
     assert points(doc["results"]["passkey"], "accuracy", "length")[300].n == 2
     assert doc["model"]["backend"] == "auto" and doc["model"]["resolved_backend"] == "torch"
     assert doc["versions"]["lctx"]
@@ -40,7 +41,7 @@ def test_eval_keys_a_repeated_task_as_the_worker_does(tmp_path: Path) -> None:
     tiny_model(tmp_path / "m")
     assert main(["eval", "--checkpoint", str(tmp_path / "m"), "--task", "passkey", "--task", "passkey",
                  "--lengths", "260", "--trials", "1", "--out", str(tmp_path / "out"), "-q"]) == 0
-    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    doc = json.loads((tmp_path / "out" / RESULTS_FILE).read_text())
     assert list(doc["results"]) == task_keys(doc["tasks"]) == ["passkey", "passkey#2"]  # one rule: run_suite's
     assert all((tmp_path / "out" / folder / TASK_RESULT).is_file() for folder in ("passkey", "passkey-2"))
 
@@ -58,12 +59,12 @@ def test_eval_longbench_and_scrolls_from_a_data_dir(tmp_path: Path) -> None:
     assert main(["eval", "--checkpoint", str(tmp_path / "m"), "--task", "longbench", "--datasets", "passage_count",
                  "--max-length", "200", "--data-dir", str(DATA / "longbench"), "--out", str(tmp_path / "o1"),
                  "-q"]) == 0
-    doc = json.loads((tmp_path / "o1" / "results.json").read_text())
+    doc = json.loads((tmp_path / "o1" / RESULTS_FILE).read_text())
     assert points(doc["results"]["longbench"], "score", "dataset")["passage_count"].n == 1
     assert main(["eval", "--checkpoint", str(tmp_path / "m"), "--task", "scrolls", "--datasets", "quality",
                  "--max-length", "200", "--option", "max_new_tokens=4", "--data-dir", str(DATA / "scrolls"),
                  "--out", str(tmp_path / "o2"), "-q"]) == 0
-    doc = json.loads((tmp_path / "o2" / "results.json").read_text())
+    doc = json.loads((tmp_path / "o2" / RESULTS_FILE).read_text())
     assert set(points(doc["results"]["scrolls"], "score", "dataset")) == {"quality"}
 
 

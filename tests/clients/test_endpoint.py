@@ -22,6 +22,7 @@ from clients.endpoint import (
     connect,
     prefix_order,
 )
+from evaluators.suite import RESULTS_FILE
 
 PASSKEY = ["--task", "passkey", "--lengths", "1000", "--trials", "2", "-q"]
 
@@ -44,7 +45,7 @@ def test_passkey_through_the_endpoint_answers_as_lctx_engine(transformers_server
     for sample_id, r in engine.items():
         assert served[sample_id]["prompt_tokens"] == r["prompt_tokens"]  # the same prompt, counted the same way
         assert served[sample_id]["prediction"] == r["prediction"], sample_id
-    document = json.loads((tmp_path / "served" / "results.json").read_text())
+    document = json.loads((tmp_path / "served" / RESULTS_FILE).read_text())
     model = document["model"]
     assert model["endpoint"] == transformers_server.url and model["served_model"] == transformers_server.name
     # Served as a user serves a folder: not in /v1/models, answered by its path and named <path>@main.
@@ -61,7 +62,7 @@ def test_ruler_niah_runs_through_the_endpoint(transformers_server, real_model, t
                  "--option", "bootstrap=0", "-q", "--out", str(out)]) == 0
     got = records(out / "ruler")
     assert len(got) == 2 and all(r["prompt_tokens"] <= 512 for r in got)
-    result = json.loads((out / "results.json").read_text())["results"]["ruler"]
+    result = json.loads((out / RESULTS_FILE).read_text())["results"]["ruler"]
     assert result["samples"] == 2
 
 

@@ -28,6 +28,7 @@ from checkpoints.loading import load_model
 from checkpoints.tokenizer import load_tokenizer
 from cli.main import main
 from clients.endpoint import EndpointEngine, EndpointSpec, ServerTokenizer, connect
+from evaluators.suite import RESULTS_FILE
 from tests.helpers import STANDIN_NAME, ThreadServer, free_port, standin_app
 
 pytestmark = pytest.mark.integration  # servers: transformers serve and the stand-ins on loopback
@@ -151,7 +152,7 @@ def test_chat_style_against_transformers_serve(transformers_server, real_model, 
     assert sorted(engine) == sorted(chat) and len(chat) == 1
     for sample_id, r in chat.items():
         assert r["prediction"].strip() == engine[sample_id]["prediction"].strip(), sample_id
-    document = json.loads((tmp_path / "chat" / "results.json").read_text())
+    document = json.loads((tmp_path / "chat" / RESULTS_FILE).read_text())
     assert document["model"]["api_style"] == "chat" and document["model"]["reported_model"].endswith("@main")
 
 
@@ -200,7 +201,7 @@ def test_retries_against_a_failing_proxy_answer_every_sample_once(transformers_s
     assert transformers_server.requests_received() - before == 1 + 2  # the probe's one-token request + 2
     for t in proxy.tries.values():
         assert t[1] - t[0] >= 1.0  # Retry-After honoured
-    document = json.loads((tmp_path / "out" / "results.json").read_text())
+    document = json.loads((tmp_path / "out" / RESULTS_FILE).read_text())
     assert document["model"]["retries"] == 4  # 2 samples x (429, 503)
     assert "2 requests answered, 4 retried" in capsys.readouterr().out
 

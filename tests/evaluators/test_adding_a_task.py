@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import evaluators
+from evaluators.suite import RESULTS_FILE
 from tests.helpers import tiny_checkpoint
 from tests.toy_task import TOY_TASK_FILES
 
@@ -62,6 +63,6 @@ def test_a_toy_task_is_one_folder(tmp_path: Path) -> None:
     assert schemas["ToyTask"]["properties"]["words"]["maximum"] == 4  # the request schema
     assert "`toy`: repeat a word, exact match" in seen["schema"]["info"]["description"]
     assert seen["rc"] == 0
-    results = json.loads((tmp_path / "out" / "results.json").read_text())["results"]
+    results = json.loads((tmp_path / "out" / RESULTS_FILE).read_text())["results"]
     assert results["toy"]["result"]["metrics"][0]["n"] == 3
     assert not (Path(evaluators.__file__).parent / "toy").exists()  # the source tree was not touched

@@ -13,6 +13,7 @@ import pytest
 from cli.main import main
 from service.app import create_app
 from service.jobs import run_job
+from service.layout import job_results
 from service.status import RUNNING
 from service.store import Store
 from tests.helpers import STANDIN_NAME, ThreadServer, make_settings, standin_app
@@ -74,7 +75,7 @@ def test_register_refuse_submit_and_run_on_an_endpoint(transformers_server, real
         assert run_job(settings, job_id, store) == "succeeded", store.get_job(job_id).error
     finally:
         store.close()
-    results = json.loads((settings.results / job_id / "results.json").read_text())
+    results = json.loads((job_results(settings, job_id)).read_text())
     assert results["endpoint"]["name"] == "smol-served"
     assert results["model"]["reported_model"].startswith(transformers_server.name)
     assert results["results"]["passkey"]["samples"] == 2
@@ -117,6 +118,6 @@ def test_a_vllm_server_registered_without_a_tokenizer_scores_prompts(standin_mod
             assert run_job(settings, job_id, store) == "succeeded", store.get_job(job_id).error
         finally:
             store.close()
-    results = json.loads((settings.results / job_id / "results.json").read_text())
+    results = json.loads((job_results(settings, job_id)).read_text())
     assert results["model"]["tokenizer"] == "server" and results["model"]["capabilities"]["prompt_scoring"] == "vllm"
     assert results["results"]["perplexity"]["result"]["metrics"][0]["value"] > 1

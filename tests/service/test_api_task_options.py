@@ -13,7 +13,7 @@ import pytest
 from checkpoints.jsonfiles import write_json_atomic
 from evaluators import TASK_OPTIONS
 from service.app import create_app
-from service.layout import job_dir
+from service.layout import job_dir, job_results, task_dir
 from service.status import SUCCEEDED
 from service.store import Store
 from tests.helpers import OLD_RESULTS as OLD
@@ -112,7 +112,7 @@ def test_leaderboard_reads_results_of_the_old_layout(served) -> None:
                                 tasks=[{"name": name}], rope=None, backend="auto", priority=0)
             assert store.claim_next("test").id == job.id and store.finish(job.id, SUCCEEDED)
             job_dir(settings, job.id).mkdir(parents=True)
-            write_json_atomic(job_dir(settings, job.id) / "results.json", {"job": job.id, "results": {name: OLD[name]}})
+            write_json_atomic(job_results(settings, job.id), {"job": job.id, "results": {name: OLD[name]}})
     finally:
         store.close()
     board = c.get("/v1/leaderboard", params={"task": "passkey"}).json()
@@ -179,12 +179,12 @@ def test_lengths_beyond_the_context_are_run_and_marked_in_results_and_the_leader
             job = store.add_job(fingerprint="e" * 64, checkpoint="short", checkpoint_path=str(tmp_path / "short"),
                                 tasks=[spec], rope=rope, backend="auto", priority=0)
             assert store.claim_next("test").id == job.id and store.finish(job.id, SUCCEEDED)
-            entry = run_task(loaded, spec, job_dir(settings, job.id) / "tasks" / "passkey")
+            entry = run_task(loaded, spec, task_dir(settings, job.id, "passkey"))
             assert entry["result"]["series"][0]["points"][1]["n"] == 1  # 192 ran
             assert entry["context"] == ({"trained": 128, "reach": 128, "rope_scaled": False, "beyond": [192]}
                                         if rope is None else
                                         {"trained": 128, "reach": 256, "rope_scaled": True, "beyond": []})
-            write_json_atomic(job_dir(settings, job.id) / "results.json", {"job": job.id, "results": {"passkey": entry}})
+            write_json_atomic(job_results(settings, job.id), {"job": job.id, "results": {"passkey": entry}})
     finally:
         store.close()
     rows = {r["rope"]: r for r in c.get("/v1/leaderboard", params={"task": "passkey"}).json()["rows"]}

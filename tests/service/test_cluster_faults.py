@@ -18,8 +18,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evaluators.samplelog import sample_files
+from evaluators.samplelog import SAMPLES_FILE, sample_files
 from service.jobs import run_job
+from service.layout import RESULTS_FILE, TASK_RESULT, job_path, job_results, task_path
 from service.progress import unit_notes
 from service.status import SUCCEEDED
 from service.store import Store
@@ -97,14 +98,14 @@ def test_a_job_cancelled_while_its_units_run_on_two_nodes_stops_every_worker(two
     cluster, results = two_nodes.cluster, two_nodes.tmp / "var" / "results"
     with httpx.Client(base_url=two_nodes.url, timeout=30) as c:
         job = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [{**TASK, "seed": 9}]}).json()
-        folder = results / job["id"] / "tasks" / "passkey"
+        folder = task_path(results, job["id"], "passkey")
 
         def running_on_both() -> set[int] | None:
             pids = {n["pid"] for n in unit_notes(folder)}
             on_worker = set(descendants(cluster.worker_raylet))
             if pids & on_worker and pids - on_worker:
                 return pids
-            assert not (folder / "result.json").exists(), "the job ended before both nodes ran a unit"
+            assert not (folder / TASK_RESULT).exists(), "the job ended before both nodes ran a unit"
             return None
 
         workers = wait_for(running_on_both, 180, 0.01, "units running on both nodes")
@@ -127,7 +128,7 @@ def test_killing_the_worker_node_mid_job_loses_and_duplicates_nothing(two_nodes:
     tmp_path, cluster, url = two_nodes.tmp, two_nodes.cluster, two_nodes.url
     with httpx.Client(base_url=url, timeout=30) as c:
         job = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [TASK]}).json()
-        folder = tmp_path / "var" / "results" / job["id"] / "tasks" / "passkey"
+        folder = task_path(tmp_path / "var" / "results", job["id"], "passkey")
 
         on_node: dict[Path, bool] = {}  # unit run -> ran on the worker node
 
@@ -143,7 +144,7 @@ def test_killing_the_worker_node_mid_job_loses_and_duplicates_nothing(two_nodes:
                 records = note.with_suffix(".jsonl")
                 if on_node[note] and 1 <= lines(records) < UNIT:
                     return records
-            assert not (folder / "result.json").exists(), "the job ended before the worker node recorded"
+            assert not (folder / TASK_RESULT).exists(), "the job ended before the worker node recorded"
             return None
 
         unit = wait_for(worker_node_unit, 180, 0.002, "a unit on the worker node with a record")
@@ -154,7 +155,7 @@ def test_killing_the_worker_node_mid_job_loses_and_duplicates_nothing(two_nodes:
         done = wait_job(c, job["id"], timeout=240)
         assert done["status"] == "succeeded", (done.get("error"), (tmp_path / "service.log").read_text()[-4000:])
         assert done["attempts"] == 1  # the job was never requeued: only the unit ran again
-        results = json.loads((tmp_path / "var" / "results" / job["id"] / "results.json").read_text())
+        results = json.loads((job_path(tmp_path / "var" / "results", job["id"]) / RESULTS_FILE).read_text())
     work = results["work"]
     assert work["units"] == 3 and work["unit_runs"] >= 4 and len(work["reruns"]) >= 1, work
     stem = unit.stem.split("-")[0]  # u00001of00003: part 2 of 3
@@ -163,8 +164,8 @@ def test_killing_the_worker_node_mid_job_loses_and_duplicates_nothing(two_nodes:
     reruns = [n for n in unit_notes(folder) if n.get("samples") is not None and n["pid"] not in killed
               and n["unit"] == stem]
     assert [n["samples"] for n in reruns] == [UNIT - before]  # only its unfinished samples ran again
-    ids = [json.loads(line)["id"] for line in (folder / "samples.jsonl").read_text().splitlines()]
-    assert len(ids) == len(set(ids)) == 36 and sample_files(folder) == [folder / "samples.jsonl"]
+    ids = [json.loads(line)["id"] for line in (folder / SAMPLES_FILE).read_text().splitlines()]
+    assert len(ids) == len(set(ids)) == 36 and sample_files(folder) == [folder / SAMPLES_FILE]
     pids = {n["pid"] for n in unit_notes(folder)}
     assert len(pids) >= 2  # both nodes worked; the re-run ran on the head
 
@@ -177,5 +178,5 @@ def test_killing_the_worker_node_mid_job_loses_and_duplicates_nothing(two_nodes:
     store.claim_next("single")
     assert run_job(settings, single.id, store) == SUCCEEDED
     store.close()
-    one = json.loads((settings.results / single.id / "results.json").read_text())
+    one = json.loads((job_results(settings, single.id)).read_text())
     assert one["results"]["passkey"]["result"] == results["results"]["passkey"]["result"]

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from service.app import create_app
+from service.layout import task_dir
 from tests.helpers import (
     PG_BIN,
     Postgres,
@@ -105,7 +106,7 @@ def test_the_disk_filling_while_a_unit_writes_fails_the_job_clearly_and_resume_f
             error = failed["error"]
             assert "no space left" in error and f"$LCTX_HOME/results/{job['id']}/tasks/passkey/" in error, error
             assert f"/v1/jobs/{job['id']}/resume" in error and str(tmp_path) not in error
-            folder = settings.results / job["id"] / "tasks" / "passkey"
+            folder = task_dir(settings, job["id"], "passkey")
             files = list(folder.rglob("*.jsonl"))
             for f in files:  # every line whole: a write the disk cut short was taken back
                 assert all(line.endswith(b"}") for line in f.read_bytes().split(b"\n")[:-1]), f

@@ -10,10 +10,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from checkpoints.jsonfiles import write_json_atomic
+from evaluators.samplelog import SAMPLES_FILE
 from evaluators.suite import task_keys
 from service.app import create_app
 from service.jobs import UnitQueue, run_job
-from service.layout import job_results
+from service.layout import job_results, task_dir
 from service.status import CANCELLED, FAILED, SUCCEEDED
 from service.store import Store
 from service.worker import Unit
@@ -75,8 +76,8 @@ def test_run_job_writes_results_and_progress(env) -> None:
     # of its tokens; 128 is shorter than the protocol's fixed blocks: the prompts run over it), and the
     # planned tokens were known from the options
     read = [json.loads(line)["prompt_tokens"]
-            for line in (settings.results / job_id / "tasks" / "passkey" / "samples.jsonl").read_text().splitlines()]
-    results = json.loads((settings.results / job_id / "results.json").read_text())
+            for line in (task_dir(settings, job_id, "passkey") / SAMPLES_FILE).read_text().splitlines()]
+    results = json.loads((job_results(settings, job_id)).read_text())
     reused = results["results"]["passkey"]["prefix_cache"]["reused_tokens"]
     assert job.progress["passkey"]["planned_tokens"] == 256
     assert reused > 0 and job.progress["passkey"]["tokens"] == sum(read)
@@ -86,7 +87,7 @@ def test_run_job_writes_results_and_progress(env) -> None:
     assert results["model"]["resolved_backend"] == "torch" and results["model"]["device"] == "cpu"
     assert results["versions"]["torch"] and results["attempts"] == 1
     for key in ("passkey", "passkey-2"):
-        lines = (settings.results / job_id / "tasks" / key / "samples.jsonl").read_text().splitlines()
+        lines = (task_dir(settings, job_id, key) / SAMPLES_FILE).read_text().splitlines()
         assert len(lines) == job.progress[key.replace("-", "#")]["total"]
 
 
@@ -105,7 +106,7 @@ def test_a_cancelled_job_is_not_run(env) -> None:
     store.claim_next("t")
     store.cancel(job_id)
     assert run_job(settings, job_id, store) == CANCELLED
-    assert not (settings.results / job_id / "results.json").exists()
+    assert not (job_results(settings, job_id)).exists()
 
 
 def test_a_sequential_search_job_runs_through_the_worker(env) -> None:
@@ -118,10 +119,10 @@ def test_a_sequential_search_job_runs_through_the_worker(env) -> None:
     assert run_job(settings, job_id, store) == SUCCEEDED
     job = store.get_job(job_id)
     assert job.progress["passkey"]["done"] == job.progress["passkey"]["total"]
-    entry = json.loads((settings.results / job_id / "results.json").read_text())["results"]["passkey"]
+    entry = json.loads((job_results(settings, job_id)).read_text())["results"]["passkey"]
     search = entry["result"]["extra"]["search"]
     assert entry["result"]["headline"] == "effective_length" and search["finished"]
-    lines = (settings.results / job_id / "tasks" / "passkey" / "samples.jsonl").read_text().splitlines()
+    lines = (task_dir(settings, job_id, "passkey") / SAMPLES_FILE).read_text().splitlines()
     assert len(lines) == search["samples_spent"] == job.progress["passkey"]["done"] < search["grid_samples"] == 30
 
 

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from service.dispatcher import read_status
+from service.layout import RESULTS_FILE, job_path, job_results, task_dir, task_path
 from service.progress import unit_notes
 from service.status import QUEUED
 from service.store import Store
@@ -38,7 +39,7 @@ def start_service(tmp: Path, port: int, ray_address: str) -> subprocess.Popen:
 
 def worker_pids(results: Path, job_id: str) -> set[int]:
     """The processes of the job's workers (each unit run notes its own)."""
-    return {n["pid"] for n in unit_notes(results / job_id / "tasks" / "passkey")}
+    return {n["pid"] for n in unit_notes(task_path(results, job_id, "passkey"))}
 
 
 @pytest.mark.timeout(240)
@@ -84,7 +85,7 @@ def test_killed_worker_and_service_resume_with_every_sample_once(ray_cluster: st
         total = done["progress"]["passkey"]["total"]
         ids = [r["id"] for r in records]
         assert len(ids) == total == len(set(ids))  # every sample exactly once
-        results_file = tmp_path / "var" / "results" / job["id"] / "results.json"
+        results_file = job_path(tmp_path / "var" / "results", job["id"]) / RESULTS_FILE
         on_disk = json.loads(results_file.read_text())  # the API shows the same, with paths relative to the roots
         assert on_disk["results"]["passkey"]["result"] == results["results"]["passkey"]["result"]
         assert on_disk["checkpoint"]["path"] == str(tmp_path / "models" / "tiny") and results["checkpoint"]["path"] == "tiny"
@@ -117,10 +118,10 @@ def test_a_worker_killed_as_the_oom_killer_kills_reruns_its_unit_at_half_the_bat
         done = wait_job(c, job["id"], timeout=150)
         # the unit whose worker died ran again on a fresh worker; the job itself was not requeued
         assert done["status"] == "succeeded" and done["attempts"] == 1, done
-        work = json.loads((settings.results / job["id"] / "results.json").read_text())["work"]
+        work = json.loads((job_results(settings, job["id"])).read_text())["work"]
         assert work["unit_runs"] > work["units"], work
         assert any("memory suspected: runs again at decoding batch 4" in r for r in work["reruns"]), work
-        notes = unit_notes(settings.results / job["id"] / "tasks" / "passkey")
+        notes = unit_notes(task_dir(settings, job["id"], "passkey"))
         assert sorted(n["max_batch"] for n in notes) == [4, 8], notes
         ids = [json.loads(x)["id"] for x in c.get(f"/v1/jobs/{job['id']}/samples").text.splitlines()]
         assert len(ids) == len(set(ids)) == done["progress"]["passkey"]["total"]

@@ -17,7 +17,7 @@ from evaluators.base import Sample, part_of
 from evaluators.errors import EvaluationCancelled
 from evaluators.samplelog import SAMPLES_FILE, UNITS_DIR, merge_units, sample_files
 from service.jobs import JobRun, LocalHandle, plan_units, run_job
-from service.layout import task_dir
+from service.layout import job_results, task_dir
 from service.progress import unit_notes
 from service.status import CANCELLED, FAILED, RUNNING, SUCCEEDED
 from service.store import Store
@@ -155,7 +155,7 @@ def test_a_job_spread_over_two_ray_workers_equals_the_one_worker_run(ray_cluster
     single = claim(store, path, [PASSKEY, NEEDLE])
     assert run_job(settings, single.id, store) == SUCCEEDED
 
-    results = {j.id: json.loads((settings.results / j.id / "results.json").read_text()) for j in (spread, single)}
+    results = {j.id: json.loads((job_results(settings, j.id)).read_text()) for j in (spread, single)}
     assert results[spread.id]["work"] == {"workers": 2, "units": 4, "unit_runs": 4, "reruns": [], "warm_workers": 0}
     for key in ("passkey", "needle"):
         assert comparable(results[spread.id]["results"][key]) == comparable(results[single.id]["results"][key])
@@ -250,7 +250,7 @@ def test_a_worker_dying_while_it_finishes_leaves_the_work_to_a_fresh_one(env, me
                  died=(WorkerCrashedError,))
     assert run.run() == SUCCEEDED, store.get_job(job.id).error
     assert not deaths and run.unit_runs == 1 and not run.reruns  # only the finishing step ran again
-    results = json.loads((settings.results / job.id / "results.json").read_text())
+    results = json.loads((job_results(settings, job.id)).read_text())
     assert results["results"]["passkey"]["samples"] == 4
     assert sorted(r["id"] for r in records(settings, job.id, "passkey")) == \
         sorted(f"passkey/len=128/trial={t}" for t in range(4))

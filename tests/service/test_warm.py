@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from service.app import create_app
+from service.layout import job_results
 from service.warm import WarmPool
 from tests.helpers import ThreadServer, make_settings, tiny_checkpoint, wait_job
 
@@ -66,7 +67,7 @@ def test_a_second_job_of_a_checkpoint_runs_on_the_warm_worker(ray_cluster: str, 
         assert r.status_code == 202, r.text
         done = wait_job(c, r.json()["id"], timeout=120)
         assert done["status"] == "succeeded", done
-        return json.loads((settings.results / done["id"] / "results.json").read_text())
+        return json.loads((job_results(settings, done["id"])).read_text())
 
     with ThreadServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
         first = run("tiny-a", c)

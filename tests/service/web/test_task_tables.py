@@ -13,7 +13,7 @@ from checkpoints.jsonfiles import write_json_atomic
 from evaluators.graphwalks.evaluator import typed as graphwalks_typed
 from evaluators.mrcr.evaluator import typed as mrcr_typed
 from service.app import create_app
-from service.layout import job_dir
+from service.layout import job_dir, job_results
 from service.status import SUCCEEDED
 from service.store import Store
 from tests.helpers import ThreadServer, make_settings
@@ -41,7 +41,7 @@ def test_job_page_shows_the_per_bin_tables(chromium, tmp_path: Path, models: Pat
         finally:
             store.close()
         job_dir(settings, job.id).mkdir(parents=True)
-        write_json_atomic(job_dir(settings, job.id) / "results.json", {"job": job.id, "results": {
+        write_json_atomic(job_results(settings, job.id), {"job": job.id, "results": {
             "mrcr": {"task": "mrcr", "result": mrcr_typed(MRCR).model_dump(mode="json")},
             "graphwalks": {"task": "graphwalks", "result": graphwalks_typed(GRAPHWALKS).model_dump(mode="json")}}})
         page, console = new_page(chromium, srv.url)
