@@ -123,6 +123,15 @@ def claim_endpoint_output(out: Path, url: str, model: str) -> None:
     marker.write_text(json.dumps(claim) + "\n")
 
 
+def option_help(option: str, tasks: list[str]) -> str:
+    """A shared flag's help: each distinct description once, after the tasks it is theirs
+    ("passkey, needle: ...; ruler: ...")."""
+    by_text: dict[str, list[str]] = {}
+    for task in tasks:
+        by_text.setdefault(task_options()[task].model_fields[option].description or option, []).append(task)
+    return "; ".join(f"{', '.join(names)}: {text}" for text, names in by_text.items())
+
+
 def positive_int(text: str) -> int:
     """An argparse type: an integer >= 1 (argparse names the flag in its error)."""
     try:
@@ -340,9 +349,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--task", action="append", required=True,
                    help=f"repeatable; one of {describe_tasks()}".replace("%", "%%"))
     for option, (kind, tasks) in option_flags().items():  # from the tasks' option models
-        fields = [task_options()[t].model_fields[option] for t in tasks]
-        text = "; ".join(sorted({f.description for f in fields if f.description})) or option
-        text = f"{', '.join(tasks)}: {text}" + (" (comma-separated)" if kind == "list" else "")
+        text = option_help(option, tasks) + (" (comma-separated)" if kind == "list" else "")
         flag = f"--{option.replace('_', '-')}"
         if kind == "bool":
             p.add_argument(flag, dest=option, action="store_true", help=text)
