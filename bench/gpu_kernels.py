@@ -118,6 +118,26 @@ def sdpa(q, k, v, causal: bool):
     return run, "sdpa-flash" + ("" if keys[2] else " (keys repeated)")
 
 
+def sdpa_cudnn(q, k, v, causal: bool):
+    """SDPA's cuDNN backend (on Hopper, cuDNN's FlashAttention-3-class kernels): what a
+    Hopper-class prefill path for plain softmax could call, measured beside the Triton kernel
+    before any is wired in (issue #41 item 2). Keys repeated where it refuses GQA."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        try:
+            F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+            keys = (k, v, True)
+        except RuntimeError:
+            keys = (k.repeat_interleave(HQ // HKV, 1), v.repeat_interleave(HQ // HKV, 1), False)
+
+    def run():
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            return F.scaled_dot_product_attention(q, keys[0], keys[1], is_causal=causal, enable_gqa=keys[2])
+
+    return run, "sdpa-cudnn" + ("" if keys[2] else " (keys repeated)")
+
+
 def inputs(b: int, t: int, s: int, d: int, dtype: torch.dtype, name: str):
     g = torch.Generator(device=DEVICE).manual_seed(0)
     q = torch.randn(b, HQ, t, d, device=DEVICE, dtype=dtype, generator=g)
@@ -155,13 +175,17 @@ def prefill_rows(args, save: Saver, peak_flops: float) -> None:
                 table = kernels(d)
                 names = [x for x in table if (not args.variants or x in args.variants)
                          and (d == 128 or x in args.d64_variants) and (dtype != torch.float32 or x in args.fp32_variants)]
-                for name in [None, *names]:
-                    row = {"variant": name or "softmax", "path": "triton", "dtype": dtype_name, "d": d, "n": n,
-                           "batch": b, "hq": HQ, "hkv": HKV}
+                baselines = [None] if dtype == torch.float32 else [None, "cudnn"]
+                for name in [*baselines, *names]:
+                    row = {"variant": "softmax" if name in baselines else name, "path": "triton", "dtype": dtype_name,
+                           "d": d, "n": n, "batch": b, "hq": HQ, "hkv": HKV}
                     try:
-                        q, k, v = inputs(b, n, n, d, dtype, name or "softmax")
+                        q, k, v = inputs(b, n, n, d, dtype, row["variant"])
                         if name is None:
                             fn, row["path"] = sdpa(q, k, v, True)
+                        elif name == "cudnn":
+                            row["path"] = "sdpa-cudnn"  # named before the call: a refusal is recorded as its row
+                            fn, row["path"] = sdpa_cudnn(q, k, v, True)
                         else:
                             kern = table[name]
                             fn = lambda kern=kern, q=q, k=k, v=v: kern(q, k, v, 0)  # noqa: E731

@@ -93,7 +93,9 @@ def kernels_md(doc: dict, gpu_env: dict) -> str:
              f"Prefill: causal, {info['hq']} query heads over {info['hkv']} key/value heads, batch = 65536 / N; "
              "FLOPs = 2 B H N^2 d (so a window's skipped blocks count as work done). `bench/gpu_kernels.py`.", ""]
     prefill = doc["prefill"]
-    base = {(r["dtype"], r["d"], r["n"]): r for r in prefill if r["path"].startswith("sdpa")}
+    base = {(r["dtype"], r["d"], r["n"]): r for r in prefill
+            if r["path"].startswith("sdpa") and not r["path"].startswith("sdpa-cudnn")}
+    cudnn = {(r["dtype"], r["d"], r["n"]): r for r in prefill if r["path"].startswith("sdpa-cudnn")}
     rows = []
     for r in sorted(prefill, key=lambda r: (r["dtype"], -r["d"], r["n"], r["path"] != "triton", r["variant"])):
         if r["path"] != "triton" or "ms" not in r:
@@ -102,11 +104,12 @@ def kernels_md(doc: dict, gpu_env: dict) -> str:
         ratio = r["ms"] / b["ms"] if b and "ms" in b else None
         target = SOFTMAX_TARGET if r["variant"] == "softmax" else OTHER_TARGET
         judged = r["dtype"] == "bfloat16" and r["n"] == 16384
-        rows.append([r["dtype"], r["d"], r["n"], r["variant"], r["ms"], b and b.get("ms"), r["tflops"],
+        c = cudnn.get((r["dtype"], r["d"], r["n"])) or {}
+        rows.append([r["dtype"], r["d"], r["n"], r["variant"], r["ms"], b and b.get("ms"), c.get("ms"), r["tflops"],
                      b and b.get("tflops"), ratio, f"<= {target}" if judged else "",
                      ("yes" if ratio <= target else f"no ({ratio / target:.1f}x over)") if judged and ratio else ""])
     lines += ["## Prefill", ""] + table(
-        ["dtype", "d", "N", "variant", "Triton ms", "SDPA ms", "Triton TFLOP/s", "SDPA TFLOP/s",
+        ["dtype", "d", "N", "variant", "Triton ms", "SDPA ms", "cuDNN SDPA ms", "Triton TFLOP/s", "SDPA TFLOP/s",
          "time / SDPA", "target (16k bf16)", "met"], rows)
     fp32 = [r for r in prefill if r["dtype"] == "float32"]
     lines += ["", "fp32: " + "; ".join(f"{r['path']} N={r['n']}: {fmt(r.get('ms'))} ms ({fmt(r.get('tflops'))} TFLOP/s)"
