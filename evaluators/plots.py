@@ -1,15 +1,33 @@
-"""Heatmap PNGs with matplotlib (Agg backend: no display on servers)."""
+"""Heatmap PNGs with matplotlib (Agg backend: no display on servers).
+
+matplotlib is imported when the first plot is drawn, or ahead of it on a background thread
+(`import_ahead`, which `evaluators.suite.draw_ahead` calls): its import (0.7 s here, more where
+Python compiles its bytecode at every start) then overlaps loading the weights and running
+the model instead of adding to every `lctx eval` and worker start."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+
+def pyplot() -> ModuleType:
+    """matplotlib.pyplot on the Agg backend (imported once; a second thread waits for the first)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def import_ahead() -> None:
+    """Import matplotlib on a daemon thread, so the first plot finds it loaded."""
+    threading.Thread(target=pyplot, name="lctx-import-plots", daemon=True).start()
 
 
 def heatmap(
@@ -26,6 +44,7 @@ def heatmap(
     """values[y][x] (None -> blank cell), annotated when small enough to read."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data = np.array([[np.nan if v is None else float(v) for v in row] for row in values], dtype=float)
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(x_labels) + 2), max(3.0, 0.4 * len(y_labels) + 1.5)))
     im = ax.imshow(data, aspect="auto", origin="lower", cmap="viridis", vmin=vmin, vmax=vmax)
     ax.set_xticks(range(len(x_labels)), labels=list(x_labels), rotation=45 if len(x_labels) > 8 else 0)
@@ -48,6 +67,7 @@ def lines(path: Path, x: Sequence[float], series: dict[str, Sequence[float | Non
           xlabel: str, ylabel: str = "") -> Path:
     """One line per series against x (log-scaled x: lengths span orders of magnitude)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for name, ys in series.items():
         ax.plot(x, [np.nan if y is None else y for y in ys], marker="o", label=name)
@@ -69,6 +89,7 @@ def average_with_threshold(path: Path, x: Sequence[int], y: Sequence[float | Non
     """One score against length (log2 x) with its 95% intervals as error bars and a dashed
     horizontal threshold line, both labelled."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     ys = np.array([np.nan if v is None else v for v in y], dtype=float)
     low = [v - iv[0] if iv else 0.0 for v, iv in zip(ys, intervals, strict=True)]

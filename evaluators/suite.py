@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from checkpoints.jsonfiles import write_json_atomic
 from evaluators.options import TaskOptions
+from evaluators.plots import import_ahead
 from evaluators.registry import make_evaluator
 from evaluators.results import RESULT_KEY
 
@@ -107,6 +108,7 @@ def draw_ahead(tasks: list[TaskLike], tokenizer: Tokenizer,
 
     # a daemon thread: a command that fails while the weights load exits at once, not after the draw
     threading.Thread(target=draw, name="lctx-draw", daemon=True).start()
+    import_ahead()  # the plots' matplotlib, beside the draw and the load
     return evaluators, future
 
 
