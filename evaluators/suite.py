@@ -92,17 +92,18 @@ def run_task(
                          on_prefill=on_prefill)
 
 
-def draw_ahead(tasks: list[TaskLike], tokenizer: Tokenizer,
-               data_dir: Path | None = None) -> tuple[dict[str, Evaluator], Future]:
+def draw_ahead(tasks: list[TaskLike], tokenizer: Tokenizer, data_dir: Path | None = None,
+               done: frozenset[str] = frozenset()) -> tuple[dict[str, Evaluator], Future]:
     """The tasks' evaluators by key, and a thread's future drawing what each can draw with the
     tokenizer alone (`Evaluator.draw_ahead`): started before the model loads, it takes RULER's
-    sample drawing (seconds at 16k-128k tokens) off the critical path. `run_suite(evaluators=)`."""
+    sample drawing (seconds at 16k-128k tokens) off the critical path. `run_suite(evaluators=)`.
+    Tasks whose keys are in `done` (finished by an earlier attempt of a job) draw nothing."""
     evaluators = {key: make_evaluator(task, data_dir) for key, task in zip(task_keys(tasks), tasks, strict=True)}
     future: Future = Future()
 
     def draw() -> None:
         try:
-            future.set_result([e.draw_ahead(tokenizer) for e in evaluators.values()])
+            future.set_result([e.draw_ahead(tokenizer) for key, e in evaluators.items() if key not in done])
         except BaseException as e:  # handed to whoever waits for the draw
             future.set_exception(e)
 

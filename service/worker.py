@@ -142,7 +142,7 @@ class Worker:
         from checkpoints.loading import load_model
         from checkpoints.tokenizer import load_tokenizer
         from checkpoints.warmup import warm_up
-        from evaluators.suite import draw_ahead
+        from evaluators.suite import draw_ahead, task_keys
 
         settings = self.settings
         self.loaded = self.engine = None
@@ -152,7 +152,8 @@ class Worker:
         # the tokenizer first: the job's tasks draw their first samples with it (RULER: seconds at
         # long lengths) while the weights load and the kernels compile, as `lctx eval` does
         tokenizer = load_tokenizer(job.checkpoint_path, load_config(job.checkpoint_path))
-        self.drawing, self.drawn = draw_ahead(job.tasks, tokenizer, settings.data_dir)
+        finished = frozenset(k for k in task_keys(job.tasks) if task_result(settings, job.id, k).is_file())
+        self.drawing, self.drawn = draw_ahead(job.tasks, tokenizer, settings.data_dir, done=finished)
         self.loaded = load_model(job.checkpoint_path, rope=job.rope, backend=job.backend,
                                  device=pick_device(settings.device), tokenizer=tokenizer)
         budget = settings.engine_memory_mb << 20 if settings.engine_memory_mb else None

@@ -95,3 +95,16 @@ def test_samples_drawn_ahead_while_the_model_loads_are_the_ones_a_plain_run_draw
 
     (key,) = evaluators
     assert records(tmp_path / "ahead" / key) == records(tmp_path / "plain")
+
+
+def test_a_task_an_earlier_attempt_finished_draws_nothing_ahead(demo, monkeypatch) -> None:
+    """A resumed job's finished tasks (`done`) are not drawn again while the model loads."""
+    import evaluators.ruler.evaluator as ruler_evaluator
+    from evaluators.suite import draw_ahead
+
+    calls: list[tuple] = []
+    monkeypatch.setattr(ruler_evaluator, "generate_cached", lambda *a, **k: calls.append(a) or [])
+    task = {"name": "ruler", "tasks": ["niah_single_1"], "lengths": [1024], "samples": 2}
+    evaluators, drawn = draw_ahead([task, dict(task, seed=5)], demo.tokenizer, done=frozenset({"ruler"}))
+    drawn.result()
+    assert list(evaluators) == ["ruler", "ruler#2"] and len(calls) == 1 and calls[0][4] == 5  # only ruler#2's
