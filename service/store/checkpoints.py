@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from service.errors import Conflict, Missing
+from service.errors import Conflict
 from service.store.db import Database, retried
 from service.store.models import CheckpointRow, now
 
@@ -29,11 +29,7 @@ class CheckpointAccess(Database):
 
     @retried
     def get_checkpoint(self, name: str) -> CheckpointRow:
-        with self.reading() as s:
-            row = s.get(CheckpointRow, name)
-        if row is None:
-            raise Missing("checkpoint", name)
-        return row
+        return self.named(CheckpointRow, "checkpoint", name)
 
     @retried
     def find_checkpoint(self, name: str) -> CheckpointRow | None:
@@ -45,12 +41,7 @@ class CheckpointAccess(Database):
             return s.scalars(select(CheckpointRow).where(CheckpointRow.path == path).limit(1)).first()
 
     def list_checkpoints(self) -> list[CheckpointRow]:
-        with self.reading() as s:
-            return list(s.scalars(select(CheckpointRow).order_by(CheckpointRow.name)))
+        return self.all_named(CheckpointRow)
 
     def delete_checkpoint(self, name: str) -> None:
-        with self.writing() as s:
-            row = s.get(CheckpointRow, name)
-            if row is None:
-                raise Missing("checkpoint", name)
-            s.delete(row)
+        self.delete_named(CheckpointRow, "checkpoint", name)

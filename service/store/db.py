@@ -12,12 +12,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import create_engine, event, inspect, text
+from sqlalchemy import create_engine, event, inspect, select, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.errors import SchemaError
+from service.errors import Missing, SchemaError
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 FIRST_REVISION = "0001"  # the schema `Base.metadata.create_all` made before migrations existed
@@ -28,6 +28,7 @@ log = logging.getLogger("lctx.store")
 
 
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")  # a table's row class
 
 
 def retried(method: F) -> F:
@@ -191,3 +192,26 @@ class Database:
     def writing(self) -> Iterator[Session]:
         with self._write() as s, s.begin():
             yield s
+
+    # The tables keyed by a name (checkpoints, endpoints, schedules) share their lookups:
+
+    def named(self, model: type[R], kind: str, name: str) -> R:
+        """The row of `model` called `name`; `Missing(kind, name)` when there is none."""
+        with self.reading() as s:
+            row = s.get(model, name)
+        if row is None:
+            raise Missing(kind, name)
+        return row
+
+    def all_named(self, model: type[R]) -> list[R]:
+        """Every row of `model`, by name."""
+        with self.reading() as s:
+            return list(s.scalars(select(model).order_by(model.name)))  # type: ignore[attr-defined]
+
+    def delete_named(self, model: type[Any], kind: str, name: str) -> None:
+        """Delete the row of `model` called `name`; `Missing(kind, name)` when there is none."""
+        with self.writing() as s:
+            row = s.get(model, name)
+            if row is None:
+                raise Missing(kind, name)
+            s.delete(row)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
-
-from service.errors import Conflict, Missing
+from service.errors import Conflict
 from service.store.db import Database, retried
 from service.store.models import CheckpointRow, EndpointRow
 
@@ -26,19 +24,10 @@ class EndpointAccess(Database):
 
     @retried
     def get_endpoint(self, name: str) -> EndpointRow:
-        with self.reading() as s:
-            row = s.get(EndpointRow, name)
-        if row is None:
-            raise Missing("endpoint", name)
-        return row
+        return self.named(EndpointRow, "endpoint", name)
 
     def list_endpoints(self) -> list[EndpointRow]:
-        with self.reading() as s:
-            return list(s.scalars(select(EndpointRow).order_by(EndpointRow.name)))
+        return self.all_named(EndpointRow)
 
     def delete_endpoint(self, name: str) -> None:
-        with self.writing() as s:
-            row = s.get(EndpointRow, name)
-            if row is None:
-                raise Missing("endpoint", name)
-            s.delete(row)
+        self.delete_named(EndpointRow, "endpoint", name)

@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from service.errors import Conflict, Missing
+from service.errors import Conflict
 from service.store.db import Database, retried
 from service.store.models import ScheduleRow
 
@@ -24,11 +24,7 @@ class ScheduleAccess(Database):
         return row
 
     def get_schedule(self, name: str) -> ScheduleRow:
-        with self.reading() as s:
-            row = s.get(ScheduleRow, name)
-        if row is None:
-            raise Missing("schedule", name)
-        return row
+        return self.named(ScheduleRow, "schedule", name)
 
     def find_schedule(self, name: str) -> ScheduleRow | None:
         with self.reading() as s:
@@ -36,15 +32,10 @@ class ScheduleAccess(Database):
 
     @retried
     def list_schedules(self) -> list[ScheduleRow]:
-        with self.reading() as s:
-            return list(s.scalars(select(ScheduleRow).order_by(ScheduleRow.name)))
+        return self.all_named(ScheduleRow)
 
     def delete_schedule(self, name: str) -> None:
-        with self.writing() as s:
-            row = s.get(ScheduleRow, name)
-            if row is None:
-                raise Missing("schedule", name)
-            s.delete(row)
+        self.delete_named(ScheduleRow, "schedule", name)
 
     @retried
     def due_schedules(self, at: datetime) -> list[ScheduleRow]:
