@@ -184,6 +184,22 @@ def _user_exists(name: str) -> bool:
         return False
 
 
+def ruler_draw_threads(monkeypatch) -> list[str]:
+    """The threads that draw RULER streams from now on (`generate_cached` observed, then run as
+    before): what a draw-ahead test reads to see one draw, on `lctx-draw`."""
+    import evaluators.ruler.evaluator as ruler_evaluator
+
+    threads: list[str] = []
+    generate = ruler_evaluator.generate_cached
+
+    def spy(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return generate(*args, **kwargs)
+
+    monkeypatch.setattr(ruler_evaluator, "generate_cached", spy)
+    return threads
+
+
 def tiny_model(path: Path, seed: int = 0, **config: object) -> LoadedModel:
     """`tiny_checkpoint`, loaded."""
     return load_model(tiny_checkpoint(path, seed, **config))

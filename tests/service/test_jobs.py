@@ -18,7 +18,7 @@ from service.layout import job_results, task_dir
 from service.status import CANCELLED, FAILED, SUCCEEDED
 from service.store import Store
 from service.worker import Unit
-from tests.helpers import make_settings, tiny_checkpoint
+from tests.helpers import make_settings, ruler_draw_threads, tiny_checkpoint
 
 PASSKEY = {"name": "passkey", "lengths": [128], "trials": 2, "seed": 0}
 
@@ -149,21 +149,11 @@ def test_a_worker_draws_the_first_samples_while_its_model_loads(env, monkeypatch
     """The worker starts RULER's draw on its `lctx-draw` thread before the weights load (as
     `lctx eval` does); the unit builds from it and draws nothing more."""
     import shutil
-    import threading
-
-    import evaluators.ruler.evaluator as ruler_evaluator
 
     settings, store, _ = env
     demo = shutil.copytree(Path(__file__).resolve().parents[2] / "demo" / "checkpoints" / "softmax",
                            settings.roots[0] / "demo")
-    threads: list[str] = []
-    generate = ruler_evaluator.generate_cached
-
-    def spy(*args, **kwargs):  # observes, then draws as before
-        threads.append(threading.current_thread().name)
-        return generate(*args, **kwargs)
-
-    monkeypatch.setattr(ruler_evaluator, "generate_cached", spy)
+    threads = ruler_draw_threads(monkeypatch)
     task = {"name": "ruler", "tasks": ["niah_single_1"], "lengths": [1024], "samples": 2, "bootstrap": 0, "seed": 7}
     job_id = queue(store, demo, [task])
     store.claim_next("t")

@@ -13,7 +13,7 @@ import pytest
 
 from checkpoints.loading import load_model
 from evaluators import TASK_OPTIONS, EvaluatorError, run_task, validate_task
-from tests.helpers import points, typed
+from tests.helpers import points, ruler_draw_threads, typed
 
 DEMO = Path(__file__).resolve().parents[3] / "demo" / "checkpoints" / "softmax"
 
@@ -68,22 +68,12 @@ def test_samples_drawn_ahead_while_the_model_loads_are_the_ones_a_plain_run_draw
                                                                                    monkeypatch) -> None:
     """`draw_ahead` (what `lctx eval` starts before loading the weights) draws the stream once,
     on its own thread; the run's builds draw nothing more and record what a plain run records."""
-    import threading
-
-    import evaluators.ruler.evaluator as ruler_evaluator
     from checkpoints.engine import Engine
     from evaluators.suite import draw_ahead, run_suite
 
     task = validate_task({"name": "ruler", "tasks": ["niah_single_1"], "lengths": [1024], "samples": 2})
     run_task(demo, task, tmp_path / "plain")
-    threads: list[str] = []
-    generate = ruler_evaluator.generate_cached
-
-    def spy(*args, **kwargs):  # observes, then draws as before
-        threads.append(threading.current_thread().name)
-        return generate(*args, **kwargs)
-
-    monkeypatch.setattr(ruler_evaluator, "generate_cached", spy)
+    threads = ruler_draw_threads(monkeypatch)
     evaluators, drawn = draw_ahead([task], demo.tokenizer)
     drawn.result()
     run_suite(demo, [task], tmp_path / "ahead", Engine(demo.model, demo.tokenizer), evaluators=evaluators)
