@@ -11,7 +11,9 @@ requests in, results out in the same order.
   attends to another row's padding, finished rows leave the batch at once and
   waiting rows join it (continuous batching). The batch grows while its KV
   cache, every row as wide as the widest row's full length (prompt + max new
-  tokens), and the prefix cache together fit the memory budget.
+  tokens), and the prefix cache together fit the memory budget. A row whose last
+  tokens occurred earlier in its text drafts what followed them then, and one step
+  verifies the draft (`checkpoints.prompt_lookup`): the same greedy tokens, fewer steps.
 - `loglikelihood`: log p(continuation | context) and whether greedy decoding
   would produce it. Requests that share a context prefill it once, contexts
   reuse cached prefixes, and short requests run together in one padded forward.
@@ -43,12 +45,14 @@ from dataclasses import dataclass, field
 
 import torch
 
+from checkpoints.attention.backend import Backend
 from checkpoints.attention.cache import KVCache, RaggedKVCache
 from checkpoints.generate import Generation
 from checkpoints.lm import Done, Prefilled
 from checkpoints.model import Decoder
 from checkpoints.model_step import ModelStep
 from checkpoints.prefix_cache import PrefixCache, PrefixStats, reuse_order
+from checkpoints.prompt_lookup import MAX_DRAFT, DraftLength, PromptLookup
 from checkpoints.requests import DEFAULT_MAX_BATCH, GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.sampler import StopRule, pick
 from checkpoints.scheduler import BATCH_PREFILL_MAX_TOKENS, Scheduler
@@ -75,19 +79,24 @@ CPU_BATCH_PREFILL_TOKENS = 128
 class EngineClock:
     """Wall seconds of generate_until's two phases, each ending at the step's one read from
     the device (so the GPU's work lands in the phase that queued it): admitting rows
-    (prefill and their first token) and decoding steps."""
+    (prefill and their first token) and decoding steps; and the tokens rows drafted from
+    their own text and kept (`checkpoints.prompt_lookup`)."""
 
     prefill_s: float = 0.0
     decode_s: float = 0.0
     decode_steps: int = 0
+    drafted_tokens: int = 0
+    kept_tokens: int = 0
 
     def since(self, before: EngineClock) -> EngineClock:
         return EngineClock(self.prefill_s - before.prefill_s, self.decode_s - before.decode_s,
-                           self.decode_steps - before.decode_steps)
+                           self.decode_steps - before.decode_steps, self.drafted_tokens - before.drafted_tokens,
+                           self.kept_tokens - before.kept_tokens)
 
     def as_dict(self) -> dict[str, float | int]:
         return {"prefill_s": round(self.prefill_s, 4), "decode_s": round(self.decode_s, 4),
-                "decode_steps": self.decode_steps}
+                "decode_steps": self.decode_steps, "drafted_tokens": self.drafted_tokens,
+                "kept_tokens": self.kept_tokens}
 
 
 @dataclass
@@ -102,14 +111,30 @@ class _Row:
     tokens: list[int] = field(default_factory=list)
     text: str = ""
     reason: str = ""
+    lookup: PromptLookup | None = None  # drafts from the row's own text, when the engine drafts
+    draft_length: DraftLength = field(default_factory=DraftLength)
+
+    @property
+    def cached(self) -> int:
+        """Tokens of this row in the batch's cache: all but the last chosen one."""
+        return len(self.request.prompt_ids) + len(self.tokens) - 1
+
+    def draft(self, most: int) -> list[int]:
+        """Tokens to verify after the last chosen one (prompt lookup): at most `most`, and
+        none past what the row may still emit beside the step's own choice."""
+        if self.lookup is None:
+            return []
+        room = self.request.max_new_tokens - len(self.tokens) - 1
+        return self.lookup.draft(self.tokens, min(most, self.draft_length.now, room))
 
     @property
     def reserve(self) -> int:
         """Tokens of cache this row can reach: prompt plus every new token."""
         return len(self.request.prompt_ids) + self.request.max_new_tokens
 
-    def blocked(self) -> tuple[int, ...]:
-        return self.rule.blocked_at(len(self.tokens))
+    def blocked(self, ahead: int = 0) -> tuple[int, ...]:
+        """What cannot be chosen `ahead` tokens after the last chosen one."""
+        return self.rule.blocked_at(len(self.tokens) + ahead)
 
     def first_step(self, tokenizer: Tokenizer) -> bool:
         """The step from the prompt's logits (after its prefill)."""
@@ -128,6 +153,18 @@ class _Row:
         self.reason, self.text = reason, cut or ""
         return True
 
+    def take(self, choices: Sequence[int], draft: Sequence[int], tokenizer: Tokenizer) -> tuple[bool, int]:
+        """A step chose `choices` after the last token and after each drafted token (one
+        more than `draft`): take them while the draft agrees with them, and the first that
+        does not. (finished, tokens taken): the cache keeps that many of the step's inputs."""
+        for t, token in enumerate(choices):
+            if self.step(token, tokenizer):
+                return True, t + 1
+            if t >= len(draft) or draft[t] != token:
+                self.draft_length.after(len(draft), t)
+                return False, t + 1
+        raise AssertionError("a step chooses one token more than its draft")
+
     def result(self, tokenizer: Tokenizer) -> Generation:
         text = self.text if self.reason == "stop_string" else tokenizer.decode(self.tokens)
         return Generation(text=text, token_ids=list(self.tokens), prompt_tokens=len(self.request.prompt_ids),
@@ -139,6 +176,13 @@ def default_memory_budget(device: torch.device) -> int:
         free, _ = torch.cuda.mem_get_info(device)
         return free // 4
     return CPU_MEMORY_BUDGET
+
+
+def default_draft_tokens(model: Decoder) -> int:
+    """Most tokens a row drafts per step (prompt lookup) by default: on the streaming PyTorch
+    backend, where a step verifying them is one masked SDPA call per layer (0, none, on
+    Triton, whose decode kernel takes one query per row, and on the dense reference)."""
+    return MAX_DRAFT if model.resolved_backend is Backend.TORCH else 0
 
 
 def default_batch_prefill_tokens(device: torch.device) -> int:
@@ -154,7 +198,9 @@ class Engine:
     prefills in a padded batch (None: the device's default, 0: never). `on_prefill(tokens)`,
     when set, runs after every prefilled chunk: a batch admits all its prompts before its
     first decode step, so minutes can pass before any request finishes. `cuda_graphs`: decode
-    steps as CUDA graphs (None: where the model's step can be captured; `model_step.ModelStep`)."""
+    steps as CUDA graphs (None: where the model's step can be captured; `model_step.ModelStep`).
+    `draft_tokens`: the most tokens a decoding row drafts from its own text and verifies in
+    one step (`checkpoints.prompt_lookup`; None: `default_draft_tokens`, 0: never)."""
 
     def __init__(
         self,
@@ -167,6 +213,7 @@ class Engine:
         prefix_cache: bool = True,
         batch_prefill_tokens: int | None = None,
         cuda_graphs: bool | None = None,
+        draft_tokens: int | None = None,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
@@ -174,6 +221,8 @@ class Engine:
             raise ValueError(f"memory_budget must be a positive number of bytes, got {memory_budget}")
         if batch_prefill_tokens is not None and batch_prefill_tokens < 0:
             raise ValueError(f"batch_prefill_tokens must be >= 0 (0: off), got {batch_prefill_tokens}")
+        if draft_tokens is not None and draft_tokens < 0:
+            raise ValueError(f"draft_tokens must be >= 0 (0: no prompt lookup), got {draft_tokens}")
         self.model = model
         self.tokenizer = tokenizer
         self.step = ModelStep(model, chunk_size, cuda_graphs)
@@ -184,7 +233,8 @@ class Engine:
             batch_prefill_tokens = default_batch_prefill_tokens(model.device)
         self.scheduler = Scheduler(budget, max_batch, self.prefix, batch_prefill_tokens if exact else 0)
         self.stats = PrefixStats()  # prompt tokens asked for and served from the prefix cache, over all calls
-        self.clock = EngineClock()  # seconds prefilling and decoding, over all calls
+        self.clock = EngineClock()  # seconds prefilling and decoding, drafted and kept tokens, over all calls
+        self.draft_tokens = default_draft_tokens(model) if draft_tokens is None else draft_tokens
         self.on_prefill: Prefilled | None = None
 
     @property
@@ -249,6 +299,8 @@ class Engine:
                         finish(row)
                         continue
                     bytes_per_token = bytes_per_token or cache.bytes_per_token()
+                    if self.draft_tokens:
+                        row.lookup = PromptLookup(row.request.prompt_ids)
                     if batch is None:
                         batch = RaggedKVCache.empty_like(cache)
                     batch.join(cache, reserve=row.reserve)
@@ -257,20 +309,51 @@ class Engine:
             self.clock.prefill_s += decoding - admitting
             if not rows:
                 continue
-            logits = self.step.decode([r.tokens[-1] for r in rows], batch)  # (B, V)
-            chosen = pick(logits, [r.blocked() for r in rows])  # the step's one read from the device
+            drafts = self._drafts(rows, batch)
+            if drafts is None:
+                drafts = [[] for _ in rows]
+                logits = self.step.decode([r.tokens[-1] for r in rows], batch)  # (B, V)
+                chosen = [[c] for c in pick(logits, [r.blocked() for r in rows])]  # the step's one read
+            else:
+                chosen = self._verify(rows, drafts, batch)
             self.clock.decode_s += time.perf_counter() - decoding
             self.clock.decode_steps += 1
-            keep = []
+            keep, taken = [], []
             for i, row in enumerate(rows):
-                if row.step(chosen[i], self.tokenizer):
+                finished, took = row.take(chosen[i], drafts[i], self.tokenizer)
+                taken.append(took)
+                self.clock.kept_tokens += took - 1
+                if finished:
                     finish(row)
                 else:
                     keep.append(i)
+            if any(drafts):
+                batch.advance(taken)
             if len(keep) < len(rows):
                 batch.keep(keep)
                 rows = [rows[i] for i in keep]
         return results  # type: ignore[return-value]
+
+    def _drafts(self, rows: list[_Row], batch: RaggedKVCache) -> list[list[int]] | None:
+        """Each row's draft for this step, or None when no row has one (a plain decode
+        step). A step writes as many positions for every row as the longest draft needs, so
+        drafts stay within the room the fullest row has left in the batch's buffers."""
+        if not self.draft_tokens:
+            return None
+        room = batch.capacity - max(r.cached for r in rows) - 1
+        drafts = [row.draft(min(self.draft_tokens, room)) for row in rows]
+        return drafts if any(drafts) else None
+
+    def _verify(self, rows: list[_Row], drafts: list[list[int]], batch: RaggedKVCache) -> list[list[int]]:
+        """One step over every row's last token and draft (right-padded to the longest):
+        the greedy choice after each of them, row b's first len(drafts[b]) + 1."""
+        width = 1 + max(map(len, drafts))
+        inputs = [[r.tokens[-1], *d, *[0] * (width - 1 - len(d))] for r, d in zip(rows, drafts, strict=True)]
+        logits = self.step.verify(inputs, batch)  # (B, width, V)
+        blocked = [r.blocked(ahead) for r in rows for ahead in range(width)]
+        flat = pick(logits.reshape(len(rows) * width, -1), blocked)  # the step's one read from the device
+        self.clock.drafted_tokens += sum(map(len, drafts))
+        return [flat[b * width : b * width + len(d) + 1] for b, d in enumerate(drafts)]
 
     def _generate_alone(self, index: int, req: GenerateRequest, done: Done | None) -> Generation:
         row, cache = self._start(index, req, 0)

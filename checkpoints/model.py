@@ -190,6 +190,13 @@ class Decoder(nn.Module):
     def decode_logits(self, tokens: torch.Tensor, cache: RaggedKVCache) -> torch.Tensor:
         """`decode_step` without advancing the cache's lengths: the part a CUDA graph
         captures (`checkpoints.cuda_graphs`); the new keys are written, not yet counted."""
+        return self.ragged_logits(tokens[:, None], cache)[:, 0]
+
+    def ragged_logits(self, tokens: torch.Tensor, cache: RaggedKVCache) -> torch.Tensor:
+        """tokens (B, T), row b's after its `cache.lengths[b]` cached tokens -> logits
+        (B, T, V) fp32, each position seeing only its own row's tokens up to it: a decode
+        step (T = 1) or the verification of drafted tokens (the engine's prompt lookup).
+        Their keys are written; the caller advances the lengths by what it keeps."""
         if self.rotary.depends_on_length:
             raise ValueError(f"{self.rotary.scaling.type} RoPE depends on each sequence's length: "
                              "decode its rows one at a time (forward with a KVCache)")
@@ -202,10 +209,10 @@ class Decoder(nn.Module):
             row_positions=cache.lengths,
             host_row_positions=cache.host_lengths,
         )
-        x = self.embed_tokens(tokens[:, None])  # (B, 1, hidden)
+        x = self.embed_tokens(tokens)  # (B, T, hidden)
         for block, layer_cache in zip(self.layers, cache.layers, strict=True):
             x = block(x, ctx, layer_cache)
-        return self.logits(x)[:, 0]
+        return self.logits(x)
 
     def graphable_decode(self) -> bool:
         """Whether a decode step is the same work at every step once its shapes are fixed:

@@ -2,8 +2,9 @@
 runs, and nothing about which request runs when (`scheduler`) or which token comes next
 (`sampler`). A prefill runs a prompt in chunks into a KV cache (from a cached prefix, when
 the engine loaded one); a padded prefill runs short prompts in one right-padded forward;
-a decode step runs one token of every row of a ragged batch. The decode step is the one
-a CUDA graph captures per batch bucket; its inputs are device tensors made here."""
+a decode step runs one token of every row of a ragged batch, a verifying step a row's last
+token and its drafted continuation (`checkpoints.prompt_lookup`). The decode step is the
+one a CUDA graph captures per batch bucket; its inputs are device tensors made here."""
 
 from __future__ import annotations
 
@@ -58,6 +59,14 @@ class ModelStep:
         if self.graphs is not None:
             return self.graphs(tokens, batch)
         return self.model.decode_step(to_device(tokens, self.device), batch)
+
+    def verify(self, inputs: Sequence[Sequence[int]], batch: RaggedKVCache) -> torch.Tensor:
+        """Row b's `inputs[b]` (its last token, then a drafted continuation, right-padded: one
+        width) after its cached tokens: logits (B, width, V) at every input. The lengths do not
+        advance: the engine advances each row by the inputs it keeps."""
+        width = len(inputs[0])
+        flat = to_device([t for row in inputs for t in row], self.device)
+        return self.model.ragged_logits(flat.view(len(inputs), width), batch)
 
     def decode_alone(self, token: int, cache: KVCache) -> torch.Tensor:
         """One token of one sequence whose RoPE table follows its length (dynamic NTK,

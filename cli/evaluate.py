@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from checkpoints.attention.backend import Backend
+from checkpoints.prompt_lookup import MAX_DRAFT
 from checkpoints.requests import DEFAULT_MAX_BATCH
 from cli.endpoint_flags import add_endpoint_flags, endpoint_fields
 from cli.task_options import option_flags
@@ -134,12 +135,21 @@ def option_help(option: str, tasks: list[str]) -> str:
 
 def positive_int(text: str) -> int:
     """An argparse type: an integer >= 1 (argparse names the flag in its error)."""
+    return _int_from(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    return _int_from(text, 0)
+
+
+def _int_from(text: str, least: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be >= {least}, got {value}")
     return value
 
 
@@ -186,7 +196,8 @@ def _eval(args: argparse.Namespace) -> int:
                             device=args.device, tokenizer=tokenizer)
         seconds["load_s"] = time.perf_counter() - loading
         engine = Engine(loaded.model, loaded.tokenizer, max_batch=args.max_batch, prefix_cache=args.prefix_cache,
-                        memory_budget=args.memory_mb << 20 if args.memory_mb is not None else None)
+                        memory_budget=args.memory_mb << 20 if args.memory_mb is not None else None,
+                        draft_tokens=args.draft_tokens)
         from checkpoints.warmup import warm_up
 
         seconds["warm_up_s"] = warm_up(loaded.model)  # Triton's kernels compiled (or read from its cache) first
@@ -334,6 +345,9 @@ def _model_flags(p: argparse.ArgumentParser, endpoint: bool = False) -> None:
                                                   "cache in MiB (default: a quarter of free GPU memory, 2048 on CPU)")
     p.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
                    help="prefill every prompt from scratch (default: reuse cached prompt prefixes where exact)")
+    p.add_argument("--draft-tokens", type=non_negative_int, help="most tokens a decoding row drafts from its own "
+                   "text and verifies in one step (prompt lookup; same outputs, fewer steps); 0: off (default: "
+                   f"{MAX_DRAFT} on the PyTorch backend, 0 on Triton)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -89,6 +89,9 @@ class Settings(BaseSettings):
                                             "at registration and submission; default this "
                                             "machine's physical memory")
     engine_max_batch: int = Field(DEFAULT_MAX_BATCH, ge=1, le=4096, description="most sequences decoded together by a job")
+    engine_draft_tokens: int | None = Field(None, ge=0, le=64, description="most tokens a decoding row drafts from "
+                                            "its own text and verifies in one step (prompt lookup: the same outputs in "
+                                            "fewer steps); 0 turns it off; default on the PyTorch backend only")
     engine_prefix_cache: bool = Field(True, description="reuse the cached keys and values of prompt "
                                 "prefixes that samples share (a haystack up to its needle); at most half the memory budget, "
                                 "giving way to the decoding batch down to the last prompt's entries; off by itself where "

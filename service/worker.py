@@ -158,7 +158,8 @@ class Worker:
                                  device=pick_device(settings.device), tokenizer=tokenizer)
         budget = settings.engine_memory_mb << 20 if settings.engine_memory_mb else None
         self.engine = Engine(self.loaded.model, self.loaded.tokenizer, memory_budget=budget,
-                             max_batch=settings.engine_max_batch, prefix_cache=settings.engine_prefix_cache)
+                             max_batch=settings.engine_max_batch, prefix_cache=settings.engine_prefix_cache,
+                             draft_tokens=settings.engine_draft_tokens)
         seconds = warm_up(self.loaded.model)
         if seconds:
             log.info("job %s: kernels compiled or read from %s in %.1f s", self.job_id,

@@ -52,10 +52,11 @@ class AttentionContext:
     # Filled by layers when asked: per-layer statistics or dense weights (B, Hq, T, S).
     stats: list[RowStats] = field(default_factory=list)
     weights: list[torch.Tensor] = field(default_factory=list)
-    # Ragged decode (one new token per row, rows of different lengths): row b's
-    # query sits at position `row_positions[b]` (B,) and sees its first
-    # `row_positions[b] + 1` cached keys; `start` is unused then. `host_row_positions`
-    # is the same on the host (the cache keeps both): nothing reads the device copy back.
+    # Ragged decode (rows of different lengths, t new tokens per row: one, or a draft being
+    # verified): row b's query i sits at position `row_positions[b] + i` ((B,) the first)
+    # and sees its first `row_positions[b] + i + 1` cached keys; `start` is unused then.
+    # `host_row_positions` is the same on the host (the cache keeps both): nothing reads
+    # the device copy back.
     row_positions: torch.Tensor | None = None
     host_row_positions: list[int] | None = None
 
@@ -72,24 +73,25 @@ class AttentionContext:
                              "(reading the device tensor back would synchronise every step)")
 
     def positions(self, length: int, device: torch.device) -> torch.Tensor:
-        """Absolute positions of this chunk's queries: (T,), or (B, 1) in a ragged decode step."""
+        """Absolute positions of this chunk's queries: (T,), or (B, T) in a ragged decode step."""
         if self.row_positions is not None:
-            return self.row_positions.to(device)[:, None]
+            first = self.row_positions.to(device)[:, None]
+            return first if length == 1 else first + torch.arange(length, device=device)
         return torch.arange(self.start, self.start + length, device=device)
 
     def rope_tables(self, rotary: Rotary, length: int, dim: int, dtype: torch.dtype,
                     device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin (T, dim) at this pass's positions ((B, dim) in a ragged decode step),
+        """cos, sin (T, dim) at this pass's positions ((B * T, dim) in a ragged decode step),
         built by the first layer that asks and shared by the rest."""
         key = (id(rotary), length, dim, dtype, device)
         if key not in self._rope:
             self._rope[key] = rotary.cos_sin(self.positions(length, device).reshape(-1), dim, dtype)
         return self._rope[key]
 
-    def row_key_lengths(self) -> list[int]:
-        """Keys each row of a ragged decode step sees (host ints)."""
+    def row_key_lengths(self, queries: int = 1) -> list[int]:
+        """Keys each row of a ragged decode step of `queries` tokens per row holds (host ints)."""
         assert self.host_row_positions is not None, "a ragged decode step"
-        return [n + 1 for n in self.host_row_positions]
+        return [n + queries for n in self.host_row_positions]
 
 
 class AttentionLayer(nn.Module):
@@ -200,8 +202,8 @@ class AttentionLayer(nn.Module):
         dim = dim if dim is not None else self.config.rotary_dim
         rotary = ctx.local_rotary if self.local_rope else ctx.rotary
         cos, sin = ctx.rope_tables(rotary, x.shape[2], dim, x.dtype, x.device)
-        if ctx.row_positions is not None:  # one position per row: (B, dim) -> (B, 1, 1, dim) over (B, H, 1, D)
-            cos, sin = cos[:, None, None], sin[:, None, None]
+        if ctx.row_positions is not None:  # each row its own positions: (B * T, dim) -> (B, 1, T, dim)
+            cos, sin = (c.view(x.shape[0], 1, x.shape[2], -1) for c in (cos, sin))
         return apply_rotary(x, cos, sin, rotary.interleaved)
 
     def alibi(self, device: torch.device) -> torch.Tensor | None:
@@ -256,17 +258,18 @@ class AttentionLayer(nn.Module):
         return out
 
     def attend_rows(self, ctx: AttentionContext, **t: torch.Tensor) -> torch.Tensor:
-        """A ragged decode step (one query per row, rows of different lengths): the
+        """A ragged decode step (t queries per row, rows of different lengths): the
         variant's one-call step when it has one (`ragged_step`), else `attend` row by
-        row over each row's own keys, so no row sees another row's room in the cache
-        and every position-dependent term (ssmax's log n, tra/tda's tau_i, ALiBi)
-        uses the row's own position. Tensors named q* are queries, the rest keys."""
+        row over each row's own keys (its queries the last t: a causal chunk), so no row
+        sees another row's room in the cache and every position-dependent term (ssmax's
+        log n, tra/tda's tau_i, ALiBi) uses the row's own positions. Tensors named q* are
+        queries, the rest keys."""
         fast = self.ragged_step(ctx, **t)
         if fast is not None:
             return fast
         single = replace(ctx, row_positions=None)
         outs = []
-        for b, n in enumerate(ctx.row_key_lengths()):
+        for b, n in enumerate(ctx.row_key_lengths(t["q"].shape[2])):
             row = {name: x[b : b + 1] if name.startswith("q") else x[b : b + 1, :, :n] for name, x in t.items()}
             outs.append(self.attend(single, **row))
         return torch.cat(outs, dim=0)

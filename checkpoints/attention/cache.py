@@ -103,17 +103,23 @@ class RaggedLayerCache:
         return self._buffers
 
     def append(self, **entries: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Write one token per row, (B, H, 1, D) each, at the row's own length; return
-        views (B, H, max length + 1, D), or the whole buffers when the batch is `full_width`
-        (a CUDA graph's shapes cannot follow the length). Row b's keys are its first
-        `lengths[b] + 1`."""
+        """Write t tokens per row, (B, H, t, D) each, from the row's own length on (t > 1:
+        a drafted continuation being verified); return views (B, H, max length + t, D), or
+        the whole buffers when the batch is `full_width` (a CUDA graph's shapes cannot
+        follow the length). Row b's keys are its first `lengths[b] + t`; query i of row b
+        sees the first `lengths[b] + i + 1`."""
         pos = self.parent.lengths
+        t = next(iter(entries.values())).shape[2]
         rows = torch.arange(pos.shape[0], device=pos.device)
-        width = self.parent.capacity if self.parent.full_width else self.parent.max_length + 1
+        width = self.parent.capacity if self.parent.full_width else self.parent.max_length + t
         out = {}
         for name, x in entries.items():
             buf = self.buffers[name]
-            buf[rows, :, pos] = x[:, :, 0]
+            if t == 1:
+                buf[rows, :, pos] = x[:, :, 0]
+            else:  # (B, t) row and position indices around the head slice: values (B, t, H, D)
+                at = pos[:, None] + torch.arange(t, device=pos.device)
+                buf[rows[:, None], :, at] = x.transpose(1, 2)
             out[name] = buf[:, :, :width]
         return out
 
@@ -200,11 +206,17 @@ class RaggedKVCache:
         self._host_lengths = [self._host_lengths[i] for i in rows]
         self.lengths = self.lengths.index_select(0, index)
 
-    def advance(self) -> None:
+    def advance(self, counts: list[int] | None = None) -> None:
         """After a decode step: every row holds one more token (`lengths` in place: a captured
-        step reads it where it is)."""
-        self._host_lengths = [n + 1 for n in self._host_lengths]
-        self.lengths.add_(1)
+        step reads it where it is); after a verifying step, row b holds `counts[b]` more (the
+        tokens its accepted draft and the step's input made; the rest it wrote is never read
+        and the next step overwrites it)."""
+        if counts is None:
+            self._host_lengths = [n + 1 for n in self._host_lengths]
+            self.lengths.add_(1)
+            return
+        self._host_lengths = [n + c for n, c in zip(self._host_lengths, counts, strict=True)]
+        self.lengths.add_(torch.tensor(counts, dtype=torch.long).to(self.lengths.device, non_blocking=True))
 
     def layout(self) -> tuple:
         """Where the step's tensors live: the rows, the capacity and every buffer's and the

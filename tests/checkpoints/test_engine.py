@@ -245,3 +245,84 @@ def test_prefill_progress_counts_every_prompt_token_chunk_by_chunk():
     twice = [p for p in prompts for _ in range(2)]
     cached.generate_until([GenerateRequest(p, max_new_tokens=2) for p in twice])
     assert cached.stats.reused_tokens > 0 and sum(heard) == 2 * sum(PROMPT_LENGTHS)
+
+
+@pytest.mark.parametrize("variant,backend,config", CASES, ids=lambda x: str(x))
+def test_verifying_step_logits_match_single_rows(variant, backend, config):
+    """Four tokens of every row of a ragged batch in one step (a drafted continuation being
+    verified, `Decoder.ragged_logits`) against each row run alone, every position; then each
+    row keeps some of them and the next decode step reads only what it kept."""
+    model = _on_device(_model(variant, **dict(config)), backend)
+    prompts = _prompts(seed=2)
+    g = torch.Generator().manual_seed(3)
+    drafted = torch.randint(3, 259, (len(prompts), 4), generator=g).to(model.device)
+    kept = [1, 4, 2, 3, 1, 4]
+    with torch.inference_mode():
+        singles = []
+        for p in prompts:
+            cache = model.new_cache()
+            prefill(model, p, cache)
+            singles.append(cache)
+        batch = RaggedKVCache.empty_like(singles[0])
+        for p, cache in zip(prompts, singles, strict=True):
+            batch.join(cache.fork(), reserve=len(p) + 6)
+        logits = model.ragged_logits(drafted, batch)  # (B, 4, V)
+        assert batch.host_lengths == [len(p) for p in prompts]  # written, not yet counted
+        for i, cache in enumerate(singles):
+            want, _ = model(drafted[i : i + 1], cache.fork())
+            torch.testing.assert_close(logits[i], want[0], atol=1e-4, rtol=1e-4)
+        batch.advance(kept)
+        assert batch.host_lengths == batch.lengths.tolist() == [len(p) + k for p, k in zip(prompts, kept, strict=True)]
+        nxt = torch.arange(11, 11 + len(prompts), device=model.device)
+        step = model.decode_step(nxt, batch)
+        for i, (p, k) in enumerate(zip(prompts, kept, strict=True)):
+            cache = model.new_cache()
+            prefill(model, [*p, *drafted[i, :k].tolist()], cache)
+            want, _ = model(nxt[i].view(1, 1), cache, logits_for="last")
+            torch.testing.assert_close(step[i], want[0, -1], atol=1e-4, rtol=1e-4)
+
+
+def _repeating_prompts() -> list[list[int]]:
+    """Prompts that repeat themselves (their last n-grams occurred before: prompt lookup drafts)."""
+    return [p + p + p[: len(p) // 2] for p in _prompts(seed=8)]
+
+
+def test_prompt_lookup_changes_nothing_but_speed():
+    """Rows that draft from their own text and verify the draft in one step generate what
+    rows decoding one token a step generate, and what the one-at-a-time oracle does, with
+    stop strings, min_new_tokens, suppressed ids and end tokens met inside a draft; drafts
+    were made, and kept."""
+    model = _model("softmax", seed=4)
+    prompts = _repeating_prompts()
+    free = Engine(model, TOK, draft_tokens=0).generate_until(
+        [GenerateRequest(p, max_new_tokens=40, stop_at_eos=False) for p in prompts])
+    reqs = [GenerateRequest(p, max_new_tokens=40, stop_at_eos=False) for p in prompts]
+    for p, g, k in zip(prompts, free, range(len(prompts)), strict=True):
+        text = g.text
+        if k % 3 == 0 and len(text) > 12:
+            reqs.append(GenerateRequest(p, max_new_tokens=40, stop=(text[9:11],), min_new_tokens=3))
+        elif k % 3 == 1:
+            reqs.append(GenerateRequest(p, max_new_tokens=40, stop_at_eos=False, stop_ids=(g.token_ids[6],),
+                                        min_new_tokens=2, suppress_ids=(g.token_ids[0],)))
+        else:
+            reqs.append(GenerateRequest(p, max_new_tokens=17, stop_at_eos=False))
+    plain = Engine(model, TOK, max_batch=5, draft_tokens=0)
+    drafting = Engine(model, TOK, max_batch=5, draft_tokens=6)
+    want = plain.generate_until(reqs)
+    got = drafting.generate_until(reqs)
+    for req, gen, w in zip(reqs, got, want, strict=True):
+        assert (gen.text, gen.token_ids, gen.stop_reason) == (w.text, w.token_ids, w.stop_reason)
+        single = _single(model, req)
+        assert (gen.token_ids, gen.stop_reason) == (single.token_ids, single.stop_reason)
+    assert 0 < drafting.clock.kept_tokens < drafting.clock.drafted_tokens
+    assert drafting.clock.decode_steps < plain.clock.decode_steps
+    assert plain.clock.drafted_tokens == plain.clock.kept_tokens == 0
+
+
+def test_prompt_lookup_is_on_where_the_step_verifies_in_one_call():
+    assert Engine(_model("softmax"), TOK).draft_tokens > 0  # the streaming PyTorch backend
+    reference = _model("softmax")
+    reference.backend = "reference"
+    assert Engine(reference, TOK).draft_tokens == 0
+    with pytest.raises(ValueError, match="draft_tokens must be >= 0"):
+        Engine(_model("softmax"), TOK, draft_tokens=-1)

@@ -97,6 +97,8 @@ def test_a_forward_pass_reads_nothing_back(variant: str, backend: str, on_an_acc
         with counting_reads() as decode:
             for _ in range(3):
                 logits = model.decode_step(torch.tensor([5, 7]), batch)
+            model.ragged_logits(torch.tensor([[5, 6, 7], [7, 8, 9]]), batch)  # a drafted continuation verified
+            batch.advance([3, 1])
         assert not decode, (variant, layers, dict(decode))
         with counting_reads() as chosen:
             pick(logits, [(), (3, 4)])
@@ -121,6 +123,20 @@ def test_the_engine_reads_each_decode_step_back_once() -> None:
     extra_steps = 8
     per_step = (reads(4 + extra_steps) - reads(4)) / extra_steps
     assert per_step <= 2, per_step
+
+
+@torch.inference_mode()
+def test_a_verifying_step_reads_back_once() -> None:
+    """Steps that verify drafted tokens (prompt lookup) read the step's choices back once,
+    like a decode step: prompts that repeat themselves draft at every step."""
+    model = variant_model("softmax", num_layers=2)
+    engine = Engine(model, ByteTokenizer(), max_batch=4, prefix_cache=False, batch_prefill_tokens=0, draft_tokens=4)
+    prompts = [tuple(range(5, 5 + n)) * 3 for n in (11, 17, 23)]
+    requests = [GenerateRequest(p, max_new_tokens=24, stop_at_eos=False) for p in prompts]
+    with counting_reads() as counts:
+        engine.generate_until(requests)
+    assert engine.clock.drafted_tokens > 0
+    assert sum(counts.values()) <= 2 * engine.clock.decode_steps + len(prompts), dict(counts)
 
 
 @torch.inference_mode()

@@ -251,24 +251,25 @@ def ragged_decode_sdpa(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor, *, scale: float,
     slopes: torch.Tensor | None = None, window: int | None = None, softcap: float | None = None,
 ) -> torch.Tensor:
-    """One decode step of rows of different lengths in one SDPA call: q (B, Hq, 1, D),
-    k/v (B, Hkv, S, D) where row b's keys are its first `positions[b] + 1`; its query
-    sits at `positions[b]`. Keys past a row's length (another row's room) are masked.
-    SDPA has no softcap: with one, the step's (B, Hq, 1, S) logits are formed here."""
+    """A decode step of rows of different lengths in one SDPA call: q (B, Hq, T, D) (T
+    tokens per row: one, or a draft being verified), k/v (B, Hkv, S, D); row b's query i
+    sits at `positions[b] + i` and sees the keys up to it. Keys past that (the row's later
+    queries, another row's room) are masked. SDPA has no softcap: with one, the step's
+    (B, Hq, T, S) logits are formed here."""
     kpos = torch.arange(k.shape[2], device=q.device)
-    pos = positions.to(q.device)[:, None]
-    visible = kpos[None, :] <= pos  # (B, S)
+    pos = positions.to(q.device)[:, None, None] + torch.arange(q.shape[2], device=q.device)[None, :, None]  # (B, T, 1)
+    visible = kpos <= pos  # (B, T, S)
     if window is not None:
-        visible &= kpos[None, :] > pos - window
+        visible &= kpos > pos - window
     if softcap is not None:
         a = softcap_logits(dense_dots(q, k) * scale, softcap)
         if slopes is not None:
-            a = a + slopes.float().to(q.device)[None, :, None, None] * (kpos[None, :] - pos).float()[:, None, None, :]
-        w = torch.softmax(a.masked_fill(~visible[:, None, None, :], float("-inf")), dim=-1)
+            a = a + slopes.float().to(q.device)[None, :, None, None] * (kpos - pos).float()[:, None]
+        w = torch.softmax(a.masked_fill(~visible[:, None], float("-inf")), dim=-1)
         return (w @ expand_kv(v, q.shape[1]).float()).to(q.dtype)
-    mask = visible[:, None, None, :]  # (B, 1, 1, S)
+    mask = visible[:, None]  # (B, 1, T, S)
     if slopes is not None:  # ALiBi `slope_h * (j - i)` as a float mask with -inf on hidden keys
-        bias = slopes.float().to(q.device)[None, :, None, None] * (kpos[None, :] - pos).float()[:, None, None, :]
+        bias = slopes.float().to(q.device)[None, :, None, None] * (kpos - pos).float()[:, None]
         mask = bias.masked_fill(~mask, float("-inf")).to(q.dtype)
     gqa = q.shape[1] != k.shape[1]
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)

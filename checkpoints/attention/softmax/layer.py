@@ -60,11 +60,12 @@ class SoftmaxFamilyLayer(AttentionLayer):
         """A ragged decode step in one call when the queries need no per-row rescaling
         (`scale_queries` not overridden: not ssmax): on Triton the decode kernel takes
         each row's position, every term (diff's two, cog's sign) included; on the torch
-        backend each unsigned term is one masked SDPA call. Otherwise None: row by row."""
+        backend each unsigned term is one masked SDPA call (one query per row, or the
+        several of a draft being verified). Otherwise None: row by row."""
         if ctx.collect_stats or ctx.return_weights or not self.one_call_ragged_step(ctx.backend):
             return None
         q, k, v = t["q"], t["k"], t["v"]
-        if ctx.backend is Backend.TRITON:
+        if ctx.backend is Backend.TRITON and q.shape[2] == 1:  # the decode kernel takes one query per row
             from checkpoints.attention.softmax import triton as kernels
 
             outs, _ = kernels.family_attention(self.terms(0, q, k), v, ctx.row_positions, self.logits(q.device))
