@@ -180,8 +180,10 @@ def default_memory_budget(device: torch.device) -> int:
 
 def default_draft_tokens(model: Decoder) -> int:
     """Most tokens a row drafts per step (prompt lookup) by default: on the streaming PyTorch
-    backend, where a step verifying them is one masked SDPA call per layer (0, none, on
-    Triton, whose decode kernel takes one query per row, and on the dense reference)."""
+    backend, where decoding is bound by reading weights and keys and a step verifying a draft
+    costs about what one decode step does (bench/results/ruler_e2e_cpu.md). None on Triton
+    until measured on a GPU (a verifying step there is an eager SDPA step beside graphed
+    decode steps; `draft_tokens` turns it on) and on the dense reference."""
     return MAX_DRAFT if model.resolved_backend is Backend.TORCH else 0
 
 

@@ -347,7 +347,7 @@ def _model_flags(p: argparse.ArgumentParser, endpoint: bool = False) -> None:
                    help="prefill every prompt from scratch (default: reuse cached prompt prefixes where exact)")
     p.add_argument("--draft-tokens", type=non_negative_int, help="most tokens a decoding row drafts from its own "
                    "text and verifies in one step (prompt lookup; same outputs, fewer steps); 0: off (default: "
-                   f"{MAX_DRAFT} on the PyTorch backend, 0 on Triton)")
+                   f"{MAX_DRAFT} on the PyTorch backend, 0 on Triton until measured on a GPU)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

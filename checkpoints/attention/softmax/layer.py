@@ -61,7 +61,8 @@ class SoftmaxFamilyLayer(AttentionLayer):
         (`scale_queries` not overridden: not ssmax): on Triton the decode kernel takes
         each row's position, every term (diff's two, cog's sign) included; on the torch
         backend each unsigned term is one masked SDPA call (one query per row, or the
-        several of a draft being verified). Otherwise None: row by row."""
+        several of a draft being verified: on Triton too, whose decode kernel takes one
+        query per row). Otherwise None: row by row."""
         if ctx.collect_stats or ctx.return_weights or not self.one_call_ragged_step(ctx.backend):
             return None
         q, k, v = t["q"], t["k"], t["v"]
@@ -70,7 +71,7 @@ class SoftmaxFamilyLayer(AttentionLayer):
 
             outs, _ = kernels.family_attention(self.terms(0, q, k), v, ctx.row_positions, self.logits(q.device))
             return self.combine(outs)
-        if ctx.backend is Backend.TORCH and not self.signed:
+        if not self.signed and (ctx.backend is Backend.TORCH or q.shape[2] > 1):  # Triton: a draft verified
             kw = dict(scale=self.logit_scale(), slopes=self.alibi(q.device), window=self.window,
                       softcap=self.softcap)
             return self.combine([chunked.ragged_decode_sdpa(tq, tk, v, ctx.row_positions, **kw)
