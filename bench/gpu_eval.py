@@ -32,6 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+from checkpoints.prompt_lookup import MAX_DRAFT  # noqa: E402  (a light module: no torch)
+
 SHAPE = "llama-3.2-1b"
 NEW_TOKENS = 128  # RULER niah's generation budget
 
@@ -144,7 +146,8 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/lctx-eval-bench"))
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "gpu_eval.json")
     ap.add_argument("--runs", default="16384:32,131072:4", help="LENGTH:SAMPLES,...")
-    ap.add_argument("--modes", default="cold,warm,eager")
+    ap.add_argument("--modes", default="cold,warm,eager",
+                    help="cold, warm, eager (no CUDA graphs), lookup (prompt lookup on: --draft-tokens)")
     ap.add_argument("--transformers", default="", help="LENGTH:BATCH,... (lengths of --runs) to run transformers on")
     ap.add_argument("--warm-job", default="", help="LENGTH:SAMPLES: two identical jobs on one loaded model")
     ap.add_argument("--bare", type=int, default=2, help="bare imports to time first (0: none)")
@@ -196,7 +199,8 @@ def main() -> None:
             run_env = {**env, **({"LCTX_CUDA_GRAPHS": "0"} if mode == "eager" else {})}
             cmd = [sys.executable, "-m", "cli.main", "eval", "--checkpoint", str(folder), "--task", "ruler",
                    "--option", "tasks=niah_single_1", "--lengths", str(length), "--samples", str(n),
-                   "--device", device, "--dtype", dtype, "--out", str(out), "-q"]
+                   "--device", device, "--dtype", dtype, "--out", str(out), "-q",
+                   *(["--draft-tokens", str(MAX_DRAFT)] if mode == "lookup" else [])]
             s, rc = timed(cmd, run_env, log)
             rows = samples(out)
             seconds = {}

@@ -9,7 +9,8 @@
 #   eval       `lctx eval` RULER niah_single_1 as whole commands: 16k x 32 and 128k x 4 (cold, warm;
 #              EVAL_MODES) against a bare import, 16k eager (EVAL_EAGER=0: not), then two identical
 #              16k jobs on one loaded model (a warm worker's second job; EVAL_WARM_JOB=0: not);
-#              EVAL_HF=1 adds transformers' generate
+#              EVAL_HF=1 adds transformers' generate; EVAL_MODES=cold,warm,lookup adds a run with
+#              prompt lookup on (`--draft-tokens`; off by default on Triton until this measures it)
 #   decode     1B decode at batch 8 and 32 over 4k and 32k caches: graphs, eager, transformers
 #   prefill    1B prefill at 32k and 128k per chunk size against transformers SDPA
 #   prefill8b  the 8B shape at 32k and 128k
