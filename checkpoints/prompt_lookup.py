@@ -13,14 +13,16 @@ the step computes several positions at once). On a CPU a step's cost is its weig
 keys' bytes more than its arithmetic, so verifying eight tokens costs about what decoding
 one does (bench/results/ruler_e2e_cpu.md measures it).
 
-`PromptLookup` keeps one row's n-gram index (the most recent earlier occurrence of each
-n-gram, n from `max_ngram` down to `min_ngram`); `DraftLength` is transformers' schedule
+`PromptLookup` keeps one row's tokens and finds the latest earlier occurrence of its last
+n-gram (n from `max_ngram` down to `min_ngram`); `DraftLength` is transformers' schedule
 of how many tokens to draft: two more after a step that kept them all, one fewer
 otherwise."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import numpy as np
 
 # n-gram sizes matched, longest first (a 1-gram matches too often to be worth a draft).
 MAX_NGRAM = 3
@@ -31,46 +33,56 @@ MAX_DRAFT = 16
 
 
 class PromptLookup:
-    """One row's text (prompt, then its generated tokens as they come) and the most recent
-    earlier position each of its n-grams ended at."""
+    """One row's text (prompt, then its generated tokens as they come) and a search of it for
+    the latest earlier occurrence of its last n-gram: a vectorised scan of the token array at
+    each draft (a fraction of a millisecond at 128k tokens), where an index of every n-gram
+    would hold hundreds of bytes per token per row."""
 
     def __init__(self, prompt: Sequence[int], max_ngram: int = MAX_NGRAM, min_ngram: int = MIN_NGRAM) -> None:
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError(f"n-gram sizes must satisfy 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
         self.sizes = range(max_ngram, min_ngram - 1, -1)
-        self.text: list[int] = list(prompt)
-        self._prompt = len(self.text)
-        self._seen = 0  # generated tokens already appended to `text`
-        self._index: dict[int, dict[tuple[int, ...], int]] = {n: {} for n in self.sizes}
-        self._indexed = 0  # n-grams ending at positions < this are in the index
+        self._buf = np.empty(max(16, 2 * len(prompt)), dtype=np.int64)
+        self._buf[: len(prompt)] = prompt
+        self._len = len(prompt)
+        self._seen = 0  # generated tokens already appended
+
+    @property
+    def text(self) -> list[int]:
+        return self._buf[: self._len].tolist()
 
     def draft(self, generated: Sequence[int], most: int) -> list[int]:
         """Up to `most` tokens that followed the latest earlier occurrence of the text's last
         n-gram (the longest that occurred before), given the row's `generated` tokens so far
         (appended since the last call); [] when none occurred or `most` < 1."""
-        self.text.extend(generated[self._seen:])
+        self._extend(generated[self._seen:])
         self._seen = len(generated)
-        end = len(self.text)
-        self._index_until(end - 1)
         if most < 1:
             return []
+        end, text = self._len, self._buf[: self._len]
         for n in self.sizes:
-            if end < n:
+            starts = end - n  # an earlier occurrence starts at i <= end - n - 1: a token follows it
+            if starts < 1:
                 continue
-            at = self._index[n].get(tuple(self.text[end - n:]))
-            if at is not None:
-                return self.text[at : at + most]
+            hit = np.ones(starts, dtype=bool)
+            for j in range(n):
+                hit &= text[j : j + starts] == text[end - n + j]
+            found = np.flatnonzero(hit)
+            if found.size:
+                after = int(found[-1]) + n
+                return text[after : after + most].tolist()
         return []
 
-    def _index_until(self, last_end: int) -> None:
-        """Index every n-gram ending before position `last_end` (the current one, ending at
-        the text's end, must not find itself)."""
-        text = self.text
-        for end in range(max(self._indexed, 1), last_end + 1):
-            for n in self.sizes:
-                if end >= n:
-                    self._index[n][tuple(text[end - n : end])] = end
-        self._indexed = max(self._indexed, last_end + 1)
+    def _extend(self, tokens: Sequence[int]) -> None:
+        if not tokens:
+            return
+        need = self._len + len(tokens)
+        if need > self._buf.shape[0]:
+            grown = np.empty(2 * need, dtype=np.int64)
+            grown[: self._len] = self._buf[: self._len]
+            self._buf = grown
+        self._buf[self._len : need] = tokens
+        self._len = need
 
 
 class DraftLength:
