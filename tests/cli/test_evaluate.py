@@ -35,6 +35,25 @@ def test_eval_passkey_writes_results_and_resumes(tmp_path: Path, capsys) -> None
 
 
 
+def test_eval_draft_tokens_sets_prompt_lookup(tmp_path: Path, capsys) -> None:
+    """`--draft-tokens 0` turns prompt lookup off (no token drafted, the same answers); the
+    default drafts on the PyTorch backend; a negative count is refused by the parser."""
+    tiny_model(tmp_path / "m")
+    argv = ["eval", "--checkpoint", str(tmp_path / "m"), "--task", "passkey", "--lengths", "260", "--trials", "3", "-q"]
+    assert main([*argv, "--draft-tokens", "0", "--out", str(tmp_path / "off")]) == 0
+    assert main([*argv, "--out", str(tmp_path / "on")]) == 0
+    off, on = (json.loads((tmp_path / out / RESULTS_FILE).read_text())["results"]["passkey"]["seconds"]
+               for out in ("off", "on"))
+    assert off["drafted_tokens"] == off["kept_tokens"] == 0
+    assert "drafted_tokens" in on and on["decode_steps"] <= off["decode_steps"]
+    answers = [[json.loads(line)["prediction"] for line in (tmp_path / out / "passkey" / "samples.jsonl").open()]
+               for out in ("off", "on")]
+    assert answers[0] == answers[1]
+    with pytest.raises(SystemExit):
+        main([*argv, "--draft-tokens", "-1", "--out", str(tmp_path / "bad")])
+    assert "--draft-tokens: must be >= 0, got -1" in capsys.readouterr().err
+
+
 def test_eval_keys_a_repeated_task_as_the_worker_does(tmp_path: Path) -> None:
     from evaluators.suite import TASK_RESULT, task_keys
 
