@@ -303,6 +303,7 @@ class Engine:
                     bytes_per_token = bytes_per_token or cache.bytes_per_token()
                     if self.draft_tokens:
                         row.lookup = PromptLookup(row.request.prompt_ids)
+                        row.draft_length = DraftLength(most=self.draft_tokens)
                     if batch is None:
                         batch = RaggedKVCache.empty_like(cache)
                     batch.join(cache, reserve=row.reserve)
