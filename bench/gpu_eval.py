@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from checkpoints.prompt_lookup import MAX_DRAFT  # noqa: E402  (a light module: no torch)
+from checkpoints.requests import DEFAULT_DRAFT_TOKENS  # noqa: E402  (a light module: no torch)
 
 SHAPE = "llama-3.2-1b"
 NEW_TOKENS = 128  # RULER niah's generation budget
@@ -200,7 +200,7 @@ def main() -> None:
             cmd = [sys.executable, "-m", "cli.main", "eval", "--checkpoint", str(folder), "--task", "ruler",
                    "--option", "tasks=niah_single_1", "--lengths", str(length), "--samples", str(n),
                    "--device", device, "--dtype", dtype, "--out", str(out), "-q",
-                   *(["--draft-tokens", str(MAX_DRAFT)] if mode == "lookup" else [])]
+                   *(["--draft-tokens", str(DEFAULT_DRAFT_TOKENS)] if mode == "lookup" else [])]
             s, rc = timed(cmd, run_env, log)
             rows = samples(out)
             seconds = {}

@@ -26,12 +26,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from checkpoints.requests import DEFAULT_DRAFT_TOKENS
+
 # n-gram sizes matched, longest first (a 1-gram matches too often to be worth a draft).
 MAX_NGRAM = 3
 MIN_NGRAM = 2
 # Draft lengths: the first, and the most one step drafts per row.
 FIRST_DRAFT = 4
-MAX_DRAFT = 16
+MAX_DRAFT = DEFAULT_DRAFT_TOKENS
 
 
 class PromptLookup:

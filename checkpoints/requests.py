@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 # engine, `lctx eval --max-batch` and the service's LCTX_ENGINE_MAX_BATCH read (this module
 # imports no torch).
 DEFAULT_MAX_BATCH = 64
+# Most tokens a decoding row drafts from its own text per step (`checkpoints.prompt_lookup`)
+# where prompt lookup is on by default: read by the engine and `lctx eval --draft-tokens`.
+DEFAULT_DRAFT_TOKENS = 16
 
 
 @dataclass(frozen=True)

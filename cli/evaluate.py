@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from checkpoints.attention.backend import Backend
-from checkpoints.prompt_lookup import MAX_DRAFT
-from checkpoints.requests import DEFAULT_MAX_BATCH
+from checkpoints.requests import DEFAULT_DRAFT_TOKENS, DEFAULT_MAX_BATCH
 from cli.endpoint_flags import add_endpoint_flags, endpoint_fields
 from cli.task_options import option_flags
 from evaluators.registry import describe_tasks, task_options, unknown_task
@@ -347,7 +346,7 @@ def _model_flags(p: argparse.ArgumentParser, endpoint: bool = False) -> None:
                    help="prefill every prompt from scratch (default: reuse cached prompt prefixes where exact)")
     p.add_argument("--draft-tokens", type=non_negative_int, help="most tokens a decoding row drafts from its own "
                    "text and verifies in one step (prompt lookup; same outputs, fewer steps); 0: off (default: "
-                   f"{MAX_DRAFT} on the PyTorch backend, 0 on Triton until measured on a GPU)")
+                   f"{DEFAULT_DRAFT_TOKENS} on the PyTorch backend, 0 on Triton until measured on a GPU)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
