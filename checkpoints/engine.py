@@ -52,8 +52,14 @@ from checkpoints.lm import Done, Prefilled
 from checkpoints.model import Decoder
 from checkpoints.model_step import ModelStep
 from checkpoints.prefix_cache import PrefixCache, PrefixStats, reuse_order
-from checkpoints.prompt_lookup import MAX_DRAFT, DraftLength, PromptLookup
-from checkpoints.requests import DEFAULT_MAX_BATCH, GenerateRequest, LoglikelihoodRequest, RollingRequest
+from checkpoints.prompt_lookup import DraftLength, PromptLookup
+from checkpoints.requests import (
+    DEFAULT_DRAFT_TOKENS,
+    DEFAULT_MAX_BATCH,
+    GenerateRequest,
+    LoglikelihoodRequest,
+    RollingRequest,
+)
 from checkpoints.sampler import StopRule, pick
 from checkpoints.scheduler import BATCH_PREFILL_MAX_TOKENS, Scheduler
 from checkpoints.tokenizer import Tokenizer
@@ -113,11 +119,6 @@ class _Row:
     reason: str = ""
     lookup: PromptLookup | None = None  # drafts from the row's own text, when the engine drafts
     draft_length: DraftLength = field(default_factory=DraftLength)
-
-    @property
-    def cached(self) -> int:
-        """Tokens of this row in the batch's cache: all but the last chosen one."""
-        return len(self.request.prompt_ids) + len(self.tokens) - 1
 
     def draft(self, most: int) -> list[int]:
         """Tokens to verify after the last chosen one (prompt lookup): at most `most`, and
@@ -180,11 +181,11 @@ def default_memory_budget(device: torch.device) -> int:
 
 def default_draft_tokens(model: Decoder) -> int:
     """Most tokens a row drafts per step (prompt lookup) by default: on the streaming PyTorch
-    backend, where decoding is bound by reading weights and keys and a step verifying a draft
-    costs about what one decode step does (bench/results/ruler_e2e_cpu.md). None on Triton
+    backend, where a step verifying up to 16 drafted tokens per row costs 2-3 one-token steps
+    and saves many more (bench/results/ruler_e2e_cpu.md). None on Triton
     until measured on a GPU (a verifying step there is an eager SDPA step beside graphed
     decode steps; `draft_tokens` turns it on) and on the dense reference."""
-    return MAX_DRAFT if model.resolved_backend is Backend.TORCH else 0
+    return DEFAULT_DRAFT_TOKENS if model.resolved_backend is Backend.TORCH else 0
 
 
 def default_batch_prefill_tokens(device: torch.device) -> int:
@@ -301,7 +302,7 @@ class Engine:
                         finish(row)
                         continue
                     bytes_per_token = bytes_per_token or cache.bytes_per_token()
-                    if self.draft_tokens:
+                    if self.draft_tokens:  # only rows that decode in the batch draft
                         row.lookup = PromptLookup(row.request.prompt_ids)
                         row.draft_length = DraftLength(most=self.draft_tokens)
                     if batch is None:
@@ -313,7 +314,8 @@ class Engine:
             if not rows:
                 continue
             drafts = self._drafts(rows, batch)
-            if drafts is None:
+            verified = drafts is not None  # else a plain decode step, which advances the batch itself
+            if not verified:
                 drafts = [[] for _ in rows]
                 logits = self.step.decode([r.tokens[-1] for r in rows], batch)  # (B, V)
                 chosen = [[c] for c in pick(logits, [r.blocked() for r in rows])]  # the step's one read
@@ -330,7 +332,7 @@ class Engine:
                     finish(row)
                 else:
                     keep.append(i)
-            if any(drafts):
+            if verified:
                 batch.advance(taken)
             if len(keep) < len(rows):
                 batch.keep(keep)
@@ -343,8 +345,8 @@ class Engine:
         drafts stay within the room the fullest row has left in the batch's buffers."""
         if not self.draft_tokens:
             return None
-        room = batch.capacity - max(r.cached for r in rows) - 1
-        drafts = [row.draft(min(self.draft_tokens, room)) for row in rows]
+        room = batch.capacity - batch.max_length - 1
+        drafts = [row.draft(room) for row in rows]
         return drafts if any(drafts) else None
 
     def _verify(self, rows: list[_Row], drafts: list[list[int]], batch: RaggedKVCache) -> list[list[int]]:

@@ -31,9 +31,8 @@ from checkpoints.requests import DEFAULT_DRAFT_TOKENS
 # n-gram sizes matched, longest first (a 1-gram matches too often to be worth a draft).
 MAX_NGRAM = 3
 MIN_NGRAM = 2
-# Draft lengths: the first, and the most one step drafts per row.
+# The first draft length of a row (the most is the engine's `draft_tokens`).
 FIRST_DRAFT = 4
-MAX_DRAFT = DEFAULT_DRAFT_TOKENS
 
 
 class PromptLookup:
@@ -94,7 +93,7 @@ class DraftLength:
     its whole draft, one fewer after one that did not (transformers' "heuristic" schedule),
     within [1, `most`]."""
 
-    def __init__(self, first: int = FIRST_DRAFT, most: int = MAX_DRAFT) -> None:
+    def __init__(self, first: int = FIRST_DRAFT, most: int = DEFAULT_DRAFT_TOKENS) -> None:
         self.most = most
         self.now = max(1, min(first, most))
 

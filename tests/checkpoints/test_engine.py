@@ -71,6 +71,20 @@ def test_batched_generation_equals_one_at_a_time(variant, backend, config):
         assert gen.stop_reason == want.stop_reason and gen.prompt_tokens == want.prompt_tokens
 
 
+def _ragged_batch(model: Decoder, prompts: list[list[int]], room: int) -> tuple[list, RaggedKVCache]:
+    """Each prompt prefilled alone, and a ragged batch of copies of them (`room` tokens each beyond
+    its prompt)."""
+    singles = []
+    for p in prompts:
+        cache = model.new_cache()
+        prefill(model, p, cache)
+        singles.append(cache)
+    batch = RaggedKVCache.empty_like(singles[0])
+    for p, cache in zip(prompts, singles, strict=True):
+        batch.join(cache.fork(), reserve=len(p) + room)
+    return singles, batch
+
+
 @pytest.mark.parametrize("variant,backend,config", CASES, ids=lambda x: str(x))
 def test_decode_step_logits_match_single_rows(variant, backend, config):
     """One step of a ragged batch (rows of different lengths) against each row stepped alone."""
@@ -78,14 +92,7 @@ def test_decode_step_logits_match_single_rows(variant, backend, config):
     prompts = _prompts(seed=2)
     nxt = torch.arange(7, 7 + len(prompts), device=model.device)
     with torch.inference_mode():
-        singles = []
-        for p in prompts:
-            cache = model.new_cache()
-            prefill(model, p, cache)
-            singles.append(cache)
-        batch = RaggedKVCache.empty_like(singles[0])
-        for p, cache in zip(prompts, singles, strict=True):
-            batch.join(cache.fork(), reserve=len(p) + 4)
+        singles, batch = _ragged_batch(model, prompts, room=4)
         logits = model.decode_step(nxt, batch)
         assert batch.lengths.tolist() == [len(p) + 1 for p in prompts]
         for i, cache in enumerate(singles):
@@ -258,14 +265,7 @@ def test_verifying_step_logits_match_single_rows(variant, backend, config):
     drafted = torch.randint(3, 259, (len(prompts), 4), generator=g).to(model.device)
     kept = [1, 4, 2, 3, 1, 4]
     with torch.inference_mode():
-        singles = []
-        for p in prompts:
-            cache = model.new_cache()
-            prefill(model, p, cache)
-            singles.append(cache)
-        batch = RaggedKVCache.empty_like(singles[0])
-        for p, cache in zip(prompts, singles, strict=True):
-            batch.join(cache.fork(), reserve=len(p) + 6)
+        singles, batch = _ragged_batch(model, prompts, room=6)
         logits = model.ragged_logits(drafted, batch)  # (B, 4, V)
         assert batch.host_lengths == [len(p) for p in prompts]  # written, not yet counted
         for i, cache in enumerate(singles):
