@@ -41,13 +41,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from checkpoints.attention.backend import Backend
 from checkpoints.attention.cache import KVCache, RaggedKVCache
-from checkpoints.generate import Generation
+from checkpoints.generate import CONTINUED, Generation
 from checkpoints.lm import Done, Prefilled
 from checkpoints.model import Decoder
 from checkpoints.model_step import ModelStep
@@ -125,13 +125,13 @@ class _Row:
         none past what the row may still emit beside the step's own choice."""
         if self.lookup is None:
             return []
-        room = self.request.max_new_tokens - len(self.tokens) - 1
+        room = self.rule.room(self.tokens) - 1
         return self.lookup.draft(self.tokens, min(most, self.draft_length.now, room))
 
     @property
     def reserve(self) -> int:
         """Tokens of cache this row can reach: prompt plus every new token."""
-        return len(self.request.prompt_ids) + self.request.max_new_tokens
+        return len(self.request.prompt_ids) + self.request.most_new_tokens
 
     def blocked(self, ahead: int = 0) -> tuple[int, ...]:
         """What cannot be chosen `ahead` tokens after the last chosen one."""
@@ -167,9 +167,7 @@ class _Row:
         raise AssertionError("a step chooses one token more than its draft")
 
     def result(self, tokenizer: Tokenizer) -> Generation:
-        text = self.text if self.reason == "stop_string" else tokenizer.decode(self.tokens)
-        return Generation(text=text, token_ids=list(self.tokens), prompt_tokens=len(self.request.prompt_ids),
-                          stop_reason=self.reason)
+        return Generation.of(self.rule, self.tokens, self.reason, self.text, len(self.request.prompt_ids), tokenizer)
 
 
 def default_memory_budget(device: torch.device) -> int:
@@ -269,9 +267,41 @@ class Engine:
 
     # --- generate until -------------------------------------------------------
 
-    @torch.inference_mode()
     def generate_until(self, requests: Sequence[GenerateRequest], done: Done | None = None) -> list[Generation]:
-        """Greedy generations in request order; `done(i, generation)` runs as request i finishes."""
+        """Greedy generations in request order; `done(i, generation)` runs as request i finishes.
+        A reasoning model's think block that runs out of its budget is closed by its plan's
+        force ids and the answer generated after them in a second round (budget forcing:
+        the prompt comes back from the prefix cache, the block is prefilled once); so is the
+        answer of a block that closed where the task writes an answer prefix after it."""
+        results: list[Generation | None] = [None] * len(requests)
+        forced: list[int] = []
+
+        def first(i: int, generation: Generation) -> None:
+            results[i] = generation
+            if generation.stop_reason in CONTINUED:
+                forced.append(i)
+            elif done is not None:
+                done(i, generation)
+
+        self._generate(requests, first)
+        if forced:
+            plans = [requests[i].think for i in forced]
+            follow = [replace(requests[i], think=None, prompt_ids=(
+                *requests[i].prompt_ids, *results[i].token_ids,  # type: ignore[union-attr]
+                *plan.answer_ids(results[i].stop_reason == "thinking_budget")))  # type: ignore[union-attr]
+                for i, plan in zip(forced, plans, strict=True)]
+
+            def second(k: int, answer: Generation) -> None:
+                i = forced[k]
+                results[i] = results[i].closed(plans[k], answer)  # type: ignore[union-attr,arg-type]
+                if done is not None:
+                    done(i, results[i])
+
+            self._generate(follow, second)
+        return results  # type: ignore[return-value]
+
+    @torch.inference_mode()
+    def _generate(self, requests: Sequence[GenerateRequest], done: Done | None = None) -> list[Generation]:
         if self.model.rotary.depends_on_length:
             # Dynamic NTK / LongRoPE tables follow each sequence's length: one row at a time.
             return [self._generate_alone(i, req, done) for i, req in enumerate(requests)]
@@ -372,10 +402,7 @@ class Engine:
         return result
 
     def _row(self, index: int, req: GenerateRequest, logits: torch.Tensor) -> _Row:
-        rule = StopRule.make(self.tokenizer.eos_ids, req.max_new_tokens, stop=req.stop, stop_at_eos=req.stop_at_eos,
-                             min_new_tokens=req.min_new_tokens, suppress_ids=req.suppress_ids,
-                             stop_ids=req.stop_ids, decided=req.decided)
-        return _Row(index=index, request=req, logits=logits.float(), rule=rule)
+        return _Row(index=index, request=req, logits=logits.float(), rule=StopRule.of(req, self.tokenizer.eos_ids))
 
     def _start(self, index: int, req: GenerateRequest, batch_bytes: int) -> tuple[_Row, KVCache]:
         """Prefill one prompt, from its longest cached prefix (at least its last token runs,

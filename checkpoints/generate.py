@@ -13,6 +13,7 @@ import torch
 from checkpoints.attention.cache import KVCache
 from checkpoints.model import Decoder
 from checkpoints.sampler import StopRule, pick
+from checkpoints.thinking import ThinkPlan
 from checkpoints.tokenizer import Tokenizer
 
 DEFAULT_CHUNK = 4096
@@ -27,12 +28,49 @@ def default_prefill_chunk(device: torch.device) -> int:
     return CUDA_PREFILL_CHUNK if device.type == "cuda" else DEFAULT_CHUNK
 
 
+# Stop reasons of a think block after which the answer is generated in a second round.
+CONTINUED = ("thinking_budget", "thought")
+
+
 @dataclass
 class Generation:
+    """A greedy continuation: `text` is the answer (after any think block), `token_ids`
+    every generated token (thinking, a forced close and the answer). A reasoning model's
+    block is `thinking` (None: it did not think), `thinking_tokens` long (its delimiters
+    included), `thinking_truncated` when its budget ran out and the block was closed for it."""
+
     text: str
     token_ids: list[int]
     prompt_tokens: int
-    stop_reason: str  # "eos" | "stop_string" | "length" | "decided" (the engine: GenerateRequest.decided)
+    stop_reason: str  # "eos" | "stop_string" | "length" | "decided"; "thinking_budget", "thought": not yet answered
+    thinking: str | None = None
+    thinking_tokens: int = 0
+    thinking_truncated: bool = False
+
+    @classmethod
+    def of(cls, rule: StopRule, tokens: list[int], reason: str, cut: str | None, prompt_tokens: int,
+           tokenizer: Tokenizer) -> Generation:
+        """The generation a stop rule ended: the answer's text (a stop string's cut, or the
+        answer tokens decoded) and, when the rule's model thinks, the block apart."""
+        text = cut if reason == "stop_string" else rule.answer_text(tokens, tokenizer.decode)
+        plan = rule.think
+        if plan is None or not rule.state.opened:
+            return cls(text=text or "", token_ids=list(tokens), prompt_tokens=prompt_tokens, stop_reason=reason)
+        spent = len(tokens) if rule.state.start is None else rule.state.start - rule.state.separator
+        raw = tokenizer.decode(list(tokens[:spent]), skip_special_tokens=False)
+        thinking = plan.format.split(raw, inside=plan.inside)[0] or ""
+        return cls(text=text or "", token_ids=list(tokens), prompt_tokens=prompt_tokens, stop_reason=reason,
+                   thinking=thinking, thinking_tokens=spent)
+
+    def closed(self, plan: ThinkPlan, answer: Generation) -> Generation:
+        """This generation, stopped at the end of its block ("thought") or by its budget
+        ("thinking_budget": closed by `plan.force_ids`), with `answer` generated after what
+        the plan appends there (budget forcing; the task's answer prefix)."""
+        forced = self.stop_reason == "thinking_budget"
+        close = plan.force_ids if forced else ()
+        return Generation(text=answer.text, token_ids=[*self.token_ids, *plan.answer_ids(forced), *answer.token_ids],
+                          prompt_tokens=self.prompt_tokens, stop_reason=answer.stop_reason, thinking=self.thinking,
+                          thinking_tokens=self.thinking_tokens + len(close), thinking_truncated=forced)
 
 
 def _as_batch(ids: Sequence[int], device: torch.device) -> torch.Tensor:
@@ -70,16 +108,19 @@ def greedy_generate(
     min_new_tokens: int = 0,
     suppress_ids: Sequence[int] = (),
     stop_ids: Sequence[int] = (),
+    think: ThinkPlan | None = None,
 ) -> Generation:
     """Greedy decoding: argmax at every step, stopping at EOS, at any stop
     string (the text is cut before it), at any of `stop_ids` (end tokens besides EOS,
     left out of the output like EOS), or after `max_new_tokens`. Until
     `min_new_tokens` tokens exist, EOS, `stop_ids` and `suppress_ids` cannot be chosen
-    (as transformers' `min_length` does with its end tokens: LongBench's samsum)."""
+    (as transformers' `min_length` does with its end tokens: LongBench's samsum). With
+    `think`, a think block first (its own budget; closed by `think.force_ids` when it runs
+    out, the answer generated after them), the rules above applying to the answer."""
     cache = model.new_cache()
     logits = prefill(model, prompt_ids, cache, chunk_size)
     rule = StopRule.make(tokenizer.eos_ids, max_new_tokens, stop=stop, stop_at_eos=stop_at_eos,
-                         min_new_tokens=min_new_tokens, suppress_ids=suppress_ids, stop_ids=stop_ids)
+                         min_new_tokens=min_new_tokens, suppress_ids=suppress_ids, stop_ids=stop_ids, think=think)
     out: list[int] = []
     reason, cut = ("length", None) if rule.exhausted(out) else (None, None)
     while reason is None:
@@ -88,8 +129,12 @@ def greedy_generate(
         if reason is None:
             logits, _ = model(_as_batch([token], model.device), cache, logits_for="last")
             logits = logits[0, -1]
-    text = cut if reason == "stop_string" else tokenizer.decode(out)
-    return Generation(text=text, token_ids=out, prompt_tokens=len(prompt_ids), stop_reason=reason)
+    result = Generation.of(rule, out, reason, cut, len(prompt_ids), tokenizer)
+    if reason not in CONTINUED or think is None:
+        return result
+    answer = greedy_generate(model, tokenizer, [*prompt_ids, *out, *think.answer_ids(reason == "thinking_budget")],
+                             max_new_tokens, stop, chunk_size, stop_at_eos, min_new_tokens, suppress_ids, stop_ids)
+    return result.closed(think, answer)
 
 
 @torch.inference_mode()

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from checkpoints.thinking import SEPARATOR_TOKENS, ThinkPlan
+
 # Most sequences an engine decodes together unless told otherwise: the one declaration the
 # engine, `lctx eval --max-batch` and the service's LCTX_ENGINE_MAX_BATCH read (this module
 # imports no torch).
@@ -29,7 +31,12 @@ class GenerateRequest:
     A served model (clients/endpoint.py) generates the whole budget regardless.
     `messages`, when given, is the conversation `prompt_ids` render in the model's chat
     template (MRCR's multi-turn prompts): a chat-style endpoint sends these messages for the
-    server's template to render; lctx's engine reads the ids only."""
+    server's template to render; lctx's engine reads the ids only.
+    `think`, when given, is a reasoning model's plan (`checkpoints.thinking`): a think
+    block the output opens (or the prompt opened) takes at most `think.budget` tokens and is
+    not the answer; `max_new_tokens`, `min_new_tokens`, `stop` and `decided` apply to the
+    answer after it. A block that runs out of budget is closed by `think.force_ids` and the
+    answer generated after them (budget forcing)."""
 
     prompt_ids: tuple[int, ...]
     max_new_tokens: int
@@ -40,6 +47,16 @@ class GenerateRequest:
     stop_ids: tuple[int, ...] = ()
     decided: Callable[[str], bool] | None = field(default=None, compare=False)
     messages: tuple[dict[str, str], ...] | None = field(default=None, compare=False)
+    think: ThinkPlan | None = None
+
+    @property
+    def most_new_tokens(self) -> int:
+        """Most tokens the request can add to its sequence: the answer's budget, and with
+        a think plan the block's, its forced close and the separator before the answer."""
+        if self.think is None:
+            return self.max_new_tokens
+        return (self.think.budget + len(self.think.answer_ids(forced=True)) + SEPARATOR_TOKENS
+                + self.max_new_tokens)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "prompt_ids", tuple(self.prompt_ids))

@@ -9,11 +9,28 @@ device every time (issue #41: 27 synchronisations per decode step of a 12-layer 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
+from checkpoints.thinking import SEPARATOR_TOKENS, ThinkPlan
+
+if TYPE_CHECKING:
+    from checkpoints.requests import GenerateRequest
+
 Decode = Callable[[list[int]], str]
+
+
+@dataclass
+class ThinkState:
+    """Where a row is in its output when its model may think: `opened` once its block is
+    open (or the prompt opened it), `start` the index of its answer's first token once
+    thinking ended (None while thinking, or before it is known whether it thinks)."""
+
+    opened: bool = False
+    start: int | None = None
+    separator: int = 0  # whitespace tokens after the block, not counted as answer
 
 
 @dataclass(frozen=True)
@@ -22,7 +39,13 @@ class StopRule:
     request's stop ids), left out of the output; `blocked`: what cannot be chosen before
     `min_new_tokens` exist (the end tokens and suppressed ones: transformers' `min_length`);
     `stop`: strings cutting the text before them; `decided(text)`: the evaluator's word
-    that the score can no longer change."""
+    that the score can no longer change.
+
+    With `think` (a reasoning model's plan) the output is a think block, then the answer:
+    inside the block only EOS and the thinking budget end it (reason "thinking_budget":
+    the caller closes the block and generates the answer; "thought": the block closed and
+    the answer follows the plan's prefix, which the caller appends); every other rule applies to the
+    answer's tokens and text alone. The rule of one row keeps that row's `state`."""
 
     eos: frozenset[int]
     max_new_tokens: int
@@ -30,29 +53,72 @@ class StopRule:
     blocked: tuple[int, ...] = ()
     stop: tuple[str, ...] = ()
     decided: Callable[[str], bool] | None = None
+    think: ThinkPlan | None = None
+    state: ThinkState = field(default_factory=ThinkState, compare=False)
 
     @classmethod
     def make(cls, eos_ids: Sequence[int], max_new_tokens: int, *, stop: Sequence[str] = (), stop_at_eos: bool = True,
              min_new_tokens: int = 0, suppress_ids: Sequence[int] = (), stop_ids: Sequence[int] = (),
-             decided: Callable[[str], bool] | None = None) -> StopRule:
+             decided: Callable[[str], bool] | None = None, think: ThinkPlan | None = None) -> StopRule:
         eos = (frozenset(eos_ids) if stop_at_eos else frozenset()) | frozenset(stop_ids)
         return cls(eos=eos, max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
-                   blocked=tuple(sorted(eos | set(suppress_ids))), stop=tuple(s for s in stop if s), decided=decided)
+                   blocked=tuple(sorted(eos | set(suppress_ids))), stop=tuple(s for s in stop if s), decided=decided,
+                   think=think, state=ThinkState(opened=think is not None and think.inside))
+
+    @classmethod
+    def of(cls, request: GenerateRequest, eos_ids: Sequence[int]) -> StopRule:
+        """The rule of one request (a fresh state: one per row)."""
+        return cls.make(eos_ids, request.max_new_tokens, stop=request.stop, stop_at_eos=request.stop_at_eos,
+                        min_new_tokens=request.min_new_tokens, suppress_ids=request.suppress_ids,
+                        stop_ids=request.stop_ids, decided=request.decided, think=request.think)
+
+    @property
+    def answer_start(self) -> int:
+        """Index of the answer's first token (0 without thinking; only read once known)."""
+        return 0 if self.think is None else (self.state.start or 0)
+
+    def thinking(self) -> bool:
+        """Whether the next token is still part of the think block (or may be)."""
+        return self.think is not None and self.state.start is None
 
     def blocked_at(self, generated: int) -> tuple[int, ...]:
-        """Tokens that cannot be chosen after `generated` new tokens."""
-        return self.blocked if generated < self.min_new_tokens else ()
+        """Tokens that cannot be chosen after `generated` new tokens (the answer's minimum
+        counts answer tokens: nothing is blocked while thinking)."""
+        if self.thinking():
+            return ()
+        return self.blocked if generated - self.answer_start < self.min_new_tokens else ()
 
     def exhausted(self, tokens: Sequence[int]) -> bool:
-        return len(tokens) >= self.max_new_tokens
+        if self.thinking():
+            return len(tokens) >= self.think.budget  # type: ignore[union-attr]
+        return len(tokens) - self.answer_start >= self.max_new_tokens
+
+    def room(self, tokens: Sequence[int]) -> int:
+        """Tokens the row may still emit before a budget ends it (the thinking budget while
+        it thinks)."""
+        if self.thinking():
+            return self.think.budget - len(tokens)  # type: ignore[union-attr]
+        return self.answer_start + self.max_new_tokens - len(tokens)
+
+    def answer_text(self, tokens: Sequence[int], decode: Decode) -> str:
+        """The answer's text of an output (all of it without thinking)."""
+        text = decode(list(tokens[self.answer_start:]))
+        return text if self.think is None else text.lstrip()
 
     def after(self, tokens: list[int], token: int, decode: Decode) -> tuple[str | None, str | None]:
         """`token` was chosen after `tokens`: (the stop reason or None, the output text when
         a stop string cut it). The token is appended to `tokens` unless it is an end token."""
+        if self.thinking():
+            return self._thinking_after(tokens, token, decode)
         if token in self.eos:
             return "eos", None
         tokens.append(token)
-        text = decode(tokens) if self.stop or self.decided is not None else ""
+        if self.think is not None and self.state.separator < SEPARATOR_TOKENS \
+                and not decode(tokens[self.answer_start:]).strip():
+            self.state.start = len(tokens)  # "</think>\n\n": the answer starts after the blank
+            self.state.separator += 1
+            return None, None
+        text = self.answer_text(tokens, decode) if self.stop or self.decided is not None else ""
         if self.stop:
             cut = min((i for i in (text.find(s) for s in self.stop) if i >= 0), default=-1)
             if cut >= 0:
@@ -61,6 +127,33 @@ class StopRule:
             return "length", None
         if self.decided is not None and self.decided(text):
             return "decided", None
+        return None, None
+
+    def _thinking_after(self, tokens: list[int], token: int, decode: Decode) -> tuple[str | None, str | None]:
+        plan, state = self.think, self.state
+        assert plan is not None
+        if token in self.eos:
+            return "eos", None  # ended inside its block: no answer
+        tokens.append(token)
+        raw = decode(tokens, skip_special_tokens=False)  # type: ignore[call-arg]
+        opening = plan.format.open
+        if not state.opened:
+            head = raw.lstrip()
+            if head.startswith(opening):
+                state.opened = True
+            elif not opening.startswith(head):  # it answers without thinking: the whole output is the answer
+                state.start = 0
+                tokens.pop()
+                return self.after(tokens, token, decode)
+        if state.opened:
+            body = raw if plan.inside else raw[raw.find(opening) + len(opening):]
+            if plan.format.close in body:
+                state.start = len(tokens)
+                if plan.prefix_ids:  # the answer comes after the task's prefix: the caller appends it
+                    return "thought", None
+                return ("length", None) if self.max_new_tokens == 0 else (None, None)
+        if len(tokens) >= plan.budget:
+            return "thinking_budget", None
         return None, None
 
 

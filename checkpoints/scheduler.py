@@ -73,7 +73,7 @@ class Scheduler:
         waiting = plan.waiting
         while waiting and rows + len(group) < self.max_batch:
             req = requests[waiting[0]]
-            wider = max(width, len(req.prompt_ids) + req.max_new_tokens)
+            wider = max(width, len(req.prompt_ids) + req.most_new_tokens)
             if (rows or group) and not self.make_room(rows + len(group) + 1, wider, bytes_per_token):
                 break
             if group and not self._joins(group, waiting[0], plan.batched, requests):

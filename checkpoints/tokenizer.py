@@ -32,6 +32,8 @@ class Tokenizer(Protocol):
     chat_template: str | None
     chat_template_source: str | None  # the file the template was read from
 
+    def added_tokens(self) -> list[str]: ...  # special and added tokens' text (think delimiters among them)
+
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]: ...
 
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str: ...
@@ -47,10 +49,16 @@ class ByteTokenizer:
     chat_template = None
     chat_template_source = None
 
-    def __init__(self, add_bos: bool = True) -> None:
+    def __init__(self, add_bos: bool = True, chat_template: str | None = None,
+                 chat_template_source: str | None = None) -> None:
         self.add_bos = add_bos
         self.bos_id: int | None = self.BOS
         self.eos_ids = [self.EOS]
+        # Our own checkpoints may keep a chat template beside the tokenizer file, as HF ones do.
+        self.chat_template, self.chat_template_source = chat_template, chat_template_source
+
+    def added_tokens(self) -> list[str]:
+        return []
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         ids = list(text.encode("utf-8"))
@@ -122,6 +130,9 @@ class JsonTokenizer:
         self.eos_ids = eos_ids
         self.vocab_size = self._tok.get_vocab_size()
 
+    def added_tokens(self) -> list[str]:
+        return [t.content for t in self._tok.get_added_tokens_decoder().values()]
+
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         return self._tok.encode(text, add_special_tokens=add_special_tokens).ids
 
@@ -159,4 +170,4 @@ def load_tokenizer(path: str | Path, config: ModelConfig | None) -> Tokenizer:
     file = tokenizer_file(path)
     if file.name == "tokenizer.json":
         return JsonTokenizer(Path(path), config)
-    return ByteTokenizer(add_bos=bool(_read_json(file).get("add_bos", True)))
+    return ByteTokenizer(bool(_read_json(file).get("add_bos", True)), *read_chat_template(path))

@@ -104,7 +104,8 @@ class Evaluator:
         if self._chat is None:
             from evaluators.chat import chat_parts, missing_template
 
-            self._chat = chat_parts(tokenizer, missing_template(self.name), self.name)
+            self._chat = chat_parts(tokenizer, missing_template(self.name), self.name,
+                                    self.options.thinking_setting() or "default")
         return self._chat[0] + prompt + self._chat[1]
 
     # --- options ----------------------------------------------------------

@@ -1,12 +1,17 @@
 """The checkpoint's own chat template rendered around one user message, for every task
 that offers it (the shared `chat_template` option; RULER's template=chat), or around a
 whole conversation (MRCR's multi-turn prompts): a sandboxed Jinja environment, generation
-prompt added, BOS left to the tokenizer."""
+prompt added, BOS left to the tokenizer. A reasoning model's thinking is switched through
+the template's own switch (the task's `thinking` option): the `enable_thinking` variable,
+the `/think` / `/no_think` system flag, harmony's `reasoning_effort`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from checkpoints.thinking import EFFORTS, offered, switches, think_format
 from checkpoints.tokenizer import Tokenizer
 from evaluators.errors import EvaluatorError
 from evaluators.options import CHAT_TEMPLATE_FILES
@@ -20,36 +25,90 @@ def missing_template(task: str, option: str = "chat_template=true") -> str:
             f"run it with chat_template=false, or add the template to the checkpoint")
 
 
-def apply_chat_template(tokenizer: Tokenizer, prompt: str, missing: str) -> str:
-    """`prompt` as the user's message of the tokenizer's chat template; EvaluatorError
-    `missing` when the tokenizer has none."""
-    return _render(tokenizer, [{"role": "user", "content": prompt}], missing, eos_token="")
+def thinking_switch(template: str | None, thinking: str) -> tuple[dict[str, Any], str | None]:
+    """(template variables, system flag) that apply `thinking` through the template's own
+    switch: `enable_thinking` where the template reads it, else the `/think` / `/no_think`
+    system message, `reasoning_effort` for harmony's levels (and `on`, its default level).
+    Nothing for `default`. EvaluatorError where the template has no such switch."""
+    if thinking == "default":
+        return {}, None
+    found = switches(template)
+    if thinking in EFFORTS and found["reasoning_effort"]:
+        return {"reasoning_effort": thinking}, None
+    if thinking in ("on", "off"):
+        if found["enable_thinking"]:
+            return {"enable_thinking": thinking == "on"}, None
+        if found["flag"]:
+            return {}, "/think" if thinking == "on" else "/no_think"
+        if thinking == "on" and found["reasoning_effort"]:
+            return {}, None  # harmony always reasons: `on` is its default effort
+    raise EvaluatorError(f"thinking={thinking}: the chat template has no such switch; it offers "
+                         f"thinking={' / '.join(offered(template))}")
 
 
-def render_conversation(tokenizer: Tokenizer, messages: list[dict[str, str]], missing: str) -> str:
+def thinking_refusal(template: str | None, added_tokens: list[str], thinking: str | None, where: str) -> str | None:
+    """Why `thinking` cannot be applied to a checkpoint whose template and added tokens are
+    these (None: it can). `on` on a template with no switch is accepted when its generation
+    prompt opens a think block by itself (DeepSeek-R1 distills, Qwen3 Thinking releases)."""
+    if thinking in (None, "default"):
+        return None
+    try:
+        thinking_switch(template, thinking)
+        return None
+    except EvaluatorError:
+        pass
+    fmt = think_format(added_tokens, template)
+    if thinking == "on" and template and fmt is not None and fmt.inside_after(_render_template(template, [
+            {"role": "user", "content": "?"}], {}, eos_token="")):
+        return None
+    what = "no thinking switch" if fmt is None else f"think blocks ({fmt.open} ... {fmt.close}) but no switch"
+    return (f"{where}: thinking={thinking}, but its chat template has {what} (no enable_thinking variable, no "
+            f"/think and /no_think system flag, no reasoning_effort); it offers thinking="
+            f"{' / '.join(offered(template))}")
+
+
+def apply_chat_template(tokenizer: Tokenizer, prompt: str, missing: str, thinking: str = "default") -> str:
+    """`prompt` as the user's message of the tokenizer's chat template, thinking switched as
+    asked; EvaluatorError `missing` when the tokenizer has none."""
+    return _render(tokenizer, [{"role": "user", "content": prompt}], missing, eos_token="", thinking=thinking)
+
+
+def render_conversation(tokenizer: Tokenizer, messages: list[dict[str, str]], missing: str,
+                        thinking: str = "default") -> str:
     """A conversation (user and assistant turns, in order) in the tokenizer's chat template,
     the generation prompt added for the next assistant turn. Templates that close an assistant
     turn with `eos_token` get the tokenizer's own EOS text (a conversation has such turns);
     BOS stays with the tokenizer's encode, as for one message."""
     eos_ids = getattr(tokenizer, "eos_ids", None) or []
     eos = tokenizer.decode([eos_ids[0]], skip_special_tokens=False) if eos_ids else ""
-    return _render(tokenizer, messages, missing, eos_token=eos)
+    return _render(tokenizer, messages, missing, eos_token=eos, thinking=thinking)
 
 
-def _render(tokenizer: Tokenizer, messages: list[dict[str, str]], missing: str, eos_token: str) -> str:
+def _render(tokenizer: Tokenizer, messages: list[dict[str, str]], missing: str, eos_token: str,
+            thinking: str = "default") -> str:
     template = getattr(tokenizer, "chat_template", None)
     if not template:
         raise EvaluatorError(missing)
+    variables, flag = thinking_switch(template, thinking)
+    if flag is not None:  # SmolLM3's switch: a system message carrying the flag (merged into one given)
+        if messages and messages[0].get("role") == "system":
+            messages = [{**messages[0], "content": f"{messages[0]['content']} {flag}"}, *messages[1:]]
+        else:
+            messages = [{"role": "system", "content": flag}, *messages]
+    return _render_template(template, messages, variables, eos_token)
+
+
+def _render_template(template: str, messages: list[dict[str, str]], variables: dict[str, Any], eos_token: str) -> str:
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     env.globals["raise_exception"] = lambda msg: (_ for _ in ()).throw(EvaluatorError(msg))
     return env.from_string(template).render(messages=messages, add_generation_prompt=True, bos_token="",
-                                            eos_token=eos_token)
+                                            eos_token=eos_token, **variables)
 
 
-def chat_parts(tokenizer: Tokenizer, missing: str, task: str) -> tuple[str, str]:
+def chat_parts(tokenizer: Tokenizer, missing: str, task: str, thinking: str = "default") -> tuple[str, str]:
     """(text before, text after) the user message: rendered once, so a prompt fitted to a
     length by many probes pays for one rendering."""
-    rendered = apply_chat_template(tokenizer, _SENTINEL, missing)
+    rendered = apply_chat_template(tokenizer, _SENTINEL, missing, thinking)
     before, sep, after = rendered.partition(_SENTINEL)
     if not sep:
         raise EvaluatorError(f"{task}: the checkpoint's chat template does not show the user message; "

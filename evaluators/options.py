@@ -23,8 +23,10 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    model_validator,
 )
 
+from checkpoints.thinking import DEFAULT_THINKING_BUDGET, Thinking
 from evaluators.errors import EvaluatorError
 
 MAX_LENGTH = 10_000_000  # tokens: a target length beyond this is a typo, not a plan
@@ -167,6 +169,11 @@ class TaskOptions(BaseModel):
         `chat_template`; False for a task without one)."""
         return any(bool(getattr(self, name)) for name in self._marked(CHAT))
 
+    def thinking_setting(self) -> str | None:
+        """The task's `thinking` option (None for a task that generates no answer: no think
+        block to plan, no template switch to apply)."""
+        return getattr(self, "thinking", None)
+
     def recorded_seed(self) -> int | None:
         """The task's `seed` option, which results record; None for a task that draws nothing."""
         return getattr(self, "seed", None)
@@ -243,6 +250,32 @@ class TaskOptions(BaseModel):
         return [f"missing data files: {listed}; {self.data_howto}"]
 
 
+class ThinkingOptions(TaskOptions):
+    """The reasoning options of every task that generates an answer (docs/protocols/reasoning.md):
+    the chat template's thinking switch and the think block's own budget. Mixed into those
+    tasks' option models beside their `chat_template`."""
+
+    thinking: Thinking = Field("default", description=(
+        "a reasoning model's thinking, through its chat template's own switch: on, off, or default (what the "
+        "template does when nothing is passed); low / medium / high set harmony's reasoning_effort (gpt-oss). "
+        "on/off need chat_template=true and a template with a switch (enable_thinking, the /think and /no_think "
+        "system flag) and are refused at submission otherwise. Whatever the setting, a think block the model "
+        "writes is kept apart from the answer (records keep it; the scorer sees the answer)"))
+    thinking_budget: Annotated[int, Field(strict=True, ge=1, le=131_072)] = Field(
+        DEFAULT_THINKING_BUDGET, description=(
+            "most tokens a think block may take, its delimiters included, apart from the task's answer budget; "
+            "a block that reaches it is closed (its end delimiter appended) and the answer generated with the "
+            f"task's own budget, the record marked thinking_truncated. Default {DEFAULT_THINKING_BUDGET}"),
+        json_schema_extra={TOKENS: True})
+
+    @model_validator(mode="after")
+    def _switch_needs_template(self) -> ThinkingOptions:
+        if self.thinking != "default" and not self.chat_template_wanted():
+            raise ValueError(f"thinking={self.thinking} is applied through the checkpoint's chat template; "
+                             "set chat_template=true (or leave thinking at default)")
+        return self
+
+
 def describe_error(cls: type[TaskOptions], err: ValidationError) -> str:
     """One line per problem, naming the field: `lengths.0: Input should be greater than 0`."""
     unknown = [str(e["loc"][0]) for e in err.errors() if e["type"] == "extra_forbidden"]
@@ -257,8 +290,10 @@ def describe_error(cls: type[TaskOptions], err: ValidationError) -> str:
         hint = f" ({field.description})" if field is not None and field.description else ""
         if e["type"] == "missing":
             lines.append(f"{where} is required{hint}")
-        else:
+        elif where:
             lines.append(f"{where}: {e['msg'].removeprefix('Value error, ')}{hint}")
+        else:  # a rule over several fields (a model validator): its message names them
+            lines.append(e["msg"].removeprefix("Value error, "))
     return f"{cls.task}: " + "; ".join(lines)
 
 

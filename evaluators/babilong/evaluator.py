@@ -84,7 +84,7 @@ class BabilongEvaluator(Evaluator):
         prompt = protocol.format_input(task, s.input, s.question, instruction=o.instruction,
                                        examples=o.examples, post_prompt=o.post_prompt)
         if o.chat_template:
-            prompt = apply_chat_template(loaded.tokenizer, prompt, NO_TEMPLATE)
+            prompt = apply_chat_template(loaded.tokenizer, prompt, NO_TEMPLATE, self.options.thinking)
         ids = loaded.tokenizer.encode(prompt)
         return Built(sample, GenerateRequest(ids, max_new_tokens=protocol.MAX_NEW_TOKENS),
                      {"babi_task": task, "length": length, "prompt_tokens": len(ids), "truncated": False,

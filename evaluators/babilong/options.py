@@ -7,7 +7,15 @@ from typing import ClassVar, Literal
 
 from pydantic import StrictBool, model_validator
 
-from evaluators.options import MAX_LENGTH, Choices, Int, IntList, TaskOptions, chat_template_option, option
+from evaluators.options import (
+    MAX_LENGTH,
+    Choices,
+    Int,
+    IntList,
+    ThinkingOptions,
+    chat_template_option,
+    option,
+)
 
 BABI_DIR = Path("tasks_1-20_v1-2") / "en-10k"
 BOOKS_DIR = Path("pg19") / "test"
@@ -24,7 +32,7 @@ TaskName = Literal["qa1", "qa2", "qa3", "qa4", "qa5", "qa6", "qa7", "qa8", "qa9"
 Tasks = Choices(TaskName, len(TASK_ORDER))
 
 
-class BabilongOptions(TaskOptions):
+class BabilongOptions(ThinkingOptions):
     task: ClassVar[str] = "babilong"
 
     tasks: Tasks | None = option(None, "bAbI tasks (default: qa1-qa10)", selects=True)

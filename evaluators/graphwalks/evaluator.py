@@ -61,7 +61,7 @@ class GraphwalksEvaluator(Evaluator):
         tokenizer = loaded.tokenizer
         prompt = row["prompt"]
         if self.options.chat_template:
-            text = apply_chat_template(tokenizer, prompt, missing_template(self.name))
+            text = apply_chat_template(tokenizer, prompt, missing_template(self.name), self.options.thinking)
             messages: tuple[dict[str, str], ...] | None = ({"role": "user", "content": prompt},)
         else:
             text, messages = prompt, None

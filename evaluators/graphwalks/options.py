@@ -7,7 +7,14 @@ from typing import ClassVar, Literal
 
 from pydantic import StrictBool, model_validator
 
-from evaluators.options import Choices, Int, MaxNewTokens, TaskOptions, chat_template_option, option
+from evaluators.options import (
+    Choices,
+    Int,
+    MaxNewTokens,
+    ThinkingOptions,
+    chat_template_option,
+    option,
+)
 
 DATA_DIR = "graphwalks"
 # The hub's two files and the length bin each one is (the GPT-4.1 post reports "<128k" and ">128k").
@@ -23,7 +30,7 @@ SetName = Literal["128k_and_shorter", "256k_to_1mil"]
 ProblemType = Literal["bfs", "parents"]
 
 
-class GraphwalksOptions(TaskOptions):
+class GraphwalksOptions(ThinkingOptions):
     task: ClassVar[str] = "graphwalks"
 
     sets: Choices(SetName, len(SETS)) = option(list(SETS), "the hub's files to run: 128k_and_shorter, "

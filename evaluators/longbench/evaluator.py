@@ -111,7 +111,7 @@ class LongBenchEvaluator(Evaluator):
                    max_length: int) -> tuple[list[int], bool]:
         prompt, truncated = truncate_middle(tokenizer, render_prompt(cfg.template, record), max_length)
         if self.options.chat_template and cfg.name not in NO_CHAT_TEMPLATE:
-            prompt = apply_chat_template(tokenizer, prompt, missing_template(self.name))
+            prompt = apply_chat_template(tokenizer, prompt, missing_template(self.name), self.options.thinking)
         return tokenizer.encode(prompt), truncated
 
     def build(self, loaded: LoadedModel, sample: Sample) -> Built:

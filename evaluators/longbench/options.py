@@ -8,10 +8,18 @@ from typing import ClassVar
 from pydantic import StrictBool, model_validator
 
 from evaluators import datafiles
-from evaluators.options import MAX_LENGTH, Int, Names, Seed, TaskOptions, chat_template_option, option
+from evaluators.options import (
+    MAX_LENGTH,
+    Int,
+    Names,
+    Seed,
+    ThinkingOptions,
+    chat_template_option,
+    option,
+)
 
 
-class LongBenchOptions(TaskOptions):
+class LongBenchOptions(ThinkingOptions):
     task: ClassVar[str] = "longbench"
 
     datasets: Names | None = option(None, "LongBench datasets (default: all of LongBench, or of LongBench-E)",

@@ -83,7 +83,7 @@ class LongBenchV2Evaluator(Evaluator):
         if truncated:
             prompt = tokenizer.decode(ids, skip_special_tokens=True)
         if self.options.chat_template:
-            prompt = apply_chat_template(tokenizer, prompt, NO_TEMPLATE)
+            prompt = apply_chat_template(tokenizer, prompt, NO_TEMPLATE, self.options.thinking)
         final = tokenizer.encode(prompt)
         decided = protocol.answer_decided if answer and self.options.stop_when_decided else None
         return (GenerateRequest(final, max_new_tokens=max_new_tokens, decided=decided),

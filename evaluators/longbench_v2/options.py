@@ -11,7 +11,7 @@ from evaluators.options import (
     MAX_LENGTH,
     Int,
     Seed,
-    TaskOptions,
+    ThinkingOptions,
     chat_template_option,
     option,
     stop_when_decided_option,
@@ -31,7 +31,7 @@ def _listed_words(value: object) -> object:
     return [p.strip() for p in value.split(",") if p.strip()] if isinstance(value, str) else value
 
 
-class LongBenchV2Options(TaskOptions):
+class LongBenchV2Options(ThinkingOptions):
     task: ClassVar[str] = "longbench_v2"
 
     buckets: list[Bucket] = option(["short", "medium", "long"], "length buckets to run (short, medium, long)",

@@ -69,7 +69,8 @@ class MrcrEvaluator(Evaluator):
         row = self.rows[n][index]
         messages = protocol.messages_of(row["prompt"], f"mrcr {n}needle row {index}")
         tokenizer = loaded.tokenizer
-        ids = tokenizer.encode(render_conversation(tokenizer, messages, missing_template(self.name)))
+        ids = tokenizer.encode(render_conversation(tokenizer, messages, missing_template(self.name),
+                                                       self.options.thinking))
         answer_tokens = len(tokenizer.encode(row["answer"], add_special_tokens=False))
         tokens = self.bin_tokens(n, index)
         context = loaded.config.effective_context

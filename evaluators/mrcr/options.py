@@ -7,7 +7,15 @@ from typing import ClassVar, Literal
 
 from pydantic import StrictBool, field_validator, model_validator
 
-from evaluators.options import Choices, FilePath, Int, MaxNewTokens, TaskOptions, chat_template_option, option
+from evaluators.options import (
+    Choices,
+    FilePath,
+    Int,
+    MaxNewTokens,
+    ThinkingOptions,
+    chat_template_option,
+    option,
+)
 
 DATA_DIR = "mrcr"
 NEEDLES = (2, 4, 8)
@@ -44,7 +52,7 @@ def o200k_available() -> bool:
     return find_spec("quicktok") is not None
 
 
-class MrcrOptions(TaskOptions):
+class MrcrOptions(ThinkingOptions):
     task: ClassVar[str] = "mrcr"
 
     needles: Choices(Needles, len(NEEDLES)) = option(list(NEEDLES), "needle counts to run (2, 4, 8: the card's "

@@ -13,6 +13,7 @@ from evaluators.options import (
     Lengths,
     MaxNewTokens,
     Seed,
+    ThinkingOptions,
     chat_template_option,
     option,
     stop_when_decided_option,
@@ -25,7 +26,7 @@ FIRST_INTEGER_RULE = ("once the output's first integer is followed by another ch
                       "scores is fixed")
 
 
-class PasskeyOptions(SearchOptions):
+class PasskeyOptions(SearchOptions, ThinkingOptions):
     task: ClassVar[str] = "passkey"
 
     lengths: Lengths = option(TDA_LENGTHS, "target prompt lengths in the model's tokens", selects=True, tokens=True)
@@ -55,7 +56,7 @@ class PasskeyOptions(SearchOptions):
         return sum(self.lengths) * self.trials
 
 
-class NeedleOptions(SearchOptions):
+class NeedleOptions(SearchOptions, ThinkingOptions):
     task: ClassVar[str] = "needle"
 
     lengths: Lengths = option([1000, 2000, 4000], "target prompt lengths in the model's tokens", selects=True,

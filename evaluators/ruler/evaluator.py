@@ -29,7 +29,7 @@ from evaluators.ruler.synthetic import RulerSample
 UNIT = "score (0-100)"
 
 
-def wrapper_for(template: str, tokenizer: Tokenizer) -> tuple[str, str]:
+def wrapper_for(template: str, tokenizer: Tokenizer, thinking: str = "default") -> tuple[str, str]:
     """The text before and after the task text: RULER's named wrapper, or the tokenizer's
     chat template rendered around one user message (generation prompt added, BOS left to
     the tokenizer)."""
@@ -37,7 +37,7 @@ def wrapper_for(template: str, tokenizer: Tokenizer) -> tuple[str, str]:
         return split_wrapper(WRAPPERS[template])
     from evaluators.chat import chat_parts, missing_template
 
-    return chat_parts(tokenizer, missing_template("ruler", "chat_template=true (template=chat)"), "ruler")
+    return chat_parts(tokenizer, missing_template("ruler", "chat_template=true (template=chat)"), "ruler", thinking)
 
 
 class RulerEvaluator(Evaluator):
@@ -56,7 +56,7 @@ class RulerEvaluator(Evaluator):
         """The first task and length's stream (what the first build needs), while the model loads."""
         o = self.options
         if o.tasks and o.lengths and not self.missing_files():
-            self.wrapper = wrapper_for(o.template, tokenizer)
+            self.wrapper = wrapper_for(o.template, tokenizer, o.thinking)
             self.samples_of(tokenizer, o.tasks[0], o.lengths[0])
 
     def missing_files(self) -> list[str]:
@@ -66,7 +66,7 @@ class RulerEvaluator(Evaluator):
         missing = self.missing_files()
         if missing:
             raise EvaluatorError("; ".join(missing))
-        self.wrapper = wrapper_for(self.options.template, loaded.tokenizer)
+        self.wrapper = wrapper_for(self.options.template, loaded.tokenizer, self.options.thinking)
 
     def plan(self, loaded: LoadedModel) -> list[Sample]:
         o = self.options

@@ -12,6 +12,7 @@ from evaluators.options import (
     Int,
     Lengths,
     Seed,
+    ThinkingOptions,
     chat_template_option,
     option,
     stop_when_decided_option,
@@ -31,7 +32,7 @@ RulerTemplate = Literal["base", "chat", "meta-chat", "vicuna-chat", "lwm-chat", 
                         "RWKV", "Phi3", "meta-llama3", "jamba", "nemotron5-instruct"]
 
 
-class RulerOptions(SearchOptions):
+class RulerOptions(SearchOptions, ThinkingOptions):
     """NVIDIA RULER, docs/protocols/ruler.md: 13 tasks, samples sized to each length with the
     model's tokenizer (prompt + generation budget), scored as evaluate.py scores."""
 

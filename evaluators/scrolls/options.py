@@ -14,7 +14,7 @@ from evaluators.options import (
     Int,
     MaxNewTokens,
     Seed,
-    TaskOptions,
+    ThinkingOptions,
     chat_template_option,
     option,
 )
@@ -24,7 +24,7 @@ SCROLLS_TASKS: tuple[str, ...] = ScrollsTask.__args__  # type: ignore[attr-defin
 ScrollsTasks = Choices(ScrollsTask, len(SCROLLS_TASKS))
 
 
-class ScrollsOptions(TaskOptions):
+class ScrollsOptions(ThinkingOptions):
     task: ClassVar[str] = "scrolls"
 
     tasks: ScrollsTasks | None = option(None, "SCROLLS tasks (default: all seven)", selects=True)
