@@ -71,6 +71,11 @@ class ThinkFormat:
         return {"open": self.open, "close": self.close, "style": self.style}
 
 
+# A served model known only by its server (no tokenizer folder): the delimiters of most open
+# reasoning models, used only to split a reply whose server has no reasoning parser.
+SERVED_FALLBACK = ThinkFormat(open="<think>", close="</think>", force="\n</think>\n\n")
+
+
 def think_format(added_tokens: list[str], template: str | None) -> ThinkFormat | None:
     """The think delimiters a checkpoint declares: among its added tokens and the tags its
     chat template writes, harmony's channel markers, or a pair `X` / `X`-with-a-slash

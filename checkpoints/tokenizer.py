@@ -109,6 +109,17 @@ def read_chat_template(path: str | Path) -> tuple[str | None, str | None]:
     return None, None
 
 
+def added_token_texts(path: str | Path) -> list[str]:
+    """The added and special tokens' text of a checkpoint folder's tokenizer files (think
+    delimiters among them), read without building the tokenizer (the API's submission check)."""
+    path = Path(path)
+    texts = [t.get("content") for t in _read_json(path / "tokenizer.json").get("added_tokens") or []
+             if isinstance(t, dict)]
+    decoder = _read_json(path / TOKENIZER_CONFIG_FILE).get("added_tokens_decoder") or {}
+    texts += [t.get("content") for t in decoder.values() if isinstance(t, dict)] if isinstance(decoder, dict) else []
+    return sorted({t for t in texts if isinstance(t, str)})
+
+
 class JsonTokenizer:
     """A Hugging Face fast tokenizer (`tokenizer.json`) without transformers."""
 

@@ -162,7 +162,8 @@ def _number(value: float | None, signed: bool = False) -> str:
 
 def _leaderboard(args: argparse.Namespace) -> int:
     with _client(args) as c:
-        board = c.leaderboard(args.task, checkpoint=args.checkpoint, rope=args.rope, backend=args.backend)
+        board = c.leaderboard(args.task, checkpoint=args.checkpoint, rope=args.rope, backend=args.backend,
+                              thinking=args.thinking)
     if args.json:
         print(json.dumps(board, indent=2))
         return 0
@@ -350,6 +351,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoint")
     p.add_argument("--rope", help="only this RoPE setting, as shown (yarn:4, none, checkpoint)")
     p.add_argument("--backend", choices=[b.value for b in Backend])
+    p.add_argument("--thinking", help="only this thinking setting of a reasoning model (on, off, default, low, ...)")
     p.add_argument("--json", action="store_true")
     _client_args(p)
     p.set_defaults(func=_leaderboard)

@@ -132,6 +132,9 @@ class Capabilities:
     prompt_scoring: str | None = None  # how prompts are scored: one of SCORING_METHODS, None: not at all
     tokenizer_endpoints: bool = False  # /tokenize and /detokenize at the server's root (vLLM, SGLang)
     max_model_len: int | None = None  # the context the server says it serves (/v1/models or /tokenize)
+    # The thinking switches the server took in a chat request without an error (chat_template_kwargs'
+    # enable_thinking, reasoning_effort): a server that does not know one may still ignore it.
+    thinking_switches: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -473,7 +476,41 @@ async def _probe(spec: EndpointSpec, tokenizer: Tokenizer | None, need_tokenizer
                     continue
         return Capabilities(models=models, token_prompts=token_prompts, prompt_logprobs=scoring is not None,
                             server_version=version, server=server, listed=listed, prompt_scoring=scoring,
-                            tokenizer_endpoints=server_ids is not None, max_model_len=max_len)
+                            tokenizer_endpoints=server_ids is not None, max_model_len=max_len,
+                            thinking_switches=await _thinking_switches(client, spec))
+
+
+# A served model's thinking switch per setting of the `thinking` option, as the chat request's fields.
+SWITCH_FIELDS = {"enable_thinking": {"chat_template_kwargs": {"enable_thinking": False}},
+                 "reasoning_effort": {"reasoning_effort": "low"}}
+
+
+async def _thinking_switches(client: Client, spec: EndpointSpec) -> list[str]:
+    """Which thinking switches the server accepts in a chat request (one token each); a
+    completions-style endpoint takes the switch in the prompt lctx renders, not here."""
+    if spec.api_style != "chat":
+        return []
+    body = {"model": spec.served_model, "max_tokens": 1, "temperature": 0,
+            "messages": [{"role": "user", "content": PROBE_TEXT}]}
+    accepted = []
+    for name, fields in SWITCH_FIELDS.items():
+        try:
+            await client.post("/chat/completions", {**body, **fields})
+            accepted.append(name)
+        except EndpointError:
+            continue
+    return accepted
+
+
+def thinking_fields(setting: str) -> dict[str, Any]:
+    """The chat request's fields that switch a served model's thinking as the task asks:
+    `chat_template_kwargs` (Qwen3's and SmolLM3's enable_thinking) or `reasoning_effort`
+    (gpt-oss); nothing for `default`."""
+    if setting in ("on", "off"):
+        return {"chat_template_kwargs": {"enable_thinking": setting == "on"}}
+    if setting in ("low", "medium", "high"):
+        return {"reasoning_effort": setting}
+    return {}
 
 
 class _NoTokenizer:
@@ -750,7 +787,8 @@ class EndpointEngine:
 
     def generate_until(self, requests: Sequence[GenerateRequest], done: Done | None = None) -> list[Generation]:
         for r in requests:
-            self._check_fits(len(r.prompt_ids), r.max_new_tokens, "generation")
+            if r.think is None:  # a thinking request that does not fit is answered beyond_context, unsent
+                self._check_fits(len(r.prompt_ids), r.max_new_tokens, "generation")
         return self._run(requests, self._generate, done)
 
     def loglikelihood(self, requests: Sequence[LoglikelihoodRequest],
@@ -773,11 +811,18 @@ class EndpointEngine:
     async def _generate(self, client: Client, r: GenerateRequest) -> Generation:
         from checkpoints.generate import Generation
 
-        spec = self.spec
+        spec, plan = self.spec, r.think
+        thinks = plan is not None and plan.setting != "off"  # switched off: the answer's budget and stops alone
+        budget = r.max_new_tokens + (plan.budget if thinks else 0)  # type: ignore[union-attr]
+        if thinks and spec.context_length is not None and len(r.prompt_ids) + budget > spec.context_length:
+            # prompt + thinking budget + answer budget beyond the served context: counted, never cut
+            return Generation(text="", token_ids=[], prompt_tokens=len(r.prompt_ids), stop_reason="beyond_context")
         stops = list(r.stop) + [s for s in (self.tokenizer.decode([i], skip_special_tokens=False)
                                              for i in r.stop_ids) if s]
-        body: dict[str, Any] = {"model": spec.served_model, "max_tokens": r.max_new_tokens, "temperature": 0}
-        if stops:
+        # A model that may think: one request bounds thinking and answer together (max_tokens), so
+        # it gets both budgets; stop strings are the answer's and are applied here, not to the thinking.
+        body: dict[str, Any] = {"model": spec.served_model, "max_tokens": budget, "temperature": 0}
+        if stops and not thinks:
             body["stop"] = stops
         if r.min_new_tokens:
             body["min_tokens"] = r.min_new_tokens  # vLLM/SGLang's extension; refused by servers without it
@@ -785,28 +830,72 @@ class EndpointEngine:
             body["logit_bias"] = {str(i): -100 for i in r.suppress_ids}
         if not r.stop_at_eos:
             body["ignore_eos"] = True
+        reasoning: str | None = None
         if spec.api_style == "chat":
             if r.messages is not None:  # a conversation: the server's template renders its turns
                 messages = [dict(m) for m in r.messages]
             else:
                 messages = [{"role": "user", "content": self.tokenizer.decode(list(r.prompt_ids),
                                                                               skip_special_tokens=False)}]
+            if plan is not None:
+                body.update(thinking_fields(plan.setting))
             answer = await client.post("/chat/completions", {**body, "messages": messages})
             choice = answer["choices"][0]
-            text = (choice.get("message") or {}).get("content") or ""
+            message = choice.get("message") or {}
+            text = message.get("content") or ""
+            # vLLM's reasoning parser (`reasoning`; `reasoning_content` before 2026, and SGLang's)
+            reasoning = message.get("reasoning") or message.get("reasoning_content")
         else:
             answer = await client.post("/completions", {**body, "prompt": self._prompt(r.prompt_ids)})
             choice = answer["choices"][0]
             text = choice.get("text") or ""
         self.served.reported_model = answer.get("model", self.served.reported_model)
+        finish = choice.get("finish_reason")
+        if plan is not None:
+            return await self._answer_after_thinking(client, r, text, reasoning, finish, stops, answer)
         cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)  # servers that overshoot a stop
         if cut >= 0:
             text = text[:cut]
-        finish = choice.get("finish_reason")
         stopped = cut >= 0 or (bool(stops) and choice.get("stop_reason") is not None)  # vLLM names the stop
         reason = "length" if finish == "length" else ("stop_string" if stopped else "eos")
         return Generation(text=text, token_ids=self.tokenizer.encode(text, add_special_tokens=False),
                           prompt_tokens=len(r.prompt_ids), stop_reason=reason)
+
+    async def _answer_after_thinking(self, client: Client, r: GenerateRequest, text: str, reasoning: str | None,
+                                     finish: str | None, stops: list[str], answer: dict[str, Any]) -> Generation:
+        """A thinking model's generation: the thinking from the server's reasoning field, or
+        split from the text by the model's delimiters (a server without a reasoning parser);
+        the answer cut to its own budget and stop strings. Thinking that used up the request
+        (no answer, finish `length`) is closed for it where the server takes token prompts:
+        a second request continues the prompt, the thinking and the forced close."""
+        from checkpoints.generate import Generation
+
+        plan = r.think
+        assert plan is not None
+        thinking, reply = (reasoning, text) if reasoning is not None else plan.format.split(text, plan.inside)
+        details = (answer.get("usage") or {}).get("completion_tokens_details") or {}
+        counted = details.get("reasoning_tokens") if isinstance(details, dict) else None
+        thinking_tokens = counted if isinstance(counted, int) else \
+            len(self.tokenizer.encode(thinking, add_special_tokens=False)) if thinking else 0
+        truncated = bool(thinking) and not reply.strip() and finish == "length"
+        reason = "length" if finish == "length" else "eos"
+        if truncated and self.spec.api_style == "completions":
+            raw = text if reasoning is None else thinking
+            ids = [*r.prompt_ids, *self.tokenizer.encode(raw, add_special_tokens=False), *plan.answer_ids(True)]
+            more = await client.post("/completions", {"model": self.spec.served_model, "prompt": self._prompt(ids),
+                                                      "max_tokens": r.max_new_tokens, "temperature": 0})
+            reply, reason = more["choices"][0].get("text") or "", more["choices"][0].get("finish_reason")
+            reason = "length" if reason == "length" else "eos"
+        ids = self.tokenizer.encode(reply.lstrip(), add_special_tokens=False)
+        if len(ids) > r.max_new_tokens:  # the request's max_tokens held both budgets: the answer keeps its own
+            ids, reason = ids[:r.max_new_tokens], "length"
+            reply = self.tokenizer.decode(ids)
+        reply = reply.lstrip()
+        cut = min((i for i in (reply.find(s) for s in stops) if i >= 0), default=-1)
+        if cut >= 0:
+            reply, reason = reply[:cut], "stop_string"
+        return Generation(text=reply, token_ids=ids, prompt_tokens=len(r.prompt_ids), stop_reason=reason,
+                          thinking=thinking, thinking_tokens=thinking_tokens, thinking_truncated=truncated)
 
     async def _loglikelihood(self, client: Client, r: LoglikelihoodRequest) -> tuple[float, bool]:
         ids = list(r.context_ids) + list(r.continuation_ids)

@@ -29,12 +29,14 @@ from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, Ro
 from checkpoints.lm import ModelSource
 from checkpoints.loading import LoadedModel
 from checkpoints.prefix_cache import PrefixStats
+from checkpoints.thinking import DEFAULT_THINKING_BUDGET, ThinkFormat, think_format
 from checkpoints.tokenizer import Tokenizer
 from evaluators.errors import EvaluationCancelled, EvaluatorError  # noqa: F401 - re-exported
 from evaluators.options import TaskOptions, parse_options
 from evaluators.results import RESULT_KEY, TaskResult
 from evaluators.samplelog import SAMPLES_FILE, SampleLog  # noqa: F401 - re-exported
 from evaluators.sequential import runner as sequential
+from evaluators.thinking import ThinkPlanner, thinking_plot, thinking_series
 
 # Samples built (prompts tokenized) and handed to the engine at a time: bounds the
 # prompts held in memory; the engine batches within each group.
@@ -72,6 +74,9 @@ class Built:
     request: Request | None
     record: dict[str, Any] = field(default_factory=dict)
     keep: Any = None
+    # The task's answer prefix, left out of the prompt when the model thinks (`Evaluator.thinks`):
+    # written after the think block, before the answer (RULER's "The special magic number ... is").
+    answer_prefix: str | None = None
 
 
 class Evaluator:
@@ -108,6 +113,19 @@ class Evaluator:
                                     self.options.thinking_setting() or "default")
         return self._chat[0] + prompt + self._chat[1]
 
+    def think_format(self, tokenizer: Tokenizer) -> ThinkFormat | None:
+        """How the checkpoint marks thinking (its added tokens and template), for a task that
+        generates answers (its options have `thinking`); None: no think block to plan."""
+        if self.options.thinking_setting() is None:
+            return None
+        added = getattr(tokenizer, "added_tokens", None)
+        return think_format(added() if added is not None else [], getattr(tokenizer, "chat_template", None))
+
+    def thinks(self, tokenizer: Tokenizer) -> bool:
+        """Whether the model may write a think block before its answer (a format, and thinking
+        not switched off): a task with an answer prefix then writes it after the block."""
+        return self.think_format(tokenizer) is not None and self.options.thinking_setting() != "off"
+
     # --- options ----------------------------------------------------------
 
     @classmethod
@@ -122,6 +140,11 @@ class Evaluator:
         samples already scored), and the model's description (another RoPE scaling or variant must not
         reuse records)."""
         kept = {k: v for k, v in self.options.as_dict().items() if k not in self.Options.selection()}
+        if kept.get("thinking") == "default" and kept.get("thinking_budget") == DEFAULT_THINKING_BUDGET:
+            # Left as they were: the samples of a model that marks no thinking are built as before these
+            # options existed (their hashes stay; a model that thinks has its format in `model`).
+            kept.pop("thinking")
+            kept.pop("thinking_budget")
         canonical = json.dumps({"task": self.name, "version": self.version, "options": kept, "model": model},
                                sort_keys=True, default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
@@ -270,7 +293,10 @@ class TaskRun:
         self.should_stop, self.engine, self.on_prefill = should_stop, engine, on_prefill
         self.report = progress or (lambda *_: None)
         self.samples = samples if samples is not None else planned_samples(evaluator, loaded)
-        self.config = evaluator.config_hash(loaded.describe())
+        described = loaded.describe()
+        fmt = evaluator.think_format(loaded.tokenizer)
+        # a model that marks thinking: its records are split by these delimiters (and budgeted)
+        self.config = evaluator.config_hash(described if fmt is None else {**described, "think": fmt.as_dict()})
         self.log = SampleLog(self.folder, unit)
         self.done = self.log.done(evaluator.name, self.config)
         self.spent = PrefixStats()  # prompt tokens of this run, and those served from the engine's prefix cache
@@ -308,8 +334,11 @@ class TaskRun:
                 self.record(sample, evaluator.run_sample(loaded, sample))
             return
 
+        planner = ThinkPlanner(evaluator, loaded)
+
         def finished(built: Built, response: Any) -> None:
-            self.record(built.sample, {**built.record, **evaluator.score(built, response)})
+            self.record(built.sample, {**built.record, **ThinkPlanner.record(built, response),
+                                       **evaluator.score(built, response)})
             self.check_stop()  # a cancel lands mid-batch; every answered sample is already recorded
 
         engine = self.engine = self.engine or Engine(loaded.model, loaded.tokenizer)
@@ -324,7 +353,7 @@ class TaskRun:
         builder = ThreadPoolExecutor(1, thread_name_prefix="lctx-build")
 
         def build(samples: list[Sample]) -> list[Built]:
-            return [evaluator.build(loaded, s) for s in samples]
+            return [planner.attach(evaluator.build(loaded, s)) for s in samples]
 
         try:
             ahead = builder.submit(build, groups[0]) if groups else None
@@ -385,10 +414,11 @@ class TaskRun:
             raise EvaluatorError(f"{evaluator.name}: every one of its {errors} samples failed "
                                  f"(first: {records[0]['error']}); see {out_dir / SAMPLES_FILE}")
         result = evaluator.result(records if evaluator.options.sequential() else scored)
+        thinking_series(result, scored)
         if errors:
             result.extra["sample_errors"] = errors
             result.summary += f" ({errors} samples failed: non-finite outputs)"
-        plot_paths = evaluator.plots(scored, result, out_dir / "plots")
+        plot_paths = evaluator.plots(scored, result, out_dir / "plots") + thinking_plot(result, out_dir / "plots")
         return {
             "task": evaluator.name,
             "evaluator_version": evaluator.version,

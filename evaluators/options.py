@@ -23,7 +23,6 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
-    model_validator,
 )
 
 from checkpoints.thinking import DEFAULT_THINKING_BUDGET, Thinking
@@ -258,8 +257,8 @@ class ThinkingOptions(TaskOptions):
     thinking: Thinking = Field("default", description=(
         "a reasoning model's thinking, through its chat template's own switch: on, off, or default (what the "
         "template does when nothing is passed); low / medium / high set harmony's reasoning_effort (gpt-oss). "
-        "on/off need chat_template=true and a template with a switch (enable_thinking, the /think and /no_think "
-        "system flag) and are refused at submission otherwise. Whatever the setting, a think block the model "
+        "on/off need a template with a switch (enable_thinking, the /think and /no_think system flag) and "
+        "chat_template=true (a chat-style endpoint's server applies its own), and are refused at submission otherwise. Whatever the setting, a think block the model "
         "writes is kept apart from the answer (records keep it; the scorer sees the answer)"))
     thinking_budget: Annotated[int, Field(strict=True, ge=1, le=131_072)] = Field(
         DEFAULT_THINKING_BUDGET, description=(
@@ -268,12 +267,14 @@ class ThinkingOptions(TaskOptions):
             f"task's own budget, the record marked thinking_truncated. Default {DEFAULT_THINKING_BUDGET}"),
         json_schema_extra={TOKENS: True})
 
-    @model_validator(mode="after")
-    def _switch_needs_template(self) -> ThinkingOptions:
-        if self.thinking != "default" and not self.chat_template_wanted():
-            raise ValueError(f"thinking={self.thinking} is applied through the checkpoint's chat template; "
-                             "set chat_template=true (or leave thinking at default)")
-        return self
+    def thinking_without_template(self) -> str | None:
+        """Why this switch cannot reach the model on lctx's engine or a completions-style endpoint
+        (None: it can): the switch is the chat template's, which only a chat-style endpoint's
+        server applies for lctx."""
+        if self.thinking == "default" or self.chat_template_wanted():
+            return None
+        return (f"{self.task}: thinking={self.thinking} is applied through the checkpoint's chat template; set "
+                "chat_template=true (or leave thinking at default; a chat-style endpoint applies it in its server)")
 
 
 def describe_error(cls: type[TaskOptions], err: ValidationError) -> str:

@@ -38,6 +38,12 @@ def endpoint_refusals(tasks: list[dict[str, Any]], capabilities: dict[str, Any] 
             problems.append(f"{task['name']}: scores prompts by log-likelihood, and a chat-style endpoint returns no "
                             "prompt log-probabilities (the server wraps the prompt in its chat template); register "
                             "the server's completions API (api_style completions) for this task")
+        elif task.get("thinking") not in (None, "default") and api_style != "chat" and not task.get("chat_template") \
+                and task.get("template") != "chat":
+            problems.append(f"{task['name']}: thinking={task['thinking']} is applied through the chat template: with a "
+                            "completions-style endpoint set chat_template=true (lctx renders the switch with the "
+                            "tokenizer folder's template), or register the server's chat API (api_style chat: the "
+                            "request carries chat_template_kwargs or reasoning_effort)")
         elif cls.scores_prompts and capabilities is not None and not scores_prompts(capabilities):
             problems.append(f"{task['name']}: scores prompts by log-likelihood, and this server returns no prompt "
                             "log-probabilities for our tokens (vLLM's prompt_logprobs, SGLang's /generate with "

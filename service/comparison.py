@@ -53,6 +53,7 @@ class Scored:
     result: TaskResult
     values: dict[str, tuple[float | None, Any]]
     context: dict[str, Any] | None = None  # the entry's trained context and the lengths run beyond it
+    thinking: str | None = None  # the task's thinking setting (None: a task without one)
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -85,9 +86,13 @@ def scored(settings: Settings, job: JobRow, task: str) -> Scored | None:
         return None
     rope = rope_label(job.rope)
     options = scoring_options(spec)
-    setting = " ".join(p for p in (f"rope={rope}", f"backend={job.backend}", options_label(spec, options)) if p)
+    thinking = options.get("thinking") if "thinking" in options else None
+    shown = {k: v for k, v in options.items() if k != "thinking"}
+    setting = " ".join(p for p in (f"rope={rope}", f"backend={job.backend}",
+                                   f"thinking={thinking}" if thinking is not None else "",
+                                   options_label(spec, shown)) if p)
     context = entry.get("context") if isinstance(entry.get("context"), dict) else None
-    return Scored(job, rope, job.backend, options, setting, result, values, context)
+    return Scored(job, rope, job.backend, options, setting, result, values, context, thinking)
 
 
 def column_info(entries: list[Scored]) -> dict[str, LeaderboardColumn]:

@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from checkpoints.attention.backend import Backend as AttentionBackend
+from checkpoints.thinking import Thinking
 from clients.endpoint_options import NO_NUL_PATTERN, EndpointOptions
 from evaluators.options import TaskOptions
 from evaluators.registry import Task, registry
@@ -113,6 +114,18 @@ class Suite(_Strict):
                              "path on CPU), reference, torch or triton")
     priority: Annotated[int, Field(ge=-1000, le=1000)] = Field(0, description="queued jobs with a higher priority "
                                                                "run first (-1000..1000)")
+    thinking: Thinking | None = Field(None, description="a reasoning model's thinking (on, off, default, low, medium, "
+                                      "high) for every task that generates answers and sets none of its own")
+
+    @model_validator(mode="after")
+    def _thinking_for_every_task(self) -> Suite:
+        """The job's thinking setting reaches each task that did not set its own (the tasks
+        keep it: a task is what the hash, the records and the leaderboard read)."""
+        if self.thinking is not None:
+            for task in self.tasks:
+                if "thinking" in type(task).model_fields and "thinking" not in task.model_fields_set:
+                    task.thinking = self.thinking
+        return self
 
     @field_serializer("tasks")
     def _as_given(self, tasks: list[Any]) -> list[dict[str, Any]]:
@@ -307,9 +320,12 @@ class LeaderboardRow(_Out):
     fingerprint: str
     rope: str = Field(description="RoPE setting: 'checkpoint' (its own), 'none', 'yarn:4', ...")
     backend: str
+    thinking: str | None = Field(None, description="a reasoning model's thinking setting (on, off, default, "
+                                 "low/medium/high): an axis beside RoPE scaling; None for a task without one")
     options: dict[str, Any] = Field(description="the task options that change scores (not those that only "
                                     "select samples, such as lengths)")
-    setting: str = Field(description="rope, backend and the options that differ from their defaults, as one label")
+    setting: str = Field(description="rope, backend, thinking and the options that differ from their defaults, "
+                                     "as one label")
     job: str
     finished_at: datetime | None
     trained_context: int | None = Field(None, description="the context the checkpoint was trained for (L0)")

@@ -16,7 +16,12 @@ from checkpoints.errors import CheckpointError, OutsideCheckpoint
 from checkpoints.fingerprint import CheckpointInfo, inspect_checkpoint
 from checkpoints.loading import checkpoint_files, load_dtype
 from checkpoints.rope import apply_rope_override, parse_rope_override
-from checkpoints.tokenizer import CHAT_TEMPLATE_FILE, TOKENIZER_CONFIG_FILE, read_chat_template
+from checkpoints.tokenizer import (
+    CHAT_TEMPLATE_FILE,
+    TOKENIZER_CONFIG_FILE,
+    added_token_texts,
+    read_chat_template,
+)
 from clients.endpoint import EndpointSpec
 from evaluators.data import sniff_text_option
 from evaluators.options import TaskOptions
@@ -122,7 +127,27 @@ def validate_suite(suite: Suite, settings: Settings, cluster_gpus: int | None = 
     check_rope(suite.rope, load_config(checkpoint) if suite.rope is not None and checkpoint is not None else None)
     if checkpoint is not None:
         check_chat_templates(suite, checkpoint)
+        check_thinking(suite, checkpoint)
     return tasks
+
+
+def check_thinking(suite: Suite, checkpoint: Path) -> None:
+    """A task switching thinking on or off (or to a reasoning effort) on a checkpoint whose
+    chat template has no such switch is refused now, naming the checkpoint and what its
+    template offers (an always-thinking template takes `on`)."""
+    from evaluators.chat import thinking_refusal
+
+    for i, spec in enumerate(suite.tasks):
+        setting = spec.thinking_setting()
+        if setting in (None, "default"):
+            continue
+        if (why := spec.thinking_without_template()) is not None:  # type: ignore[attr-defined]
+            raise InvalidRequest(f"tasks[{i}] ({why})")
+        template, _ = read_chat_template(checkpoint)
+        refusal = thinking_refusal(template, added_token_texts(checkpoint), setting,
+                                   f"tasks[{i}] ({spec.name}) on checkpoint {checkpoint.name}")
+        if refusal:
+            raise InvalidRequest(refusal)
 
 
 def check_chat_templates(suite: Suite, checkpoint: Path) -> None:

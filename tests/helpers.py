@@ -641,3 +641,49 @@ class AssetUrls(HTMLParser):
         for name, value in attrs:
             if value and ((tag in ("script", "img") and name == "src") or (tag == "link" and name == "href")):
                 self.urls.append(value)
+
+
+def reasoning_standin_app(checkpoint: Path, name: str = "standin/thinker", field: str = "reasoning_content",
+                          bodies: list[dict] | None = None) -> FastAPI:
+    """A chat-completions server with a reasoning parser, as vLLM and SGLang answer when started
+    with `--reasoning-parser`: the checkpoint's template rendered with the request's
+    `chat_template_kwargs`, greedy tokens, the think block returned apart from the answer in
+    `field` (`reasoning_content`: SGLang and vLLM before 2026; `reasoning`: vLLM since) and
+    `content` null when the tokens ran out inside it. `bodies` hears every chat request.
+    Written from the documented response shape; the model runs on lctx's one-sequence oracle."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from checkpoints.generate import greedy_generate
+
+    loaded = load_model(checkpoint)
+    template = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(
+        loaded.tokenizer.chat_template)
+    app = FastAPI()
+    seen = bodies if bodies is not None else []
+
+    @app.get("/v1/models")
+    def models() -> dict:
+        return {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "standin",
+                                            "max_model_len": loaded.config.max_position_embeddings}]}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> dict:
+        body = await request.json()
+        seen.append(body)
+        prompt = template.render(messages=body["messages"], add_generation_prompt=True,
+                                 **(body.get("chat_template_kwargs") or {}))
+        ids = loaded.tokenizer.encode(prompt)
+        out = greedy_generate(loaded.model, loaded.tokenizer, ids, int(body.get("max_tokens") or 16))
+        text = out.text
+        reasoning, content = None, text
+        if text.lstrip().startswith("<think>"):
+            inner = text.lstrip()[len("<think>"):]
+            reasoning, _, content = inner.partition("</think>") if "</think>" in inner else (inner, "", None)
+            reasoning, content = reasoning.strip(), content.lstrip() if content is not None else None
+        message = {"role": "assistant", "content": content, field: reasoning}
+        return {"id": "chat-standin", "object": "chat.completion", "model": name,
+                "choices": [{"index": 0, "message": message,
+                             "finish_reason": "length" if out.stop_reason == "length" else "stop"}],
+                "usage": {"prompt_tokens": len(ids), "completion_tokens": len(out.token_ids)}}
+
+    return app

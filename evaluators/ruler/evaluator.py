@@ -87,14 +87,18 @@ class RulerEvaluator(Evaluator):
     def build(self, loaded: LoadedModel, sample: Sample) -> Built:
         task, length, index = (sample.params[k] for k in ("ruler_task", "length", "index"))
         s = self.samples_of(loaded.tokenizer, task, length)[index]
-        ids = list(s.ids) if s.ids is not None else loaded.tokenizer.encode(s.prompt)  # the fit test's encode
         gen = TASKS[task].spec.tokens_to_generate
         decided = scoring.decided(TASKS[task].metric, s.outputs) if self.options.stop_when_decided else None
+        record = {"ruler_task": task, "length": length, "index": index, "truncated": False,
+                  "answer_prefix": s.answer_prefix, "references": s.outputs}
+        if self.thinks(loaded.tokenizer):  # the answer prefix goes after the think block, before the answer
+            ids = loaded.tokenizer.encode(s.input)
+            return Built(sample, GenerateRequest(ids, max_new_tokens=gen, decided=decided),
+                         {**record, "prompt_tokens": len(ids), "sample_length": len(ids) + gen}, keep=s,
+                         answer_prefix=s.answer_prefix)
+        ids = list(s.ids) if s.ids is not None else loaded.tokenizer.encode(s.prompt)  # the fit test's encode
         return Built(sample, GenerateRequest(ids, max_new_tokens=gen, decided=decided),
-                     {"ruler_task": task, "length": length, "index": index, "prompt_tokens": len(ids),
-                      "truncated": False, "sample_length": len(ids) + gen, "answer_prefix": s.answer_prefix,
-                      "references": s.outputs},
-                     keep=s)
+                     {**record, "prompt_tokens": len(ids), "sample_length": len(ids) + gen}, keep=s)
 
     def score(self, built: Built, response: Generation) -> dict[str, Any]:
         s: RulerSample = built.keep

@@ -39,6 +39,7 @@ def _row(entry: Scored, names: list[str]) -> dict:
     job = entry.job
     context = entry.context or {}
     return dict(checkpoint=job.checkpoint, fingerprint=job.fingerprint, rope=entry.rope, backend=entry.backend,
+                thinking=entry.thinking,
                 options=entry.options, setting=entry.setting, job=job.id, finished_at=job.finished_at,
                 trained_context=context.get("trained"), beyond_context=context.get("beyond", []),
                 values={c: entry.values[c][0] if c in entry.values else None for c in names})
@@ -47,9 +48,10 @@ def _row(entry: Scored, names: list[str]) -> dict:
 @router.get("/v1/leaderboard", dependencies=Read, response_model=Leaderboard, responses=errors(404))
 def leaderboard(task: Annotated[str, Query(pattern=TASK_PATTERN, examples=["passkey"])],
                 store: StoreDep, settings: SettingsDep, checkpoint: Filter = None,
-                rope: Filter = None, backend: Filter = None) -> Leaderboard:
+                rope: Filter = None, backend: Filter = None, thinking: Filter = None) -> Leaderboard:
     """One row per (checkpoint, RoPE setting, backend, scoring options): its latest results.
-    Filter by `checkpoint` (name), `rope` (label as shown, e.g. `yarn:4`) and `backend`."""
+    Filter by `checkpoint` (name), `rope` (label as shown, e.g. `yarn:4`), `backend` and
+    `thinking` (a reasoning model's setting: the same checkpoint thinking and not, side by side)."""
     name = task.split("/")[0].split("#")[0]
     if name not in registry():  # an unknown task is not an empty table
         raise NotFound(unknown_task(name))
@@ -60,7 +62,8 @@ def leaderboard(task: Annotated[str, Query(pattern=TASK_PATTERN, examples=["pass
         entry = scored(settings, job, task)
         if entry is None or entry.key in entries:
             continue  # results gone or unreadable: the next older job of this setting answers
-        if (rope is not None and entry.rope != rope.strip().lower()) or (backend is not None and entry.backend != backend):
+        if (rope is not None and entry.rope != rope.strip().lower()) or (backend is not None and entry.backend != backend) \
+                or (thinking is not None and entry.thinking != thinking):
             continue
         entries[entry.key] = entry
     columns = column_info(list(entries.values()))
