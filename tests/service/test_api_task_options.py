@@ -219,3 +219,31 @@ def test_mrcr_and_graphwalks_are_refused_at_submission_without_data_or_template(
                                              "chat template")
     r = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [{**jobs["mrcr"], "chat_template": False}]})
     assert r.status_code == 422 and "chat_template" in r.text and "runs only through the checkpoint's chat" in r.text
+
+
+def test_thinking_is_refused_at_submission_where_the_template_has_no_switch(served, models: Path) -> None:
+    """`thinking` on/off goes through the template's own switch: a checkpoint whose template
+    has none is refused naming it and what it offers, one whose template reads
+    enable_thinking is accepted; the job's setting reaches each task that set none."""
+    import shutil
+
+    c, _ = served
+    for name, template in (("plain-chat", "{% for m in messages %}{{ m.content }}{% endfor %}"),
+                           ("hybrid-chat", "{% for m in messages %}{{ m.content }}{% endfor %}{% if enable_thinking "
+                                           "is defined and enable_thinking is false %}<think>\n\n</think>\n\n"
+                                           "{% endif %}")):
+        shutil.copytree(models / "tiny", models / name)
+        (models / name / "chat_template.jinja").write_text(template)
+        assert c.post("/v1/checkpoints", json={"name": name, "path": str(models / name)}).status_code == 201
+    task = {"name": "passkey", "lengths": [256], "trials": 1, "chat_template": True}
+    r = c.post("/v1/jobs", json={"checkpoint": "plain-chat", "tasks": [{**task, "thinking": "off"}]})
+    assert r.status_code == 422 and "checkpoint plain-chat" in r.json()["detail"], r.text
+    assert "it offers thinking=default" in r.json()["detail"]
+    r = c.post("/v1/jobs", json={"checkpoint": "plain-chat", "tasks": [task], "thinking": "on"})  # the job's setting
+    assert r.status_code == 422 and "thinking=on" in r.json()["detail"], r.text
+    r = c.post("/v1/jobs", json={"checkpoint": "hybrid-chat", "tasks": [{**task, "thinking": "off"}]})
+    assert r.status_code == 202 and r.json()["tasks"][0]["thinking"] == "off", r.text
+    r = c.post("/v1/jobs", json={"checkpoint": "hybrid-chat", "tasks": [{k: v for k, v in task.items()
+                                                                         if k != "chat_template"}],
+                                 "thinking": "off"})
+    assert r.status_code == 422 and "set chat_template=true" in r.json()["detail"], r.text
