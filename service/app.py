@@ -24,13 +24,13 @@ from service.api import checkpoints, endpoints, health, jobs, leaderboard, resul
 from service.api.guard import BodyGuard
 from service.errors import Missing, ServiceError
 from service.metrics import Metrics
-from service.redact import install_log_redaction, mask, redact
+from service.paths import client_error
+from service.redact import install_log_redaction
 from service.schedules import Scheduler, ensure_configured_schedule
 from service.schemas import errors
 from service.settings import Settings, get_settings
 from service.store import Store
 from service.supervisor import DispatcherSupervisor
-from service.views import client_text
 
 log = logging.getLogger("lctx.api")
 
@@ -152,7 +152,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
         headers = {401: {"WWW-Authenticate": "Bearer"}, 503: {"Retry-After": "2"}}.get(exc.status)
-        detail = client_text(mask(redact(answer_text(exc)), settings.secrets()), settings)
+        detail = client_error(answer_text(exc), settings)
         return JSONResponse({"detail": detail, "code": exc.code}, status_code=exc.status, headers=headers)
 
     @app.exception_handler(StarletteHTTPException)

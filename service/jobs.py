@@ -34,6 +34,7 @@ from evaluators.errors import EvaluationCancelled, EvaluatorError
 from evaluators.suite import partial_result, task_keys
 from service.errors import ServiceError
 from service.layout import job_dir, task_dir, task_result
+from service.paths import client_error
 from service.progress import JobProgress, Plan, ProgressFeed, plan_of
 from service.settings import Settings
 from service.status import FAILED, QUEUED, RUNNING, SUCCEEDED
@@ -484,9 +485,12 @@ class JobRun:
         self.progress.close()
 
     def _fail(self, message: str) -> str:
+        """The job failed with `message`: the store keeps it as a client may read it (no server
+        path, no secret: `client_error`), the server's log whole."""
         log.warning("job %s failed: %s", self.job.id, message)
         self._final_progress()
-        return FAILED if self.store.finish(self.job.id, FAILED, message) else self.store.get_job(self.job.id).status
+        error = client_error(message, self.settings)
+        return FAILED if self.store.finish(self.job.id, FAILED, error) else self.store.get_job(self.job.id).status
 
     def _ended_by(self, error: BaseException) -> str:
         if isinstance(error, EvaluationCancelled):

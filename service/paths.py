@@ -1,13 +1,21 @@
-"""Confinement: a path from a request must resolve inside one of the configured roots.
-`..` components are refused outright, and symlinks are resolved before the check, so a
-link inside a root that points outside it is refused too."""
+"""Server paths both ways. In: a path from a request must resolve inside one of the
+configured roots. `..` components are refused outright, and symlinks are resolved before
+the check, so a link inside a root that points outside it is refused too. Out: what a
+client sees of a server path (`client_path`, `client_text`) and of an error (`client_error`,
+the one way an error's text reaches an answer, a job's stored error or its results): a
+client has no business knowing the server's directory layout."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from service.errors import Forbidden, InvalidRequest
+from service.redact import mask, redact
+
+if TYPE_CHECKING:
+    from service.settings import Settings
 
 # Names of checkpoints, schedules and plots: the API's patterns, the settings and `child` use this one.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
@@ -50,3 +58,38 @@ def child(base: Path, name: str, what: str = "name") -> Path:
     if not path.is_relative_to(base.resolve()):
         raise Forbidden(f"{what} {name!r} is outside its folder")
     return path
+
+
+def client_path(path: str | Path, settings: Settings, base: Path | None = None) -> str:
+    """`path` relative to `base`, else the checkpoint root, data dir or results dir holding
+    it; a path under none of them is shown by its name only."""
+    p = Path(path)
+    roots = ([base] if base else []) + settings.roots + ([settings.data_dir.absolute()] if settings.data_dir else []) \
+        + [settings.results]
+    for root in roots:
+        for r in {root, root.resolve()}:
+            if p.is_relative_to(r):
+                return p.relative_to(r).as_posix() or "."
+    return p.name
+
+
+def client_text(text: str, settings: Settings) -> str:
+    """A message with server paths made client paths: a path under a configured root
+    becomes relative to it, a root itself is named by the setting that configures it
+    (the service's home last: anything under it not under a root is `$LCTX_HOME`'s)."""
+    named = [(r, "LCTX_CHECKPOINT_ROOTS") for r in settings.roots] + [(settings.results, "LCTX_RESULTS_DIR")]
+    if settings.data_dir:
+        named.append((settings.data_dir.absolute(), "LCTX_DATA_DIR"))
+    named.append((settings.home.absolute(), "LCTX_HOME"))
+    forms = {(str(f), name) for root, name in named for f in (root, root.resolve()) if str(f) != "/"}
+    for root, name in sorted(forms, key=lambda f: -len(f[0])):  # the deepest root first
+        if root in text:
+            text = re.sub(re.escape(root) + r"(/+|(?![\w.-]))", lambda m, n=name: "" if m.group(1) else n, text)
+    return text
+
+
+def client_error(text: str, settings: Settings) -> str:
+    """An error's text as a client may read it: URL passwords and secret values masked,
+    server paths made client paths. Every error that reaches an answer, a job's stored
+    error or its results goes through here (the server's log keeps the whole text)."""
+    return client_text(mask(redact(text), settings.secrets()), settings)

@@ -4,7 +4,6 @@ is what it would pass back: checkpoint paths are taken relative to the first roo
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -13,37 +12,10 @@ from checkpoints.errors import CheckpointError
 from checkpoints.tokenizer import read_chat_template
 from clients.pull import read_source
 from evaluators.registry import task_options
-from service.redact import mask
+from service.paths import client_error, client_path, client_text
 from service.schemas import CheckpointOut, EndpointOut, JobOut, JobState, ScheduleOut
 from service.settings import Settings
 from service.store import CheckpointRow, EndpointRow, JobRow, ScheduleRow
-
-
-def client_path(path: str | Path, settings: Settings, base: Path | None = None) -> str:
-    """`path` relative to `base`, else the checkpoint root, data dir or results dir holding
-    it; a path under none of them is shown by its name only."""
-    p = Path(path)
-    roots = ([base] if base else []) + settings.roots + ([settings.data_dir.absolute()] if settings.data_dir else []) \
-        + [settings.results]
-    for root in roots:
-        for r in {root, root.resolve()}:
-            if p.is_relative_to(r):
-                return p.relative_to(r).as_posix() or "."
-    return p.name
-
-
-def client_text(text: str, settings: Settings) -> str:
-    """A message with server paths made client paths: a path under a configured root
-    becomes relative to it, a root itself is named by the setting that configures it
-    (error messages and job errors; clients never see the server's directories)."""
-    named = [(r, "LCTX_CHECKPOINT_ROOTS") for r in settings.roots] + [(settings.results, "LCTX_RESULTS_DIR")]
-    if settings.data_dir:
-        named.append((settings.data_dir.absolute(), "LCTX_DATA_DIR"))
-    named.append((settings.home.absolute(), "LCTX_HOME"))
-    forms = {(str(f), name) for root, name in named for f in (root, root.resolve()) if str(f) != "/"}
-    for root, name in sorted(forms, key=lambda f: -len(f[0])):  # the deepest root first
-        text = re.sub(re.escape(root) + r"(/+|(?![\w.-]))", lambda m, n=name: "" if m.group(1) else n, text)
-    return text
 
 
 def client_task(task: dict[str, Any], settings: Settings) -> dict[str, Any]:
@@ -65,8 +37,7 @@ def job_out(row: JobRow, settings: Settings) -> JobOut:
     where = job.checkpoint_path if row.endpoint else client_path(job.checkpoint_path, settings)  # an endpoint's URL
     return job.model_copy(update={"checkpoint_path": where,
                                   "tasks": [client_task(t, settings) for t in job.tasks],
-                                  "error": client_text(mask(job.error, settings.secrets()), settings) if job.error
-                                  else job.error})
+                                  "error": client_error(job.error, settings) if job.error else job.error})
 
 
 def endpoint_out(row: EndpointRow, settings: Settings) -> EndpointOut:
@@ -101,7 +72,8 @@ def schedule_out(row: ScheduleRow, settings: Settings) -> ScheduleOut:
 
 
 def client_results(results: dict[str, Any], settings: Settings, job_dir: Path) -> dict[str, Any]:
-    """A results.json body with server paths made relative (the job folder's files to it)."""
+    """A results.json body with server paths made relative (the job folder's files to it),
+    its errors as `client_error` gives them, and no server path left in any other text."""
     out = dict(results)
     if isinstance(out.get("checkpoint"), dict) and "path" in out["checkpoint"]:
         out["checkpoint"] = {**out["checkpoint"], "path": client_path(out["checkpoint"]["path"], settings)}
@@ -119,6 +91,22 @@ def client_results(results: dict[str, Any], settings: Settings, job_dir: Path) -
         if isinstance(entry.get("options"), dict):
             entry["options"] = client_task({"name": entry.get("task", ""), **entry["options"]}, settings)
             entry["options"].pop("name", None)
+        if isinstance(entry.get("error"), str):
+            entry["error"] = client_error(entry["error"], settings)
         entries[key] = entry
     out["results"] = entries
-    return out
+    if isinstance(out.get("error"), str):  # a failed job's
+        out["error"] = client_error(out["error"], settings)
+    return _client_strings(out, settings)
+
+
+def _client_strings(value: Any, settings: Settings) -> Any:
+    """`value` with every string in it through `client_text` (a summary, a note, a message an
+    evaluator wrote: whatever names a server path names it as a client path)."""
+    if isinstance(value, str):
+        return client_text(value, settings) if "/" in value else value
+    if isinstance(value, dict):
+        return {k: _client_strings(v, settings) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_client_strings(v, settings) for v in value]
+    return value

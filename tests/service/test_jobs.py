@@ -160,3 +160,23 @@ def test_a_worker_draws_the_first_samples_while_its_model_loads(env, monkeypatch
     assert run_job(settings, job_id, store) == SUCCEEDED
     assert len(threads) == 1 and threads[0].startswith("lctx-draw"), threads
     assert store.get_job(job_id).progress["ruler"]["done"] == 2
+
+
+def test_a_failed_jobs_answers_and_stored_error_hold_no_server_path(env) -> None:
+    """The job's error names its folder as a client path in the store, its status answer and
+    its results answer alike (the results once carried the absolute path)."""
+    settings, store, path = env
+    folder = settings.roots[0] / "no-text"
+    folder.mkdir()
+    job_id = queue(store, path, [{"name": "perplexity", "text_file": str(folder), "lengths": [16], "max_tokens": 32}])
+    store.claim_next("t")
+    assert run_job(settings, job_id, store) == FAILED
+    app = create_app(settings)
+    app.state.store = store  # no lifespan: nothing starts
+    c = TestClient(app)
+    status, results = c.get(f"/v1/jobs/{job_id}").text, c.get(f"/v1/jobs/{job_id}/results").text
+    error = store.get_job(job_id).error
+    assert "no-text has no .txt files" in error and "no-text has no .txt files" in results, results
+    for text in (error, status, results):
+        for server in {str(settings.home.absolute()), str(settings.roots[0]), str(settings.roots[0].resolve())}:
+            assert server not in text, (server, text)

@@ -36,3 +36,23 @@ def test_job_errors_are_shown_relative(tmp_path: Path) -> None:
     out = job_out(store.get_job(row.id), settings)
     assert out.error == "checkpoint m is not usable: config.json is missing" and out.checkpoint_path == "m"
     store.close()
+
+
+def test_a_results_document_names_no_server_path_anywhere(tmp_path: Path) -> None:
+    """Errors, summaries and notes an evaluator or the coordinator wrote: every string of a
+    results body is shown with client paths (and secrets masked in its errors)."""
+    from service.views import client_results
+
+    settings = make_settings(tmp_path, api_token="s3cret-token-value")
+    root, home = settings.roots[0], settings.home.absolute()
+    body = {"error": f"folder {root}/docs has no .txt files (token s3cret-token-value)",
+            "results": {"perplexity": {"task": "perplexity", "partial": True,
+                                       "error": f"cannot aggregate: see {settings.results}/j1/samples.jsonl",
+                                       "result": {"summary": f"read {root}/docs/a.txt", "extra": {"notes": [
+                                           f"cache {home}/cache/x"]}}}}}
+    out = client_results(body, settings, settings.results / "j1")
+    assert out["error"] == "folder docs has no .txt files (token ***)"
+    entry = out["results"]["perplexity"]
+    assert entry["error"] == "cannot aggregate: see j1/samples.jsonl"
+    assert entry["result"] == {"summary": "read docs/a.txt", "extra": {"notes": ["cache cache/x"]}}
+    assert str(tmp_path) not in repr(out)
