@@ -160,6 +160,7 @@ def _eval(args: argparse.Namespace) -> int:
     from checkpoints.jsonfiles import write_json_atomic
     from checkpoints.loading import load_model
     from checkpoints.tokenizer import load_tokenizer
+    from evaluators.data import local_file_problems
     from evaluators.registry import parse_task
     from evaluators.results import task_result
     from evaluators.suite import RESULTS_FILE, draw_ahead, run_suite, suite_document
@@ -174,13 +175,16 @@ def _eval(args: argparse.Namespace) -> int:
             raise ValueError(f"--{option.replace('_', '-')} applies to none of the tasks {', '.join(args.task)}; "
                              f"they accept {', '.join(accepted)}")
     parsed = [parse_task(task_options_of(args, name)) for name in args.task]  # validated once, typed
+    data_dir = Path(args.data_dir) if args.data_dir else None
+    problems = [f"{t.task}: {p}" for t in parsed for p in local_file_problems(t, data_dir)]
+    if problems:  # refused before anything loads, as the service refuses such a job at submission
+        raise ValueError("; ".join(problems))
     specs = [t.as_spec() for t in parsed]  # as results.json records them
     if not args.checkpoint and not args.endpoint:
         raise ValueError("give --checkpoint DIR, or --endpoint URL with --served-model and --tokenizer")
     out = Path(args.out) if args.out else Path("lctx-eval") / (
         Path(args.checkpoint).resolve().name if args.checkpoint else str(args.served_model).replace("/", "_"))
     seconds: dict[str, float] = {}  # loading and compiling, before the first sample
-    data_dir = Path(args.data_dir) if args.data_dir else None
     evaluators = None  # made by draw_ahead for a checkpoint; run_suite makes them otherwise
     if args.endpoint:
         loaded, engine, source = served_model(args, specs, out)

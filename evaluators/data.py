@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checkpoints import jsonfiles
-from evaluators.datafiles import LONGBENCH_HOWTO, SCROLLS_HOWTO, longbench_file, scrolls_file
+from evaluators.datafiles import LONGBENCH_HOWTO, SCROLLS_HOWTO, longbench_file, no_text, scrolls_file
 from evaluators.errors import EvaluatorError
+
+if TYPE_CHECKING:
+    from evaluators.options import TaskOptions
 
 # field -> accepted types; None in the tuple means the field may be null.
 LONGBENCH_FIELDS: dict[str, tuple] = {
@@ -62,16 +65,41 @@ def read_text(path: Path, what: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def sniff_text_option(path: Path) -> str | None:
-    """Why a file option's path does not look like what text options take (None when it
-    does), from its first bytes: every .txt of a folder, or the file, must be UTF-8 text,
-    and a .jsonl must start with a JSON object. Run at submission, so a job on a binary
-    (a model.safetensors given as text_file) is refused before it is queued."""
-    files = sorted(p for p in path.iterdir() if p.suffix == ".txt" and p.is_file()) if path.is_dir() else [path]
+TEXT_HOWTO = "give a UTF-8 text file (.txt) or, where the option takes one, a .jsonl of objects"
+
+
+def option_path(value: str, data_dir: Path | None) -> Path:
+    """Where a file option's value leads as the evaluators read it: relative to the data
+    directory when the file is there, else as given."""
+    path = Path(value)
+    if not path.is_absolute() and data_dir is not None and (Path(data_dir) / path).exists():
+        return Path(data_dir) / path
+    return path
+
+
+def file_option_problem(path: Path, name: str, folder: bool = False) -> str | None:
+    """Why the path a file option resolved to cannot serve its task (None: it can), `name`
+    being how the option gave it; read as far as it takes to know: the path exists, is a file
+    (or a folder where the option takes one, `folder`: of .txt files, one at least with text),
+    each file is UTF-8 text (its first bytes: a model.safetensors given as text is refused),
+    a .jsonl starts with a JSON object, and what is read holds more than whitespace. The one
+    check of every file option of every task: the service runs it at submission (on the path
+    confined to its roots), `lctx eval` before the model loads. The message says what to do."""
+    if not path.exists():
+        return f"{name} does not exist; fix the path or put the file there"
+    if path.is_dir():
+        if not folder:
+            return f"{name} is a folder; give a file"
+        files = sorted(p for p in path.iterdir() if p.suffix == ".txt" and p.is_file())
+        if not files:
+            return f"{name} has no .txt files; put one document per .txt file in the folder"
+    else:
+        files = [path]
     for f in files:
+        where = f"{name}/{f.name}" if f != path else name
         problem = text_problem(f, SNIFF_BYTES)
         if problem:
-            return f"{f.name}: {problem}"
+            return f"{where}: {problem}; {TEXT_HOWTO}"
         if f.suffix == ".jsonl":
             with f.open("rb") as fh:
                 first = next((line for line in fh.read(SNIFF_BYTES).splitlines() if line.strip()), b"")
@@ -80,8 +108,28 @@ def sniff_text_option(path: Path) -> str | None:
             except ValueError:
                 ok = False
             if first and not ok:
-                return f"{f.name}: its first line is not a JSON object (a .jsonl needs one object per line)"
-    return None
+                return f"{where}: its first line is not a JSON object (a .jsonl needs one object per line); {TEXT_HOWTO}"
+    empty = [why for f in files if (why := no_text(f))]
+    if len(empty) < len(files):
+        return None
+    if path.is_dir():
+        return f"{name} has only .txt files with no text (empty or only whitespace); put the documents' text in them"
+    return f"{name}: {empty[0]}; give a file with the text in it"
+
+
+def local_file_problems(options: TaskOptions, data_dir: Path | None) -> list[str]:
+    """What a run in this process (`lctx eval`) checks of a task's files before the model
+    loads, as the service does at submission: its data files (`TaskOptions.data_problems`;
+    without a data directory the loaders of hub tasks go to the hub) and each file option
+    where the evaluator will look for it (`option_path`)."""
+    problems = options.data_problems(data_dir, hub=data_dir is None)
+    for key in options.file_options():
+        value = getattr(options, key)
+        if isinstance(value, str):
+            problem = file_option_problem(option_path(value, data_dir), value, key in options.folder_options())
+            if problem:
+                problems.append(f"{key}: {problem}")
+    return problems
 
 
 def json_objects(path: Path, what: str = "a record") -> list[tuple[int, dict[str, Any]]]:

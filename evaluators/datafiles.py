@@ -20,6 +20,20 @@ SCROLLS_HOWTO = (
 )
 
 
+def no_text(path: Path) -> str | None:
+    """Why a file holds nothing a task could read (None: it holds something): it is empty, or
+    nothing but whitespace (read up to its first other byte, so a large file costs one read).
+    Every loader would fail on such a file, or run on nothing: the service refuses it at
+    submission and `lctx eval` before the model loads."""
+    if path.stat().st_size == 0:
+        return "it is empty"
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 16):
+            if chunk.strip():
+                return None
+    return "it holds only whitespace"
+
+
 def longbench_file(data_dir: Path, dataset: str, e: bool) -> Path:
     return Path(data_dir) / f"{dataset}{'_e' if e else ''}.jsonl"
 

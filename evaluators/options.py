@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from checkpoints.thinking import DEFAULT_THINKING_BUDGET, Thinking
+from evaluators.datafiles import no_text
 from evaluators.errors import EvaluatorError
 
 MAX_LENGTH = 10_000_000  # tokens: a target length beyond this is a typo, not a plan
@@ -247,6 +248,21 @@ class TaskOptions(BaseModel):
             return []
         listed = ", ".join(map(str, missing[:20])) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
         return [f"missing data files: {listed}; {self.data_howto}"]
+
+    def data_problems(self, data_dir: Path | None, hub: bool = False) -> list[str]:
+        """Why the data these options read cannot serve the task (empty: it can): files that
+        are missing (`missing_files`; not counted with `hub` for a task the Hugging Face hub
+        serves) and files there that hold nothing (empty or only whitespace: `data_files`, the
+        files the loaders open). The one check of a task's data files: the service refuses a
+        submission, `lctx eval` a run, when this is not empty."""
+        problems = [] if hub and self.hub_data else self.missing_files(data_dir)
+        if data_dir is None:
+            return problems
+        empty = [f"{p} ({why})" for p in self.data_files(data_dir) if p.is_file() and (why := no_text(p))]
+        if empty:
+            howto = self.data_howto or "put the benchmark's own file there again"
+            problems.append(f"data files that hold nothing: {', '.join(empty)}; {howto}")
+        return problems
 
 
 class ThinkingOptions(TaskOptions):

@@ -23,7 +23,7 @@ from checkpoints.tokenizer import (
     read_chat_template,
 )
 from clients.endpoint import EndpointSpec
-from evaluators.data import sniff_text_option
+from evaluators.data import file_option_problem
 from evaluators.options import TaskOptions
 from evaluators.registry import task_options
 from service.errors import Forbidden, InvalidRequest
@@ -215,14 +215,13 @@ def check_bounds(spec: TaskOptions, settings: Settings, where: str) -> None:
 
 
 def check_data(spec: TaskOptions, settings: Settings, where: str) -> None:
-    """A data-backed task's files are in the data directory, or the job is refused now with
-    the paths looked for and where to get them (not failed after its other tasks ran).
-    With LCTX_HUB_DATA, tasks the Hugging Face hub serves (LongBench, SCROLLS) may go on."""
-    if settings.hub_data and type(spec).hub_data:
-        return
-    missing = spec.missing_files(settings.data_dir.absolute() if settings.data_dir else None)
-    if missing:
-        raise InvalidRequest(f"{where}: " + "; ".join(missing))
+    """A data-backed task's files are in the data directory and hold something, or the job
+    is refused now with the paths looked for and where to get them (not failed after its
+    other tasks ran). With LCTX_HUB_DATA, tasks the Hugging Face hub serves (LongBench,
+    SCROLLS) may go on without their files (not with empty ones)."""
+    problems = spec.data_problems(settings.data_dir.absolute() if settings.data_dir else None, hub=settings.hub_data)
+    if problems:
+        raise InvalidRequest(f"{where}: " + "; ".join(problems))
 
 
 def check_backend(backend: str, settings: Settings, cluster_gpus: int | None) -> None:
@@ -240,7 +239,8 @@ def confine_files(task: dict[str, Any], settings: Settings, where: str) -> None:
     """Options the task's option model marks as files must lie inside the data dir or the
     checkpoint roots, like checkpoint paths; relative ones are taken relative to the data
     dir. The option is replaced by the resolved path, so the worker reads exactly the file
-    that was checked."""
+    that was checked, once `file_option_problem` has read it far enough to know it can serve
+    the task (text, not empty)."""
     roots = ([settings.data_dir.absolute()] if settings.data_dir else []) + settings.roots
     options = task_options()[task["name"]]
     for key in options.file_options():
@@ -253,12 +253,9 @@ def confine_files(task: dict[str, Any], settings: Settings, where: str) -> None:
                     "the first checkpoint root (no data directory is configured)"
                 raise InvalidRequest(f"{where}.{key}: {given} does not exist (a relative path is taken relative "
                                      f"to {relative}); put the file there or fix the path")
-            if path.is_dir() and key not in options.folder_options():
-                raise InvalidRequest(f"{where}.{key}: {given} is a folder; give a file")
-            problem = sniff_text_option(path)
+            problem = file_option_problem(path, given, key in options.folder_options())
             if problem:
-                raise InvalidRequest(f"{where}.{key}: {problem}; give a UTF-8 text file (.txt) or, where the "
-                                     "option takes one, a .jsonl of objects")
+                raise InvalidRequest(f"{where}.{key}: {problem}")
 
 
 def job_fields(resolved: ResolvedCheckpoint, suite: Suite, tasks: list[dict[str, Any]]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import ClassVar, Literal
 
 from pydantic import StrictBool, model_validator
 
+from evaluators.datafiles import no_text
 from evaluators.options import (
     MAX_LENGTH,
     Choices,
@@ -71,8 +72,8 @@ class BabilongOptions(ThinkingOptions):
     def missing_files(self, data_dir: Path | None) -> list[str]:
         """The bAbI files of the tasks and at least one haystack book."""
         missing = super().missing_files(data_dir)
-        if data_dir is not None and not any((Path(data_dir) / BOOKS_DIR).glob("*.txt")):
-            missing.append(f"no haystack books: looked for {Path(data_dir) / BOOKS_DIR}/*.txt; {DATA_HOWTO}")
+        if data_dir is not None and not any(no_text(b) is None for b in (Path(data_dir) / BOOKS_DIR).glob("*.txt")):
+            missing.append(f"no haystack books: looked for {Path(data_dir) / BOOKS_DIR}/*.txt with text; {DATA_HOWTO}")
         return missing
 
     def planned_samples(self) -> int | None:

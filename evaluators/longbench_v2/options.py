@@ -76,7 +76,9 @@ class LongBenchV2Options(ThinkingOptions):
         return self
 
     def data_files(self, data_dir: Path) -> list[Path]:
-        return [Path(data_dir) / p for p in DATA_PATHS]
+        """The file the loader reads (the first of DATA_PATHS there), or every place it looks."""
+        paths = [Path(data_dir) / p for p in DATA_PATHS]
+        return next(([p] for p in paths if p.is_file()), paths)
 
     def missing_files(self, data_dir: Path | None) -> list[str]:
         """One of DATA_PATHS is enough."""

@@ -94,6 +94,14 @@ class RulerOptions(SearchOptions, ThinkingOptions):
     def context_needed(self) -> int:
         return max(self.lengths)  # RULER's lengths count the generation budget too
 
+    data_howto: ClassVar[str] = "the data files and where to get each: docs/protocols/ruler.md, section 9"
+
+    def data_files(self, data_dir: Path) -> list[Path]:
+        """The file of each name the tasks read, where the loader finds it (its first candidate there)."""
+        found = (next((p for p in ruler_file_candidates(data_dir, name) if p.is_file()), None)
+                 for name in ruler_files(self.tasks or [], self.lengths))
+        return [p for p in found if p is not None]
+
     def missing_files(self, data_dir: Path | None) -> list[str]:
         out = []
         for name in ruler_files(self.tasks or [], self.lengths):

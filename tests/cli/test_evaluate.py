@@ -102,6 +102,28 @@ def test_eval_refuses_bad_options(tmp_path: Path, capsys, monkeypatch) -> None:
     assert "trec.jsonl" in capsys.readouterr().err
 
 
+def test_eval_refuses_files_that_hold_no_text_before_loading(tmp_path: Path, capsys, monkeypatch) -> None:
+    """An empty haystack, a blank or empty text folder, an empty benchmark file: refused saying
+    which and what to do, before the checkpoint is read (there is none here to read)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("\n \n")
+    (tmp_path / "passage_count.jsonl").write_text(" ")
+    missing = str(tmp_path / "no-model")
+    cases = [
+        (["--task", "needle", "--haystack-file", "empty.txt"], "needle: haystack_file: empty.txt: it is empty"),
+        (["--task", "perplexity", "--text-file", "docs", "--lengths", "16", "--max-tokens", "32"],
+         "perplexity: text_file: docs has only .txt files with no text"),
+        (["--task", "longbench", "--datasets", "passage_count", "--data-dir", str(tmp_path)],
+         "data files that hold nothing"),
+    ]
+    for argv, why in cases:
+        assert main(["eval", "--checkpoint", missing, *argv]) == 2
+        assert why in capsys.readouterr().err, argv
+    assert not (tmp_path / "lctx-eval").exists()
+
+
 def test_score_longbench_writes_official_result(tmp_path: Path, capsys) -> None:
     pred = tmp_path / "pred"
     pred.mkdir()

@@ -111,3 +111,80 @@ def test_an_unreachable_hub_is_not_asked_twice(monkeypatch: pytest.MonkeyPatch) 
         with pytest.raises(EvaluatorError, match="Xnhyacinth/LongBench .*THUDM/LongBench"):
             load_longbench("trec", None)
     assert len(calls) == 1
+
+
+# Every data-backed task, with the files it reads: one of them empty (or only whitespace) is
+# refused by the one check of a task's data (`TaskOptions.data_problems`), naming the file.
+DATA_CASES = {
+    "longbench": ({"datasets": ["qasper"]}, ["qasper.jsonl"]),
+    "scrolls": ({"tasks": ["qmsum"]}, ["qmsum/validation.jsonl"]),
+    "babilong": ({"tasks": ["qa1"], "lengths": [1024]},
+                 ["tasks_1-20_v1-2/en-10k/qa1_single-supporting-fact_train.txt", "pg19/test/book.txt"]),
+    "graphwalks": ({"sets": ["128k_and_shorter"]}, ["graphwalks/graphwalks_128k_and_shorter.parquet"]),
+    "longbench_v2": ({}, ["LongBench-v2/data.json"]),
+    "mrcr": ({"needles": [2]}, ["mrcr/2needle.parquet"]),
+    # (the essay's tasks would import NLTK for its punkt check: seconds; the essay is a data file like these,
+    # test_rulers_essay_is_a_data_file_it_reads)
+    "ruler": ({"tasks": ["qa_1", "cwe"], "lengths": [65536]}, ["squad.json", "ruler/english_words.json"]),
+}
+
+
+@pytest.mark.parametrize("task", sorted(DATA_CASES))
+@pytest.mark.parametrize("content", ["", " \n\t\n"])
+def test_an_empty_data_file_of_any_task_is_a_problem_before_the_run(tmp_path: Path, task: str, content: str) -> None:
+    from evaluators.registry import parse_task
+
+    options, files = DATA_CASES[task]
+    parsed = parse_task({"name": task, **options})
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("{}\n")
+    assert parsed.data_problems(tmp_path) == []  # with its files present the task has no problem
+    for name in files:
+        (tmp_path / name).write_text(content)
+        problems = [p for p in parsed.data_problems(tmp_path) if name in p or "haystack books" in p]
+        assert problems, (task, name, parsed.data_problems(tmp_path))
+        assert any(w in problems[0] for w in ("only whitespace", "is empty", "with text")), problems
+        (tmp_path / name).write_text("{}\n")
+
+
+def test_rulers_essay_is_a_data_file_it_reads(tmp_path: Path) -> None:
+    """RULER's essay (the haystack of its niah tasks) is among the files checked for text,
+    where its loader finds it."""
+    from evaluators.registry import parse_task
+
+    parsed = parse_task({"name": "ruler", "tasks": ["niah_single_2"], "lengths": [4096]})
+    (tmp_path / "ruler").mkdir()
+    (tmp_path / "ruler" / "PaulGrahamEssays.json").write_text("")
+    assert parsed.data_files(tmp_path) == [tmp_path / "ruler" / "PaulGrahamEssays.json"]
+    (tmp_path / "PaulGrahamEssays.json").write_text("")  # the first place the loader looks
+    assert parsed.data_files(tmp_path) == [tmp_path / "PaulGrahamEssays.json"]
+
+
+def test_file_options_are_read_far_enough_to_serve_their_task(tmp_path: Path) -> None:
+    """A needle haystack or perplexity text that holds no text, a folder with no .txt file or
+    only empty ones: each a problem naming the option's value and what to do."""
+    from evaluators.data import file_option_problem
+
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "blank.txt").write_text("  \n\n\t")
+    (tmp_path / "fine.txt").write_text("Grass grows.")
+    (tmp_path / "no-txt").mkdir()
+    (tmp_path / "no-txt" / "notes.md").write_text("not a .txt")
+    (tmp_path / "blanks").mkdir()
+    (tmp_path / "blanks" / "a.txt").write_text("")
+    (tmp_path / "blanks" / "b.txt").write_text("\n")
+    (tmp_path / "some").mkdir()
+    (tmp_path / "some" / "a.txt").write_text("")
+    (tmp_path / "some" / "b.txt").write_text("A document.")
+    assert file_option_problem(tmp_path / "empty.txt", "empty.txt") == \
+        "empty.txt: it is empty; give a file with the text in it"
+    assert file_option_problem(tmp_path / "blank.txt", "blank.txt") == \
+        "blank.txt: it holds only whitespace; give a file with the text in it"
+    assert "no-txt has no .txt files; put one document per .txt file" in \
+        file_option_problem(tmp_path / "no-txt", "no-txt", folder=True)
+    assert "blanks has only .txt files with no text" in file_option_problem(tmp_path / "blanks", "blanks", folder=True)
+    assert file_option_problem(tmp_path / "some", "some", folder=True) is None  # an empty document among others
+    assert file_option_problem(tmp_path / "fine.txt", "fine.txt") is None
+    assert file_option_problem(tmp_path / "some", "some") == "some is a folder; give a file"
+    assert "nope.txt does not exist" in file_option_problem(tmp_path / "nope.txt", "nope.txt")
