@@ -25,3 +25,9 @@ class EndpointError(CheckpointError):
 class EndpointUnavailable(EndpointError):
     """The server stayed down (or kept failing) through every retry: not the caller's input."""
 
+
+
+class NotAServer(EndpointError):
+    """Nothing answers at the URL as an OpenAI-compatible server does (no answer, not HTTP, an
+    HTTP error, no model list). Its message says which, for a person probing from their own
+    machine; the service answers every such case alike (a port scan learns nothing) and logs it."""

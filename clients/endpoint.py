@@ -48,7 +48,7 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import ValidationError
 
-from checkpoints.errors import EndpointError, EndpointUnavailable
+from checkpoints.errors import EndpointError, EndpointUnavailable, NotAServer
 from checkpoints.lm import Done
 from checkpoints.tokenizer import Tokenizer, load_tokenizer
 from clients.endpoint_options import (  # noqa: F401 - API_STYLES re-exported
@@ -411,21 +411,21 @@ async def _probe(spec: EndpointSpec, tokenizer: Tokenizer | None, need_tokenizer
         try:
             response = await client.get("/models")
         except (httpx.ConnectError, httpx.TimeoutException) as e:
-            raise EndpointError(f"{spec.base_url}/models did not answer ({type(e).__name__}: {e}); "
+            raise NotAServer(f"{spec.base_url}/models did not answer ({type(e).__name__}: {e}); "
                                 "is the server running and is the URL its API root (ending in /v1)?") from e
         except (httpx.HTTPError, httpx.InvalidURL) as e:  # h11 quotes the bytes it could not parse: not shown
-            raise EndpointError(f"{spec.base_url}/models: not an OpenAI-compatible server there "
+            raise NotAServer(f"{spec.base_url}/models: not an OpenAI-compatible server there "
                                 f"({type(e).__name__}); give the server's API root (ending in /v1)") from None
         if response.status_code != 200:
             # Not quoted: whatever listens on an allowed host's port would have its first bytes shown.
-            raise EndpointError(f"{spec.base_url}/models answered HTTP {response.status_code}: not an "
+            raise NotAServer(f"{spec.base_url}/models answered HTTP {response.status_code}: not an "
                                 "OpenAI-compatible server there; give the server's API root (ending in /v1) and its "
                                 "key variable if it needs one")
         try:
             cards = [m for m in response.json()["data"] if isinstance(m, dict)]
             models = [str(m["id"]) for m in cards]
         except (ValueError, KeyError, TypeError):
-            raise EndpointError(f"{spec.base_url}/models did not answer with an OpenAI model list: not an "
+            raise NotAServer(f"{spec.base_url}/models did not answer with an OpenAI model list: not an "
                                 "OpenAI-compatible server there") from None
         listed = spec.served_model in models
         if not listed:

@@ -7,10 +7,12 @@ must be one the operator set aside for endpoint keys (service/secrets.py)."""
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import APIRouter, Response, status
 from fastapi.concurrency import run_in_threadpool
 
-from checkpoints.errors import CheckpointError
+from checkpoints.errors import CheckpointError, NotAServer
 from clients.endpoint import EndpointError, EndpointSpec, check_base_url, context_of, probe
 from service.api.deps import NameParam, Read, SettingsDep, StoreDep, Write
 from service.errors import InvalidRequest
@@ -21,6 +23,16 @@ from service.store import EndpointRow, now
 from service.views import endpoint_out
 
 router = APIRouter(prefix="/v1/endpoints", tags=["endpoints"], responses=errors(400, 403, 404, 409))
+log = logging.getLogger("lctx.api")
+
+# The one answer for whatever is at the URL when it is not an OpenAI-compatible server: no answer, a
+# port that speaks something else, an HTTP server answering an error. Naming which (refused, reset,
+# 401, 404) would make registration a port scanner of the service's hosts for anyone holding the
+# token: the detail goes to the server's log, the answer names no URL and no port.
+NOT_A_SERVER = ("not an OpenAI-compatible server there: GET <base_url>/models did not answer with a model list. "
+                "Check that the server is running, that base_url is its API root (ending in /v1) and, if it needs a "
+                "key, api_key_env; `lctx endpoints probe URL` run where the server is says what it answers "
+                "(this service's log has what it met)")
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, dependencies=Write, response_model=EndpointOut)
@@ -39,6 +51,9 @@ async def register_endpoint(body: EndpointCreate, store: StoreDep, settings: Set
         if context is None:
             raise EndpointError(f"the server at {url} does not say the context of {body.served_model!r} "
                                 "(no max_model_len): give context_length")
+    except NotAServer as e:
+        log.warning("endpoint %r: %s", body.name, e)
+        raise InvalidRequest(NOT_A_SERVER) from None
     except (EndpointError, CheckpointError) as e:
         raise InvalidRequest(str(e)) from e
     row = EndpointRow(name=body.name, base_url=url, served_model=body.served_model, api_style=body.api_style,

@@ -145,6 +145,32 @@ def test_whatever_listens_on_a_port_is_not_quoted(server) -> None:
     plain.sock.close()
 
 
+def test_registering_answers_alike_whatever_is_not_an_openai_server(server, caplog) -> None:
+    """A closed port, a port that speaks something else (a Ray port, sshd) and HTTP servers
+    answering 404 or 401: the same status and the same bytes for each (no port-scan oracle for a
+    token holder); what each was is in the service's log."""
+    srv, tmp = server
+    tiny_checkpoint(tmp / "models" / "tok2")
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+    garbage = Banner(b"\x00\x01ray-gcs\xff\xfe" * 8)
+    missing = Banner(b"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nnot found")
+    locked = Banner(b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer\r\nContent-Length: 0\r\n\r\n")
+    ports = [closed.getsockname()[1], garbage.port, missing.port, locked.port]
+    answers = []
+    with caplog.at_level("WARNING", logger="lctx.api"), httpx.Client(base_url=srv.url, headers=AUTH, timeout=30) as c:
+        for port in ports:
+            r = c.post("/v1/endpoints", json={"name": "e", "base_url": f"http://127.0.0.1:{port}/v1",
+                                              "served_model": "m", "tokenizer": "tok2", "context_length": 64})
+            answers.append((r.status_code, r.content))
+    assert answers[0][0] == 422 and b"not an OpenAI-compatible server" in answers[0][1], answers[0]
+    assert all(a == answers[0] for a in answers), answers
+    logged = caplog.text
+    assert "ConnectError" in logged and "answered HTTP 404" in logged and "answered HTTP 401" in logged, logged
+    for sock in (closed, garbage.sock, missing.sock, locked.sock):
+        sock.close()
+
+
 def test_every_write_route_checks_the_token() -> None:
     """The guard refuses a write without the token before its body is read; that is right
     only while every non-GET route of the API needs the token."""
