@@ -56,6 +56,11 @@ def create_schedule(store: Store, settings: Settings, request: ScheduleCreate,
     for w in watch:
         if not Path(w).is_dir():
             raise InvalidRequest(f"watch folder {w} does not exist; create it or fix the path")
+    for i, w in enumerate(watch):  # one folder given twice ("runs", "runs/", its absolute path, a link to it)
+        if w in watch[:i]:
+            first = request.watch[watch.index(w)]
+            raise InvalidRequest(f"watch[{i}] {request.watch[i]!r} is the folder watch[{watch.index(w)}] {first!r} "
+                                 "names already; give each folder once")
     validate_suite(request.suite, settings, cluster_gpus)
     t = now()
     return store.add_schedule(ScheduleRow(

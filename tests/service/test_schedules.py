@@ -88,3 +88,18 @@ def test_schedule_requests_are_validated(env) -> None:
     with pytest.raises(ValidationError, match="unknown task"):  # the request model refuses it
         create_schedule(store, settings, ScheduleCreate(name="x", cron="0 2 * * *", watch=[str(watch)],
                                                         suite={"tasks": [{"name": "nope"}]}))
+
+
+def test_a_watch_folder_given_twice_is_refused_naming_both(env) -> None:
+    """The same folder twice, or spelled two ways ("nightly", "nightly/", its absolute path)."""
+    settings, store, watch = env
+    (settings.roots[0] / "other").mkdir()
+    for given, names in ((["nightly", "other", "nightly"], "watch[2] 'nightly' is the folder watch[0] 'nightly'"),
+                         (["nightly", "nightly/"], "watch[1] 'nightly/' is the folder watch[0] 'nightly'"),
+                         ([str(watch), "nightly"], f"watch[1] 'nightly' is the folder watch[0] '{watch}'")):
+        with pytest.raises(InvalidRequest, match="give each folder once") as e:
+            create_schedule(store, settings, ScheduleCreate(name="x", cron="0 2 * * *", watch=given, suite=SUITE))
+        assert names in str(e.value), str(e.value)
+    assert store.list_schedules() == []
+    assert create_schedule(store, settings, ScheduleCreate(name="x", cron="0 2 * * *", watch=["nightly", "other"],
+                                                           suite=SUITE)).watch == [str(watch), str(watch.parent / "other")]
