@@ -369,8 +369,7 @@ class JobRun:
         if self.reruns:
             log.info("job %s: %d unit(s) ran again after their worker died: %s", self.job.id,
                      len(self.reruns), "; ".join(self.reruns))
-        self._final_progress()
-        raise Ended(SUCCEEDED if self.store.finish(self.job.id, SUCCEEDED) else self.store.get_job(self.job.id).status)
+        raise Ended(SUCCEEDED if self._finish(SUCCEEDED) else self.store.get_job(self.job.id).status)
 
     def on_worker_died(self, call: Call, error: BaseException) -> None:
         """A fresh worker takes the dead one's place and its work: a unit runs again (up to
@@ -484,13 +483,19 @@ class JobRun:
         self.feed.refresh(self.totals)
         self.progress.close()
 
+    def _finish(self, status: str, error: str | None = None) -> bool:
+        """The job ends in `status`: its status, error and last progress in one write, before
+        anything else tells of the end (the log, results; the store's answer is never behind
+        them). False when the job was no longer running."""
+        self.feed.refresh(self.totals)
+        return self.store.finish(self.job.id, status, error, progress=self.progress.close(write=False))
+
     def _fail(self, message: str) -> str:
         """The job failed with `message`: the store keeps it as a client may read it (no server
-        path, no secret: `client_error`), the server's log whole."""
+        path, no secret: `client_error`), the server's log whole, once the store says so."""
+        failed = self._finish(FAILED, client_error(message, self.settings))
         log.warning("job %s failed: %s", self.job.id, message)
-        self._final_progress()
-        error = client_error(message, self.settings)
-        return FAILED if self.store.finish(self.job.id, FAILED, error) else self.store.get_job(self.job.id).status
+        return FAILED if failed else self.store.get_job(self.job.id).status
 
     def _ended_by(self, error: BaseException) -> str:
         if isinstance(error, EvaluationCancelled):

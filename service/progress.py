@@ -144,12 +144,16 @@ class JobProgress:
             self.timer = None
         self.flush(force=True)
 
-    def close(self) -> None:
+    def close(self, write: bool = True) -> dict[str, dict[str, Any]]:
+        """No more timed writes; the last state, written unless `write` is False (the job's end
+        writes it with its status: `Store.finish`)."""
         with self.lock:
             timer, self.timer = self.timer, None
         if timer is not None:
             timer.cancel()
-        self.flush(force=True)
+        if write:
+            self.flush(force=True)
+        return self.snapshot()
 
 
 NOTE_SUFFIX = ".json"  # beside a unit run's records (`units/<run>.jsonl`): `units/<run>.json`

@@ -132,14 +132,18 @@ class JobAccess(Database):
                       .values(progress=progress, heartbeat_at=now()))
 
     @retried
-    def finish(self, job_id: str, status: str, error: str | None = None) -> bool:
-        """running -> succeeded/failed; False when the job is no longer running (cancelled)."""
+    def finish(self, job_id: str, status: str, error: str | None = None,
+               progress: dict[str, Any] | None = None) -> bool:
+        """running -> succeeded/failed, with its error and last `progress` in the same write;
+        False when the job is no longer running (cancelled)."""
         t = now()
         with self.writing() as s:
             job = s.get(JobRow, job_id)
             if job is None or job.status != RUNNING:
                 return False
             job.status, job.error, job.finished_at = status, error, t
+            if progress is not None:
+                job.progress = progress
             job.duration_s = (t - job.started_at).total_seconds() if job.started_at else None
             return True
 

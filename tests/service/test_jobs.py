@@ -180,3 +180,33 @@ def test_a_failed_jobs_answers_and_stored_error_hold_no_server_path(env) -> None
     for text in (error, status, results):
         for server in {str(settings.home.absolute()), str(settings.roots[0]), str(settings.roots[0].resolve())}:
             assert server not in text, (server, text)
+
+
+def test_the_store_says_failed_before_anything_else_tells_of_the_failure(env) -> None:
+    """The coordinator's log line of a failure (and the results it serves from then on) come
+    once the store says failed, with the error and the final progress in the same write: a
+    client never reads the error while the job still reads running."""
+    import logging
+
+    settings, store, path = env
+    folder = settings.roots[0] / "no-text"
+    folder.mkdir()
+    job_id = queue(store, path, [{"name": "perplexity", "text_file": str(folder), "lengths": [16], "max_tokens": 32}])
+    store.claim_next("t")
+    seen: list[tuple[str, str | None, dict]] = []
+
+    class Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "failed" in record.getMessage():
+                job = store.get_job(job_id)
+                seen.append((job.status, job.error, job.progress))
+
+    watch = Watch()
+    logging.getLogger("lctx.jobs").addHandler(watch)
+    try:
+        assert run_job(settings, job_id, store) == FAILED
+    finally:
+        logging.getLogger("lctx.jobs").removeHandler(watch)
+    [(status, error, progress)] = seen
+    assert status == FAILED and "no .txt files" in error
+    assert progress["perplexity"]["done"] == 0 and progress["perplexity"]["eta_s"] is None
