@@ -35,7 +35,7 @@ from evaluators.suite import partial_result, task_keys
 from service.errors import ServiceError
 from service.layout import job_dir, task_dir, task_result
 from service.paths import client_error
-from service.progress import JobProgress, Plan, ProgressFeed, plan_of
+from service.progress import JobProgress, Plan, ProgressFeed, plan_of, unit_notes
 from service.settings import Settings
 from service.status import FAILED, QUEUED, RUNNING, SUCCEEDED
 from service.store import JobRow, Store
@@ -212,8 +212,10 @@ class JobRun:
         self.workers = max(1, workers)
         self.status: str | None = None
         self.units = 0  # units planned by this run (tasks an earlier attempt finished have none)
-        self.unit_runs = 0  # units started, re-runs included
+        self.unit_runs = 0  # units started by this run, re-runs included
         self.reruns: list[str] = []  # the units that ran again after their worker died, with why
+        self.planned: list[Unit] = []  # the units this run planned
+        self.ran: list[Unit] = []  # the units this run started, in the order each first started
         self.warm = 0  # workers that came with the job's model already loaded (service/warm.py)
         self._stop = threading.Event()
         self.job_running = JobRunning(store, job.id)
@@ -303,7 +305,7 @@ class JobRun:
         left = {k: t for k, t in self.tasks.items() if k not in self.entries}
         units = plan_units(left, self.settings.unit_samples, self.workers, self.settings.unit_tokens,
                            self.progress.plans)
-        self.units = len(units)
+        self.units, self.planned = len(units), units
         self.queue = UnitQueue(units, left)
 
     def _finished(self) -> set[Future]:
@@ -326,6 +328,8 @@ class JobRun:
     def _run_unit(self, handle: Handle) -> Unit:
         unit = self.queue.take()
         self.unit_runs += 1
+        if unit not in self.ran:
+            self.ran.append(unit)
         self._call(RunUnit(handle, unit), unit, self._batch_cap(unit))
         return unit
 
@@ -446,9 +450,33 @@ class JobRun:
             # it dies meanwhile, the next idle worker writes instead
             results = {key: self.entries[key] for key in self.tasks}
             self._sequential_totals(results)
-            work = {"workers": self.workers, "units": self.units, "unit_runs": self.unit_runs,
-                    "reruns": self.reruns, "warm_workers": self.warm}
-            self._call(FinishJob(self.idle.pop()), results, self.started, work)
+            self._call(FinishJob(self.idle.pop()), results, self.started, self._work())
+
+    def _work(self) -> dict[str, Any]:
+        """How the job's work was spread, over all its attempts: this run's workers; the units
+        that ran and the unit runs, this run's counted as it handed them out and an earlier
+        attempt's (one a kill -9 of the service or a failure ended, then requeued or resumed) read
+        from the notes its runs left (`UnitNote`); each run again with why."""
+        attempt = self.job.attempts
+        earlier: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for key in self.tasks:
+            for note in unit_notes(task_dir(self.settings, self.job.id, key)):
+                if int(note.get("attempt") or 0) < attempt:
+                    earlier.setdefault((key, str(note.get("unit"))), []).append(note)
+        reruns = []
+        for (key, stem), notes in earlier.items():
+            notes.sort(key=lambda n: (int(n.get("attempt") or 0), float(n.get("started") or 0)))
+            for before, note in zip(notes, notes[1:], strict=False):
+                why = "its worker died" if note.get("attempt") == before.get("attempt") else \
+                    "the job was requeued or resumed"
+                reruns.append(f"{note.get('label') or f'{key} {stem}'}: ran again in attempt "
+                              f"{note.get('attempt') or '?'} ({why})")
+        reruns += [f"{u.label}: ran again in attempt {attempt} (the job was requeued or resumed)"
+                   for u in self.ran if (u.key, u.stem) in earlier]
+        units = set(earlier) | {(u.key, u.stem) for u in self.planned}
+        return {"workers": self.workers, "units": len(units),
+                "unit_runs": self.unit_runs + sum(len(n) for n in earlier.values()), "reruns": reruns + self.reruns,
+                "warm_workers": self.warm}
 
     def _batch_cap(self, unit: Unit) -> int | None:
         """The decoding batch a unit runs at: half the last one it was killed at for memory

@@ -160,14 +160,17 @@ NOTE_SUFFIX = ".json"  # beside a unit run's records (`units/<run>.jsonl`): `uni
 
 
 class UnitNote:
-    """What a unit run reports beside its records, in `units/<run>.json`: the prompt tokens
-    it prefilled so far (throttled; records alone say nothing during a long prefill) and, at
-    its end, the prompt tokens it asked for and those the prefix cache served."""
+    """What a unit run reports beside its records, in `units/<run>.json`: the unit, its label
+    and the job's attempt it ran in, when it started, the prompt tokens it prefilled so far
+    (throttled; records alone say nothing during a long prefill) and, at its end, the prompt
+    tokens it asked for and those the prefix cache served. Notes outlive their records (merged
+    into samples.jsonl): every unit run of every attempt of the job has one (results' `work`)."""
 
-    def __init__(self, folder: Path, run: str, unit: str, every: float = 0.5) -> None:
+    def __init__(self, folder: Path, run: str, unit: str, every: float = 0.5, **about: Any) -> None:
         self.path = Path(folder) / UNITS_DIR / f"{run}{NOTE_SUFFIX}"
         self.every, self.last = every, 0.0
-        self.state: dict[str, Any] = {"unit": unit, "tokens": 0, "pid": os.getpid(), "host": socket.gethostname()}
+        self.state: dict[str, Any] = {"unit": unit, **about, "started": time.time(), "tokens": 0, "pid": os.getpid(),
+                                      "host": socket.gethostname()}
 
     def prefilled(self, tokens: int) -> None:
         self.state["tokens"] += int(tokens)

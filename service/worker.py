@@ -105,6 +105,7 @@ class Worker:
         # and the draw's future
         self.drawing: dict[str, Any] = {}
         self.drawn: Future | None = None
+        self.attempt = 0
 
     def load(self, job_id: str | None = None) -> dict[str, Any]:
         """Bind to `job_id` (default the job this worker was made for) and load its checkpoint
@@ -117,6 +118,7 @@ class Worker:
         self.job_id = job_id or self.job_id
         self.store = self.store or Store(settings.database, retry_seconds=settings.db_retry_seconds)
         job = self.store.get_job(self.job_id)
+        self.attempt = job.attempts  # the job's attempt this worker runs units of (their notes say it)
         self.evaluators, self.drawing, self.drawn = {}, {}, None
         job_running = JobRunning(self.store, self.job_id)
         self.should_stop: Callable[[], bool] = lambda: not job_running()
@@ -208,7 +210,8 @@ class Worker:
         of any unit, are skipped) into this run's own file; its note says what it prefilled.
         `max_batch` caps the decoding batch (a re-run after a kill for memory)."""
         run_name = f"{unit.stem}-{secrets.token_hex(4)}"
-        note = UnitNote(task_dir(self.settings, self.job_id, unit.key), run_name, unit.stem)
+        note = UnitNote(task_dir(self.settings, self.job_id, unit.key), run_name, unit.stem, label=unit.label,
+                        attempt=self.attempt)
         full = getattr(self.engine, "max_batch", None)
         batch = min(full, max_batch) if full and max_batch else full
         note.write(max_batch=batch)  # the run exists from now on: progress reads its tokens as they grow

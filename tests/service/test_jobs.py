@@ -210,3 +210,31 @@ def test_the_store_says_failed_before_anything_else_tells_of_the_failure(env) ->
     [(status, error, progress)] = seen
     assert status == FAILED and "no .txt files" in error
     assert progress["perplexity"]["done"] == 0 and progress["perplexity"]["eta_s"] is None
+
+
+def test_work_counts_the_unit_runs_of_every_attempt(tmp_path: Path) -> None:
+    """A job the service was killed under (kill -9) and that ran again once requeued: its first
+    attempt's unit runs left their notes (as a worker writes them when a unit starts) and no
+    result. results.json's `work` counts them with this attempt's runs, as many as the notes on
+    disk, and says why each unit ran again."""
+    from service.progress import UnitNote, unit_notes
+
+    settings = make_settings(tmp_path, unit_samples=1)
+    store = Store(settings.database)
+    store.create_all()
+    job_id = queue(store, tiny_checkpoint(settings.roots[0] / "tiny"), [PASSKEY])  # 2 samples: 2 units
+    store.claim_next("t")
+    folder = task_dir(settings, job_id, "passkey")
+    # the first attempt: part 1's worker died and it ran again, part 2 started, then the service died
+    for index, run in ((0, "died"), (0, "killed"), (1, "killed")):
+        unit = Unit("passkey", PASSKEY, index, 2)
+        UnitNote(folder, f"{unit.stem}-{run}", unit.stem, label=unit.label, attempt=1).write()
+    assert store.requeue(job_id)  # what start-up's recovery does with a job left running
+    assert store.claim_next("t").attempts == 2
+    assert run_job(settings, job_id, store) == SUCCEEDED
+    results = json.loads(job_results(settings, job_id).read_text())
+    assert len(unit_notes(folder)) == results["work"]["unit_runs"] == 5 and results["attempts"] == 2
+    assert results["work"]["units"] == 2
+    assert results["work"]["reruns"] == ["passkey part 1/2: ran again in attempt 1 (its worker died)"] + [
+        f"passkey part {i}/2: ran again in attempt 2 (the job was requeued or resumed)" for i in (1, 2)]
+    store.close()
