@@ -17,6 +17,7 @@ from service.layout import job_results
 from service.schemas import LeaderboardColumn
 from service.settings import Settings
 from service.store import JobRow
+from service.views import client_task
 
 
 def task_spec(job: JobRow, task: str) -> dict[str, Any] | None:
@@ -80,6 +81,7 @@ def scored(settings: Settings, job: JobRow, task: str) -> Scored | None:
     spec = task_spec(job, task)
     if found is None or spec is None:
         return None
+    spec = client_task(spec, settings)  # its file options as a client gives them, not the server's paths
     result, select, entry = found
     values = result.columns(select)
     if not values:

@@ -238,3 +238,26 @@ def test_work_counts_the_unit_runs_of_every_attempt(tmp_path: Path) -> None:
     assert results["work"]["reruns"] == ["passkey part 1/2: ran again in attempt 1 (its worker died)"] + [
         f"passkey part {i}/2: ran again in attempt 2 (the job was requeued or resumed)" for i in (1, 2)]
     store.close()
+
+
+def test_a_succeeded_jobs_answers_name_no_server_path(env) -> None:
+    """A perplexity job's text_file is stored resolved (the worker reads exactly the file
+    checked); its status, results, samples and the leaderboard row show it as the client
+    gave it (the leaderboard's options and setting once showed the server's path)."""
+    settings, store, path = env
+    doc = settings.roots[0] / "docs" / "a.txt"
+    doc.parent.mkdir()
+    doc.write_text("Grass grows. Birds fly. The sun is warm. " * 8)
+    job_id = queue(store, path, [{"name": "perplexity", "text_file": str(doc), "lengths": [16], "max_tokens": 32}])
+    store.claim_next("t")
+    assert run_job(settings, job_id, store) == SUCCEEDED
+    app = create_app(settings)
+    app.state.store = store  # no lifespan: nothing starts
+    c = TestClient(app)
+    answers = {url: c.get(url) for url in (f"/v1/jobs/{job_id}", f"/v1/jobs/{job_id}/results",
+                                           f"/v1/jobs/{job_id}/samples", "/v1/leaderboard?task=perplexity")}
+    assert all(r.status_code == 200 for r in answers.values()), answers
+    [row] = answers["/v1/leaderboard?task=perplexity"].json()["rows"]
+    assert row["options"]["text_file"] == "docs/a.txt" and "text_file=docs/a.txt" in row["setting"]
+    for url, r in answers.items():
+        assert str(settings.home.parent) not in r.text, (url, r.text[:2000])
