@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from checkpoints.requests import GenerateRequest
 
 Decode = Callable[[list[int]], str]
+# Tokens decoded to find the end of a think block as it is written: more than any delimiter takes.
+_CLOSE_WINDOW = 24
 
 
 @dataclass
@@ -135,10 +137,9 @@ class StopRule:
         if token in self.eos:
             return "eos", None  # ended inside its block: no answer
         tokens.append(token)
-        raw = decode(tokens, skip_special_tokens=False)  # type: ignore[call-arg]
         opening = plan.format.open
         if not state.opened:
-            head = raw.lstrip()
+            head = decode(tokens, skip_special_tokens=False).lstrip()  # type: ignore[call-arg]
             if head.startswith(opening):
                 state.opened = True
             elif not opening.startswith(head):  # it answers without thinking: the whole output is the answer
@@ -146,8 +147,11 @@ class StopRule:
                 tokens.pop()
                 return self.after(tokens, token, decode)
         if state.opened:
-            body = raw if plan.inside else raw[raw.find(opening) + len(opening):]
-            if plan.format.close in body:
+            # The close can only have been completed by this token: the last few tokens hold it
+            # (decoding the whole block at every step would cost its length squared).
+            tail = decode(tokens[-_CLOSE_WINDOW:], skip_special_tokens=False)  # type: ignore[call-arg]
+            if plan.format.close in tail and (plan.inside or opening not in tail
+                                              or tail.rfind(plan.format.close) > tail.rfind(opening)):
                 state.start = len(tokens)
                 if plan.prefix_ids:  # the answer comes after the task's prefix: the caller appends it
                     return "thought", None

@@ -429,6 +429,7 @@ class TaskRun:
             "context": context_of(loaded, self.samples),
             "chat_template": {"applied": evaluator.options.chat_template_wanted(),
                               "file": getattr(loaded.tokenizer, "chat_template_source", None)},
+            "thinking": thinking_entry(evaluator, loaded.tokenizer),
             "lctx_version": lctx_version(),
             "samples": self.total,
             "samples_file": str(out_dir / SAMPLES_FILE),
@@ -438,6 +439,17 @@ class TaskRun:
             "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
             RESULT_KEY: finite_json(result.model_dump(mode="json")),
         }
+
+
+def thinking_entry(evaluator: Evaluator, tokenizer: Tokenizer) -> dict[str, Any] | None:
+    """How the task ran a reasoning model: the setting, the thinking budget and the delimiters
+    the checkpoint declares (None for a task that generates no answer)."""
+    setting = evaluator.options.thinking_setting()
+    if setting is None:
+        return None
+    fmt = evaluator.think_format(tokenizer)
+    return {"setting": setting, "budget": getattr(evaluator.options, "thinking_budget", None),
+            "format": fmt.as_dict() if fmt is not None else None}
 
 
 def run_evaluator(

@@ -89,7 +89,14 @@ def _render(tokenizer: Tokenizer, messages: list[dict[str, str]], missing: str, 
     template = getattr(tokenizer, "chat_template", None)
     if not template:
         raise EvaluatorError(missing)
-    variables, flag = thinking_switch(template, thinking)
+    try:
+        variables, flag = thinking_switch(template, thinking)
+    except EvaluatorError:
+        added = getattr(tokenizer, "added_tokens", None)
+        why = thinking_refusal(template, added() if added is not None else [], thinking, "the checkpoint")
+        if why is not None:
+            raise EvaluatorError(why) from None
+        variables, flag = {}, None  # `on` for a template that always opens a block: what it does anyway
     if flag is not None:  # SmolLM3's switch: a system message carrying the flag (merged into one given)
         if messages and messages[0].get("role") == "system":
             messages = [{**messages[0], "content": f"{messages[0]['content']} {flag}"}, *messages[1:]]

@@ -643,13 +643,14 @@ class AssetUrls(HTMLParser):
                 self.urls.append(value)
 
 
-def reasoning_standin_app(checkpoint: Path, name: str = "standin/thinker", field: str = "reasoning_content",
+def reasoning_standin_app(checkpoint: Path, name: str = "standin/thinker", field: str | None = "reasoning_content",
                           bodies: list[dict] | None = None) -> FastAPI:
     """A chat-completions server with a reasoning parser, as vLLM and SGLang answer when started
     with `--reasoning-parser`: the checkpoint's template rendered with the request's
     `chat_template_kwargs`, greedy tokens, the think block returned apart from the answer in
     `field` (`reasoning_content`: SGLang and vLLM before 2026; `reasoning`: vLLM since) and
-    `content` null when the tokens ran out inside it. `bodies` hears every chat request.
+    `content` null when the tokens ran out inside it; `field` None: a server started without a
+    reasoning parser (the block stays in `content`). `bodies` hears every chat request.
     Written from the documented response shape; the model runs on lctx's one-sequence oracle."""
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -674,13 +675,13 @@ def reasoning_standin_app(checkpoint: Path, name: str = "standin/thinker", field
                                  **(body.get("chat_template_kwargs") or {}))
         ids = loaded.tokenizer.encode(prompt)
         out = greedy_generate(loaded.model, loaded.tokenizer, ids, int(body.get("max_tokens") or 16))
-        text = out.text
+        text = loaded.tokenizer.decode(out.token_ids, skip_special_tokens=False)
         reasoning, content = None, text
-        if text.lstrip().startswith("<think>"):
+        if field is not None and text.lstrip().startswith("<think>"):
             inner = text.lstrip()[len("<think>"):]
             reasoning, _, content = inner.partition("</think>") if "</think>" in inner else (inner, "", None)
             reasoning, content = reasoning.strip(), content.lstrip() if content is not None else None
-        message = {"role": "assistant", "content": content, field: reasoning}
+        message = {"role": "assistant", "content": content, **({field: reasoning} if field else {})}
         return {"id": "chat-standin", "object": "chat.completion", "model": name,
                 "choices": [{"index": 0, "message": message,
                              "finish_reason": "length" if out.stop_reason == "length" else "stop"}],

@@ -29,9 +29,11 @@ from training.train import weighted_loss
 
 # Qwen3's switch, written for a byte-level model: the user message, then the generation prompt,
 # then with enable_thinking false an empty think block.
+# Newlines are written as expressions: transformers (and lctx) render templates with trim_blocks,
+# which drops a newline that follows a block tag.
 TEMPLATE = ("{% for message in messages %}{% if message.role == 'user' %}{{ message.content }}{% endif %}"
-            "{% endfor %}{% if add_generation_prompt %}\n{% if enable_thinking is defined and enable_thinking "
-            "is false %}<think>\n\n</think>\n\n{% endif %}{% endif %}")
+            "{% endfor %}{% if add_generation_prompt %}{{ '\\n' }}{% if enable_thinking is defined and "
+            "enable_thinking is false %}{{ '<think>\\n\\n</think>\\n\\n' }}{% endif %}{% endif %}")
 EMPTY_BLOCK = "<think>\n\n</think>\n\n"
 # Share of rows that are the base training's dense copying rows (needles every few dozen bytes):
 # they keep the retrieval the base model learnt while the new rows teach the block.
@@ -63,7 +65,7 @@ def dense(curriculum: SyntheticText) -> tuple[list[int], list[tuple[int, int]], 
 
 
 def fine_tune(base: Path, out: Path, steps: int = 800, seq_len: int = 320, batch: int = 16, lr: float = 3e-4,
-              seed: int = 0) -> dict[str, float]:
+              seed: int = 0, dense_share: float = DENSE_SHARE) -> dict[str, float]:
     """Fine-tune `base` on thinking rows into `out` (with the template); the run's figures."""
     torch.manual_seed(seed)
     rng = random.Random(seed)
@@ -76,7 +78,7 @@ def fine_tune(base: Path, out: Path, steps: int = 800, seq_len: int = 320, batch
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
     start, first, loss_value = time.perf_counter(), None, float("nan")
     for step in range(steps):
-        rows = [row(rng, tok, seq_len) if rng.random() >= DENSE_SHARE else dense(curriculum) for _ in range(batch)]
+        rows = [row(rng, tok, seq_len) if rng.random() >= dense_share else dense(curriculum) for _ in range(batch)]
         width = max(len(ids) for ids, _, _ in rows) - 1
         inputs = torch.full((batch, width), tok.PAD, dtype=torch.long)
         targets = torch.full((batch, width), -100, dtype=torch.long)
@@ -104,8 +106,10 @@ def fine_tune(base: Path, out: Path, steps: int = 800, seq_len: int = 320, batch
     save_model(model, out, tok)
     (out / CHAT_TEMPLATE_FILE).write_text(TEMPLATE)
     info = {"base": str(base), "steps": steps, "seq_len": seq_len, "batch": batch, "lr": lr, "seed": seed,
+            "dense_share": dense_share,
             "seconds": round(time.perf_counter() - start, 1), "first_loss": first, "final_loss": loss_value,
-            "command": f"python -m training.thinking --base {base} --out {out} --steps {steps}"}
+            "command": f"python -m training.thinking --base {base} --out {out} --steps {steps} --seq-len {seq_len} "
+                       f"--lr {lr} --dense-share {dense_share}"}
     (out / "train_info.json").write_text(json.dumps(info, indent=2) + "\n")
     return info
 
@@ -115,9 +119,13 @@ def main() -> None:
     parser.add_argument("--base", type=Path, default=Path("demo/checkpoints/softmax"))
     parser.add_argument("--out", type=Path, default=Path("demo/thinking"))
     parser.add_argument("--steps", type=int, default=800)
+    parser.add_argument("--seq-len", type=int, default=320)
+    parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--dense-share", type=float, default=DENSE_SHARE)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(json.dumps(fine_tune(args.base, args.out, args.steps), indent=2))
+    print(json.dumps(fine_tune(args.base, args.out, args.steps, args.seq_len, lr=args.lr,
+                               dense_share=args.dense_share), indent=2))
 
 
 if __name__ == "__main__":
