@@ -123,6 +123,8 @@ DATA_CASES = {
     "graphwalks": ({"sets": ["128k_and_shorter"]}, ["graphwalks/graphwalks_128k_and_shorter.parquet"]),
     "longbench_v2": ({}, ["LongBench-v2/data.json"]),
     "mrcr": ({"needles": [2]}, ["mrcr/2needle.parquet"]),
+    "mrcr_v2": ({"needles": [8], "lengths": ["8K"]},
+                ["mrcr_v2/mrcr_v2p1_8needle_in_(4096,8192)_dynamic_fewshot_text_style_fast.csv"]),
     # (the essay's tasks would import NLTK for its punkt check: seconds; the essay is a data file like these,
     # test_rulers_essay_is_a_data_file_it_reads)
     "ruler": ({"tasks": ["qa_1", "cwe"], "lengths": [65536]}, ["squad.json", "ruler/english_words.json"]),

@@ -21,6 +21,7 @@ PINNED: list[tuple[dict[str, Any], str]] = [
     ({"name": "longbench"}, "12e3d672c27dd5af"),
     ({"name": "longbench_v2"}, "7a642ad63daedc28"),
     ({"name": "mrcr"}, "bb8f4b5db8d9c5d6"),
+    ({"name": "mrcr_v2"}, "acc65ee8d1081e82"),
     ({"name": "passkey"}, "5a2bd737e2b04b2f"),
     ({"name": "needle"}, "cc705039f6e6848f"),
     ({"name": "perplexity", "text_file": "/tmp/t.txt"}, "9a8d09a2e5f59d86"),
@@ -47,6 +48,9 @@ PINNED: list[tuple[dict[str, Any], str]] = [
     ({"name": "longbench_v2", "chat_template": True, "rag": 3}, "f3de8045f2c387c5"),
     ({"name": "mrcr", "max_new_tokens": 100, "needles": [2]}, "64d08503615ecfa0"),
     ({"name": "graphwalks", "chat_template": False, "problem_types": ["bfs"]}, "1e21b8267ddbbed4"),
+    # selection only (needle counts, files, limit): the default's hash
+    ({"name": "mrcr_v2", "needles": [2, 4], "lengths": ["8K"], "limit": 3}, "acc65ee8d1081e82"),
+    ({"name": "mrcr_v2", "chat_template": False, "max_new_tokens": 100}, "21e675e580954725"),
     ({"name": "perplexity", "lengths": [64, 128], "stride": 32, "text_file": "/tmp/t.txt"}, "b0ede7b146b02566"),
     ({"name": "diagnostics", "hidden_states": "hf", "inputs": "passkey", "lengths": [64], "preset": "gu2024"},
      "a7090edd982b07ef"),
