@@ -221,6 +221,26 @@ def test_mrcr_and_graphwalks_are_refused_at_submission_without_data_or_template(
     assert r.status_code == 422 and "chat_template" in r.text and "runs only through the checkpoint's chat" in r.text
 
 
+def test_mrcr_v2_is_refused_at_submission_without_its_files_or_a_template(served) -> None:
+    """The release's files missing: 422 naming each path looked for (relative to the data dir)
+    and the download.sh call that fetches them; with them there, the default chat_template on a
+    checkpoint without one: 422 naming the option."""
+    c, settings = served
+    r = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [{"name": "mrcr_v2"}]})
+    detail = r.json()["detail"]
+    assert r.status_code == 422 and detail.startswith("tasks[0] (mrcr_v2): missing data files: "), detail
+    for length in ("upto_128K", "in_(524288,1048576)"):
+        assert f"mrcr_v2/mrcr_v2p1_8needle_{length}_dynamic_fewshot_text_style_fast.csv" in detail
+    assert "`./download.sh LCTX_DATA_DIR -n 8 -s -m`" in detail and str(settings.data_dir) not in detail
+    (settings.data_dir / "mrcr_v2").mkdir()
+    for length in ("upto_128K", "in_(524288,1048576)"):
+        (settings.data_dir / "mrcr_v2" / f"mrcr_v2p1_8needle_{length}_dynamic_fewshot_text_style_fast.csv"
+         ).write_text("queries,answer\n")
+    r = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [{"name": "mrcr_v2"}]})
+    assert r.status_code == 422 and r.json()["detail"].startswith(
+        "tasks[0] (mrcr_v2).chat_template: true, but checkpoint tiny has no chat template"), r.text
+
+
 def test_thinking_is_refused_at_submission_where_the_template_has_no_switch(served, models: Path) -> None:
     """`thinking` on/off goes through the template's own switch: a checkpoint whose template
     has none is refused naming it and what it offers, one whose template reads
