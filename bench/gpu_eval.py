@@ -116,8 +116,8 @@ def warm_jobs(folder: Path, length: int, n: int, work: Path, device: str, dtype:
     each job's wall time from building its samples to its results, against the seconds the
     engine spent prefilling and decoding (the GPU-bound part)."""
     from checkpoints.engine import Engine
+    from checkpoints.engine.warmup import warm_up
     from checkpoints.loading import load_model
-    from checkpoints.warmup import warm_up
     from evaluators.registry import validate_task
     from evaluators.suite import run_suite
 

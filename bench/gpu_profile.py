@@ -25,7 +25,7 @@ def table(prof, rows: int = 22) -> str:
 
 def main() -> None:
     from checkpoints.attention.cache import RaggedKVCache
-    from checkpoints.cuda_graphs import DecodeGraphs
+    from checkpoints.engine.cuda_graphs import DecodeGraphs
     from checkpoints.generate import DEFAULT_CHUNK, prefill
     from checkpoints.loading import load_model
 

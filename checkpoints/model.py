@@ -189,7 +189,7 @@ class Decoder(nn.Module):
 
     def decode_logits(self, tokens: torch.Tensor, cache: RaggedKVCache) -> torch.Tensor:
         """`decode_step` without advancing the cache's lengths: the part a CUDA graph
-        captures (`checkpoints.cuda_graphs`); the new keys are written, not yet counted."""
+        captures (`checkpoints.engine.cuda_graphs`); the new keys are written, not yet counted."""
         return self.ragged_logits(tokens[:, None], cache)[:, 0]
 
     def ragged_logits(self, tokens: torch.Tensor, cache: RaggedKVCache) -> torch.Tensor:

@@ -13,7 +13,7 @@ from checkpoints.thinking import SEPARATOR_TOKENS, ThinkPlan
 # engine, `lctx eval --max-batch` and the service's LCTX_ENGINE_MAX_BATCH read (this module
 # imports no torch).
 DEFAULT_MAX_BATCH = 64
-# Most tokens a decoding row drafts from its own text per step (`checkpoints.prompt_lookup`)
+# Most tokens a decoding row drafts from its own text per step (`checkpoints.engine.prompt_lookup`)
 # where prompt lookup is on by default: read by the engine and `lctx eval --draft-tokens`.
 DEFAULT_DRAFT_TOKENS = 16
 

@@ -201,7 +201,7 @@ def _eval(args: argparse.Namespace) -> int:
         engine = Engine(loaded.model, loaded.tokenizer, max_batch=args.max_batch, prefix_cache=args.prefix_cache,
                         memory_budget=args.memory_mb << 20 if args.memory_mb is not None else None,
                         draft_tokens=args.draft_tokens)
-        from checkpoints.warmup import warm_up
+        from checkpoints.engine.warmup import warm_up
 
         seconds["warm_up_s"] = warm_up(loaded.model)  # Triton's kernels compiled (or read from its cache) first
         waiting = time.perf_counter()

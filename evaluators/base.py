@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, RollingRequest
+from checkpoints.engine.prefix_cache import PrefixStats
 from checkpoints.lm import ModelSource
 from checkpoints.loading import LoadedModel
-from checkpoints.prefix_cache import PrefixStats
 from checkpoints.thinking import DEFAULT_THINKING_BUDGET, ThinkFormat, think_format
 from checkpoints.tokenizer import Tokenizer
 from evaluators.errors import EvaluationCancelled, EvaluatorError  # noqa: F401 - re-exported

@@ -141,9 +141,9 @@ class Worker:
         its kernels compiled here, not inside the first unit's timing."""
         from checkpoints.config_reader import load_config
         from checkpoints.engine import Engine
+        from checkpoints.engine.warmup import warm_up
         from checkpoints.loading import load_model
         from checkpoints.tokenizer import load_tokenizer
-        from checkpoints.warmup import warm_up
         from evaluators.suite import draw_ahead, task_keys
 
         settings = self.settings

@@ -12,8 +12,8 @@ import torch
 
 from checkpoints.attention.cache import RaggedKVCache
 from checkpoints.attention.registry import available_variants
-from checkpoints.cuda_graphs import DecodeGraphs, graphs_wanted
 from checkpoints.engine import Engine, GenerateRequest
+from checkpoints.engine.cuda_graphs import DecodeGraphs, graphs_wanted
 from checkpoints.tokenizer import ByteTokenizer
 from tests.helpers import variant_model
 

@@ -13,8 +13,8 @@ import torch
 from checkpoints.attention.registry import available_variants
 from checkpoints.config import RopeScaling
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest
+from checkpoints.engine.prefix_cache import PrefixCache, reuse_order
 from checkpoints.generate import greedy_generate, loglikelihood, prefill
-from checkpoints.prefix_cache import PrefixCache, reuse_order
 from checkpoints.tokenizer import ByteTokenizer
 from tests.helpers import variant_model as _model
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from checkpoints.prompt_lookup import DraftLength, PromptLookup
+from checkpoints.engine.prompt_lookup import DraftLength, PromptLookup
 
 
 def test_the_latest_earlier_occurrence_of_the_last_ngram_drafts() -> None:

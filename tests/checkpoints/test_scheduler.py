@@ -1,10 +1,10 @@
-"""checkpoints/scheduler.py without a model: the run order, admission within the row cap
+"""checkpoints/engine/scheduler.py without a model: the run order, admission within the row cap
 and the memory budget, padded groups of short prompts within their token bound."""
 
 from __future__ import annotations
 
+from checkpoints.engine.scheduler import BATCH_PREFILL_MAX_TOKENS, Scheduler
 from checkpoints.requests import GenerateRequest
-from checkpoints.scheduler import BATCH_PREFILL_MAX_TOKENS, Scheduler
 
 
 def reqs(*lengths: int, new: int = 4) -> list[GenerateRequest]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from checkpoints.warmup import warm_up
+from checkpoints.engine.warmup import warm_up
 from tests.helpers import variant_model
 
 

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from checkpoints.prefix_cache import PrefixCache, common_prefix, reuse_order
+from checkpoints.engine.prefix_cache import PrefixCache, common_prefix, reuse_order
 from checkpoints.requests import GenerateRequest
 
 # Most tokens (rows x padded width) one batched prefill runs at once: bounds its activations.

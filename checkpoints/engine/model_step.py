@@ -3,7 +3,7 @@ runs, and nothing about which request runs when (`scheduler`) or which token com
 (`sampler`). A prefill runs a prompt in chunks into a KV cache (from a cached prefix, when
 the engine loaded one); a padded prefill runs short prompts in one right-padded forward;
 a decode step runs one token of every row of a ragged batch, a verifying step a row's last
-token and its drafted continuation (`checkpoints.prompt_lookup`). The decode step is the
+token and its drafted continuation (`checkpoints.engine.prompt_lookup`). The decode step is the
 one a CUDA graph captures per batch bucket; its inputs are device tensors made here."""
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from collections.abc import Sequence
 import torch
 
 from checkpoints.attention.cache import KVCache, RaggedKVCache
-from checkpoints.cuda_graphs import DecodeGraphs, graphs_wanted
+from checkpoints.engine.cuda_graphs import DecodeGraphs, graphs_wanted
+from checkpoints.engine.sampler import to_device
 from checkpoints.generate import DEFAULT_CHUNK, default_prefill_chunk, prefill, token_logprobs
 from checkpoints.lm import Prefilled
 from checkpoints.model import Decoder
-from checkpoints.sampler import to_device
 
 
 class ModelStep:
-    """`cuda_graphs`: decode steps replayed as CUDA graphs (`checkpoints.cuda_graphs`); None
+    """`cuda_graphs`: decode steps replayed as CUDA graphs (`checkpoints.engine.cuda_graphs`); None
     (the default) where the model's step can be captured, unless LCTX_CUDA_GRAPHS=0."""
 
     def __init__(self, model: Decoder, chunk_size: int | None = None, cuda_graphs: bool | None = None) -> None:

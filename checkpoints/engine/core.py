@@ -3,7 +3,7 @@ requests in, results out in the same order.
 
 - `generate_until`: greedy decoding with per-request stop strings, max / min
   new tokens and suppressed ids. Prompts are prefilled one at a time, reusing
-  the longest prefix already in the prefix cache (`checkpoints.prefix_cache`:
+  the longest prefix already in the prefix cache (`checkpoints.engine.prefix_cache`:
   a token-id radix tree of KV entries, LRU under the memory budget) and
   prefilling only the rest; short prompts prefill together in one right-padded
   forward instead (batched prefill). Decoding runs batched over a ragged KV
@@ -13,7 +13,7 @@ requests in, results out in the same order.
   cache, every row as wide as the widest row's full length (prompt + max new
   tokens), and the prefix cache together fit the memory budget. A row whose last
   tokens occurred earlier in its text drafts what followed them then, and one step
-  verifies the draft (`checkpoints.prompt_lookup`): the same greedy tokens, fewer steps.
+  verifies the draft (`checkpoints.engine.prompt_lookup`): the same greedy tokens, fewer steps.
 - `loglikelihood`: log p(continuation | context) and whether greedy decoding
   would produce it. Requests that share a context prefill it once, contexts
   reuse cached prefixes, and short requests run together in one padded forward.
@@ -47,12 +47,14 @@ import torch
 
 from checkpoints.attention.backend import Backend
 from checkpoints.attention.cache import KVCache, RaggedKVCache
+from checkpoints.engine.model_step import ModelStep
+from checkpoints.engine.prefix_cache import PrefixCache, PrefixStats, reuse_order
+from checkpoints.engine.prompt_lookup import DraftLength, PromptLookup
+from checkpoints.engine.sampler import StopRule, pick
+from checkpoints.engine.scheduler import BATCH_PREFILL_MAX_TOKENS, Plan, Scheduler
 from checkpoints.generate import CONTINUED, Generation
 from checkpoints.lm import Done, Prefilled
 from checkpoints.model import Decoder
-from checkpoints.model_step import ModelStep
-from checkpoints.prefix_cache import PrefixCache, PrefixStats, reuse_order
-from checkpoints.prompt_lookup import DraftLength, PromptLookup
 from checkpoints.requests import (
     DEFAULT_DRAFT_TOKENS,
     DEFAULT_MAX_BATCH,
@@ -60,8 +62,6 @@ from checkpoints.requests import (
     LoglikelihoodRequest,
     RollingRequest,
 )
-from checkpoints.sampler import StopRule, pick
-from checkpoints.scheduler import BATCH_PREFILL_MAX_TOKENS, Scheduler
 from checkpoints.tokenizer import Tokenizer
 
 __all__ = ["BATCH_PREFILL_MAX_TOKENS", "DEFAULT_MAX_BATCH", "Engine", "GenerateRequest", "LoglikelihoodRequest",
@@ -86,7 +86,7 @@ class EngineClock:
     """Wall seconds of generate_until's two phases, each ending at the step's one read from
     the device (so the GPU's work lands in the phase that queued it): admitting rows
     (prefill and their first token) and decoding steps; and the tokens rows drafted from
-    their own text and kept (`checkpoints.prompt_lookup`)."""
+    their own text and kept (`checkpoints.engine.prompt_lookup`)."""
 
     prefill_s: float = 0.0
     decode_s: float = 0.0
@@ -170,6 +170,40 @@ class _Row:
         return Generation.of(self.rule, self.tokens, self.reason, self.text, len(self.request.prompt_ids), tokenizer)
 
 
+@dataclass
+class _Step:
+    """One decoding step as the schedule plans it: each row's draft to verify (a verifying
+    step), or none (a plain decode step)."""
+
+    drafts: list[list[int]]
+    verified: bool
+
+
+@dataclass
+class _Running:
+    """What one `generate_until` call holds between steps: its requests, the scheduler's plan
+    of those not yet admitted, the decoding rows and their ragged cache, the results so far."""
+
+    requests: Sequence[GenerateRequest]
+    plan: Plan
+    done: Done | None
+    rows: list[_Row] = field(default_factory=list)
+    batch: RaggedKVCache | None = None
+    bytes_per_token: int = 0
+    results: list[Generation | None] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.results = [None] * len(self.requests)
+
+    def busy(self) -> bool:
+        return bool(self.plan.waiting or self.rows)
+
+    def finish(self, row: _Row, tokenizer: Tokenizer) -> None:
+        self.results[row.index] = row.result(tokenizer)
+        if self.done is not None:
+            self.done(row.index, self.results[row.index])
+
+
 def default_memory_budget(device: torch.device) -> int:
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
@@ -201,7 +235,7 @@ class Engine:
     first decode step, so minutes can pass before any request finishes. `cuda_graphs`: decode
     steps as CUDA graphs (None: where the model's step can be captured; `model_step.ModelStep`).
     `draft_tokens`: the most tokens a decoding row drafts from its own text and verifies in
-    one step (`checkpoints.prompt_lookup`; None: `default_draft_tokens`, 0: never)."""
+    one step (`checkpoints.engine.prompt_lookup`; None: `default_draft_tokens`, 0: never)."""
 
     def __init__(
         self,
@@ -302,93 +336,101 @@ class Engine:
 
     @torch.inference_mode()
     def _generate(self, requests: Sequence[GenerateRequest], done: Done | None = None) -> list[Generation]:
+        """The step loop: admit what the scheduler lets join (each group prefilled, its rows'
+        first tokens picked), then one decoding step as schedule -> execute -> update."""
         if self.model.rotary.depends_on_length:
             # Dynamic NTK / LongRoPE tables follow each sequence's length: one row at a time.
             return [self._generate_alone(i, req, done) for i, req in enumerate(requests)]
-        results: list[Generation | None] = [None] * len(requests)
-        plan = self.scheduler.plan([r.prompt_ids for r in requests])
-        rows: list[_Row] = []
-        batch: RaggedKVCache | None = None
-        bytes_per_token = 0
-
-        def finish(row: _Row) -> None:
-            results[row.index] = row.result(self.tokenizer)
-            if done is not None:
-                done(row.index, results[row.index])
-
-        while plan.waiting or rows:
-            admitting = time.perf_counter()
-            while True:  # admit what the scheduler lets join the batch
-                width = batch.capacity if batch is not None else 0
-                group, width = self.scheduler.next_group(plan, requests, len(rows), width, bytes_per_token)
-                if not group:
-                    break
-                if len(group) == 1:
-                    started = [self._start(group[0], requests[group[0]], bytes_per_token * (len(rows) + 1) * width)]
-                else:
-                    started = self._start_batch(group, requests)
-                for row, cache in started:
-                    if row.first_step(self.tokenizer):
-                        finish(row)
-                        continue
-                    bytes_per_token = bytes_per_token or cache.bytes_per_token()
-                    if self.draft_tokens:  # only rows that decode in the batch draft
-                        row.lookup = PromptLookup(row.request.prompt_ids)
-                        row.draft_length = DraftLength(most=self.draft_tokens)
-                    if batch is None:
-                        batch = RaggedKVCache.empty_like(cache)
-                    batch.join(cache, reserve=row.reserve)
-                    rows.append(row)
-            decoding = time.perf_counter()
-            self.clock.prefill_s += decoding - admitting
-            if not rows:
+        run = _Running(requests, self.scheduler.plan([r.prompt_ids for r in requests]), done)
+        while run.busy():
+            started = time.perf_counter()
+            self._admit(run)
+            stepping = time.perf_counter()
+            self.clock.prefill_s += stepping - started
+            if not run.rows:
                 continue
-            drafts = self._drafts(rows, batch)
-            verified = drafts is not None  # else a plain decode step, which advances the batch itself
-            if not verified:
-                drafts = [[] for _ in rows]
-                logits = self.step.decode([r.tokens[-1] for r in rows], batch)  # (B, V)
-                chosen = [[c] for c in pick(logits, [r.blocked() for r in rows])]  # the step's one read
-            else:
-                chosen = self._verify(rows, drafts, batch)
-            self.clock.decode_s += time.perf_counter() - decoding
+            step = self._schedule(run)
+            chosen = self._execute(run, step)
+            self.clock.decode_s += time.perf_counter() - stepping
             self.clock.decode_steps += 1
-            keep, taken = [], []
-            for i, row in enumerate(rows):
-                finished, took = row.take(chosen[i], drafts[i], self.tokenizer)
-                taken.append(took)
-                self.clock.kept_tokens += took - 1
-                if finished:
-                    finish(row)
-                else:
-                    keep.append(i)
-            if verified:
-                batch.advance(taken)
-            if len(keep) < len(rows):
-                batch.keep(keep)
-                rows = [rows[i] for i in keep]
-        return results  # type: ignore[return-value]
+            self._update(run, step, chosen)
+        return run.results  # type: ignore[return-value]
 
-    def _drafts(self, rows: list[_Row], batch: RaggedKVCache) -> list[list[int]] | None:
-        """Each row's draft for this step, or None when no row has one (a plain decode
-        step). A step writes as many positions for every row as the longest draft needs, so
-        drafts stay within the room the fullest row has left in the batch's buffers."""
-        if not self.draft_tokens:
-            return None
-        room = batch.capacity - batch.max_length - 1
-        drafts = [row.draft(room) for row in rows]
-        return drafts if any(drafts) else None
+    def _admit(self, run: _Running) -> None:
+        """Requests join the decoding batch while the scheduler lets them (row cap, memory
+        budget beside the prefix cache): each group prefilled (one prompt from its cached
+        prefix, or short prompts padded together), its rows' first tokens picked; a row that
+        ends there never joins."""
+        while True:
+            width = run.batch.capacity if run.batch is not None else 0
+            group, width = self.scheduler.next_group(run.plan, run.requests, len(run.rows), width,
+                                                     run.bytes_per_token)
+            if not group:
+                return
+            if len(group) == 1:
+                index = group[0]
+                started = [self._start(index, run.requests[index], run.bytes_per_token * (len(run.rows) + 1) * width)]
+            else:
+                started = self._start_batch(group, run.requests)
+            for row, cache in started:
+                if row.first_step(self.tokenizer):
+                    run.finish(row, self.tokenizer)
+                    continue
+                run.bytes_per_token = run.bytes_per_token or cache.bytes_per_token()
+                if self.draft_tokens:  # only rows that decode in the batch draft
+                    row.lookup = PromptLookup(row.request.prompt_ids)
+                    row.draft_length = DraftLength(most=self.draft_tokens)
+                if run.batch is None:
+                    run.batch = RaggedKVCache.empty_like(cache)
+                run.batch.join(cache, reserve=row.reserve)
+                run.rows.append(row)
 
-    def _verify(self, rows: list[_Row], drafts: list[list[int]], batch: RaggedKVCache) -> list[list[int]]:
-        """One step over every row's last token and draft (right-padded to the longest):
-        the greedy choice after each of them, row b's first len(drafts[b]) + 1."""
+    def _schedule(self, run: _Running) -> _Step:
+        """What the next decoding step runs: each row's draft to verify, or a plain decode
+        step when no row has one. A step writes as many positions for every row as the
+        longest draft needs, so drafts stay within the room the fullest row has left."""
+        if self.draft_tokens:
+            batch = run.batch
+            room = batch.capacity - batch.max_length - 1  # type: ignore[union-attr]
+            drafts = [row.draft(room) for row in run.rows]
+            if any(drafts):
+                return _Step(drafts, verified=True)
+        return _Step([[] for _ in run.rows], verified=False)
+
+    def _execute(self, run: _Running, step: _Step) -> list[list[int]]:
+        """One forward over the batch and its one read back: the greedy choice after each row's
+        last token (and after each drafted token: row b gets len(draft) + 1 choices)."""
+        rows, batch = run.rows, run.batch
+        if not step.verified:
+            logits = self.step.decode([r.tokens[-1] for r in rows], batch)  # (B, V)
+            return [[c] for c in pick(logits, [r.blocked() for r in rows])]
+        drafts = step.drafts
         width = 1 + max(map(len, drafts))
         inputs = [[r.tokens[-1], *d, *[0] * (width - 1 - len(d))] for r, d in zip(rows, drafts, strict=True)]
         logits = self.step.verify(inputs, batch)  # (B, width, V)
         blocked = [r.blocked(ahead) for r in rows for ahead in range(width)]
-        flat = pick(logits.reshape(len(rows) * width, -1), blocked)  # the step's one read from the device
+        flat = pick(logits.reshape(len(rows) * width, -1), blocked)
         self.clock.drafted_tokens += sum(map(len, drafts))
         return [flat[b * width : b * width + len(d) + 1] for b, d in enumerate(drafts)]
+
+    def _update(self, run: _Running, step: _Step, chosen: list[list[int]]) -> None:
+        """The step's choices through each row's stop rule: drafted tokens kept while they
+        agree, finished rows answered and out of the batch; a verifying step advances each
+        row's cache by what it kept (a plain decode step advanced the batch itself)."""
+        keep, taken = [], []
+        for i, row in enumerate(run.rows):
+            finished, took = row.take(chosen[i], step.drafts[i], self.tokenizer)
+            taken.append(took)
+            self.clock.kept_tokens += took - 1
+            if finished:
+                run.finish(row, self.tokenizer)
+            else:
+                keep.append(i)
+        if step.verified:
+            run.batch.advance(taken)  # type: ignore[union-attr]
+        if len(keep) < len(run.rows):
+            run.batch.keep(keep)  # type: ignore[union-attr]
+            run.rows = [run.rows[i] for i in keep]
 
     def _generate_alone(self, index: int, req: GenerateRequest, done: Done | None) -> Generation:
         row, cache = self._start(index, req, 0)
