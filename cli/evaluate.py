@@ -421,8 +421,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     mr.set_defaults(func=_score_mrcr)
 
     gw = ssub.add_parser("graphwalks", help="DIR of <model>.jsonl files (openai/graphwalks rows with each model's "
-                                            "response) -> the card's parser and set F1 per problem type and "
-                                            "length bin, DIR/result.json")
+                                            "response) -> the sound set F1 and the card's literal one per "
+                                            "problem type and length bin, DIR/result.json")
     gw.add_argument("--pred-dir", required=True, help="folder of <model>.jsonl files: one line per row with "
                                                       "answer_nodes, problem_type, data_file and response (or "
                                                       "beyond_context: true)")

@@ -2,8 +2,9 @@
 
 Each row's prompt is sent as it is given: as the one user message of the checkpoint's chat
 template (the card: "meant to be supplied to the model as a user message"), or raw with
-chat_template=false; greedy decoding. The response is graded as generated with the card's
-`get_list` and set F1 (`protocol`), kept to its letter. Results per problem type and length
+chat_template=false; greedy decoding. The response is graded as generated (`protocol`): the
+headline a sound set F1 (NeMo-Gym's parser and F1), the card's code to the letter kept beside it
+as `f1_card_literal` with the counts that part them. Results per problem type and length
 bin (the hub file a row comes from: 128k_and_shorter, 256k_to_1mil), and per bin of the
 model's own prompt tokens. A row whose prompt and the answer's final line do not fit in the
 model's context is not run: recorded as `beyond_context` and counted, never dropped."""
@@ -34,7 +35,8 @@ def final_line(nodes: list[str]) -> str:
 
 class GraphwalksEvaluator(Evaluator):
     name = "graphwalks"
-    version = "1"
+    # 2: the headline is the sound F1 (was the card's letter, now f1_card_literal)
+    version = "2"
     Options = GraphwalksOptions
     options: GraphwalksOptions
 
@@ -83,7 +85,9 @@ class GraphwalksEvaluator(Evaluator):
             return {"prediction": None, "score": None}
         g = protocol.grade(response.text, built.keep["answer_nodes"])
         return {"prediction": response.text, "parsed": g.parsed, "parse_error": g.parse_error, "overlap": g.overlap,
-                "recall": g.recall, "precision": g.precision, "f1": g.f1, "score": g.f1}
+                "recall": g.recall, "precision": g.precision, "f1": g.f1, "score": g.f1,
+                "f1_card_literal": g.f1_card_literal, "card_parsed": g.card_parsed,
+                "card_parse_error": g.card_parse_error}
 
     def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
         return typed(records)
@@ -94,31 +98,33 @@ class GraphwalksEvaluator(Evaluator):
 
 
 def typed(records: list[dict[str, Any]]) -> TaskResult:
-    """The card's F1 averaged overall (the headline), per problem type, per length bin (one
-    series per problem type and one over both), per bin of the model's own prompt tokens;
-    the rows the card's letter scores oddly (unparsable; no node in common yet scored 1) and
-    the rows beyond the context are counted as metrics of their own."""
+    """The sound F1 averaged overall (the headline), per problem type, per length bin (one
+    series per problem type and one over both), per bin of the model's own prompt tokens; the
+    card's literal F1 beside it (`f1_card_literal`, overall and per bin) with the counts that
+    part the two (`protocol.COUNTS`), and the rows beyond the context."""
     t = protocol.table(records)
-    overall = t.get("overall", {}).get("all", {"f1": None, "n": 0, "beyond": 0, "parse_errors": 0,
-                                               "no_overlap_scored_1": 0})
+    overall = t.get("overall", {}).get("all", {"f1": None, "f1_card_literal": None, "n": 0, "beyond": 0,
+                                               **dict.fromkeys(protocol.COUNTS, 0)})
     metrics = [metric("overall", overall["f1"], True, UNIT, overall["n"],
-                      "mean of the card's set F1 over the rows that fit in the model's context")]
+                      "mean sound set F1 (parse failure 0, no common node 0, empty truth answered empty 1) over "
+                      "the rows that fit in the model's context")]
     for p, cell in t.get("problem_type", {}).items():
-        metrics.append(metric(p, cell["f1"], True, UNIT, cell["n"], f"{p} rows"))
-    for name, what in (("parse_errors", "responses whose last line holds no \"Final Answer: [...]\" (the card "
-                                         "scores them 1)"),
-                       ("no_overlap_scored_1", "answers sharing no node with a non-empty truth, scored 1 by the "
-                                               "card's `else 1`"),
-                       ("beyond_context", "rows whose prompt and final line exceed the model's context: not run")):
-        metrics.append(metric(name, float(overall[name] if name != "beyond_context" else overall["beyond"]), None,
-                              "rows", overall["n"] if name != "beyond_context" else overall["beyond"], what))
+        metrics.append(metric(p, cell["f1"], True, UNIT, cell["n"], f"{p} rows, sound F1"))
+    metrics.append(metric("f1_card_literal", overall["f1_card_literal"], True, UNIT, overall["n"],
+                          "mean F1 of the dataset card's code to the letter (scores 1 where no node is shared: a "
+                          "wrong, empty or unparsable answer; never matches the first node)"))
+    for name, what in protocol.COUNTS.items():
+        metrics.append(metric(name, float(overall[name]), None, "rows", overall["n"], what))
+    metrics.append(metric("beyond_context", float(overall["beyond"]), None, "rows", overall["beyond"],
+                          "rows whose prompt and final line exceed the model's context: not run"))
 
-    def points(group: str) -> list[tuple[str, float | None, int]]:
-        return [(k, c["f1"], c["n"]) for k, c in t.get(group, {}).items()]
+    def points(group: str, value: str = "f1") -> list[tuple[str, float | None, int]]:
+        return [(k, c[value], c["n"]) for k, c in t.get(group, {}).items()]
 
     out = [series("f1", "bucket", UNIT, True, points("bin"))]
     out += [series("f1", "bucket", UNIT, True, points(f"problem_type={p}"), problem_type=p)
             for p in t.get("problem_type", {})]
+    out.append(series("f1_card_literal", "bucket", UNIT, True, points("bin", "f1_card_literal")))
     out.append(series("f1_own_tokens", "bucket", UNIT, True, points("own_bin")))
     out.append(series("beyond_context", "bucket", "rows", None,
                       [(k, float(c["beyond"]), c["beyond"]) for k, c in t.get("bin", {}).items()]))
@@ -127,8 +133,9 @@ def typed(records: list[dict[str, Any]]) -> TaskResult:
         headline="overall",
         metrics=metrics,
         series=out,
-        summary=(f"overall F1 {fmt(overall['f1'])} (n={overall['n']}); {by_type}; {overall['parse_errors']} "
-                 f"unparsable and {overall['no_overlap_scored_1']} with no node in common, each scored 1 by the "
-                 f"card's code; {overall['beyond']} rows beyond the context"),
+        summary=(f"overall F1 {fmt(overall['f1'])} (n={overall['n']}); {by_type}; the card's literal F1 "
+                 f"{fmt(overall['f1_card_literal'])} ({overall['card_scored_1']} rows it scores 1 and the sound F1 "
+                 f"below: {overall['parse_errors']} unparsable, {overall['empty_answers']} empty answers, "
+                 f"{overall['no_overlap']} with no node in common); {overall['beyond']} rows beyond the context"),
         extra={"table": t},
     )

@@ -1,4 +1,5 @@
-"""`lctx score graphwalks`: the card's parser and set F1 on predictions made elsewhere. The
+"""`lctx score graphwalks`: the sound set F1 and the card's literal one (`protocol`) on
+predictions made elsewhere. The
 folder holds one JSONL file per model (`<model>.jsonl`), one line per row of
 openai/graphwalks: the row's `answer_nodes` and `problem_type`, the `data_file` it comes from
 (graphwalks_128k_and_shorter.parquet or graphwalks_256k_to_1mil.parquet: its length bin) and
@@ -37,7 +38,8 @@ def graded(path: Path) -> list[dict[str, Any]]:
             if not isinstance(item.get("response"), str):
                 raise EvaluatorError(f"{where}: response must be the model's text; {LAYOUT}")
             g = protocol.grade(item["response"], nodes)
-            row.update(f1=g.f1, overlap=g.overlap, parse_error=g.parse_error)
+            row.update(f1=g.f1, f1_card_literal=g.f1_card_literal, overlap=g.overlap, parse_error=g.parse_error,
+                       parsed=g.parsed)
         rows.append(row)
     return rows
 

@@ -31,10 +31,12 @@ BABILONG = [{"babi_task": t, "length": n, "score": s}
 
 MRCR = [{"n_needles": n, "bin": b, "own_bin": "8k", "score": s, "beyond_context": s is None}
         for n, b, s in [(2, "8k", 1.0), (2, "16k", 0.5), (4, "8k", 0.0), (8, "16k", None)]]
-GRAPHWALKS = [{"problem_type": p, "bin": b, "own_bin": "8k", "f1": f, "overlap": o, "parse_error": e, "n_truth": 2,
-               "beyond_context": f is None}
-              for p, b, f, o, e in [("bfs", "128k_and_shorter", 0.5, 1, False), ("parents", "128k_and_shorter", 1, 0, True),
-                                    ("bfs", "256k_to_1mil", 1, 0, False), ("parents", "256k_to_1mil", None, 0, False)]]
+GRAPHWALKS = [{"problem_type": p, "bin": b, "own_bin": "8k", "f1": f, "f1_card_literal": c, "overlap": o,
+               "parse_error": e, "parsed": [] if e else ["n1", "n9"], "n_truth": 2, "beyond_context": f is None}
+              for p, b, f, c, o, e in [("bfs", "128k_and_shorter", 0.5, 0.4, 1, False),
+                                       ("parents", "128k_and_shorter", 0.0, 1.0, 0, True),
+                                       ("bfs", "256k_to_1mil", 0.0, 1.0, 0, False),
+                                       ("parents", "256k_to_1mil", None, None, 0, False)]]
 
 
 def test_leaderboard_columns_of_longbench_v2_babilong_mrcr_and_graphwalks(tmp_path: Path, models: Path) -> None:
@@ -80,9 +82,10 @@ def test_leaderboard_columns_of_longbench_v2_babilong_mrcr_and_graphwalks(tmp_pa
     assert values["beyond_context.bucket=16k"] == 1.0
     assert gw["headline"] == "overall"
     values = gw["rows"][0]["values"]
-    assert {k: values[k] for k in ("overall", "bfs", "parents", "parse_errors", "no_overlap_scored_1")} == {
-        "overall": 2.5 / 3, "bfs": 0.75, "parents": 1.0, "parse_errors": 1.0, "no_overlap_scored_1": 1.0}
-    assert values["f1.problem_type=bfs.bucket=256k_to_1mil"] == 1.0 and values["f1.bucket=128k_and_shorter"] == 0.75
+    assert {k: values[k] for k in ("overall", "bfs", "parents", "parse_errors", "no_overlap", "card_scored_1")} == {
+        "overall": 0.5 / 3, "bfs": 0.25, "parents": 0.0, "parse_errors": 1.0, "no_overlap": 1.0, "card_scored_1": 2.0}
+    assert values["f1_card_literal"] == pytest.approx(2.4 / 3)
+    assert values["f1.problem_type=bfs.bucket=256k_to_1mil"] == 0.0 and values["f1.bucket=128k_and_shorter"] == 0.25
 
 
 def test_submissions_without_their_files_are_refused_with_the_paths(tmp_path: Path, models: Path) -> None:

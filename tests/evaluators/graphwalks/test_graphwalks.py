@@ -1,7 +1,8 @@
-"""Graphwalks: the card's parser and set F1 against an independent reading of the card on
-crafted answers (equal to the last digit), what the card's letter does with the first node
-and an empty list, the data checks, one run on a tiny model over crafted parquet files in
-the hub's layout (never the real data) and `lctx score graphwalks`."""
+"""Graphwalks: the sound F1 (the headline) against an independent reading of NeMo-Gym's grader
+and the card's literal F1 against an independent reading of the card, on crafted answers
+(equal to the last digit); what the card's letter does with the first node and an empty list;
+an all-wrong answer set scoring 0; the data checks, one run on a tiny model over crafted
+parquet files in the hub's layout (never the real data) and `lctx score graphwalks`."""
 
 from __future__ import annotations
 
@@ -57,6 +58,43 @@ def card_f1(response: str, truth: list[str]) -> float:
     return 2 * recall * precision / (recall + precision) if recall + precision else 1
 
 
+def sound_items(response: str) -> tuple[list[str], bool]:
+    """NeMo-Gym's `_parse_node_list` (resources_servers/graphwalks/app.py), read independently
+    with string operations: the response's lines, blank ones dropped; the last one must hold
+    "Final Answer:", then any whitespace, "[", and a "]" later on the line (the last one); the
+    text between them splits at "," into stripped, non-empty items."""
+    lines = [x for x in response.split("\n") if x.strip()]
+    if not lines:
+        return [], True
+    line = lines[-1]
+    start = 0
+    while (start := line.find("Final Answer:", start)) >= 0:
+        after = start + len("Final Answer:")
+        while after < len(line) and line[after].isspace():
+            after += 1
+        end = line.rfind("]")
+        if line[after:after + 1] == "[" and end > after:
+            return [p.strip() for p in line[after + 1:end].split(",") if p.strip()], False
+        start += 1
+    return [], True
+
+
+def sound_ref(response: str, truth: list[str]) -> float:
+    """NeMo-Gym's `_f1_score`: a parse failure 0; both sets empty 1; one empty 0; no common
+    node 0; else 2PR / (P + R)."""
+    items, failed = sound_items(response)
+    answer, gold = set(items), set(truth)
+    if failed:
+        return 0.0
+    if not answer and not gold:
+        return 1.0
+    both = len(answer & gold)
+    if not answer or not gold or not both:
+        return 0.0
+    p, r = both / len(answer), both / len(gold)
+    return 2 * p * r / (p + r)
+
+
 ANSWERS = {
     "right": "Final Answer: [c9f0f895fb, d3d9446802, 1679091c5a]",
     "right, reordered": "Final Answer: [1679091c5a, c9f0f895fb, d3d9446802]",
@@ -78,11 +116,16 @@ ANSWERS = {
 
 
 @pytest.mark.parametrize("case", sorted(ANSWERS))
-def test_parser_and_f1_are_the_cards(case: str) -> None:
+def test_sound_f1_is_nemo_gyms_and_the_literal_one_the_cards(case: str) -> None:
     response = ANSWERS[case]
     graded = protocol.grade(response, TRUTH)
-    assert (graded.parsed, graded.parse_error) == card_items(response)
-    assert graded.f1 == card_f1(response, TRUTH)
+    assert (graded.parsed, graded.parse_error) == sound_items(response)
+    assert graded.f1 == sound_ref(response, TRUTH)
+    assert (graded.card_parsed, graded.card_parse_error) == card_items(response)
+    assert graded.f1_card_literal == card_f1(response, TRUTH)
+    for truth in ([], ["d3d9446802"]):  # an empty truth, a single node
+        again = protocol.grade(response, truth)
+        assert (again.f1, again.f1_card_literal) == (sound_ref(response, truth), card_f1(response, truth))
 
 
 def test_what_the_cards_letter_does() -> None:
@@ -90,28 +133,66 @@ def test_what_the_cards_letter_does() -> None:
     "Final Answer: [", so a right answer of three nodes scores 2/3 (2 of 3 found, 2 of 3
     items right), a right single node and every answer sharing nothing score 1 (`else 1`),
     "[]" reads as the item "Final Answer:"."""
-    assert protocol.get_list(ANSWERS["right"]) == (["Final Answer: [c9f0f895fb", "d3d9446802", "1679091c5a"], False)
-    assert protocol.grade(ANSWERS["right"], TRUTH).f1 == pytest.approx(2 / 3)
-    assert protocol.grade("Final Answer: [c9f0f895fb]", ["c9f0f895fb"]).f1 == 1  # no overlap: `else 1`
-    assert protocol.grade(ANSWERS["wrong nodes"], TRUTH).f1 == 1
-    assert protocol.grade(ANSWERS["empty response (unparsable)"], TRUTH).f1 == 1
-    assert protocol.get_list("Final Answer: []") == (["Final Answer:"], False)
-    assert protocol.grade(ANSWERS["one extra"], TRUTH).f1 == pytest.approx(2 * (2 / 3) * 0.5 / (2 / 3 + 0.5))
+    assert protocol.card_list(ANSWERS["right"]) == (["Final Answer: [c9f0f895fb", "d3d9446802", "1679091c5a"], False)
+    assert protocol.grade(ANSWERS["right"], TRUTH).f1_card_literal == pytest.approx(2 / 3)
+    assert protocol.grade("Final Answer: [c9f0f895fb]", ["c9f0f895fb"]).f1_card_literal == 1  # no overlap: `else 1`
+    assert protocol.grade(ANSWERS["wrong nodes"], TRUTH).f1_card_literal == 1
+    assert protocol.grade(ANSWERS["empty response (unparsable)"], TRUTH).f1_card_literal == 1
+    assert protocol.card_list("Final Answer: []") == (["Final Answer:"], False)
+    assert protocol.grade(ANSWERS["one extra"], TRUTH).f1_card_literal == pytest.approx(2 * (2 / 3) * 0.5 / (2 / 3 + 0.5))
 
 
-# docs/protocols/mrcr_graphwalks.md's table: answer -> (card F1, lm-eval f1, lm-eval flexible_f1), truth [a1, b2, c3]
+def test_the_sound_f1_on_what_the_card_gets_wrong() -> None:
+    """The first node read cleanly, a parse failure 0, no common node 0, the empty truth
+    answered empty 1 (and answered anything else 0)."""
+    assert protocol.read_list(ANSWERS["right"]) == (TRUTH, False)
+    assert protocol.grade(ANSWERS["right"], TRUTH).f1 == 1
+    assert protocol.grade("Final Answer: [c9f0f895fb]", ["c9f0f895fb"]).f1 == 1
+    assert protocol.grade(ANSWERS["wrong nodes"], TRUTH).f1 == 0
+    assert protocol.grade(ANSWERS["empty response (unparsable)"], TRUTH).f1 == 0
+    assert protocol.grade(ANSWERS["empty list"], TRUTH).f1 == 0
+    assert protocol.read_list("Final Answer: []") == ([], False)
+    assert protocol.grade("Final Answer: []", []).f1 == 1
+    assert protocol.grade("no list at all", []).f1 == 0 and protocol.grade("no list at all", []).f1_card_literal == 1
+    assert protocol.grade("Final Answer: [x]", []).f1 == 0
+    assert protocol.grade(ANSWERS["trailing newline (unparsable)"], TRUTH).f1 == 1  # its last non-empty line
+    assert protocol.grade(ANSWERS["one extra"], TRUTH).f1 == pytest.approx(6 / 7)
+
+
+def test_an_all_wrong_answer_set_scores_0_where_the_cards_letter_gives_1() -> None:
+    """Every kind of wrong answer at once: the headline is 0, the card's literal F1 1, and the
+    counts say why (each row scored 1 by the card and below 1 by the sound F1)."""
+    from evaluators.graphwalks.evaluator import typed
+
+    wrong = ["Final Answer: [aaaaaaaaaa, bbbbbbbbbb]", "Final Answer: []", "", "I cannot tell.",
+             "Final Answer: c9f0f895fb", "Final Answer: [c9f0f895fb]\nI hope this helps."]
+    records = []
+    for i, response in enumerate(wrong):
+        g = protocol.grade(response, TRUTH)
+        records.append({"problem_type": "bfs" if i % 2 else "parents", "bin": "128k_and_shorter", "n_truth": 3,
+                        "beyond_context": False, "f1": g.f1, "f1_card_literal": g.f1_card_literal,
+                        "parse_error": g.parse_error, "parsed": g.parsed, "overlap": g.overlap})
+    result = typed(records)
+    assert result.metric("overall").value == 0 and result.metric("overall").n == 6
+    assert result.metric("f1_card_literal").value == 1
+    assert {m: result.metric(m).value for m in protocol.COUNTS} == {
+        "parse_errors": 4, "empty_answers": 1, "no_overlap": 1, "card_scored_1": 6}
+
+
+# docs/protocols/mrcr_graphwalks.md's table: answer -> (sound F1 (lctx's headline), card F1 (f1_card_literal),
+# lm-eval f1, lm-eval flexible_f1), truth [a1, b2, c3]
 DOC_TABLE = {
-    "Final Answer: [a1, b2, c3]": (2 / 3, 1, 1),
-    "Final Answer: [x9, y8]": (1, 0, 0),
-    "Final Answer: []": (1, 0, 0),
-    "Final Answer: [a1, b2, c3, d4]": (4 / 7, 6 / 7, 6 / 7),
-    "Final Answer: [a1, b2, b2, c3]": (2 / 3, 1, 1),
-    "Final Answer: [a1, b2, c3]\n": (1, 1, 1),
-    "Final Answer: [a1, b2, c3]\nDone.": (1, 0, 1),
-    "Final Answer: a1, b2, c3": (1, 0, 0),
-    "": (1, 0, 0),
-    "Final Answer: ['a1', 'b2', 'c3']": (1, 1, 1),
-    "<think>...</think>\nFinal Answer: [a1, b2, c3]": (2 / 3, 1, 1),
+    "Final Answer: [a1, b2, c3]": (1, 2 / 3, 1, 1),
+    "Final Answer: [x9, y8]": (0, 1, 0, 0),
+    "Final Answer: []": (0, 1, 0, 0),
+    "Final Answer: [a1, b2, c3, d4]": (6 / 7, 4 / 7, 6 / 7, 6 / 7),
+    "Final Answer: [a1, b2, b2, c3]": (1, 2 / 3, 1, 1),
+    "Final Answer: [a1, b2, c3]\n": (1, 1, 1, 1),
+    "Final Answer: [a1, b2, c3]\nDone.": (0, 1, 0, 1),
+    "Final Answer: a1, b2, c3": (0, 1, 0, 0),
+    "": (0, 1, 0, 0),
+    "Final Answer: ['a1', 'b2', 'c3']": (0, 1, 1, 1),
+    "<think>...</think>\nFinal Answer: [a1, b2, c3]": (1, 2 / 3, 1, 1),
 }
 
 
@@ -127,9 +208,10 @@ def test_the_documented_table_against_lm_evals_port() -> None:
     utils = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(utils)
     truth = ["a1", "b2", "c3"]
-    for answer, (card, strict, flexible) in DOC_TABLE.items():
+    for answer, (sound, card, strict, flexible) in DOC_TABLE.items():
         theirs = utils.process_results({"answer_nodes": truth}, [answer])
-        assert protocol.grade(answer, truth).f1 == pytest.approx(card, abs=1e-12), answer
+        ours = protocol.grade(answer, truth)
+        assert (ours.f1, ours.f1_card_literal) == pytest.approx((sound, card), abs=1e-12), answer
         assert (theirs["f1"], theirs["flexible_f1"]) == pytest.approx((strict, flexible), abs=1e-12), answer
 
 
@@ -180,9 +262,12 @@ def test_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
     ran = [r for r in recs if not r["beyond_context"]]
     truth = {0: ["n003"], 1: ["n002", "n003"], 2: []}
     for r in ran:
-        assert r["f1"] == card_f1(r["prediction"], truth[r["index"]])
+        assert r["f1"] == sound_ref(r["prediction"], truth[r["index"]])
+        assert r["f1_card_literal"] == card_f1(r["prediction"], truth[r["index"]])
     result = typed(entry)
+    assert entry["evaluator_version"] == "2"
     assert result.metric("overall").value == sum(r["f1"] for r in ran) / 3 and result.metric("overall").n == 3
+    assert result.metric("f1_card_literal").value == sum(r["f1_card_literal"] for r in ran) / 3
     assert result.metric("beyond_context").value == 1 and result.metric("parents").n == 2
     assert points(entry, "f1", "bucket", problem_type="bfs")["128k_and_shorter"].n == 1
     assert points(entry, "beyond_context", "bucket")["256k_to_1mil"].value == 1
@@ -211,10 +296,14 @@ def test_lctx_score_graphwalks(tmp_path: Path, capsys: pytest.CaptureFixture) ->
     (pred / "m.jsonl").write_text("\n".join(lines) + "\n")
     assert main(["score", "graphwalks", "--pred-dir", str(pred)]) == 0
     table = json.loads((pred / "result.json").read_text())["m"]
-    expected = [card_f1(r, TRUTH) for _, r in cases]
+    expected = [sound_ref(r, TRUTH) for _, r in cases]
+    literal = [card_f1(r, TRUTH) for _, r in cases]
     assert table["overall"]["all"]["f1"] == sum(expected) / len(expected)
-    assert table["overall"]["all"]["parse_errors"] == sum(protocol.get_list(r)[1] for _, r in cases) == 4
-    assert table["bin"]["256k_to_1mil"] == {"f1": None, "n": 0, "beyond": 1, "parse_errors": 0,
-                                           "no_overlap_scored_1": 0}
+    assert table["overall"]["all"]["f1_card_literal"] == sum(literal) / len(literal)
+    assert table["overall"]["all"]["parse_errors"] == sum(sound_items(r)[1] for _, r in cases) == 3
+    assert table["overall"]["all"]["card_scored_1"] == sum(c == 1 and s < 1 for s, c in zip(expected, literal, strict=True))
+    assert table["bin"]["256k_to_1mil"] == {"f1": None, "f1_card_literal": None, "n": 0, "beyond": 1,
+                                           "parse_errors": 0, "empty_answers": 0, "no_overlap": 0,
+                                           "card_scored_1": 0}
     bfs = [e for i, e in enumerate(expected) if i % 2]
     assert table["problem_type"]["bfs"]["f1"] == sum(bfs) / len(bfs)

@@ -23,8 +23,9 @@ pytestmark = pytest.mark.integration  # a browser and a server
 
 MRCR = [{"n_needles": n, "bin": b, "own_bin": "8k", "score": s, "beyond_context": s is None}
         for n, b, s in [(2, "8k", 1.0), (2, "16k", 0.5), (4, "8k", 0.25), (8, "16k", None)]]
-GRAPHWALKS = [{"problem_type": p, "bin": "128k_and_shorter", "f1": f, "overlap": 1, "parse_error": False, "n_truth": 2,
-               "beyond_context": False} for p, f in [("bfs", 0.5), ("parents", 0.75)]]
+GRAPHWALKS = [{"problem_type": p, "bin": "128k_and_shorter", "f1": f, "f1_card_literal": f, "overlap": 1,
+               "parse_error": False, "parsed": ["n1"], "n_truth": 2, "beyond_context": False}
+              for p, f in [("bfs", 0.5), ("parents", 0.75)]]
 
 
 def test_job_page_shows_the_per_bin_tables(chromium, tmp_path: Path, models: Path) -> None:
