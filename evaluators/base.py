@@ -31,8 +31,10 @@ from checkpoints.lm import ModelSource
 from checkpoints.loading import LoadedModel
 from checkpoints.thinking import DEFAULT_THINKING_BUDGET, ThinkFormat, think_format
 from checkpoints.tokenizer import Tokenizer
+from evaluators.data import read_files
 from evaluators.errors import EvaluationCancelled, EvaluatorError  # noqa: F401 - re-exported
 from evaluators.options import TaskOptions, parse_options
+from evaluators.provenance import DataLog, data_record, noting
 from evaluators.results import RESULT_KEY, TaskResult
 from evaluators.samplelog import SAMPLES_FILE, SampleLog  # noqa: F401 - re-exported
 from evaluators.sequential import runner as sequential
@@ -100,6 +102,7 @@ class Evaluator:
         self.options = options
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self._chat: tuple[str, str] | None = None
+        self.data_log: DataLog | None = None  # what its loaders noted while preparing (planned_samples)
 
     def wrap(self, tokenizer: Tokenizer, prompt: str) -> str:
         """`prompt` in the checkpoint's chat template when the task's `chat_template` option
@@ -255,9 +258,13 @@ def context_of(loaded: LoadedModel, samples: list[Sample]) -> dict[str, Any]:
 
 
 def planned_samples(evaluator: Evaluator, loaded: LoadedModel) -> list[Sample]:
-    """The task's samples in plan order (data prepared first); their ids must be unique."""
-    evaluator.prepare(loaded)
-    samples = evaluator.plan(loaded)
+    """The task's samples in plan order (data prepared first); their ids must be unique. What
+    the loaders note meanwhile (hub downloads, warnings about the rows they read) is kept as
+    the evaluator's `data_log` for the result's `data` (evaluators.provenance)."""
+    evaluator.data_log = DataLog()
+    with noting(evaluator.data_log):
+        evaluator.prepare(loaded)
+        samples = evaluator.plan(loaded)
     ids = [s.id for s in samples]
     if len(set(ids)) != len(ids):
         raise RuntimeError(f"{evaluator.name}: planned sample ids are not unique")
@@ -419,6 +426,8 @@ class TaskRun:
             result.extra["sample_errors"] = errors
             result.summary += f" ({errors} samples failed: non-finite outputs)"
         plot_paths = evaluator.plots(scored, result, out_dir / "plots") + thinking_plot(result, out_dir / "plots")
+        data = data_record(evaluator.options, evaluator.data_dir, evaluator.data_log,
+                           read_files(evaluator.options, evaluator.data_dir))
         return {
             "task": evaluator.name,
             "evaluator_version": evaluator.version,
@@ -437,6 +446,7 @@ class TaskRun:
             "sample_errors": errors,
             "prefix_cache": prefix_cache,
             "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
+            **({"data": data} if data is not None else {}),  # the files it read, their sha256, hub revisions
             RESULT_KEY: finite_json(result.model_dump(mode="json")),
         }
 

@@ -13,12 +13,14 @@ malformed record is an error naming the file and line."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from checkpoints import jsonfiles
 from evaluators.datafiles import LONGBENCH_HOWTO, SCROLLS_HOWTO, longbench_file, no_text, scrolls_file
 from evaluators.errors import EvaluatorError
+from evaluators.provenance import note_hub
 
 if TYPE_CHECKING:
     from evaluators.options import TaskOptions
@@ -117,6 +119,25 @@ def file_option_problem(path: Path, name: str, folder: bool = False) -> str | No
     return f"{name}: {empty[0]}; give a file with the text in it"
 
 
+def read_files(options: TaskOptions, data_dir: Path | None) -> list[tuple[str | None, Path]]:
+    """(file option or None, path) of each local file the options say the task reads: its data
+    files in the data directory and its file options (a folder option: the folder's .txt files,
+    as the evaluators read them)."""
+    out: list[tuple[str | None, Path]] = []
+    if data_dir is not None:
+        out += [(None, p) for p in options.data_files(Path(data_dir)) if p.is_file()]
+    for key in options.file_options():
+        value = getattr(options, key)
+        if not isinstance(value, str):
+            continue
+        path = option_path(value, data_dir)
+        if path.is_dir() and key in options.folder_options():
+            out += [(key, p) for p in sorted(path.iterdir()) if p.suffix == ".txt" and p.is_file()]
+        elif path.is_file():
+            out.append((key, path))
+    return out
+
+
 def local_file_problems(options: TaskOptions, data_dir: Path | None) -> list[str]:
     """What a run in this process (`lctx eval`) checks of a task's files before the model
     loads, as the service does at submission: its data files (`TaskOptions.data_problems`;
@@ -187,32 +208,53 @@ def read_parquet(path: Path, fields: dict[str, tuple], howto: str) -> list[dict[
 def hub_snapshot(repo: str, patterns: list[str]) -> Path | None:
     """A local snapshot of the files of a hub dataset matching `patterns` (huggingface_hub,
     data files only), or None when the hub cannot be reached (LCTX_HUB_DATA's fallback of
-    the tasks that read parquet files: MRCR, Graphwalks)."""
+    the tasks that read parquet files: MRCR, Graphwalks). The files and the commit they came
+    from are noted for the result (`evaluators.provenance`): huggingface_hub's cache keeps a
+    snapshot in `snapshots/<commit hash>`, the folder it returns."""
     if repo in _unreachable:
         return None
     try:
         from huggingface_hub import snapshot_download
 
-        return Path(snapshot_download(repo, repo_type="dataset", allow_patterns=patterns))
+        snapshot = Path(snapshot_download(repo, repo_type="dataset", allow_patterns=patterns))
     except Exception:  # no network, no such repository: the caller explains
         _unreachable.add(repo)
         return None
+    note_snapshot(repo, snapshot, patterns)
+    return snapshot
+
+
+def note_snapshot(repo: str, snapshot: Path, patterns: list[str]) -> None:
+    """The files of `snapshot` matching `patterns`, and its commit (the folder's name when it is
+    one: 40 hex digits; else unknown), noted as read from the hub dataset `repo`."""
+    commit = snapshot.name if re.fullmatch(r"[0-9a-f]{40}", snapshot.name) else None
+    files = sorted({f for pattern in patterns for f in snapshot.glob(pattern) if f.is_file()})
+    note_hub(repo, commit, files)
 
 
 _unreachable: set[str] = set()  # hubs that failed once in this process: fail fast afterwards
 
 
-def _from_hub(repo: str, name: str, split: str) -> list[dict[str, Any]] | None:
-    """The dataset from the Hugging Face hub, or None when it cannot be reached."""
+def _from_hub(repo: str, name: str | None, split: str) -> list[dict[str, Any]] | None:
+    """The dataset from the Hugging Face hub, or None when it cannot be reached. Loaded at the
+    commit the hub names for its main branch now, which the result records (`note_hub`); where
+    the hub cannot say (offline, a cached copy) the revision is recorded as unknown."""
     if repo in _unreachable:
         return None
     try:
         import datasets  # optional, and slow to import
+        from huggingface_hub import HfApi
 
-        return [dict(r) for r in datasets.load_dataset(repo, name, split=split)]
+        try:
+            revision = HfApi().dataset_info(repo).sha
+        except Exception:  # offline: `datasets` may still have it cached
+            revision = None
+        rows = [dict(r) for r in datasets.load_dataset(repo, name, split=split, revision=revision)]
     except Exception:  # no network, no such config, no library: the caller explains
         _unreachable.add(repo)
         return None
+    note_hub(repo, revision, config=name)
+    return rows
 
 
 def load_longbench(dataset: str, data_dir: Path | None, e: bool = False) -> list[dict[str, Any]]:

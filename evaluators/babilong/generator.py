@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from evaluators.errors import EvaluatorError
+from evaluators.provenance import note_files
 
 Encode = Callable[[str], list[int]]  # text -> ids, no special tokens
 Decode = Callable[[list[int]], str]
@@ -229,4 +230,5 @@ def read_books(folder: Path) -> list[str]:
     """The haystack books: every .txt file of the folder in name order (PG-19's layout:
     one book per file)."""
     files = sorted(Path(folder).glob("*.txt"))
+    note_files(files)  # the result records each book's sha256 beside the bAbI files
     return [f.read_text(encoding="utf-8") for f in files]
