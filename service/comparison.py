@@ -1,8 +1,10 @@
 """Leaderboard rows and comparisons by setting. A row is one (checkpoint, RoPE setting,
-backend, score-changing task options) with the results of its latest succeeded job: a
-checkpoint evaluated unscaled, with YaRN x2 and with NTK x4 is three rows, not the one
-that ran last. Options that only select samples (lengths, trials, limits) are not part
-of the key: a job with more lengths adds columns to the same setting."""
+backend, score-changing task options, data revision) with the results of its latest succeeded
+job: a checkpoint evaluated unscaled, with YaRN x2 and with NTK x4 is three rows, not the one
+that ran last, and so are results on two revisions of a benchmark's files (the entry's
+`data.revision`: evaluators.provenance), which do not compare. Options that only select samples
+(lengths, trials, limits) are not part of the key: a job with more lengths adds columns to the
+same setting."""
 
 from __future__ import annotations
 
@@ -55,10 +57,12 @@ class Scored:
     values: dict[str, tuple[float | None, Any]]
     context: dict[str, Any] | None = None  # the entry's trained context and the lengths run beyond it
     thinking: str | None = None  # the task's thinking setting (None: a task without one)
+    data: str | None = None  # the entry's data revision (None: it read no file, or ran before they were recorded)
 
     @property
-    def key(self) -> tuple[str, str, str, str]:
-        return (self.job.fingerprint, self.rope, self.backend, json.dumps(self.options, sort_keys=True, default=str))
+    def key(self) -> tuple[str, str, str, str, str | None]:
+        return (self.job.fingerprint, self.rope, self.backend, json.dumps(self.options, sort_keys=True, default=str),
+                self.data)
 
 
 def _task_result(results: dict[str, Any], task: str) -> tuple[TaskResult, str | None, dict[str, Any]] | None:
@@ -90,11 +94,19 @@ def scored(settings: Settings, job: JobRow, task: str) -> Scored | None:
     options = scoring_options(spec)
     thinking = options.get("thinking") if "thinking" in options else None
     shown = {k: v for k, v in options.items() if k != "thinking"}
+    data = data_revision(entry)
     setting = " ".join(p for p in (f"rope={rope}", f"backend={job.backend}",
                                    f"thinking={thinking}" if thinking is not None else "",
-                                   options_label(spec, shown)) if p)
+                                   options_label(spec, shown), f"data={data}" if data else "") if p)
     context = entry.get("context") if isinstance(entry.get("context"), dict) else None
-    return Scored(job, rope, job.backend, options, setting, result, values, context, thinking)
+    return Scored(job, rope, job.backend, options, setting, result, values, context, thinking, data)
+
+
+def data_revision(entry: dict[str, Any]) -> str | None:
+    """The revision of the data a task entry ran on (12 hex digits), None where it names none."""
+    data = entry.get("data")
+    revision = data.get("revision") if isinstance(data, dict) else None
+    return revision if isinstance(revision, str) else None
 
 
 def column_info(entries: list[Scored]) -> dict[str, LeaderboardColumn]:

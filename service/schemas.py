@@ -324,8 +324,12 @@ class LeaderboardRow(_Out):
                                  "low/medium/high): an axis beside RoPE scaling; None for a task without one")
     options: dict[str, Any] = Field(description="the task options that change scores (not those that only "
                                     "select samples, such as lengths)")
-    setting: str = Field(description="rope, backend, thinking and the options that differ from their defaults, "
-                                     "as one label")
+    data_revision: str | None = Field(None, description="the data the results ran on: 12 hex digits of the sha256 "
+                                      "of the files' hashes (and the hub revisions read without files); results "
+                                      "on other data are another row. None: the task reads no file, or its "
+                                      "results predate the record")
+    setting: str = Field(description="rope, backend, thinking, the options that differ from their defaults and the "
+                                     "data revision (`data=...`), as one label")
     job: str
     finished_at: datetime | None
     trained_context: int | None = Field(None, description="the context the checkpoint was trained for (L0)")

@@ -39,7 +39,7 @@ def _row(entry: Scored, names: list[str]) -> dict:
     job = entry.job
     context = entry.context or {}
     return dict(checkpoint=job.checkpoint, fingerprint=job.fingerprint, rope=entry.rope, backend=entry.backend,
-                thinking=entry.thinking,
+                thinking=entry.thinking, data_revision=entry.data,
                 options=entry.options, setting=entry.setting, job=job.id, finished_at=job.finished_at,
                 trained_context=context.get("trained"), beyond_context=context.get("beyond", []),
                 values={c: entry.values[c][0] if c in entry.values else None for c in names})
@@ -49,7 +49,7 @@ def _row(entry: Scored, names: list[str]) -> dict:
 def leaderboard(task: Annotated[str, Query(pattern=TASK_PATTERN, examples=["passkey"])],
                 store: StoreDep, settings: SettingsDep, checkpoint: Filter = None,
                 rope: Filter = None, backend: Filter = None, thinking: Filter = None) -> Leaderboard:
-    """One row per (checkpoint, RoPE setting, backend, scoring options): its latest results.
+    """One row per (checkpoint, RoPE setting, backend, scoring options, data revision): its latest results.
     Filter by `checkpoint` (name), `rope` (label as shown, e.g. `yarn:4`), `backend` and
     `thinking` (a reasoning model's setting: the same checkpoint thinking and not, side by side)."""
     name = task.split("/")[0].split("#")[0]

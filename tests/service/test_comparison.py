@@ -1,0 +1,51 @@
+"""The leaderboard keeps results on different data revisions apart (a row each, the revision in
+the row and its setting label) and one revision's latest results in one row; results that name
+no data stay one row as before. The router's function on a real store, no server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from checkpoints.jsonfiles import write_json_atomic
+from evaluators.graphwalks.evaluator import typed
+from service.api.leaderboard import compare, leaderboard
+from service.layout import job_dir, job_results
+from service.status import SUCCEEDED
+from service.store import Store
+from tests.helpers import make_settings
+
+
+def graphwalks_result(f1: float) -> dict:
+    rows = [{"problem_type": "bfs", "bin": "128k_and_shorter", "f1": f1, "f1_card_literal": f1, "overlap": 1,
+             "parse_error": False, "parsed": ["n1"], "n_truth": 1, "beyond_context": False}]
+    return typed(rows).model_dump(mode="json")
+
+
+def test_rows_part_by_data_revision(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    store = Store(settings.database)
+    store.create_all()
+    jobs = []
+    try:
+        # oldest first: two runs on revision a, one on b, one written before data was recorded
+        for f1, revision in ((0.25, "aaaaaaaaaaaa"), (0.5, "bbbbbbbbbbbb"), (0.75, "aaaaaaaaaaaa"), (1.0, None)):
+            job = store.add_job(fingerprint="fp", checkpoint="tiny", checkpoint_path="/m/tiny",
+                                tasks=[{"name": "graphwalks"}], rope=None, backend="auto", priority=0)
+            assert store.claim_next("test").id == job.id and store.finish(job.id, SUCCEEDED)
+            job_dir(settings, job.id).mkdir(parents=True)
+            entry = {"task": "graphwalks", "result": graphwalks_result(f1)}
+            if revision:
+                entry["data"] = {"revision": revision, "files": [], "hub": [], "warnings": []}
+            write_json_atomic(job_results(settings, job.id), {"job": job.id, "results": {"graphwalks": entry}})
+            jobs.append(job.id)
+        board = leaderboard("graphwalks", store, settings)
+        rows = {r.data_revision: r for r in board.rows}
+        assert set(rows) == {"aaaaaaaaaaaa", "bbbbbbbbbbbb", None}
+        assert rows["aaaaaaaaaaaa"].job == jobs[2] and rows["aaaaaaaaaaaa"].values["overall"] == 0.75  # its latest
+        assert rows["bbbbbbbbbbbb"].values["overall"] == 0.5
+        assert rows["aaaaaaaaaaaa"].setting == "rope=checkpoint backend=auto data=aaaaaaaaaaaa"
+        assert rows[None].setting == "rope=checkpoint backend=auto"
+        pair = compare("graphwalks", [jobs[2], jobs[1]], store, settings)
+        assert [r.data_revision for r in pair.rows] == ["aaaaaaaaaaaa", "bbbbbbbbbbbb"]
+    finally:
+        store.close()
