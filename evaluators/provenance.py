@@ -32,11 +32,17 @@ _digests: dict[tuple[str, int, int], str] = {}
 _lock = threading.Lock()
 
 
+def file_key(path: Path) -> tuple[str, int, int]:
+    """What identifies a file's content cheaply: (resolved path, size, mtime in ns)."""
+    path = Path(path).resolve()
+    stat = path.stat()
+    return str(path), stat.st_size, stat.st_mtime_ns
+
+
 def sha256_of(path: Path) -> str:
     """The file's sha256 (hex), computed once per (resolved path, size, mtime) in this process."""
     path = Path(path).resolve()
-    stat = path.stat()
-    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    key = file_key(path)
     with _lock:
         known = _digests.get(key)
     if known is not None:

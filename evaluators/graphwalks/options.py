@@ -55,6 +55,12 @@ class GraphwalksOptions(ThinkingOptions):
     def data_files(self, data_dir: Path) -> list[Path]:
         return [Path(data_dir) / DATA_DIR / SETS[s] for s in self.sets]
 
+    def data_warnings(self, data_dir: Path | None) -> list[str]:
+        """Files whose BFS prompts are in the wording before the card's 2026-02-27 fix."""
+        from evaluators.graphwalks.data import wording_warnings
+
+        return wording_warnings(self.data_files(data_dir)) if data_dir is not None else []
+
     def planned_samples(self) -> int | None:
         return self.limit * len(self.sets) if self.limit else None
 

@@ -31,6 +31,17 @@ O200K_HOWTO = (
     "the file o200k_base.tiktoken given as o200k_file (tiktoken's own file, sha256 446a9538...1a2d)"
 )
 
+FIX = "openai/mrcr's fix of 2025-12-05 (about 10% of rows had too many target needles, about 5% a wrong answer)"
+UNFIXED = "results on it do not compare with results on the fixed files; download the files again " \
+    "(https://huggingface.co/datasets/openai/mrcr)"
+# The first release's files as the hub held them when commit 01af13a removed them (their Git LFS
+# pointers' sha256): the rows before the fix (docs/protocols/mrcr_graphwalks.md, "Data revisions").
+FIRST_RELEASE = {
+    "1407da5375bc40f7620ce7353a092daa67768b046cae2cc4bbe1c9c791f8dec9": "2needle.parquet",
+    "4a0c27383c6fd683a5e4dd34713fc7bfc101960930357d9c8c54809be4a77ffb": "4needle.parquet",
+    "716ef7de8490796601f4b51da8c0171d474323a47f4123057cee280edf39bbd2": "8needle.parquet",
+}
+
 Needles = Literal[2, 4, 8]
 BinName = Literal["8k", "16k", "32k", "64k", "128k", "256k", "512k", "1M"]
 
@@ -71,6 +82,8 @@ class MrcrOptions(ThinkingOptions):
 
     data_howto: ClassVar[str] = DATA_HOWTO
     hub_data: ClassVar[bool] = True
+    stale_sha256: ClassVar[dict[str, str]] = {
+        sha: f"the first release's {name}, from before {FIX}; {UNFIXED}" for sha, name in FIRST_RELEASE.items()}
 
     @field_validator("chat_template")
     @classmethod
@@ -89,6 +102,12 @@ class MrcrOptions(ThinkingOptions):
 
     def data_files(self, data_dir: Path) -> list[Path]:
         return [p for n in self.needles for p in needle_files(Path(data_dir) / DATA_DIR, n)]
+
+    def data_warnings(self, data_dir: Path | None) -> list[str]:
+        """Files without the `date_added` column the card's 2025-12-05 fix added."""
+        from evaluators.mrcr.data import schema_warnings
+
+        return schema_warnings(self.data_files(data_dir)) if data_dir is not None else []
 
     def missing_files(self, data_dir: Path | None) -> list[str]:
         """A file (or the shards) of every chosen needle count, and the o200k_base ranks."""

@@ -271,6 +271,9 @@ def test_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
     assert result.metric("beyond_context").value == 1 and result.metric("parents").n == 2
     assert points(entry, "f1", "bucket", problem_type="bfs")["128k_and_shorter"].n == 1
     assert points(entry, "beyond_context", "bucket")["256k_to_1mil"].value == 1
+    assert [f["file"] for f in entry["data"]["files"]] == ["graphwalks/graphwalks_128k_and_shorter.parquet",
+                                                           "graphwalks/graphwalks_256k_to_1mil.parquet"]
+    assert entry["data"]["warnings"] == []
 
 
 def test_problem_types_and_limit_select_rows(tmp_path: Path) -> None:
@@ -307,3 +310,53 @@ def test_lctx_score_graphwalks(tmp_path: Path, capsys: pytest.CaptureFixture) ->
                                            "card_scored_1": 0}
     bfs = [e for i, e in enumerate(expected) if i % 2]
     assert table["problem_type"]["bfs"]["f1"] == sum(bfs) / len(bfs)
+
+
+HEADER = ("You will be given a graph as a list of directed edges. If asked for a breadth-first search (BFS), only "
+          "return the nodes that are reachable at {depth}, do not return the starting node.\n"
+          "Example 2:\nOperation:\nFind the parents of node abcd.\nFinal Answer: []\n"
+          "The graph has the following edges:\nn001 -> n002\nn002 -> n002\nOperation:\n")
+
+
+def release(old: bool) -> list[dict]:
+    """A BFS row in the first release's wording or the fix's, and a parents row whose truth
+    holds the node it asks about (first release) or not (fixed)."""
+    depth = "that depth" if old else "exactly that depth (not nodes at intermediate depths)"
+    ask = "Perform a BFS from node n001 with depth 1." if old else \
+        "Perform a BFS from node n001 and return only the nodes at exactly depth 1."
+    bfs = HEADER.format(depth=depth) + ask
+    parents = HEADER.format(depth=depth) + "Find the parents of node n002."
+    return [{"prompt": bfs, "answer_nodes": ["n002"], "problem_type": "bfs", "prompt_chars": len(bfs)},
+            {"prompt": parents, "answer_nodes": ["n001", "n002"] if old else ["n001"], "problem_type": "parents",
+             "prompt_chars": len(parents)}]
+
+
+def test_files_from_before_the_fix_are_told_by_what_it_changed(tmp_path: Path) -> None:
+    """The old BFS wording is warned of at submission (the first BFS prompt read) and in the
+    result, with the parents rows whose truth holds the node asked about; the fixed files
+    raise nothing, and the two are different data revisions."""
+    from evaluators.base import planned_samples
+    from evaluators.data import read_files
+    from evaluators.provenance import data_record
+    from evaluators.registry import make_evaluator
+
+    records, submitted = {}, {}
+    for name in ("old", "fixed"):
+        root = tmp_path / name
+        (root / "graphwalks").mkdir(parents=True)
+        pq.write_table(pa.Table.from_pylist(release(name == "old")),
+                       root / "graphwalks" / "graphwalks_128k_and_shorter.parquet")
+        options = GraphwalksOptions(sets=["128k_and_shorter"])
+        submitted[name] = options.data_warnings(root)
+        ev = make_evaluator({"name": "graphwalks", "sets": ["128k_and_shorter"]}, data_dir=root)
+        planned_samples(ev, None)  # reading the files needs no model
+        records[name] = data_record(ev.options, root, ev.data_log, read_files(ev.options, root))
+    [word] = submitted["old"]
+    assert word.startswith("graphwalks_128k_and_shorter.parquet: its bfs prompts ask for the nodes at \"depth N\" "
+                           "without \"exactly\"") and "2026-02-27" in word
+    bfs, parents = records["old"]["warnings"]
+    assert bfs.startswith("graphwalks_128k_and_shorter.parquet: 1 of 1 bfs prompts ask for the nodes at")
+    assert parents.startswith("graphwalks_128k_and_shorter.parquet: 1 parents rows have the node they ask about in "
+                              "their truth (first: row 1)")
+    assert submitted["fixed"] == [] and records["fixed"]["warnings"] == []
+    assert records["old"]["revision"] != records["fixed"]["revision"]

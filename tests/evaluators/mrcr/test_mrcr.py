@@ -160,6 +160,9 @@ def test_end_to_end_on_a_tiny_chat_model(tmp_path: Path) -> None:
     assert points(entry, "beyond_context", "bucket")["8k"].value == 1
     assert points(entry, "score", "bucket", needles=4)["8k"].n == 2
     assert entry["chat_template"]["applied"]
+    assert [f["file"] for f in entry["data"]["files"]] == [
+        "mrcr/2needle.parquet", "mrcr/4needle/4needle_0.parquet", "mrcr/4needle/4needle_1.parquet"]
+    assert entry["data"]["warnings"] == []  # the fixed release's layout: date_added in every row
 
 
 def test_bins_and_limit_select_rows(tmp_path: Path) -> None:
@@ -199,3 +202,49 @@ def test_lctx_score_mrcr(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     capsys.readouterr()
     assert main(["score", "mrcr", "--pred-dir", str(pred)]) != 0
     assert "bad.jsonl:1: lacks ['answer', 'random_string_to_prepend']" in capsys.readouterr().err
+
+
+def real_layout_row(asks: list[str], desired: int, n_needles: int) -> dict:
+    """A row as the hub's files lay it out: a few-shot user message first, then (ask, reply)
+    pairs, then the final question; `desired_msg_index` the target ask's (a user message's)."""
+    messages = [{"role": "user", "content": "Here are some examples of conversations ..."}]
+    for i, ask in enumerate(asks):
+        messages += [{"role": "user", "content": ask}, {"role": "assistant", "content": f"reply {i}"}]
+    messages.append({"role": "user", "content": f"Prepend {PREFIX} to the 2nd (1 indexed) poem about tapirs."})
+    return {"prompt": json.dumps(messages), "answer": PREFIX + messages[desired + 1]["content"],
+            "random_string_to_prepend": PREFIX, "n_needles": n_needles, "desired_msg_index": desired,
+            "total_messages": len(messages), "n_chars": sum(len(m["content"]) for m in messages)}
+
+
+def test_files_from_before_the_fix_are_told_by_what_it_changed(tmp_path: Path) -> None:
+    """A file without date_added is warned of at submission (its schema) and in the result; a
+    row asking for its target three times with n_needles 2 (the bug the fix repaired) is
+    counted in the result; the fixed file raises nothing."""
+    from evaluators.base import planned_samples
+    from evaluators.data import read_files
+    from evaluators.provenance import data_record
+
+    poem, rock = "write a poem about tapirs", "write a blog post about rocks"
+    good = real_layout_row([poem, rock, poem], 5, 2)
+    bad = real_layout_row([poem, rock, poem, poem], 5, 2)
+    old, fixed = tmp_path / "old", tmp_path / "fixed"
+    (old / "mrcr").mkdir(parents=True)
+    (fixed / "mrcr").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([good, bad]), old / "mrcr" / "2needle.parquet")
+    pq.write_table(pa.Table.from_pylist([{**good, "date_added": "04-12-2025"}] * 2), fixed / "mrcr" / "2needle.parquet")
+    options = MrcrOptions(needles=[2])
+    [before] = options.data_warnings(old)
+    assert "2needle.parquet has no date_added column" in before and "2025-12-05" in before
+    assert options.data_warnings(fixed) == []
+    loaded = tiny_model(tmp_path / "m")
+    records = {}
+    for name, root in (("old", old), ("fixed", fixed)):
+        ev = make_evaluator({"name": "mrcr", "needles": [2]}, data_dir=root)
+        planned_samples(ev, loaded)
+        records[name] = data_record(ev.options, root, ev.data_log, read_files(ev.options, root))
+    assert records["old"]["warnings"][0] == before
+    assert records["old"]["warnings"][1].startswith("2needle.parquet: 1 of 2 rows ask for their target more often "
+                                                    "than their n_needles (first: row 1)")
+    assert records["fixed"]["warnings"] == []
+    assert [f["file"] for f in records["fixed"]["files"]] == ["mrcr/2needle.parquet"]
+    assert records["old"]["revision"] != records["fixed"]["revision"]
