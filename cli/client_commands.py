@@ -119,6 +119,8 @@ def _submit(args: argparse.Namespace) -> int:
     with _client(args) as c:
         job = c.submit(**body)
         print(job.id if args.quiet else f"submitted job {job.id}", flush=True)
+        for warning in job.warnings:  # accepted, but its data is not what the benchmark's reports ran on
+            print(f"warning: {warning}", file=sys.stderr, flush=True)
         shown = ""
         while args.wait and job.status not in FINAL:
             time.sleep(1.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -179,6 +180,9 @@ def _eval(args: argparse.Namespace) -> int:
     problems = [f"{t.task}: {p}" for t in parsed for p in local_file_problems(t, data_dir)]
     if problems:  # refused before anything loads, as the service refuses such a job at submission
         raise ValueError("; ".join(problems))
+    for t in parsed:  # run all the same, as the service accepts such a job with these warnings
+        for warning in t.data_warnings(data_dir):
+            print(f"warning: {t.task}: {warning}", file=sys.stderr, flush=True)
     specs = [t.as_spec() for t in parsed]  # as results.json records them
     if not args.checkpoint and not args.endpoint:
         raise ValueError("give --checkpoint DIR, or --endpoint URL with --served-model and --tokenizer")
@@ -232,6 +236,9 @@ def _eval(args: argparse.Namespace) -> int:
     write_json_atomic(out / RESULTS_FILE, document)
     print_table([row for key, entry in results.items() for row in summary_rows(key, entry)])
     print("\n".join(f"{key}: {task_result(entry).summary}" for key, entry in results.items()))
+    for key, entry in results.items():  # what the run found of its data (files from before a fix)
+        for warning in (entry.get("data") or {}).get("warnings", []):
+            print(f"warning: {key}: {warning}", flush=True)
     if args.endpoint:
         print(f"endpoint: {engine.sent} requests answered, {loaded.retries} retried (429, 5xx, dropped connections)")
     print(f"results: {out / RESULTS_FILE}")

@@ -25,6 +25,7 @@ from service.submission import (
     ResolvedCheckpoint,
     check_model_memory,
     checkpoint_info,
+    data_warnings,
     job_fields,
     suite_hash,
     validate_suite,
@@ -163,6 +164,8 @@ class Scheduler:
                     continue
                 if job is not None:
                     log.info("schedule %s: submitted job %s for %s", schedule.name, job.id, path)
+                    for warning in data_warnings(job.tasks, self.settings):
+                        log.warning("schedule %s: job %s: %s", schedule.name, job.id, warning)
                     jobs.append(job)
         return jobs
 

@@ -187,6 +187,9 @@ class JobState(_Out):
     finished_at: datetime | None
     duration_s: float | None
     endpoint: str | None = Field(None, description="the registered endpoint the job ran on (None: a checkpoint)")
+    warnings: list[str] = Field(default_factory=list, description="what is wrong with the job's data but does not "
+                                "stop it (files from before a benchmark's fix), found at submission: answered by the "
+                                "submission only (empty elsewhere); the results' data.warnings say what the run found")
 
     @computed_field(description="the RoPE setting as one label: 'checkpoint', 'none', 'yarn:4 beta_fast=16'")
     def rope_label(self) -> str:

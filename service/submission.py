@@ -322,6 +322,24 @@ def submit(store: Store, settings: Settings, request: JobCreate, cluster_gpus: i
     return store.add_job(fingerprint=resolved.fingerprint, **job_fields(resolved, request, tasks))
 
 
+def data_warnings(tasks: list[dict[str, Any]], settings: Settings) -> list[str]:
+    """What is wrong with a job's data that does not stop it (files from before a benchmark's
+    fix: `TaskOptions.data_warnings`, cheap checks of the files the tasks will read), one line
+    per finding naming the task, server paths made client paths. The job is accepted and its
+    submission answered with these; the run's results say what it found (`data.warnings`)."""
+    from service.paths import client_text
+
+    data_dir = settings.data_dir.absolute() if settings.data_dir else None
+    out = []
+    for i, task in enumerate(tasks):
+        model = task_options().get(task.get("name", ""))
+        if model is None:
+            continue
+        options = model.model_validate({k: v for k, v in task.items() if k != "name"})
+        out += [client_text(f"tasks[{i}] ({task['name']}): {w}", settings) for w in options.data_warnings(data_dir)]
+    return out
+
+
 def suite_hash(suite: Suite) -> str:
     """Stable identity of a suite: the same tasks and options hash the same."""
     canonical = json.dumps(suite.model_dump(mode="json", exclude_none=True, exclude={"priority"}), sort_keys=True, separators=(",", ":"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
@@ -9,19 +10,25 @@ from fastapi import APIRouter, Query, Response, status
 from service.api.deps import DispatcherDep, JobId, Read, SettingsDep, StoreDep, Write, cluster_gpus
 from service.paths import NAME_PATTERN
 from service.schemas import NO_NUL_PATTERN, TASK_PATTERN, JobCreate, JobList, JobOut, Status, errors
-from service.submission import submit
+from service.submission import data_warnings, submit
 from service.views import job_out
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=errors(400, 403, 404, 409))
+log = logging.getLogger("lctx.api")
 
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED, dependencies=Write, response_model=JobOut)
 def submit_job(body: JobCreate, store: StoreDep, settings: SettingsDep, dispatcher: DispatcherDep) -> JobOut:
-    """Queue an evaluation; the job is committed to the store before this answers."""
+    """Queue an evaluation; the job is committed to the store before this answers. What is
+    wrong with its data but does not stop it (files from before a benchmark's fix) is answered
+    in `warnings`."""
     job = submit(store, settings, body, cluster_gpus(dispatcher) if body.endpoint is None else None)
     if dispatcher is not None:
         dispatcher.wake()
-    return job_out(job, settings)
+    warnings = data_warnings(job.tasks, settings)
+    for warning in warnings:
+        log.warning("job %s: %s", job.id, warning)
+    return job_out(job, settings).model_copy(update={"warnings": warnings})
 
 
 @router.get("", dependencies=Read, response_model=JobList)

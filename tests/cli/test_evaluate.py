@@ -35,6 +35,33 @@ def test_eval_passkey_writes_results_and_resumes(tmp_path: Path, capsys) -> None
 
 
 
+def test_eval_warns_of_data_from_before_a_benchmarks_fix(tmp_path: Path, capsys) -> None:
+    """Graphwalks files in the wording before the 2026-02-27 fix: `lctx eval` warns before it
+    loads the model (the submission's check) and after the run (what the run found: the parents
+    row whose truth holds its node too), and runs all the same; results.json records both."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tiny_model(tmp_path / "m")
+    (tmp_path / "data" / "graphwalks").mkdir(parents=True)
+    rows = [{"prompt": "a -> b\nOperation:\nPerform a BFS from node a with depth 1.", "answer_nodes": ["b"]},
+            {"prompt": "b -> b\nOperation:\nFind the parents of node b.", "answer_nodes": ["b"]}]
+    pq.write_table(pa.Table.from_pylist([{**r, "problem_type": t, "prompt_chars": len(r["prompt"])}
+                                         for r, t in zip(rows, ("bfs", "parents"), strict=True)]),
+                   tmp_path / "data" / "graphwalks" / "graphwalks_128k_and_shorter.parquet")
+    argv = ["eval", "--checkpoint", str(tmp_path / "m"), "--task", "graphwalks", "--sets", "128k_and_shorter",
+            "--max-new-tokens", "2", "--option", "chat_template=false", "--data-dir", str(tmp_path / "data"),
+            "--out", str(tmp_path / "out"), "-q"]
+    assert main(argv) == 0
+    printed = capsys.readouterr()
+    assert "warning: graphwalks: graphwalks_128k_and_shorter.parquet: its bfs prompts ask for the nodes at " \
+           "\"depth N\" without \"exactly\"" in printed.err
+    after = [line for line in printed.out.splitlines() if line.startswith("warning: graphwalks: ")]
+    assert len(after) == 2 and "1 of 1 bfs prompts" in after[0] and "1 parents rows have the node" in after[1]
+    entry = json.loads((tmp_path / "out" / RESULTS_FILE).read_text())["results"]["graphwalks"]
+    assert entry["data"]["warnings"] == [line.removeprefix("warning: graphwalks: ") for line in after]
+
+
 def test_eval_draft_tokens_sets_prompt_lookup(tmp_path: Path, capsys) -> None:
     """`--draft-tokens 0` turns prompt lookup off (no token drafted, the same answers); the
     default drafts on the PyTorch backend; a negative count is refused by the parser."""

@@ -58,3 +58,32 @@ def test_file_options_that_hold_no_text_are_refused_at_submission(api) -> None:
     r = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [{**needle, "haystack_file": "hay.txt"}]})
     assert r.status_code == 202, r.text
     assert c.get("/v1/jobs").json()["total"] == 1
+
+
+def test_data_from_before_a_benchmarks_fix_is_accepted_with_a_warning(api) -> None:
+    """Graphwalks files whose BFS prompts are in the wording before the 2026-02-27 fix: the job
+    is accepted (202) and its answer warns, naming the task and the file (no server path); the
+    fixed files are answered no warning; a later GET answers none (the results carry them)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    c, data = api
+    (data / "graphwalks").mkdir()
+    path = data / "graphwalks" / "graphwalks_128k_and_shorter.parquet"
+
+    def submit(prompt: str) -> dict:
+        pq.write_table(pa.Table.from_pylist([{"prompt": prompt, "answer_nodes": ["b"], "problem_type": "bfs",
+                                              "prompt_chars": len(prompt)}]), path)
+        r = c.post("/v1/jobs", json={"checkpoint": "tiny", "tasks": [
+            {"name": "graphwalks", "sets": ["128k_and_shorter"], "chat_template": False}]})
+        assert r.status_code == 202, r.text
+        return r.json()
+
+    job = submit("a -> b\nOperation:\nPerform a BFS from node a with depth 1.")
+    [warning] = job["warnings"]
+    assert warning.startswith("tasks[0] (graphwalks): graphwalks_128k_and_shorter.parquet: its bfs prompts ask for "
+                              "the nodes at \"depth N\" without \"exactly\"")
+    assert str(data) not in warning and "huggingface.co/datasets/openai/graphwalks" in warning
+    assert c.get(f"/v1/jobs/{job['id']}").json()["warnings"] == []
+    assert submit("a -> b\nOperation:\nPerform a BFS from node a and return only the nodes at exactly depth 1."
+                  )["warnings"] == []
