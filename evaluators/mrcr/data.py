@@ -19,7 +19,7 @@ from typing import Any
 from evaluators.data import hub_snapshot, read_parquet
 from evaluators.errors import EvaluatorError
 from evaluators.mrcr.options import DATA_DIR, DATA_HOWTO, FIX, UNFIXED, needle_files
-from evaluators.provenance import warn
+from evaluators.provenance import file_key, warn
 
 HUB_REPO = "openai/mrcr"
 FIELDS: dict[str, tuple] = {"prompt": (str,), "answer": (str,), "random_string_to_prepend": (str,),
@@ -58,14 +58,20 @@ def target_needles(row: dict[str, Any]) -> int | None:
                and m.get("content") == ask.get("content"))
 
 
+_stale: dict[tuple[str, int, int], list[str]] = {}
+
+
 def stale_rows(path: Path, rows: list[dict[str, Any]]) -> list[str]:
     """A warning when rows have more target needles than their `n_needles` (the bug the fix
-    repaired); empty otherwise."""
-    over = [i for i, row in enumerate(rows) if (count := target_needles(row)) is not None and count > row["n_needles"]]
-    if not over:
-        return []
-    return [f"{path.name}: {len(over)} of {len(rows)} rows ask for their target more often than their n_needles "
-            f"(first: row {over[0]}), the generation bug {FIX} repaired; {UNFIXED}"]
+    repaired); empty otherwise. Every conversation is parsed (seconds for the full dataset),
+    so the answer is kept per file content for the process (a warm worker asks again)."""
+    key = file_key(path)
+    if key not in _stale:
+        over = [i for i, row in enumerate(rows)
+                if (count := target_needles(row)) is not None and count > row["n_needles"]]
+        _stale[key] = [f"{path.name}: {len(over)} of {len(rows)} rows ask for their target more often than their "
+                       f"n_needles (first: row {over[0]}), the generation bug {FIX} repaired; {UNFIXED}"] if over else []
+    return _stale[key]
 
 
 def schema_warnings(paths: list[Path]) -> list[str]:
