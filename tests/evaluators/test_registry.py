@@ -17,7 +17,7 @@ MODEL = {"checkpoint": "demo", "rope": {"type": "yarn", "factor": 4.0}, "variant
 PINNED: list[tuple[dict[str, Any], str]] = [
     ({"name": "babilong"}, "c0aa206e0e0a61bc"),
     ({"name": "diagnostics"}, "aa99f3c880ca8cc0"),
-    ({"name": "graphwalks"}, "7ecbd9dc5c116d4d"),
+    ({"name": "graphwalks"}, "1d05f7a26259ba83"),  # version 2: the sound F1
     ({"name": "longbench"}, "12e3d672c27dd5af"),
     ({"name": "longbench_v2"}, "7a642ad63daedc28"),
     ({"name": "mrcr"}, "bb8f4b5db8d9c5d6"),
@@ -47,7 +47,7 @@ PINNED: list[tuple[dict[str, Any], str]] = [
     ({"name": "longbench_v2", "cot": True, "limit": 5}, "2699e81ae1740514"),
     ({"name": "longbench_v2", "chat_template": True, "rag": 3}, "f3de8045f2c387c5"),
     ({"name": "mrcr", "max_new_tokens": 100, "needles": [2]}, "64d08503615ecfa0"),
-    ({"name": "graphwalks", "chat_template": False, "problem_types": ["bfs"]}, "1e21b8267ddbbed4"),
+    ({"name": "graphwalks", "chat_template": False, "problem_types": ["bfs"]}, "80cd350b51cf9c77"),
     # selection only (needle counts, files, limit): the default's hash
     ({"name": "mrcr_v2", "needles": [2, 4], "lengths": ["8K"], "limit": 3}, "acc65ee8d1081e82"),
     ({"name": "mrcr_v2", "chat_template": False, "max_new_tokens": 100}, "21e675e580954725"),
