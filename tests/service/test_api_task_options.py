@@ -95,8 +95,8 @@ def test_jobs_record_every_option_and_keep_the_request_shape(served) -> None:
     assert r.status_code == 202, r.text
     passkey, scrolls = r.json()["tasks"]
     assert passkey == {"name": "passkey", "lengths": [256, 512], "trials": 100, "seed": 0, "max_new_tokens": 10,
-                       "chat_template": False, "stop_when_decided": False,
-                       "search": "grid", "search_lengths": "given", "search_min": None, "search_max": None,
+                       "chat_template": False, "stop_when_decided": False, "thinking": "default",
+                       "thinking_budget": 2048, "search": "grid", "search_lengths": "given", "search_min": None, "search_max": None,
                        "search_block": 5, "search_alpha": 0.05, "search_threshold": 0.5}
     assert scrolls["tasks"] == ["quality"] and "datasets" not in scrolls  # the alias folds into its option
 
