@@ -286,7 +286,7 @@ def _endpoints_list(args: argparse.Namespace) -> int:
 
 def _endpoints_probe(args: argparse.Namespace) -> int:
     """What the server at URL can do, asked from here (no lctx service needed) before a job is submitted."""
-    from clients.endpoint import allowed_endpoint_hosts, probe_server
+    from clients.endpoint import allowed_endpoint_hosts, probe_server, registered_context
 
     spec, caps = probe_server(args.base_url, allowed_endpoint_hosts(), args.served_model, args.tokenizer,
                               args.api_style, args.api_key_env)
@@ -301,7 +301,8 @@ def _endpoints_probe(args: argparse.Namespace) -> int:
     else:
         print("token prompts, prompt logprobs: not asked (no tokenizer to make token ids with: give --tokenizer)")
     print(f"tokenizer endpoints: {'yes (/tokenize, /detokenize)' if caps.tokenizer_endpoints else 'no'}")
-    print(f"context: {caps.max_model_len or 'not said (give --context)'}")
+    context, source = registered_context(None, args.tokenizer, caps)
+    print(f"context: {f'{context} tokens ({source}): what endpoints add will record' if context else 'not said: give --context to endpoints add'}")
     return 0
 
 

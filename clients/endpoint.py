@@ -406,6 +406,19 @@ def detokenized(answer: Any) -> str | None:
     return text if isinstance(text, str) else None
 
 
+def server_error(response: httpx.Response) -> str:
+    """A failed server's own error message (an OpenAI error body's `message`, FastAPI's
+    `detail`, or its text), one line, at most 300 characters."""
+    try:
+        body = response.json()
+        error = body.get("error") if isinstance(body, dict) else None
+        text = (error.get("message") if isinstance(error, dict) else None) or body.get("message") or body.get("detail")
+    except (ValueError, AttributeError):
+        text = None
+    text = str(text or response.text or "no message").replace("\n", " ").strip()
+    return text[:300] + ("..." if len(text) > 300 else "")
+
+
 async def _probe(spec: EndpointSpec, tokenizer: Tokenizer | None, need_tokenizer: bool = True) -> Capabilities:
     async with Client(spec) as client:
         try:
@@ -416,6 +429,13 @@ async def _probe(spec: EndpointSpec, tokenizer: Tokenizer | None, need_tokenizer
         except (httpx.HTTPError, httpx.InvalidURL) as e:  # h11 quotes the bytes it could not parse: not shown
             raise NotAServer(f"{spec.base_url}/models: not an OpenAI-compatible server there "
                                 f"({type(e).__name__}); give the server's API root (ending in /v1)") from None
+        if response.status_code >= 500:
+            # A server that failed (the service answers it as any non-server and logs this; run locally,
+            # `lctx endpoints probe` shows it): its own error, and the cause met most often.
+            raise NotAServer(f"{spec.base_url}/models answered HTTP {response.status_code}, a server error: "
+                             f"{server_error(response)}; the server failed, it is not refusing lctx (transformers "
+                             "serve answers 500 here when its hub cache folder does not exist: create it, e.g. "
+                             "mkdir -p ~/.cache/huggingface/hub, or the folder HF_HUB_CACHE names)")
         if response.status_code != 200:
             # Not quoted: whatever listens on an allowed host's port would have its first bytes shown.
             raise NotAServer(f"{spec.base_url}/models answered HTTP {response.status_code}: not an "
@@ -552,18 +572,42 @@ def probe_server(base_url: str, allowed_hosts: Sequence[str], served_model: str 
 
 
 def load_endpoint_tokenizer(path: str | Path) -> Tokenizer:
+    _tokenizer_folder(path)
     return load_tokenizer(Path(path), None)
+
+
+def _tokenizer_folder(path: str | Path) -> Path:
+    """The tokenizer folder given, which must exist (EndpointError saying so otherwise)."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise EndpointError(f"the tokenizer folder {folder} does not exist; give the folder holding the served "
+                            "model's tokenizer.json and config.json (--tokenizer / tokenizer)")
+    return folder
 
 
 def context_of(tokenizer_dir: str | Path) -> int:
     """The context of the checkpoint a tokenizer folder belongs to (its config.json's
     max_position_embeddings); EndpointError asking for it when the folder does not say."""
-    config = Path(tokenizer_dir) / "config.json"
+    config = _tokenizer_folder(tokenizer_dir) / "config.json"
     try:
         return int(json.loads(config.read_text())["max_position_embeddings"])
     except (OSError, ValueError, KeyError, TypeError):
         raise EndpointError(f"{config} does not give max_position_embeddings; give the served model's context "
                             "length (--context / context_length)") from None
+
+
+def registered_context(given: int | None, tokenizer_dir: str | Path | None,
+                       capabilities: Capabilities) -> tuple[int | None, str]:
+    """The context a registration records, and where it came from: the one given, else the
+    tokenizer folder's config.json, else what the server says (max_model_len). The API's
+    registration and `lctx endpoints probe` both read it, so the probe says what `add` will use."""
+    if given:
+        return given, "given"
+    if tokenizer_dir:
+        return context_of(tokenizer_dir), "the tokenizer folder's config.json"
+    if capabilities.max_model_len:
+        return capabilities.max_model_len, "the server's max_model_len"
+    return None, "not said"
 
 
 def allowed_endpoint_hosts() -> list[str]:

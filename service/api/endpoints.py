@@ -13,7 +13,14 @@ from fastapi import APIRouter, Response, status
 from fastapi.concurrency import run_in_threadpool
 
 from checkpoints.errors import CheckpointError, NotAServer
-from clients.endpoint import EndpointError, EndpointSpec, check_base_url, context_of, probe
+from clients.endpoint import (
+    EndpointError,
+    EndpointSpec,
+    check_base_url,
+    context_of,
+    probe,
+    registered_context,
+)
 from service.api.deps import NameParam, Read, SettingsDep, StoreDep, Write
 from service.errors import InvalidRequest
 from service.paths import confine
@@ -42,12 +49,12 @@ async def register_endpoint(body: EndpointCreate, store: StoreDep, settings: Set
     tokenizer = str(confine(body.tokenizer, settings.roots, "tokenizer")) if body.tokenizer else None
     try:
         url = check_base_url(body.base_url, settings.endpoint_host_list)
-        context = body.context_length or (context_of(tokenizer) if tokenizer else None)
+        context = body.context_length or (context_of(tokenizer) if tokenizer else None)  # before the probe: checked
         spec = EndpointSpec(base_url=url, served_model=body.served_model, tokenizer=tokenizer,
                             context_length=context, api_style=body.api_style, concurrency=body.concurrency,
                             timeout_s=body.timeout_s, max_retries=body.max_retries, api_key_env=body.api_key_env)
         capabilities = await run_in_threadpool(probe, spec)
-        context = context or capabilities.max_model_len
+        context, _ = registered_context(context, tokenizer, capabilities)
         if context is None:
             raise EndpointError(f"the server at {url} does not say the context of {body.served_model!r} "
                                 "(no max_model_len): give context_length")

@@ -183,3 +183,16 @@ def test_url_checks_and_prefix_order():
             check_base_url(bad, ["127.0.0.1", "localhost"])
     prompts = [(5, 1, 2), (1, 2, 3, 4), (1, 2), (1, 2, 3)]
     assert prefix_order(prompts) == [2, 3, 1, 0]  # shared prefixes side by side
+
+
+def test_a_tokenizer_folder_that_does_not_exist_is_named(tmp_path):
+    from checkpoints.errors import EndpointError
+    from clients.endpoint import Capabilities, context_of, load_endpoint_tokenizer, registered_context
+
+    missing = tmp_path / "no-such-tokenizer"
+    for read in (context_of, load_endpoint_tokenizer):
+        with pytest.raises(EndpointError, match="no-such-tokenizer does not exist"):
+            read(missing)
+    caps = Capabilities(models=["m"], token_prompts=False, prompt_logprobs=False, max_model_len=4096)
+    assert registered_context(None, None, caps) == (4096, "the server's max_model_len")
+    assert registered_context(8192, None, caps) == (8192, "given")

@@ -240,3 +240,22 @@ def test_server_tokenizer_requests_pass_the_key_mask(standin_model, monkeypatch)
         spec = EndpointSpec(server.url + "/v1", "m", None, 64, api_key_env="LCTX_ENDPOINT_KEY_T")
         tok = ServerTokenizer(spec)
         assert tok.decode([1, 2]) == "echo Bearer ***"
+
+
+def test_a_server_that_fails_is_reported_as_failing_with_its_own_error(capsys):
+    """A /v1/models that answers 500 (transformers serve without its hub cache folder) is
+    a server that failed, said with its own message and the usual cause, not "not an
+    OpenAI-compatible server"; the probe's context is the one `endpoints add` records."""
+    app = FastAPI()
+
+    @app.get("/v1/models")
+    def models() -> Response:
+        return Response(json.dumps({"error": {"message": "[Errno 2] No such file or directory: '/root/.cache/"
+                                                        "huggingface/hub'"}}), status_code=500,
+                        media_type="application/json")
+
+    with ThreadServer(app) as server:
+        assert main(["endpoints", "probe", f"{server.url}/v1", "--served-model", "m"]) != 0
+    err = capsys.readouterr().err
+    assert "answered HTTP 500, a server error: [Errno 2] No such file or directory" in err
+    assert "hub cache folder does not exist" in err and "not an OpenAI-compatible server" not in err
