@@ -107,6 +107,12 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
     demo = None if registered else example_checkpoint(settings.roots[0])
     print(f"lctx API on {url}  (docs {url}/docs; database {redact(settings.database)}; results {settings.results};"
           f" checkpoint roots {', '.join(map(str, settings.roots))}). Ready when {url}/readyz answers 200.")
+    from service.settings import get_settings
+
+    cli_url = get_settings().url  # where `lctx submit` and the other client commands of this environment look
+    if cli_url != url:  # `make serve PORT=8124`: the client commands would look at the default address
+        print(f"the lctx client commands look at {cli_url} unless told: in another shell, "
+              f"export LCTX_BASE_URL={url}")
     if demos:
         print(f"registered demo checkpoints: {', '.join(registered)} (trained passkey models, 256-token context);"
               " compare them at 1x, 2x and 4x their training length:\n"

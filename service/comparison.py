@@ -14,7 +14,7 @@ from typing import Any
 
 from evaluators.registry import task_options
 from evaluators.results import Metric, Series, TaskResult, task_result
-from service.labels import rope_label
+from service.labels import job_rope_label
 from service.layout import job_results
 from service.schemas import LeaderboardColumn
 from service.settings import Settings
@@ -90,7 +90,7 @@ def scored(settings: Settings, job: JobRow, task: str) -> Scored | None:
     values = result.columns(select)
     if not values:
         return None
-    rope = rope_label(job.rope)
+    rope = job_rope_label(job.rope, job.endpoint)
     options = scoring_options(spec)
     thinking = options.get("thinking") if "thinking" in options else None
     shown = {k: v for k, v in options.items() if k != "thinking"}

@@ -26,6 +26,16 @@ def rope_label(rope: str | dict[str, Any] | None) -> str:
     return " ".join([head] + [f"{k}={raw[k]}" for k in sorted(raw)])
 
 
+# A served model's RoPE is the server's: lctx neither applies nor knows it.
+SERVED_ROPE = "server's"
+
+
+def job_rope_label(rope: str | dict[str, Any] | None, endpoint: str | None) -> str:
+    """A job's RoPE label: the server's own for a job on a served model (never `checkpoint`,
+    which would say lctx ran the checkpoint's own scaling), else `rope_label`."""
+    return SERVED_ROPE if endpoint else rope_label(rope)
+
+
 def own_rope_label(rope: dict[str, Any] | None) -> str | None:
     """A checkpoint's own RoPE (`rope_theta` and its scaling) as `yarn:4 (θ=10000)`."""
     if rope is None:

@@ -22,7 +22,7 @@ from checkpoints.thinking import Thinking
 from clients.endpoint_options import NO_NUL_PATTERN, EndpointOptions
 from evaluators.options import TaskOptions
 from evaluators.registry import Task, registry
-from service.labels import own_rope_label, rope_label
+from service.labels import job_rope_label, own_rope_label, rope_label
 from service.paths import NAME_PATTERN
 from service.status import JobStatus
 
@@ -191,9 +191,10 @@ class JobState(_Out):
                                 "stop it (files from before a benchmark's fix), found at submission: answered by the "
                                 "submission only (empty elsewhere); the results' data.warnings say what the run found")
 
-    @computed_field(description="the RoPE setting as one label: 'checkpoint', 'none', 'yarn:4 beta_fast=16'")
+    @computed_field(description="the RoPE setting as one label: 'checkpoint', 'none', 'yarn:4 beta_fast=16'; "
+                                "\"server's\" for a job on a served model")
     def rope_label(self) -> str:
-        return rope_label(getattr(self, "rope", None))
+        return job_rope_label(getattr(self, "rope", None), self.endpoint)
 
 
 def _suite_out() -> dict[str, Any]:

@@ -30,3 +30,11 @@ def test_the_api_answers_each_label_beside_its_setting() -> None:
     schedule = ScheduleOut(name="s", cron="0 2 * * *", watch=["/c"], suite={"rope": "ntk:8"}, next_run_at=now,
                            last_run_at=None, created_at=now)
     assert schedule.model_dump(mode="json")["rope_label"] == "ntk:8"
+
+
+def test_a_job_on_a_served_model_is_not_labelled_with_the_checkpoints_rope():
+    """lctx applies no RoPE to a served model: its job says the server's, never `checkpoint`."""
+    from service.labels import SERVED_ROPE, job_rope_label
+
+    assert job_rope_label(None, "qwen7b") == SERVED_ROPE == "server's"
+    assert job_rope_label(None, None) == "checkpoint" and job_rope_label("yarn:4", None) == "yarn:4"
