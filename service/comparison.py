@@ -96,7 +96,7 @@ def scored(settings: Settings, job: JobRow, task: str) -> Scored | None:
     shown = {k: v for k, v in options.items() if k != "thinking"}
     data = data_revision(entry)
     setting = " ".join(p for p in (f"rope={rope}", f"backend={job.backend}",
-                                   f"thinking={thinking}" if thinking is not None else "",
+                                   f"thinking={thinking}" if thinking not in (None, "default") else "",
                                    options_label(spec, shown), f"data={data}" if data else "") if p)
     context = entry.get("context") if isinstance(entry.get("context"), dict) else None
     return Scored(job, rope, job.backend, options, setting, result, values, context, thinking, data)
