@@ -49,3 +49,27 @@ def test_rows_part_by_data_revision(tmp_path: Path) -> None:
         assert [r.data_revision for r in pair.rows] == ["aaaaaaaaaaaa", "bbbbbbbbbbbb"]
     finally:
         store.close()
+
+
+def test_thinking_is_an_axis_beside_rope(tmp_path: Path) -> None:
+    """The same checkpoint thinking and not thinking: two rows side by side, each saying its
+    setting, and the thinking filter keeps one."""
+    settings = make_settings(tmp_path)
+    store = Store(settings.database)
+    store.create_all()
+    try:
+        for f1, thinking in ((0.5, "off"), (0.75, "on")):
+            job = store.add_job(fingerprint="fp", checkpoint="tiny", checkpoint_path="/m/tiny",
+                                tasks=[{"name": "graphwalks", "thinking": thinking, "chat_template": True}],
+                                rope=None, backend="auto", priority=0)
+            assert store.claim_next("test").id == job.id and store.finish(job.id, SUCCEEDED)
+            job_dir(settings, job.id).mkdir(parents=True)
+            write_json_atomic(job_results(settings, job.id), {"job": job.id, "results": {
+                "graphwalks": {"task": "graphwalks", "result": graphwalks_result(f1)}}})
+        rows = {r.thinking: r for r in leaderboard("graphwalks", store, settings).rows}
+        assert set(rows) == {"on", "off"} and rows["on"].values["overall"] == 0.75
+        assert rows["off"].setting == "rope=checkpoint backend=auto thinking=off"
+        only = leaderboard("graphwalks", store, settings, thinking="on").rows
+        assert [r.thinking for r in only] == ["on"]
+    finally:
+        store.close()
