@@ -218,6 +218,8 @@ class JobList(BaseModel):
     total: int
     limit: int
     offset: int
+    by_status: dict[str, int] = Field(default_factory=dict, description="jobs per status among all the filters "
+                                      "select, not only the page of items")
 
 
 class CheckpointCreate(_Strict):

@@ -43,7 +43,8 @@ def list_jobs(
     schedule: Annotated[str | None, Query(pattern=NAME_PATTERN, description="jobs submitted by this schedule")] = None,
 ) -> JobList:
     rows, total = store.list_jobs(status, checkpoint, task, limit, offset, schedule)
-    return JobList(items=[job_out(r, settings) for r in rows], total=total, limit=limit, offset=offset)
+    return JobList(items=[job_out(r, settings) for r in rows], total=total, limit=limit, offset=offset,
+                   by_status=store.count_listed(status, checkpoint, task, schedule))
 
 
 @router.get("/{job_id}", dependencies=Read, response_model=JobOut)

@@ -73,6 +73,23 @@ class JobAccess(Database):
 
     def list_jobs(self, status: str | None = None, checkpoint: str | None = None, task: str | None = None,
                   limit: int = 50, offset: int = 0, schedule: str | None = None) -> tuple[list[JobRow], int]:
+        where = self._job_filter(status, checkpoint, task, schedule)
+        with self.reading() as s:
+            total = s.scalar(select(func.count()).select_from(JobRow).where(*where)) or 0
+            rows = s.scalars(select(JobRow).where(*where).order_by(JobRow.created_at.desc(), JobRow.id)
+                             .limit(limit).offset(offset))
+            return list(rows), total
+
+    def count_listed(self, status: str | None = None, checkpoint: str | None = None, task: str | None = None,
+                     schedule: str | None = None) -> dict[str, int]:
+        """Jobs per status among all that the list's filters select (not only the page shown)."""
+        where = self._job_filter(status, checkpoint, task, schedule)
+        with self.reading() as s:
+            counts = s.execute(select(JobRow.status, func.count()).where(*where).group_by(JobRow.status)).all()
+        return {str(st): int(n) for st, n in counts}
+
+    @staticmethod
+    def _job_filter(status: str | None, checkpoint: str | None, task: str | None, schedule: str | None) -> list:
         where = []
         if schedule:
             where.append(JobRow.schedule == schedule)
@@ -82,11 +99,7 @@ class JobAccess(Database):
             where.append(JobRow.checkpoint == checkpoint)
         if task:
             where.append(JobRow.task_names.contains(f",{task},", autoescape=True))
-        with self.reading() as s:
-            total = s.scalar(select(func.count()).select_from(JobRow).where(*where)) or 0
-            rows = s.scalars(select(JobRow).where(*where).order_by(JobRow.created_at.desc(), JobRow.id)
-                             .limit(limit).offset(offset))
-            return list(rows), total
+        return where
 
     def count_by_status(self) -> dict[str, int]:
         with self.reading() as s:

@@ -73,3 +73,4 @@ def test_thinking_is_an_axis_beside_rope(tmp_path: Path) -> None:
         assert [r.thinking for r in only] == ["on"]
     finally:
         store.close()
+

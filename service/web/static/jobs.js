@@ -61,10 +61,11 @@ export async function show() {
       previous = entry.tr;
     }
     for (const [id, entry] of rows) if (!seen.has(id)) { entry.tr.remove(); rows.delete(id); }
-    const counts = {};
-    for (const j of list.items) counts[j.status] = (counts[j.status] || 0) + 1;
+    // every job's status, not only the page shown (the API counts them)
+    const counts = list.by_status || {};
+    const shown = list.items.length < list.total ? ` (the ${list.items.length} newest shown)` : "";
     summary.textContent = list.total ? `${list.total} jobs: ` + Object.entries(counts).map(([k, v]) => `${v} ${k}`).join(", ")
-      : "";
+      + shown : "";
     empty.hidden = list.total > 0;
   }
 
