@@ -1,5 +1,5 @@
-"""`lctx eval`, `lctx score longbench|scrolls|ruler|longbench-v2|babilong|mrcr|graphwalks` and `lctx lm-eval`: the evaluators
-from the shell, without the service."""
+"""`lctx eval`, `lctx score longbench|scrolls|ruler|longbench-v2|babilong|mrcr|graphwalks` and `lctx lm-eval`:
+the evaluators from the shell, without the service."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Any
 from checkpoints.attention.backend import Backend
 from checkpoints.requests import DEFAULT_DRAFT_TOKENS, DEFAULT_MAX_BATCH
 from cli.endpoint_flags import add_endpoint_flags, endpoint_fields
+from cli.judges import add_judge_flags
 from cli.task_options import option_flags
 from evaluators.registry import describe_tasks, task_options, unknown_task
 
@@ -162,9 +163,9 @@ def _eval(args: argparse.Namespace) -> int:
     from checkpoints.loading import load_model
     from checkpoints.tokenizer import load_tokenizer
     from evaluators.data import local_file_problems
-    from evaluators.registry import parse_task
+    from evaluators.registry import make_evaluator, parse_task
     from evaluators.results import task_result
-    from evaluators.suite import RESULTS_FILE, draw_ahead, run_suite, suite_document
+    from evaluators.suite import RESULTS_FILE, draw_ahead, run_suite, suite_document, task_keys
 
     options = task_options()
     for name in args.task:
@@ -183,15 +184,17 @@ def _eval(args: argparse.Namespace) -> int:
     for t in parsed:  # run all the same, as the service accepts such a job with these warnings
         for warning in t.data_warnings(data_dir):
             print(f"warning: {t.task}: {warning}", file=sys.stderr, flush=True)
-    specs = [t.as_spec() for t in parsed]  # as results.json records them
     if not args.checkpoint and not args.endpoint:
         raise ValueError("give --checkpoint DIR, or --endpoint URL with --served-model and --tokenizer")
+    parsed, judges = task_judges(parsed, args)  # opened before the model loads; named with their identity
+    specs = [t.as_spec() for t in parsed]  # as results.json records them
     out = Path(args.out) if args.out else Path("lctx-eval") / (
         Path(args.checkpoint).resolve().name if args.checkpoint else str(args.served_model).replace("/", "_"))
     seconds: dict[str, float] = {}  # loading and compiling, before the first sample
-    evaluators = None  # made by draw_ahead for a checkpoint; run_suite makes them otherwise
+    evaluators: dict[str, Any] = {}  # made by draw_ahead for a checkpoint, here for an endpoint
     if args.endpoint:
         loaded, engine, source = served_model(args, specs, out)
+        evaluators = {key: make_evaluator(t, data_dir) for key, t in zip(task_keys(parsed), parsed, strict=True)}
     else:
         out.mkdir(parents=True, exist_ok=True)
         claim_output(out, Path(args.checkpoint))
@@ -212,6 +215,7 @@ def _eval(args: argparse.Namespace) -> int:
         drawn.result()  # what could not be drawn raises here, as the first build would
         seconds["draw_wait_s"] = time.perf_counter() - waiting
         source = {"checkpoint": {"path": str(Path(args.checkpoint).resolve())}}
+    attach_judges(evaluators, judges, out)
     started = datetime.now(UTC).isoformat()
     bars: dict[str, tqdm] = {}
 
@@ -243,6 +247,41 @@ def _eval(args: argparse.Namespace) -> int:
         print(f"endpoint: {engine.sent} requests answered, {loaded.retries} retried (429, 5xx, dropped connections)")
     print(f"results: {out / RESULTS_FILE}")
     return 0
+
+
+def task_judges(parsed: list[Any], args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]]:
+    """The tasks with their judges named as results record them (`name@identity`), and the
+    judges by that name, opened once each: a task that needs a judge and names none is
+    refused here, before the model loads, as the service refuses such a job."""
+    from cli.judges import open_judge
+    from evaluators.registry import parse_task
+
+    judges: dict[str, Any] = {}
+    out = []
+    for t in parsed:
+        if t.needs_judge:
+            problems = t.judge_problems()
+            if problems:
+                raise ValueError("; ".join(problems))
+            judge = next((j for j in judges.values() if t.judge_ref() in (j.name, j.ref)), None) or \
+                open_judge(t.judge_ref(), args, args.device)
+            judges[judge.ref] = judge
+            t = parse_task({**t.as_spec(), "judge": judge.ref})
+        out.append(t)
+    return out, judges
+
+
+def attach_judges(evaluators: dict[str, Any], judges: dict[str, Any], out: Path) -> None:
+    """Each judged task's judge, its budgets and the run's cache of judgments (<out>/judgments:
+    a rerun with the same --out asks the judge nothing twice)."""
+    from evaluators.judges import JUDGMENTS_DIR, Judging, JudgmentCache
+
+    if not judges:
+        return
+    cache = JudgmentCache(out / JUDGMENTS_DIR)
+    for evaluator in evaluators.values():
+        if evaluator.options.needs_judge:
+            evaluator.judging = Judging.of(judges[evaluator.options.judge_ref()], cache, evaluator.options)
 
 
 def _score_longbench(args: argparse.Namespace) -> int:
@@ -380,6 +419,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         else:
             p.add_argument(flag, dest=option, type=int if kind == "int" else str, help=text.replace("%", "%%"))
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="any other task option (JSON value)")
+    add_judge_flags(p.add_argument_group("a served judge (--judge URL; a task that needs a judge: aa_lcr)"))
     p.add_argument("--data-dir", help="local dataset files (LongBench <dir>/<dataset>.jsonl, SCROLLS <dir>/<task>/, RULER "
                    "<dir>/PaulGrahamEssays.json, squad.json, hotpotqa.json (and <dir>/ruler/cache/, if made, keeps built "
                    "samples), LongBench v2 <dir>/LongBench-v2/data.json, BABILong "

@@ -571,6 +571,32 @@ def probe_server(base_url: str, allowed_hosts: Sequence[str], served_model: str 
     return spec, probe(spec, need_tokenizer=False)
 
 
+def served_identity(base_url: str, served_model: str) -> str:
+    """What identifies a served model (sha256 hex of its URL and model name): a job's
+    fingerprint on an endpoint, a served judge's identity."""
+    import hashlib
+
+    return hashlib.sha256(f"endpoint\0{base_url}\0{served_model}".encode()).hexdigest()
+
+
+def unanswered(spec: EndpointSpec, timeout_s: float = 5.0) -> str | None:
+    """Why the server does not answer as an OpenAI-compatible one now (None: it does):
+    GET /v1/models, once, within `timeout_s`. A judge's check at submission: a job whose
+    judge is down is refused rather than failed at its first answer."""
+    try:
+        headers = key_headers(spec.api_key_env)
+        with httpx.Client(headers=headers, timeout=timeout_s) as http:
+            response = http.get(spec.base_url + "/models")
+        listed = response.json() if response.status_code == 200 else None
+    except EndpointError as e:
+        return str(e)
+    except (httpx.HTTPError, ValueError) as e:
+        return f"no answer ({type(e).__name__})"
+    if not isinstance(listed, dict) or not isinstance(listed.get("data"), list):
+        return f"GET /v1/models answered HTTP {response.status_code} without a model list"
+    return None
+
+
 def load_endpoint_tokenizer(path: str | Path) -> Tokenizer:
     _tokenizer_folder(path)
     return load_tokenizer(Path(path), None)

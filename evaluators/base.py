@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.engine.prefix_cache import PrefixStats
@@ -39,6 +39,9 @@ from evaluators.results import RESULT_KEY, TaskResult
 from evaluators.samplelog import SAMPLES_FILE, SampleLog  # noqa: F401 - re-exported
 from evaluators.sequential import runner as sequential
 from evaluators.thinking import ThinkPlanner, thinking_plot, thinking_series
+
+if TYPE_CHECKING:
+    from evaluators.judges import Judging
 
 # Samples built (prompts tokenized) and handed to the engine at a time: bounds the
 # prompts held in memory; the engine batches within each group.
@@ -103,6 +106,9 @@ class Evaluator:
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self._chat: tuple[str, str] | None = None
         self.data_log: DataLog | None = None  # what its loaders noted while preparing (planned_samples)
+        # The judge of a task whose answers a model grades (options with `needs_judge`), attached
+        # by whoever runs the task (the service's worker, `lctx eval`, `lctx score`): never made here.
+        self.judging: Judging | None = None
 
     def wrap(self, tokenizer: Tokenizer, prompt: str) -> str:
         """`prompt` in the checkpoint's chat template when the task's `chat_template` option

@@ -178,6 +178,13 @@ class TaskOptions(BaseModel):
         """The task's `seed` option, which results record; None for a task that draws nothing."""
         return getattr(self, "seed", None)
 
+    # Whether the task's answers are graded by a judge model (its options inherit `JudgeOptions`).
+    needs_judge: ClassVar[bool] = False
+
+    def judge_ref(self) -> str | None:
+        """The task's `judge` option (None: no judge named, or a task without one)."""
+        return getattr(self, "judge", None)
+
     def sequential(self) -> bool:
         """Whether a sequential effective-length search runs the task (`search: sequential`;
         only tasks whose options inherit `evaluators.sequential.options.SearchOptions` offer it)."""
@@ -301,6 +308,37 @@ class ThinkingOptions(TaskOptions):
             return None
         return (f"{self.task}: thinking={self.thinking} is applied through the checkpoint's chat template; set "
                 "chat_template=true (or leave thinking at default; a chat-style endpoint applies it in its server)")
+
+
+JUDGE_HOWTO = ("name a judge: a registered endpoint's name (chat style; POST /v1/endpoints) or a registered "
+               "checkpoint's name (POST /v1/checkpoints); `lctx eval` and `lctx score` take a checkpoint folder or "
+               "an endpoint URL with --judge-served-model")
+
+
+class JudgeOptions(TaskOptions):
+    """The judge of a task whose answers a model grades (AA-LCR's equality checker;
+    evaluators/judges.py): which model, and the budgets of its answer and of a think block.
+    A job records the judge as `name@identity` (the service and `lctx eval` add the identity:
+    a served judge's URL and model, a checkpoint's weights), so the configuration hash, the
+    results and the leaderboard row hold it and two judges never share a number."""
+
+    needs_judge: ClassVar[bool] = True
+
+    judge: Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^[^\x00]*$")] | None = Field(
+        None, description=(
+            "the model that grades the answers: a registered endpoint (chat style) or a registered checkpoint, by "
+            "name; `lctx eval` takes a checkpoint folder or an endpoint URL (with --judge-served-model). Required: "
+            "a job without one, or whose judge does not answer, is refused. Recorded as name@identity"))
+    judge_max_new_tokens: Annotated[int, Field(strict=True, ge=1, le=65_536)] = Field(
+        256, description="most tokens of the judge's answer (its verdict), apart from a think block")
+    judge_thinking_budget: Annotated[int, Field(strict=True, ge=1, le=131_072)] = Field(
+        DEFAULT_THINKING_BUDGET, description=(
+            "most tokens of a judge's think block (a judge that reasons): the verdict is read from its answer after "
+            "the block, and the record keeps both"))
+
+    def judge_problems(self) -> list[str]:
+        """Why these options name no judge (empty: they name one)."""
+        return [] if self.judge else [f"{self.task}: needs a judge and none is given; {JUDGE_HOWTO}"]
 
 
 def describe_error(cls: type[TaskOptions], err: ValidationError) -> str:

@@ -23,6 +23,7 @@ from service.settings import Settings
 from service.store import JobRow, ScheduleRow, Store, now
 from service.submission import (
     ResolvedCheckpoint,
+    check_judges,
     check_model_memory,
     checkpoint_info,
     data_warnings,
@@ -62,7 +63,7 @@ def create_schedule(store: Store, settings: Settings, request: ScheduleCreate,
             first = request.watch[watch.index(w)]
             raise InvalidRequest(f"watch[{i}] {request.watch[i]!r} is the folder watch[{watch.index(w)}] {first!r} "
                                  "names already; give each folder once")
-    validate_suite(request.suite, settings, cluster_gpus)
+    check_judges(store, settings, validate_suite(request.suite, settings, cluster_gpus))  # each job's again
     t = now()
     return store.add_schedule(ScheduleRow(
         name=request.name, cron=request.cron, watch=watch, suite=request.suite.model_dump(mode="json", exclude_none=True),
@@ -180,6 +181,7 @@ class Scheduler:
         elif known.fingerprint != info.fingerprint:  # retrained in place: a new checkpoint to evaluate
             known = self.store.add_checkpoint(known.name, str(path), info.fingerprint, info.variant, info.parameters)
         tasks = validate_suite(suite, self.settings, checkpoint=path)
+        check_judges(self.store, self.settings, tasks)
         resolved = ResolvedCheckpoint(known.name, path, info.fingerprint)
         return self.store.add_job_once(info.fingerprint, schedule.suite_hash, schedule=schedule.name,
                                        **job_fields(resolved, suite, tasks))

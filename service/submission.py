@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from checkpoints.config import ModelConfig
 from checkpoints.config_reader import load_config
@@ -22,15 +23,19 @@ from checkpoints.tokenizer import (
     added_token_texts,
     read_chat_template,
 )
-from clients.endpoint import EndpointSpec
+from clients.endpoint import EndpointSpec, served_identity
 from evaluators.data import file_option_problem
-from evaluators.options import TaskOptions
-from evaluators.registry import task_options
-from service.errors import Forbidden, InvalidRequest
+from evaluators.errors import EvaluatorError
+from evaluators.judges import check_pin, pinned_ref, split_ref
+from evaluators.options import JUDGE_HOWTO, TaskOptions
+from evaluators.registry import parse_task, task_options
+from service.errors import Forbidden, InvalidRequest, Missing
 from service.paths import confine
 from service.schemas import JobCreate, Suite
 from service.settings import Settings
-from service.store import EndpointRow, JobRow, Store
+from service.store import CheckpointRow, EndpointRow, JobRow, Store
+
+log = logging.getLogger("lctx.submission")
 
 
 def checkpoint_info(path: Path, roots: list[Path]) -> CheckpointInfo:
@@ -276,7 +281,75 @@ def endpoint_spec(row: EndpointRow, settings: Settings) -> EndpointSpec:
 
 def endpoint_fingerprint(row: EndpointRow) -> str:
     """What identifies a served model's results (the leaderboard's key): URL and model name."""
-    return hashlib.sha256(f"endpoint\0{row.base_url}\0{row.served_model}".encode()).hexdigest()
+    return served_identity(row.base_url, row.served_model)
+
+
+@dataclass(frozen=True)
+class RegisteredJudge:
+    """A judge's registration (evaluators/judges.py): an endpoint's or a checkpoint's row."""
+
+    kind: Literal["endpoint", "checkpoint"]
+    row: EndpointRow | CheckpointRow
+
+
+def registered_judge(store: Store, ref: str, where: str) -> RegisteredJudge:
+    """The registration a judge option names (`name` or `name@identity`); InvalidRequest
+    listing what is registered otherwise."""
+    name, _ = split_ref(ref)
+    try:
+        return RegisteredJudge("endpoint", store.get_endpoint(name))
+    except Missing:
+        pass
+    row = store.find_checkpoint(name)
+    if row is not None:
+        return RegisteredJudge("checkpoint", row)
+    endpoints = ", ".join(e.name for e in store.list_endpoints()[:20]) or "none"
+    checkpoints = ", ".join(c.name for c in store.list_checkpoints()[:20]) or "none"
+    raise InvalidRequest(f"{where}.judge: {name!r} is neither a registered endpoint (registered: {endpoints}) nor a "
+                         f"registered checkpoint (registered: {checkpoints}); {JUDGE_HOWTO}")
+
+
+def check_judges(store: Store, settings: Settings, tasks: list[dict[str, Any]]) -> None:
+    """Every task that needs a judge names one that answers now: a registered endpoint in chat
+    style whose /v1/models answers, or a registered checkpoint whose files lie in the roots and
+    which has a chat template. Its `judge` option becomes `name@identity` in place (the spec
+    the job records: the configuration hash and the leaderboard row hold which model judged).
+    InvalidRequest saying what is wrong and what to do (docs/protocols/judges.md)."""
+    from clients.endpoint import unanswered
+
+    for i, task in enumerate(tasks):
+        options = parse_task(task)
+        if not options.needs_judge:
+            continue
+        where = f"tasks[{i}] ({options.task})"
+        problems = options.judge_problems()  # type: ignore[attr-defined]
+        ref = options.judge_ref()
+        if problems or ref is None:
+            raise InvalidRequest(f"{where}: " + "; ".join(problems))
+        found = registered_judge(store, ref, where)
+        row: Any = found.row
+        if found.kind == "endpoint":
+            if row.api_style != "chat":
+                raise InvalidRequest(f"{where}.judge: endpoint {row.name!r} is registered in {row.api_style} style; a "
+                                     "judge is asked chat messages: register its server's chat API (api_style chat)")
+            identity = endpoint_fingerprint(row)
+            why = unanswered(endpoint_spec(row, settings))
+            if why is not None:  # the detail is logged; the answer names no port or server error
+                log.warning("judge endpoint %s (%s) does not answer: %s", row.name, row.base_url, why)
+                raise InvalidRequest(f"{where}.judge: endpoint {row.name!r} does not answer as an OpenAI-compatible "
+                                     "server now; start its server (or register the judge again) and submit again")
+        else:
+            path = Path(row.path)
+            identity = checkpoint_info(path, settings.roots).fingerprint
+            if read_chat_template(path)[0] is None:
+                raise InvalidRequest(f"{where}.judge: checkpoint {row.name!r} has no chat template (chat_template.jinja, "
+                                     "or tokenizer_config.json's 'chat_template'); a judge is asked chat messages: add "
+                                     "the template or name another judge")
+        try:
+            check_pin(ref, identity)
+        except EvaluatorError as e:
+            raise InvalidRequest(f"{where}.judge: {e}") from None
+        task["judge"] = pinned_ref(row.name, identity)
 
 
 def submit_to_endpoint(store: Store, settings: Settings, request: JobCreate) -> JobRow:
@@ -288,6 +361,7 @@ def submit_to_endpoint(store: Store, settings: Settings, request: JobCreate) -> 
     row = store.get_endpoint(request.endpoint)
     settings.check_endpoint_key(row.api_key_env)  # registered before the allow-list, or the list changed since
     tasks = validate_tasks(request, settings)
+    check_judges(store, settings, tasks)
     problems = endpoint_refusals(tasks, row.capabilities, {"rope": request.rope, "backend": request.backend},
                                  row.api_style)
     problems += context_refusals(request, row.context_length)
@@ -319,6 +393,7 @@ def submit(store: Store, settings: Settings, request: JobCreate, cluster_gpus: i
         return submit_to_endpoint(store, settings, request)
     resolved = resolve_checkpoint(store, settings, request.checkpoint, cluster_gpus)
     tasks = validate_suite(request, settings, cluster_gpus, resolved.path)
+    check_judges(store, settings, tasks)
     return store.add_job(fingerprint=resolved.fingerprint, **job_fields(resolved, request, tasks))
 
 

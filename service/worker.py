@@ -106,6 +106,8 @@ class Worker:
         self.drawing: dict[str, Any] = {}
         self.drawn: Future | None = None
         self.attempt = 0
+        self.judges: dict[str, Any] = {}  # the job's judges by the name its tasks record (`name@identity`)
+        self.judgments: Any = None  # the cache of judge answers, shared by the service's jobs
 
     def load(self, job_id: str | None = None) -> dict[str, Any]:
         """Bind to `job_id` (default the job this worker was made for) and load its checkpoint
@@ -120,6 +122,7 @@ class Worker:
         job = self.store.get_job(self.job_id)
         self.attempt = job.attempts  # the job's attempt this worker runs units of (their notes say it)
         self.evaluators, self.drawing, self.drawn = {}, {}, None
+        self.judges = {}  # opened again for each job: a judge's server may have been redeployed
         job_running = JobRunning(self.store, self.job_id)
         self.should_stop: Callable[[], bool] = lambda: not job_running()
         key = model_key(job, settings)
@@ -185,6 +188,22 @@ class Worker:
             self.evaluators[key] = (evaluator, planned_samples(evaluator, self.loaded))
         return self.evaluators[key]
 
+    def _judge(self, evaluator: Any) -> None:
+        """A judged task's judge (opened once per job, by the name its spec records), its
+        budgets and the service's cache of judgments (<results>/judgments: a resumed or repeated
+        job asks nothing twice). Units need it; finishing a task (aggregating) does not."""
+        options = evaluator.options
+        if not options.needs_judge or evaluator.judging is not None:
+            return
+        from evaluators.judges import JUDGMENTS_DIR, Judging, JudgmentCache
+
+        ref = options.judge_ref()
+        if ref not in self.judges:
+            self.judges[ref] = open_judge(self.store, self.settings, ref, pick_device(self.settings.device))
+        if self.judgments is None:
+            self.judgments = JudgmentCache(self.settings.results / JUDGMENTS_DIR)
+        evaluator.judging = Judging.of(self.judges[ref], self.judgments, options)
+
     def _draw_done(self) -> bool:
         """Waits for the draw begun at load; False if it failed (the unit then draws itself,
         meeting the error where a build reports it)."""
@@ -217,6 +236,7 @@ class Worker:
         note.write(max_batch=batch)  # the run exists from now on: progress reads its tokens as they grow
         run = self._task_run(unit.key, unit.task, unit=run_name, should_stop=self.should_stop,
                              on_prefill=note.prefilled)
+        self._judge(run.evaluator)
         try:
             if batch:
                 self.engine.max_batch = batch
@@ -258,6 +278,43 @@ class Worker:
     def close(self) -> None:
         if self.store is not None:
             self.store.close()
+
+
+def open_judge(store: Store, settings: Settings, ref: str, device: str) -> Any:
+    """The judge a job's task names (`name@identity`, service.submission.check_judges): an
+    endpoint connected (URL checked against today's hosts, the server probed again) or a
+    checkpoint loaded on `device` (its files confined to the roots again); EvaluatorError
+    when it is no longer the model the job was submitted with."""
+    from evaluators.judges import Judge, check_pin
+    from service.submission import (
+        confine_checkpoint_files,
+        endpoint_fingerprint,
+        endpoint_spec,
+        registered_judge,
+    )
+
+    found = registered_judge(store, ref, "judge")
+    row: Any = found.row
+    if found.kind == "endpoint":
+        from clients.endpoint import EndpointEngine, connect
+
+        identity = endpoint_fingerprint(row)
+        check_pin(ref, identity)
+        served = connect(endpoint_spec(row, settings), settings.endpoint_host_list)
+        return Judge(row.name, identity, "endpoint", served, EndpointEngine(served),
+                     {"endpoint": row.name, "url": row.base_url, "served_model": row.served_model,
+                      "api_style": row.api_style})
+    from checkpoints.engine import Engine
+    from checkpoints.fingerprint import inspect_checkpoint
+    from checkpoints.loading import load_model
+
+    path = Path(row.path)
+    confine_checkpoint_files(path, settings.roots)
+    identity = inspect_checkpoint(path).fingerprint
+    check_pin(ref, identity)
+    loaded = load_model(path, device=device)
+    return Judge(row.name, identity, "checkpoint", loaded, Engine(loaded.model, loaded.tokenizer),
+                 {"checkpoint": row.name})
 
 
 def served(settings: Settings, store: Store, job: JobRow) -> tuple[Any, Any, dict[str, Any]]:

@@ -1,0 +1,273 @@
+"""Judges: a model that grades another model's answers (AA-LCR's equality checker) as a
+first-class part of a task run (docs/protocols/judges.md).
+
+- `Judge`: one interface met by a served judge (an OpenAI-compatible endpoint:
+  `clients.endpoint.ServedModel` with its `EndpointEngine`) and a local one (a checkpoint on
+  lctx's `Engine`). Both are a `ModelSource` and an `LM`, so a judge prompt (chat messages)
+  becomes one `GenerateRequest` either way: a chat-style server gets the messages as they
+  are, lctx's engine the checkpoint's chat template around them. A judge that reasons gets a
+  think plan: its verdict is read from the answer after the block; the block is recorded.
+- `JudgmentCache`: the judge's answers on disk by (judge identity, how it generates, the
+  prompt), so a rerun, a resumed job or a repeat whose answer is the same asks nothing twice.
+  Each writing process appends to a file of its own (appends of several workers to one file
+  would interleave); every file of the folder is read.
+- `Judging`: a task's judge with its budgets and the cache. `ask(prompts)` gives each prompt
+  its `judgment`, the sample record's field: the judge's name (`name@identity`), its
+  settings (never a key), its raw answer and think block, whether the cache answered.
+
+The caller makes the `Judge` (the service's worker from the store, `lctx eval` and `lctx
+score` from their flags): evaluators never import the network clients. No torch at import."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import socket
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from checkpoints import jsonfiles
+from checkpoints.thinking import SERVED_FALLBACK, ThinkFormat, ThinkPlan, think_format
+from evaluators.errors import EvaluatorError
+
+if TYPE_CHECKING:
+    from checkpoints.lm import LM, ModelSource
+    from evaluators.options import TaskOptions
+
+JUDGMENTS_DIR = "judgments"  # the cache's folder: in a run's folder (`lctx eval`) or the service's results
+Messages = Sequence[dict[str, str]]
+_REF = re.compile(r"^(?P<name>.+)@(?P<id>[0-9a-f]{12})$")
+_PROMPT_TAIL = 64  # prompt tokens decoded to see whether the generation prompt opens a think block
+
+
+def split_ref(ref: str) -> tuple[str, str | None]:
+    """(name, the identity's first 12 hex digits or None) of a judge option: `grader` or
+    `grader@3f2a9c1b0d4e` (the form a job records)."""
+    found = _REF.match(ref)
+    return (found["name"], found["id"]) if found else (ref, None)
+
+
+def pinned_ref(name: str, identity: str) -> str:
+    """The judge option a job records: its name and identity, so the configuration hash and
+    the leaderboard's row tell two judges apart even under one name."""
+    return f"{name}@{identity[:12]}"
+
+
+def check_pin(ref: str, identity: str) -> None:
+    """A judge named `name@id` must still be that model (EvaluatorError otherwise): an
+    endpoint registered again under the name, or a checkpoint retrained in place, would mix
+    another judge's verdicts into the job's results."""
+    name, pinned = split_ref(ref)
+    if pinned is not None and not identity.startswith(pinned):
+        raise EvaluatorError(f"the judge {name} is now another model (identity {identity[:12]}, the job names "
+                             f"{pinned}); submit the job again to grade with it, or restore that judge")
+
+
+@dataclass
+class JudgeReply:
+    """What the judge said to one prompt: its answer (after any think block) and the block."""
+
+    text: str
+    thinking: str | None = None
+    thinking_tokens: int = 0
+    stop_reason: str = "eos"
+    error: str | None = None  # why it was not asked (its prompt does not fit the judge's context)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {"answer": self.text, "thinking": self.thinking, "thinking_tokens": self.thinking_tokens,
+               "stop_reason": self.stop_reason}
+        return {**out, "error": self.error} if self.error else out
+
+
+@dataclass
+class Judge:
+    """A model that answers judge prompts: `source` and `engine` are a served model and its
+    `EndpointEngine`, or a loaded checkpoint and lctx's `Engine`. `identity` (sha256 hex) is
+    what makes its answers its own: a served judge's URL and model, a checkpoint's weights;
+    `details` what records show of it (URL, model, style; a checkpoint's name), never a key."""
+
+    name: str
+    identity: str
+    kind: Literal["endpoint", "checkpoint"]
+    source: ModelSource
+    engine: LM
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ref(self) -> str:
+        return pinned_ref(self.name, self.identity)
+
+    @property
+    def served(self) -> bool:
+        return getattr(self.source, "capabilities", None) is not None
+
+    @property
+    def chat_served(self) -> bool:
+        return self.served and getattr(getattr(self.source, "spec", None), "api_style", None) == "chat"
+
+    def think_format(self) -> ThinkFormat | None:
+        """The judge's think delimiters (its tokenizer's and template's: a checkpoint, or a served
+        judge's tokenizer folder); a served judge known only by its server gets the usual tags, so
+        a reply from a server without a reasoning parser is split too."""
+        tokenizer = self.source.tokenizer
+        added = getattr(tokenizer, "added_tokens", None)
+        found = think_format(added() if added is not None else [], getattr(tokenizer, "chat_template", None))
+        folder = getattr(getattr(self.source, "spec", None), "tokenizer", None)
+        return found or (SERVED_FALLBACK if self.served and not folder else None)
+
+    def template_sha256(self) -> str | None:
+        template = getattr(self.source.tokenizer, "chat_template", None)
+        return hashlib.sha256(template.encode()).hexdigest()[:16] if template else None
+
+    def prompt_ids(self, messages: Messages) -> list[int]:
+        """The prompt's ids: the messages in the judge's chat template (what lctx's engine and a
+        completions-style server read); a chat-style server without a tokenizer template gets the
+        messages themselves, the ids only counting them."""
+        from evaluators.chat import render_conversation
+
+        tokenizer = self.source.tokenizer
+        if getattr(tokenizer, "chat_template", None):
+            return tokenizer.encode(render_conversation(tokenizer, list(messages), ""))
+        if self.chat_served:
+            return tokenizer.encode("\n\n".join(m["content"] for m in messages))
+        raise EvaluatorError(f"judge {self.name}: a judge is asked chat messages, and this {self.kind} has no chat "
+                             "template (chat_template.jinja, or tokenizer_config.json's 'chat_template'); add the "
+                             "template, or serve the judge and register its chat API (api_style chat)")
+
+    def check(self) -> None:
+        """EvaluatorError when this judge cannot be asked chat messages (no template where one is
+        needed): at submission and before `lctx eval` loads the model under test."""
+        self.prompt_ids([{"role": "user", "content": "CORRECT or INCORRECT?"}])
+
+    def answer(self, prompts: Sequence[Messages], max_new_tokens: int, thinking_budget: int) -> list[JudgeReply]:
+        """The judge's replies in prompt order, greedy. A prompt that does not fit the judge's
+        context (with both budgets) is not sent: its reply says so. Run on a thread of its own:
+        a judge asked from inside a served model's answer handler (an asyncio loop) can start
+        its own loop there."""
+        from checkpoints.requests import GenerateRequest
+
+        tokenizer, fmt = self.source.tokenizer, self.think_format()
+        context = self.source.config.effective_context
+        requests, replies = [], [JudgeReply("") for _ in prompts]
+        for i, messages in enumerate(prompts):
+            ids = self.prompt_ids(messages)
+            plan = None
+            if fmt is not None:
+                tail = tokenizer.decode(list(ids[-_PROMPT_TAIL:]), skip_special_tokens=False)
+                plan = ThinkPlan(fmt, thinking_budget, tuple(tokenizer.encode(fmt.force, add_special_tokens=False)),
+                                 inside=fmt.inside_after(tail))
+            request = GenerateRequest(ids, max_new_tokens=max_new_tokens, messages=tuple(dict(m) for m in messages),
+                                      think=plan)
+            if len(ids) + request.most_new_tokens > context:
+                replies[i] = JudgeReply("", stop_reason="beyond_context", error=(
+                    f"the judge prompt's {len(ids)} tokens and its budgets ({request.most_new_tokens} new tokens) "
+                    f"exceed the judge's context of {context} tokens"))
+            else:
+                requests.append((i, request))
+        if requests:
+            with ThreadPoolExecutor(1, thread_name_prefix="lctx-judge") as pool:
+                done = pool.submit(self.engine.generate_until, [r for _, r in requests]).result()
+            for (i, _), generation in zip(requests, done, strict=True):
+                replies[i] = JudgeReply(generation.text, getattr(generation, "thinking", None),
+                                        getattr(generation, "thinking_tokens", 0), generation.stop_reason)
+        return replies
+
+
+class JudgmentCache:
+    """Judge replies on disk under `folder`, by key (`Judging.key`). Entries written by any
+    process are read when the cache opens; this process appends to its own file."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self._entries: dict[str, dict[str, Any]] = {}
+        self._file: Path | None = None
+        self._lock = threading.Lock()
+        if self.folder.is_dir():
+            for path in sorted(self.folder.glob("*.jsonl")):
+                for _, rec in jsonfiles.records(path, strict=False):  # a line cut by a crash: asked again
+                    if isinstance(rec.get("key"), str) and isinstance(rec.get("reply"), dict):
+                        self._entries[rec["key"]] = rec["reply"]
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._entries.get(key)
+
+    def put(self, key: str, reply: dict[str, Any]) -> None:
+        with self._lock:
+            self._entries[key] = reply
+            if self._file is None:
+                self._file = self.folder / f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}.jsonl"
+            jsonfiles.append_record(self._file, {"key": key, "reply": reply})
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class Judging:
+    """A task's judge, its budgets and the cache: what an evaluator that needs a judge holds
+    (`Evaluator.judging`). `asked` counts the prompts this run sent to the judge."""
+
+    def __init__(self, judge: Judge, cache: JudgmentCache, max_new_tokens: int, thinking_budget: int) -> None:
+        self.judge, self.cache = judge, cache
+        self.max_new_tokens, self.thinking_budget = max_new_tokens, thinking_budget
+        self.asked = 0
+        fmt = judge.think_format()
+        self._generation = {"temperature": 0.0, "max_new_tokens": max_new_tokens,
+                            "thinking_budget": thinking_budget if fmt is not None else None,
+                            "think_format": fmt.as_dict() if fmt is not None else None,
+                            "chat_template_sha256": judge.template_sha256()}
+
+    @classmethod
+    def of(cls, judge: Judge, cache: JudgmentCache, options: TaskOptions) -> Judging:
+        """The judging a task's options ask for (`JudgeOptions`: the judge's budgets); the judge
+        must be the one they name (`check_pin`)."""
+        ref = options.judge_ref()
+        if ref is None:
+            raise EvaluatorError(options.judge_problems()[0])  # type: ignore[attr-defined]
+        check_pin(ref, judge.identity)
+        return cls(judge, cache, options.judge_max_new_tokens, options.judge_thinking_budget)  # type: ignore[attr-defined]
+
+    def settings(self) -> dict[str, Any]:
+        """What every judgment records of the judge: its name, kind, where it runs, how it
+        generates (greedy, budgets, think delimiters, template hash). No key, no key's name."""
+        return {"kind": self.judge.kind, **self.judge.details, **self._generation}
+
+    def key(self, messages: Messages) -> str:
+        """The cache key of a prompt: the judge's identity, how it generates, the messages."""
+        canonical = json.dumps({"judge": self.judge.identity, "generation": self._generation,
+                                "messages": [dict(m) for m in messages]}, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def ask(self, prompts: Sequence[Messages]) -> list[dict[str, Any]]:
+        """The judgment of each prompt, in order: from the cache, or asked (each distinct prompt
+        once) and cached. A reply the judge could not be asked for (`error`) is not cached."""
+        keys = [self.key(p) for p in prompts]
+        fresh: dict[str, int] = {}  # key -> the first prompt asking it
+        failed: dict[str, dict[str, Any]] = {}
+        for i, key in enumerate(keys):
+            if key not in fresh and self.cache.get(key) is None:
+                fresh[key] = i
+        if fresh:
+            replies = self.judge.answer([prompts[i] for i in fresh.values()], self.max_new_tokens,
+                                        self.thinking_budget)
+            for key, reply in zip(fresh, replies, strict=True):
+                if reply.error is None:
+                    self.cache.put(key, reply.as_dict())
+                    self.asked += 1
+                else:
+                    failed[key] = reply.as_dict()
+        settings = self.settings()
+        out = []
+        for i, key in enumerate(keys):
+            reply = failed.get(key) or self.cache.get(key) or {}
+            cached = key not in fresh or fresh[key] != i
+            out.append({"judge": self.judge.ref, "settings": settings, **reply, "cached": cached,
+                        "prompt_sha256": key})
+        return out
