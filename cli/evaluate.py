@@ -1,4 +1,4 @@
-"""`lctx eval`, `lctx score longbench|scrolls|ruler|longbench-v2|babilong|mrcr|graphwalks` and `lctx lm-eval`:
+"""`lctx eval`, `lctx score longbench|scrolls|ruler|longbench-v2|babilong|mrcr|graphwalks|aa-lcr` and `lctx lm-eval`:
 the evaluators from the shell, without the service."""
 
 from __future__ import annotations
@@ -352,6 +352,18 @@ def _score_graphwalks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _score_aa_lcr(args: argparse.Namespace) -> int:
+    from cli.judges import open_judge
+    from evaluators.aa_lcr.scoring import score_prediction_dir
+
+    judge = open_judge(args.judge, args, args.device)
+    result = score_prediction_dir(Path(args.pred_dir), judge, args.judge_prompt, args.judge_max_new_tokens,
+                                  args.judge_thinking_budget)
+    print(json.dumps(result, indent=2))
+    print(f"judge {judge.ref}; wrote {Path(args.pred_dir) / 'result.json'} and {Path(args.pred_dir) / 'judged'}/")
+    return 0
+
+
 def _lm_eval(args: argparse.Namespace) -> int:
     import lm_eval
     from lm_eval.loggers import EvaluationTracker
@@ -474,6 +486,25 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                       "answer_nodes, problem_type, data_file and response (or "
                                                       "beyond_context: true)")
     gw.set_defaults(func=_score_graphwalks)
+
+    aa = ssub.add_parser("aa-lcr", aliases=["aa_lcr"], help="DIR of <model>.jsonl files (AA-LCR questions with each model's answer) -> "
+                                        "the card's judge prompt, graded by --judge: accuracy overall and per "
+                                        "document category, DIR/result.json, DIR/judged/<model>.jsonl")
+    aa.add_argument("--pred-dir", required=True, help="folder of <model>.jsonl files: one line per question with "
+                                                      "question_id, question, answer, document_category and response "
+                                                      "(or beyond_context: true); an aa_lcr samples.jsonl as it is")
+    aa.add_argument("--judge", required=True, help="the judge: a checkpoint folder (lctx's engine) or an "
+                                                   "OpenAI-compatible API root (http://HOST:PORT/v1, chat style) with "
+                                                   "--judge-served-model")
+    aa.add_argument("--judge-prompt", choices=("v1.1", "v1.0"), default="v1.1", help="the card's judge prompt "
+                    "(default v1.1)")
+    aa.add_argument("--judge-max-new-tokens", type=positive_int, default=256, help="most tokens of the judge's "
+                    "answer (default 256)")
+    aa.add_argument("--judge-thinking-budget", type=positive_int, default=2048, help="most tokens of a judge's think "
+                    "block (default 2048)")
+    aa.add_argument("--device", default="cpu", help="where a checkpoint judge runs: cpu or cuda")
+    add_judge_flags(aa.add_argument_group("a served judge (--judge URL)"))
+    aa.set_defaults(func=_score_aa_lcr)
 
     m = sub.add_parser("lm-eval", help="run lm-evaluation-harness tasks on a lctx checkpoint")
     _model_flags(m)

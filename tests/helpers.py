@@ -205,6 +205,46 @@ def tiny_model(path: Path, seed: int = 0, **config: object) -> LoadedModel:
     return load_model(tiny_checkpoint(path, seed, **config))
 
 
+# A small chat template (roles as tags) for tiny checkpoints that must render chat messages.
+CHAT_TEMPLATE = ("{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}</{{ m['role'] }}>{% endfor %}"
+                 "{% if add_generation_prompt %}<assistant>{% endif %}")
+
+
+def chat_checkpoint(path: Path, seed: int = 0, **config: object) -> Path:
+    """`tiny_checkpoint` with a chat template beside it (chat_template.jinja, as transformers keeps one)."""
+    tiny_checkpoint(path, seed, **config)
+    (path / "chat_template.jinja").write_text(CHAT_TEMPLATE)
+    return path
+
+
+AA_LCR_COLUMNS = ["", "document_category", "document_set_id", "question_id", "question", "answer",
+                  "data_source_filenames", "data_source_urls", "input_tokens"]
+
+
+def aa_lcr_files(data: Path, long_set_chars: int = 2000) -> Path:
+    """Crafted AA-LCR files in the card's layout (never the real data): <data>/aa_lcr/AA-LCR_Dataset.csv
+    with the card's columns (an unnamed index first) and the documents in lcr/<category>/<set>/. Question
+    7 names its two documents b.txt;a.txt, the reverse of their names' order; question 9's one document
+    is `long_set_chars` characters (beyond a small model's context). Returns <data>/aa_lcr."""
+    import csv
+
+    root = data / "aa_lcr"
+    legal, academia = root / "lcr" / "Legal" / "legal_lease", root / "lcr" / "Academia" / "ac_long"
+    legal.mkdir(parents=True, exist_ok=True)
+    academia.mkdir(parents=True, exist_ok=True)
+    (legal / "a.txt").write_text("Lease A: the tenant is Ada.")
+    (legal / "b.txt").write_text("Lease B: the monthly fee is 7 euros.")
+    (academia / "paper.txt").write_text(("The study measured nothing. " * 200)[:long_set_chars])
+    with (root / "AA-LCR_Dataset.csv").open("w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(AA_LCR_COLUMNS)
+        writer.writerow([0, "Legal", "legal_lease", 7, "Who pays the monthly fee, and how much?", "Ada; 7 euros",
+                         "b.txt;a.txt", "https://example.org/b;https://example.org/a", 78])  # cl100k: the card's order
+        writer.writerow([1, "Academia", "ac_long", 9, "What did the study measure?", "Nothing", "paper.txt",
+                         "https://example.org/p", ""])
+    return root
+
+
 def typed(entry: dict) -> TaskResult:
     """The typed result of a task entry (run_task's return value)."""
     return TaskResult.model_validate(entry["result"])

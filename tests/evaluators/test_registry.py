@@ -15,6 +15,7 @@ from evaluators.registry import make_evaluator, task_names, validate_task
 MODEL = {"checkpoint": "demo", "rope": {"type": "yarn", "factor": 4.0}, "variant": "softmax"}
 
 PINNED: list[tuple[dict[str, Any], str]] = [
+    ({"name": "aa_lcr"}, "8a7a283d2324927c"),
     ({"name": "babilong"}, "c0aa206e0e0a61bc"),
     ({"name": "diagnostics"}, "aa99f3c880ca8cc0"),
     ({"name": "graphwalks"}, "1d05f7a26259ba83"),  # version 2: the sound F1
@@ -51,6 +52,10 @@ PINNED: list[tuple[dict[str, Any], str]] = [
     # selection only (needle counts, files, limit): the default's hash
     ({"name": "mrcr_v2", "needles": [2, 4], "lengths": ["8K"], "limit": 3}, "acc65ee8d1081e82"),
     ({"name": "mrcr_v2", "chat_template": False, "max_new_tokens": 100}, "21e675e580954725"),
+    # the judge is part of the configuration; repeats and limit only select
+    ({"name": "aa_lcr", "judge": "grader@0123456789ab", "repeats": 1, "limit": 3}, "2fad3ff345a7b398"),
+    ({"name": "aa_lcr", "judge": "grader@0123456789ab", "judge_prompt": "v1.0", "max_new_tokens": 64},
+     "b70b45f443296770"),
     ({"name": "perplexity", "lengths": [64, 128], "stride": 32, "text_file": "/tmp/t.txt"}, "b0ede7b146b02566"),
     ({"name": "diagnostics", "hidden_states": "hf", "inputs": "passkey", "lengths": [64], "preset": "gu2024"},
      "a7090edd982b07ef"),
