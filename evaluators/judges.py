@@ -113,14 +113,14 @@ class Judge:
         return self.served and getattr(getattr(self.source, "spec", None), "api_style", None) == "chat"
 
     def think_format(self) -> ThinkFormat | None:
-        """The judge's think delimiters (its tokenizer's and template's: a checkpoint, or a served
-        judge's tokenizer folder); a served judge known only by its server gets the usual tags, so
-        a reply from a server without a reasoning parser is split too."""
+        """The judge's think delimiters (its tokenizer's and template's). A served judge always has
+        some (its tokenizer's, else the usual tags): its server's reasoning field, or a reply from a
+        server without a reasoning parser, is then kept apart from the answer the verdict is read
+        from, whatever the registration says of the model."""
         tokenizer = self.source.tokenizer
         added = getattr(tokenizer, "added_tokens", None)
         found = think_format(added() if added is not None else [], getattr(tokenizer, "chat_template", None))
-        folder = getattr(getattr(self.source, "spec", None), "tokenizer", None)
-        return found or (SERVED_FALLBACK if self.served and not folder else None)
+        return found or (SERVED_FALLBACK if self.served else None)
 
     def template_sha256(self) -> str | None:
         template = getattr(self.source.tokenizer, "chat_template", None)

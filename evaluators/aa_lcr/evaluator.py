@@ -68,7 +68,10 @@ class AaLcrEvaluator(Evaluator):
         q = self.questions[sample.params["question"]]
         prompt = self.prompt(q)
         tokenizer = loaded.tokenizer
-        ids = tokenizer.encode(self.wrap(tokenizer, prompt))
+        # A chat-style server gets the message itself and applies its own template (and thinking
+        # switch): the ids only count the prompt. Elsewhere the checkpoint's template wraps it.
+        chat_served = getattr(getattr(loaded, "spec", None), "api_style", None) == "chat"
+        ids = tokenizer.encode(prompt if chat_served else self.wrap(tokenizer, prompt))
         answer_tokens = len(tokenizer.encode(q.answer, add_special_tokens=False))
         context = loaded.config.effective_context
         cl100k = self._cl100k[q.question_id]
