@@ -123,6 +123,7 @@ class Worker:
         self.attempt = job.attempts  # the job's attempt this worker runs units of (their notes say it)
         self.evaluators, self.drawing, self.drawn = {}, {}, None
         self.judges = {}  # opened again for each job: a judge's server may have been redeployed
+        self.judgments = None  # read again for each job: other workers may have cached judgments since
         job_running = JobRunning(self.store, self.job_id)
         self.should_stop: Callable[[], bool] = lambda: not job_running()
         key = model_key(job, settings)
