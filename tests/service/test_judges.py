@@ -113,3 +113,32 @@ def test_a_judged_job_runs_in_the_worker_and_the_next_asks_the_judge_nothing(api
     assert [r["judgment"]["cached"] for r in second] == [True, True]
     assert {r["judgment"]["judge"] for r in first + second} == {first[0]["judgment"]["judge"]}
     assert len(list((settings.results / "judgments").glob("*.jsonl"))) == 1  # written by the first job only
+
+
+def test_the_leaderboard_keeps_two_judges_apart(api) -> None:
+    """The same checkpoint graded by two judges: two rows, each naming its judge, never one
+    row of the latest job."""
+    from checkpoints.jsonfiles import write_json_atomic
+    from evaluators.aa_lcr.evaluator import typed
+    from evaluators.registry import validate_task
+    from service.layout import job_dir, job_results
+    from service.status import SUCCEEDED
+
+    c, store, settings = api
+    fingerprint = c.get("/v1/checkpoints/tiny").json()["fingerprint"]
+    records = [{"document_category": "Legal", "question_id": "7", "repeat": 0, "score": s, "verdict": v}
+               for s, v in ((1.0, "CORRECT"), (0.0, "INCORRECT"))]
+    for judge, record in (("a@aaaaaaaaaaaa", records[:1]), ("b@bbbbbbbbbbbb", records)):
+        task = validate_task({"name": "aa_lcr", "judge": judge})
+        job = store.add_job(fingerprint=fingerprint, checkpoint="tiny", checkpoint_path="/m/tiny", tasks=[task],
+                            rope=None, backend="auto", priority=0)
+        assert store.claim_next("test").id == job.id and store.finish(job.id, SUCCEEDED)
+        job_dir(settings, job.id).mkdir(parents=True)
+        write_json_atomic(job_results(settings, job.id), {"job": job.id, "results": {"aa_lcr": {
+            "task": "aa_lcr", "result": typed(record, "v1.1").model_dump(mode="json")}}})
+    board = c.get("/v1/leaderboard", params={"task": "aa_lcr"}).json()
+    rows = {row["options"]["judge"]: row for row in board["rows"]}
+    assert board["headline"] == "accuracy" and sorted(rows) == ["a@aaaaaaaaaaaa", "b@bbbbbbbbbbbb"]
+    assert rows["a@aaaaaaaaaaaa"]["values"]["accuracy"] == 1.0 and rows["b@bbbbbbbbbbbb"]["values"]["accuracy"] == 0.5
+    assert "judge=a@aaaaaaaaaaaa" in rows["a@aaaaaaaaaaaa"]["setting"]
+    assert rows["b@bbbbbbbbbbbb"]["values"]["accuracy.category=Legal"] == 0.5
