@@ -1,4 +1,4 @@
-"""`lctx submit | status | cancel | resume | results | leaderboard | compare | pull | checkpoints add|list`: talk to the API (base URL and
+"""`lctx submit | status | cancel | resume | results | leaderboard | compare | pull | checkpoints add|list | schedules list|run | endpoints`: talk to the API (base URL and
 token from settings: LCTX_BASE_URL, LCTX_API_TOKEN). These import the HTTP client and
 the API's pydantic models only: no torch, no Ray, no database."""
 
@@ -306,6 +306,31 @@ def _endpoints_probe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _schedules_run(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        run = c.run_schedule(args.name)
+    if args.json:
+        print(run.model_dump_json(indent=2))
+        return 0
+    print(f"schedule {run.schedule}: {run.submitted} job(s) submitted, "
+          f"{len(run.checkpoints) - run.submitted} checkpoint(s) skipped")
+    for row in run.checkpoints:
+        name = row.checkpoint or row.folder
+        print(f"  {name}: submitted job {row.job}" if row.job else f"  {name}: skipped, {row.skipped}")
+    if run.note:
+        print(f"  {run.note}")
+    return 0
+
+
+def _schedules_list(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        rows = c.schedules()
+    _table(["name", "cron", "next run", "watch", "tasks"],
+           [[r.name, r.cron, r.next_run_at.isoformat(timespec="minutes"), ", ".join(r.watch),
+             ", ".join(t["name"] for t in r.suite.get("tasks", []))] for r in rows])
+    return 0
+
+
 def _client_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", help="API base URL (default LCTX_BASE_URL or http://LCTX_HOST:LCTX_PORT)")
     p.add_argument("--token", help="bearer token (default LCTX_API_TOKEN)")
@@ -386,6 +411,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = csub.add_parser("list", help="registered checkpoints")
     _client_args(ls)
     ls.set_defaults(func=_checkpoints_list)
+
+    p = sub.add_parser("schedules", help="list schedules; run one now")
+    ssub = p.add_subparsers(dest="schedules_command", required=True, metavar="ACTION")
+    ls = ssub.add_parser("list", help="the schedules, their cron and next run")
+    _client_args(ls)
+    ls.set_defaults(func=_schedules_list)
+    r = ssub.add_parser("run", help="tick a schedule now (its cron unchanged): each checkpoint its watch folders "
+                        "hold, with the job submitted or why it was skipped")
+    r.add_argument("name")
+    r.add_argument("--json", action="store_true")
+    _client_args(r)
+    r.set_defaults(func=_schedules_run)
 
     p = sub.add_parser("endpoints", help="register and list served models (OpenAI-compatible servers)")
     esub = p.add_subparsers(dest="endpoints_command", required=True, metavar="ACTION")

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from service.schemas import CheckpointOut, EndpointOut, JobCreate, JobList, JobOut
+from service.schemas import CheckpointOut, EndpointOut, JobCreate, JobList, JobOut, ScheduleOut, ScheduleRun
 from service.settings import Settings, get_settings
 
 
@@ -87,6 +87,13 @@ class Client:
             raise ValueError(f"unknown job fields {unknown}; a job takes {', '.join(JobCreate.model_fields)}")
         body = {**({"checkpoint": checkpoint} if checkpoint is not None else {}), "tasks": tasks, **fields}
         return JobOut.model_validate(self.request("POST", "/v1/jobs", json=body).json())
+
+    def schedules(self) -> list[ScheduleOut]:
+        return [ScheduleOut.model_validate(s) for s in self.request("GET", "/v1/schedules").json()]
+
+    def run_schedule(self, name: str) -> ScheduleRun:
+        """POST /v1/schedules/{name}/run: the schedule ticked now; what it submitted or skipped."""
+        return ScheduleRun.model_validate(self.request("POST", f"/v1/schedules/{name}/run", timeout=None).json())
 
     def job(self, job_id: str) -> JobOut:
         return JobOut.model_validate(self.request("GET", f"/v1/jobs/{job_id}").json())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -154,26 +155,43 @@ class Scheduler:
         return submitted
 
     def run_schedule(self, schedule: ScheduleRow) -> list[JobRow]:
+        return [o.job for o in self.scan(schedule) if o.job is not None]
+
+    def scan(self, schedule: ScheduleRow) -> list[Outcome]:
+        """Every checkpoint folder of the schedule's watch folders, each submitted once per
+        fingerprint and suite or skipped with the reason (`lctx schedules run` lists them)."""
         suite = Suite.model_validate(schedule.suite)
-        jobs = []
+        outcomes = []
         for folder in schedule.watch:
             for path in checkpoint_dirs(Path(folder)):
                 try:
-                    job = self._submit_once(schedule, suite, path)
+                    outcome = self._submit_once(schedule, suite, path)
                 except (ServiceError, OSError) as e:  # one bad folder must not hide the others
                     log.warning("schedule %s: skipping %s: %s", schedule.name, path, e)
+                    outcomes.append(Outcome(path, None, None, getattr(e, "message", None) or str(e)))
                     continue
-                if job is not None:
-                    log.info("schedule %s: submitted job %s for %s", schedule.name, job.id, path)
-                    for warning in data_warnings(job.tasks, self.settings):
-                        log.warning("schedule %s: job %s: %s", schedule.name, job.id, warning)
-                    jobs.append(job)
-        return jobs
+                if outcome.job is not None:
+                    log.info("schedule %s: submitted job %s for %s", schedule.name, outcome.job.id, path)
+                    for warning in data_warnings(outcome.job.tasks, self.settings):
+                        log.warning("schedule %s: job %s: %s", schedule.name, outcome.job.id, warning)
+                outcomes.append(outcome)
+        return outcomes
 
-    def _submit_once(self, schedule: ScheduleRow, suite: Suite, path: Path) -> JobRow | None:
+    def run_now(self, name: str) -> list[Outcome]:
+        """A schedule ticked now, whatever its cron says (its next run stays as it was): what
+        it submitted and why it skipped each other checkpoint it found."""
+        outcomes = self.scan(self.store.get_schedule(name))
+        if any(o.job is not None for o in outcomes) and self.on_submit:
+            self.on_submit()
+        return outcomes
+
+    def _submit_once(self, schedule: ScheduleRow, suite: Suite, path: Path) -> Outcome:
         path = confine(str(path), self.settings.roots, "checkpoint path")  # a symlink may point out
         info = checkpoint_info(path, self.settings.roots)
         check_model_memory(info.parameters, info.dtype, self.settings, path.name)  # as registration does
+        earlier = self.store.submitted_job(info.fingerprint, schedule.suite_hash)
+        if earlier is not None:  # checked first: a checkpoint already evaluated is not registered again
+            return Outcome(path, None, earlier.checkpoint, skip_reason(schedule, earlier))
         known = self.store.checkpoint_by_path(str(path))
         if known is None:
             name = path.name if self.store.find_checkpoint(path.name) is None else f"{path.name}-{info.fingerprint[:8]}"
@@ -183,5 +201,32 @@ class Scheduler:
         tasks = validate_suite(suite, self.settings, checkpoint=path)
         check_judges(self.store, self.settings, tasks)
         resolved = ResolvedCheckpoint(known.name, path, info.fingerprint)
-        return self.store.add_job_once(info.fingerprint, schedule.suite_hash, schedule=schedule.name,
-                                       **job_fields(resolved, suite, tasks))
+        job = self.store.add_job_once(info.fingerprint, schedule.suite_hash, schedule=schedule.name,
+                                      **job_fields(resolved, suite, tasks))
+        if job is None:  # another replica submitted it between the check and the insert
+            earlier = self.store.submitted_job(info.fingerprint, schedule.suite_hash)
+            return Outcome(path, None, known.name, skip_reason(schedule, earlier))
+        return Outcome(path, job, known.name, None)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One checkpoint folder a schedule's run found: the job it submitted, or why not."""
+
+    folder: Path
+    job: JobRow | None
+    checkpoint: str | None  # the registered name, where it got that far
+    skipped: str | None
+
+
+def skip_reason(schedule: ScheduleRow, earlier: JobRow | None) -> str:
+    """Why a checkpoint with this fingerprint is not submitted again with this suite."""
+    if earlier is None:
+        return "this fingerprint was already submitted with this suite"
+    if earlier.schedule == schedule.name:
+        return (f"same fingerprint already run with this suite by this schedule (job {earlier.id}, "
+                f"{earlier.status}); a retrained checkpoint (new weights) is submitted again")
+    if earlier.schedule:
+        return (f"already covered by schedule {earlier.schedule!r} with the same suite (job {earlier.id}, "
+                f"{earlier.status})")
+    return f"same fingerprint already run with this suite (job {earlier.id}, {earlier.status})"

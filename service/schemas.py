@@ -321,6 +321,25 @@ class ScheduleOut(_Out):
         return rope_label(self.suite.get("rope"))
 
 
+class ScheduleCheckpoint(BaseModel):
+    """One checkpoint folder a schedule's run found: the job it submitted, or why it skipped it."""
+
+    folder: str = Field(description="the checkpoint's folder, relative to its checkpoint root")
+    checkpoint: str | None = Field(None, description="its registered name, where it got that far")
+    job: str | None = Field(None, description="the job submitted for it (None: skipped)")
+    skipped: str | None = Field(None, description="why no job was submitted: the same fingerprint already run with "
+                                "this suite (by this schedule or another), or what a job of it would be refused for")
+
+
+class ScheduleRun(BaseModel):
+    """What `POST /v1/schedules/{name}/run` did: each checkpoint folder its watch folders hold."""
+
+    schedule: str
+    checkpoints: list[ScheduleCheckpoint]
+    submitted: int = Field(description="jobs submitted by this run")
+    note: str | None = Field(None, description="why nothing was found, when nothing was")
+
+
 class LeaderboardRow(_Out):
     checkpoint: str
     fingerprint: str

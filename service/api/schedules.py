@@ -5,8 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 
 from service.api.deps import DispatcherDep, NameParam, Read, SettingsDep, StoreDep, Write, cluster_gpus
-from service.schedules import create_schedule
-from service.schemas import ScheduleCreate, ScheduleOut, errors
+from service.paths import client_error, client_path
+from service.schedules import Scheduler, create_schedule
+from service.schemas import ScheduleCheckpoint, ScheduleCreate, ScheduleOut, ScheduleRun, errors
 from service.views import schedule_out
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"], responses=errors(400, 403, 404, 409))
@@ -35,3 +36,19 @@ def get_schedule(name: NameParam, store: StoreDep, settings: SettingsDep) -> Sch
 def delete_schedule(name: NameParam, store: StoreDep) -> Response:
     store.delete_schedule(name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/{name}/run", dependencies=Write, response_model=ScheduleRun)
+def run_schedule(name: NameParam, store: StoreDep, settings: SettingsDep, dispatcher: DispatcherDep) -> ScheduleRun:
+    """Tick the schedule now, whatever its cron says (its next run is unchanged): each checkpoint
+    folder of its watch folders, with the job submitted for it or why it was skipped (the same
+    fingerprint already run with this suite, by this schedule or another; a refusal)."""
+    schedule = store.get_schedule(name)
+    outcomes = Scheduler(settings, store, on_submit=dispatcher.wake if dispatcher else None).run_now(name)
+    rows = [ScheduleCheckpoint(folder=client_path(o.folder, settings), checkpoint=o.checkpoint,
+                               job=o.job.id if o.job else None,
+                               skipped=client_error(o.skipped, settings) if o.skipped else None) for o in outcomes]
+    note = None if rows else (f"no checkpoint folder (a folder with a config.json, or its sub-folders that have one) "
+                              f"in the watch folders {', '.join(client_path(w, settings) for w in schedule.watch)}; "
+                              "save a checkpoint there and run the schedule again")
+    return ScheduleRun(schedule=name, checkpoints=rows, submitted=sum(r.job is not None for r in rows), note=note)

@@ -9,7 +9,7 @@ from sqlalchemy.exc import IntegrityError
 
 from service.errors import Conflict
 from service.store.db import Database, retried
-from service.store.models import ScheduleRow
+from service.store.models import JobRow, ScheduleRow, SubmissionRow
 
 
 class ScheduleAccess(Database):
@@ -50,3 +50,11 @@ class ScheduleAccess(Database):
                                                       ScheduleRow.next_run_at == expected_next)
                             .values(next_run_at=new_next, last_run_at=at))
             return res.rowcount == 1
+
+    @retried
+    def submitted_job(self, fingerprint: str, suite_hash: str) -> JobRow | None:
+        """The job a schedule submitted for this checkpoint fingerprint and suite, if any."""
+        with self.reading() as s:
+            return s.scalars(select(JobRow).join(SubmissionRow, SubmissionRow.job_id == JobRow.id)
+                             .where(SubmissionRow.fingerprint == fingerprint,
+                                    SubmissionRow.suite_hash == suite_hash)).first()

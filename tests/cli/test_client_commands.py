@@ -156,3 +156,34 @@ def test_wait_shows_samples_tokens_speed_and_eta() -> None:
     measured = job("running", passkey=TaskProgress(done=3, total=10, tokens=20000, eta_s=3725.0))
     assert progress_line(measured) == "running: passkey 3/10, 20,000 tokens prefilled; ETA 1 h 02 min"
     assert progress_line(job("succeeded", passkey=TaskProgress(done=10, total=10))) == "succeeded: passkey 10/10"
+
+
+def test_schedules_run_ticks_now_and_says_why_each_checkpoint_was_skipped(tmp_path: Path, models: Path,
+                                                                          capsys: pytest.CaptureFixture) -> None:
+    """`lctx schedules run NAME` over POST /v1/schedules/{name}/run (no executor: jobs stay queued)."""
+    import httpx
+
+    from tests.helpers import tiny_checkpoint
+
+    settings = make_settings(tmp_path)
+    (models / "runs").mkdir()
+    with ThreadServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url) as c:
+        url = ["--url", srv.url]
+        suite = {"tasks": [{"name": "passkey", "lengths": [64], "trials": 1}]}
+        assert c.post("/v1/schedules", json={"name": "runs", "cron": "0 2 * * *", "watch": ["runs"],
+                                             "suite": suite}).status_code == 201
+        assert main(["schedules", "run", "runs", *url]) == 0
+        out = capsys.readouterr().out
+        assert "0 job(s) submitted" in out and "no checkpoint folder" in out and str(models) not in out
+        tiny_checkpoint(models / "runs" / "step-100")
+        assert main(["schedules", "run", "runs", *url]) == 0
+        out = capsys.readouterr().out
+        assert "1 job(s) submitted" in out and "step-100: submitted job" in out
+        run = c.post("/v1/schedules/runs/run").json()
+        assert run["submitted"] == 0 and run["checkpoints"][0]["folder"] == "runs/step-100"
+        assert "same fingerprint already run with this suite by this schedule" in run["checkpoints"][0]["skipped"]
+        assert c.get("/v1/jobs", params={"schedule": "runs"}).json()["total"] == 1
+        assert main(["schedules", "list", *url]) == 0 and "0 2 * * *" in capsys.readouterr().out
+        assert main(["schedules", "run", "nope", *url]) == 1
+        assert "schedule" in capsys.readouterr().err
+        assert c.post("/v1/schedules/nope/run").status_code == 404

@@ -103,3 +103,31 @@ def test_a_watch_folder_given_twice_is_refused_naming_both(env) -> None:
     assert store.list_schedules() == []
     assert create_schedule(store, settings, ScheduleCreate(name="x", cron="0 2 * * *", watch=["nightly", "other"],
                                                            suite=SUITE)).watch == [str(watch), str(watch.parent / "other")]
+
+
+def test_run_now_lists_what_it_submitted_and_why_it_skipped_each_checkpoint(env) -> None:
+    settings, store, watch = env
+    tiny_checkpoint(watch / "run-1")
+    tiny_checkpoint(watch / "run-2", seed=1)
+    (watch / "broken").mkdir()
+    (watch / "broken" / "config.json").write_text("{}")  # a checkpoint folder whose config says nothing
+    first = create_schedule(store, settings, ScheduleCreate(name="a", cron="0 2 * * *", watch=[str(watch)],
+                                                             suite=SUITE))
+    scheduler = Scheduler(settings, store)
+    woken = []
+    scheduler.on_submit = lambda: woken.append(1)
+    out = {o.folder.name: o for o in scheduler.run_now("a")}
+    assert sorted(out) == ["broken", "run-1", "run-2"] and woken == [1]
+    assert out["run-1"].job is not None and out["run-1"].skipped is None and out["run-2"].job is not None
+    assert out["broken"].job is None and "no weights in" in out["broken"].skipped
+    assert store.get_schedule("a").next_run_at == first.next_run_at  # ticked now; its cron is unchanged
+    again = {o.folder.name: o for o in scheduler.run_now("a")}
+    assert again["run-1"].job is None and f"by this schedule (job {out['run-1'].job.id}" in again["run-1"].skipped
+    assert woken == [1]  # nothing submitted: nothing to wake
+    # a second schedule with the same suite over the same folder: covered by the first
+    create_schedule(store, settings, ScheduleCreate(name="b", cron="0 3 * * *", watch=[str(watch)], suite=SUITE))
+    other = {o.folder.name: o for o in scheduler.run_now("b")}
+    assert other["run-2"].job is None and "already covered by schedule 'a'" in other["run-2"].skipped
+    assert store.list_jobs()[1] == 2
+    with pytest.raises(Exception, match="schedule"):
+        scheduler.run_now("missing")
