@@ -73,7 +73,7 @@ def _print_job(job: Any) -> None:
           f"  progress: {progress}" + (f"\n  error: {job.error}" if job.error else ""))
 
 
-def _duration(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
     seconds = int(round(seconds))
     if seconds < 60:
         return f"{seconds} s"
@@ -82,23 +82,30 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
+def tokens_text(done: int, total: int, tokens: int, planned: int | None, tokens_per_s: float | None) -> str:
+    """A task's prefill as people read it: tokens of the planned total while it runs (the plan
+    is an estimate), the tokens reached once its samples are done, and the measured speed."""
+    if not tokens:
+        return ""
+    planned_text = f"/{planned:,}" if planned and done < total and tokens < planned else ""
+    speed = f" ({tokens_per_s:,.0f} tok/s)" if tokens_per_s else ""
+    return f"{tokens:,}{planned_text} tokens prefilled{speed}"
+
+
 def progress_line(job: Any) -> str:
     """A job's progress on one line: per task samples, tokens prefilled, speed; the job's ETA."""
     parts, eta, known = [], 0.0, True
     for key, p in job.progress.items():
-        text = f"{key} {p.done}/{p.total}"
-        if p.tokens:
-            planned = f"/{p.planned_tokens:,}" if p.planned_tokens else ""
-            text += f", {p.tokens:,}{planned} tokens prefilled"
-        if p.tokens_per_s:
-            text += f" ({p.tokens_per_s:,.0f} tok/s)"
-        parts.append(text)
+        prefill = tokens_text(p.done, p.total, p.tokens, p.planned_tokens, p.tokens_per_s)
+        parts.append(f"{key} {p.done}/{p.total}" + (f", {prefill}" if prefill else ""))
         if p.done < p.total:
             if p.eta_s is None:
                 known = False
             else:
                 eta += p.eta_s
-    left = "" if job.status != JobStatus.RUNNING else (f"; ETA {_duration(eta)}" if known else "; ETA: measuring")
+    known = known and (eta > 0 or all(p.done >= p.total for p in job.progress.values()))
+    left = "" if job.status != JobStatus.RUNNING else (f"; ETA {duration_text(max(eta, 1.0))}" if known
+                                                        else "; ETA: measuring")
     return f"{job.status}: " + ("; ".join(parts) or "-") + left
 
 

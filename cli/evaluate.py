@@ -53,10 +53,26 @@ def summary_rows(key: str, entry: dict[str, Any]) -> list[tuple[str, str, str]]:
     from evaluators.results import fmt, task_result
 
     result = task_result(entry)
-    rows = [(key, f"{m.name} ({m.unit}, n={m.n})", fmt(m.value)) for m in result.metrics]
+    rows = [(key, f"{m.name} ({m.unit}, n={m.n})", fmt(m.value, unit=m.unit)) for m in result.metrics]
     for s in result.series:
-        rows += [(key, f"{s.label()} @ {s.axis} {p.key} (n={p.n})", fmt(p.value)) for p in s.points]
+        rows += [(key, f"{s.label()} @ {s.axis} {p.key} (n={p.n})", fmt(p.value, unit=s.unit)) for p in s.points]
     return rows
+
+
+BAR_FORMAT = "{desc}: {n_fmt}/{total_fmt} samples [{elapsed}]{postfix}"  # no tqdm rate: `?sample/s` says nothing
+
+
+def eval_postfix(cell: dict[str, Any]) -> str:
+    """What `lctx eval`'s bar adds to a task's samples: prompt tokens prefilled of the plan and
+    their speed, and the ETA (from tokens while the prompts prefill: a long batch finishes its
+    first sample only after minutes), or the totals reached once the task is done."""
+    from cli.client_commands import duration_text, tokens_text
+
+    prefill = tokens_text(cell["done"], cell["total"], cell["tokens"], cell["planned_tokens"], cell["tokens_per_s"])
+    if cell["total"] and cell["done"] >= cell["total"]:
+        return prefill
+    eta = "ETA: measuring" if not cell["eta_s"] else f"ETA {duration_text(max(cell['eta_s'], 1.0))}"
+    return ", ".join(x for x in (prefill, eta) if x)
 
 
 def print_table(rows: list[tuple[str, str, str]]) -> None:
@@ -166,6 +182,7 @@ def _eval(args: argparse.Namespace) -> int:
     from evaluators.registry import make_evaluator, parse_task
     from evaluators.results import task_result
     from evaluators.suite import RESULTS_FILE, draw_ahead, run_suite, suite_document, task_keys
+    from service.progress import JobProgress
 
     options = task_options()
     for name in args.task:
@@ -219,20 +236,30 @@ def _eval(args: argparse.Namespace) -> int:
     started = datetime.now(UTC).isoformat()
     bars: dict[str, tqdm] = {}
 
+    def show(state: dict[str, dict[str, Any]]) -> None:
+        for key, cell in state.items():
+            bar = bars.get(key)
+            if bar is not None:
+                bar.total, bar.n = cell["total"] or None, cell["done"]
+                bar.set_postfix_str(eval_postfix(cell), refresh=True)
+
+    # one estimate of speed and ETA for `lctx eval` and the service: prompt tokens while they prefill
+    tracker = JobProgress(show, dict(zip(task_keys(parsed), parsed, strict=True)), every=0.5)
+
     def progress(key: str) -> Callable[[str, int, int], None]:
-        bar = bars[key] = tqdm(desc=key, unit="sample", disable=args.quiet)
+        bars[key] = tqdm(desc=key, disable=args.quiet, bar_format=BAR_FORMAT)
+        tracker.set(key)  # the task's clock starts here, before its first prompt prefills
+        return tracker.samples(key)
 
-        def report(_name: str, done: int, total: int) -> None:
-            bar.total = total
-            bar.n = done
-            bar.refresh()
-
-        return report
+    def task_done(key: str, _folder: Path) -> None:
+        tracker.flush(force=True)  # the totals reached are the bar's last line
+        bars.pop(key).close()
 
     try:
         results = run_suite(loaded, parsed, out, engine, data_dir=data_dir, progress=progress,
-                            after_task=lambda key, _folder: bars[key].close(), evaluators=evaluators)
+                            on_prefill=tracker.prefilled, after_task=task_done, evaluators=evaluators)
     finally:
+        tracker.close(write=False)
         for bar in bars.values():
             bar.close()
     document = suite_document(loaded, specs, results, started, **source)

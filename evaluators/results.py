@@ -103,8 +103,19 @@ def series(name: str, axis: Axis, unit: str, higher_is_better: bool | None,
                   points=[Point(key=k, value=v, n=n) for k, v, n in points])
 
 
-def fmt(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}g}" if abs(value) >= 1000 else f"{value:.{digits}f}"
+COUNTED_UNITS = frozenset({"tokens", "samples", "count"})  # values that are whole numbers by their unit
+
+
+def fmt(value: float | None, digits: int = 3, unit: str | None = None) -> str:
+    """A value for a table or a summary line: whole numbers (a unit that counts, such as an
+    effective length in tokens, or any integral value of 1,000 or more) as integers, other
+    values of 1,000 or more rounded to a whole number (never `1e+03`), the rest to `digits`
+    decimals."""
+    if value is None:
+        return "-"
+    if unit in COUNTED_UNITS and float(value).is_integer():
+        return str(int(value))
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.{digits}f}"
 
 
 def task_result(entry: dict[str, Any], legacy: Callable[[str, dict[str, Any]], TaskResult] | None = None

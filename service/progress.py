@@ -110,15 +110,17 @@ class JobProgress:
             return
         cell["tokens_per_s"] = round(cell["tokens"] / elapsed, 1) if cell["tokens"] else None
         before = done_before / cell["total"]
-        if cell["planned_tokens"]:
-            share = min(1.0, before + cell["tokens"] / cell["planned_tokens"])
-        else:
-            share = cell["done"] / cell["total"]
+        share = cell["done"] / cell["total"]
+        if cell["planned_tokens"]:  # planned tokens are an estimate: once reached, the samples left say the rest
+            by_tokens = before + cell["tokens"] / cell["planned_tokens"]
+            share = by_tokens if by_tokens < 1.0 else share
         gained = share - before
         if cell["done"] >= cell["total"]:
             cell["eta_s"] = 0.0
-        elif gained > 0:
-            cell["eta_s"] = round(elapsed * (1 - share) / gained, 1)
+        elif gained > 0:  # never 0 s while samples remain
+            cell["eta_s"] = max(0.1, round(elapsed * (1 - share) / gained, 1))
+        else:
+            cell["eta_s"] = None  # measuring again: the prompts are read, no sample of this run has finished
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         with self.lock:

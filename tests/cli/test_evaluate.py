@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -183,3 +184,18 @@ def test_lm_eval_command_writes_lm_eval_layout(tmp_path: Path) -> None:
     assert len(files) == 1
     results = json.loads(files[0].read_text())
     assert "acc,none" in results["results"]["lctx_toy_mc"] and results["config"]["model"] == "lctx"
+
+
+def test_eval_bars_show_prefill_then_the_totals_reached(tmp_path: Path, capsys) -> None:
+    """The bar says tokens prefilled, their speed and an ETA (no tqdm `?sample/s`), and its last
+    line shows the tokens reached, not a share of the plan."""
+    tiny_model(tmp_path / "m")
+    argv = ["eval", "--checkpoint", str(tmp_path / "m"), "--task", "passkey", "--lengths", "260",
+            "--trials", "2", "--out", str(tmp_path / "out")]
+    assert main(argv) == 0
+    bars = capsys.readouterr().err.replace("\r", "\n").splitlines()
+    lines = [line for line in bars if line.startswith("passkey:")]
+    assert lines and "?sample/s" not in "".join(lines) and "ETA 0 s" not in "".join(lines)
+    assert lines[-1].startswith("passkey: 2/2 samples") and "tokens prefilled" in lines[-1]
+    assert re.search(r"\] ?, [\d,]+ tokens prefilled \(", lines[-1])  # the tokens reached, no planned total
+    assert re.search(r"[\d,]+/[\d,]+ tokens prefilled", "\n".join(lines[:-1]))  # a share of the plan before

@@ -47,3 +47,19 @@ def test_a_resumed_task_counts_the_samples_of_the_earlier_run() -> None:
     progress.prefilled("passkey")(2250)  # half of the 4500 tokens left
     eta = writes[-1]["passkey"]["eta_s"]
     assert eta is not None and 0.05 < eta < 1.0  # as long again as the time spent so far
+
+
+def test_no_eta_of_0_s_while_samples_remain_once_the_planned_tokens_are_read() -> None:
+    """Planned tokens are an estimate (a prefix cache, a tokenizer): once they are reached with
+    samples left, the ETA comes from samples, or is unknown until one finishes; never 0 s."""
+    writes: list[dict] = []
+    progress = JobProgress(writes.append, {"passkey": PASSKEY}, every=0)
+    progress.samples("passkey")("passkey", 0, 6)
+    time.sleep(0.05)
+    progress.prefilled("passkey")(9000)  # every planned token read, no sample done
+    assert writes[-1]["passkey"]["eta_s"] is None
+    time.sleep(0.05)
+    progress.samples("passkey")("passkey", 3, 6)
+    assert writes[-1]["passkey"]["eta_s"] > 0  # half the samples: as long again, never 0
+    progress.samples("passkey")("passkey", 6, 6)
+    assert writes[-1]["passkey"]["eta_s"] == 0.0
