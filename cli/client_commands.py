@@ -74,12 +74,9 @@ def _print_job(job: Any) -> None:
 
 
 def duration_text(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    from service.cost import duration  # one way to say a duration: the plan's warnings use it too
+
+    return duration(seconds)
 
 
 def tokens_text(done: int, total: int, tokens: int, planned: int | None, tokens_per_s: float | None) -> str:
@@ -109,6 +106,22 @@ def progress_line(job: Any) -> str:
     return f"{job.status}: " + ("; ".join(parts) or "-") + left
 
 
+def plan_lines(plan: Any) -> list[str]:
+    """A job's plan as `lctx submit` prints it: per task samples and tokens, the estimate and its
+    basis, the warnings."""
+    def count(value: int | None) -> str:
+        return "?" if value is None else f"{value:,}"
+
+    lines = [f"  {t.task}: {count(t.samples)} samples, {count(t.prompt_tokens)} tokens to prefill, "
+             f"{count(t.generated_tokens)} to generate"
+             + (f", about {duration_text(t.seconds)}" if t.seconds is not None else "") for t in plan.tasks]
+    estimate = f"about {duration_text(plan.seconds)}" if plan.seconds is not None else "not known"
+    head = "plan (dry run, nothing queued)" if not plan.queued else "plan"
+    return [f"{head}: {plan.samples:,} samples, {plan.prompt_tokens:,} tokens to prefill, "
+            f"{plan.generated_tokens:,} to generate; {estimate} ({plan.basis})", *lines,
+            *(f"warning: {w}" for w in plan.warnings)]
+
+
 def _client(args: argparse.Namespace) -> Client:
     from service.client import Client  # httpx and the API models: only for the command that talks
 
@@ -124,10 +137,16 @@ def _submit(args: argparse.Namespace) -> int:
         body = {"checkpoint": args.checkpoint, "tasks": [parse_task(t) for t in args.task],
                 **{name: getattr(args, name) for name in job_flags() if getattr(args, name) is not None}}
     with _client(args) as c:
+        if args.dry_run:
+            for line in plan_lines(c.plan(**body)):
+                print(line)
+            return 0
         job = c.submit(**body)
         print(job.id if args.quiet else f"submitted job {job.id}", flush=True)
         for warning in job.warnings:  # accepted, but its data is not what the benchmark's reports ran on
             print(f"warning: {warning}", file=sys.stderr, flush=True)
+        if job.plan is not None and not args.quiet:  # on stderr: stdout keeps the job id and the scores
+            print("\n".join(plan_lines(job.plan)), file=sys.stderr, flush=True)
         shown = ""
         while args.wait and job.status not in FINAL:
             time.sleep(1.0)
@@ -354,6 +373,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help=text.replace("%", "%%"))
     p.add_argument("--wait", action="store_true", help="poll until the job ends; exit 0 only if it succeeded")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the job id")
+    p.add_argument("--dry-run", action="store_true", help="print the job's plan (samples, tokens, estimated time "
+                   "on the service's hardware) and what it would be refused for, without queuing it")
     _client_args(p)
     p.set_defaults(func=_submit)
 

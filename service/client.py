@@ -7,7 +7,16 @@ from typing import Any
 
 import httpx
 
-from service.schemas import CheckpointOut, EndpointOut, JobCreate, JobList, JobOut, ScheduleOut, ScheduleRun
+from service.schemas import (
+    CheckpointOut,
+    EndpointOut,
+    JobCreate,
+    JobList,
+    JobOut,
+    JobPlan,
+    ScheduleOut,
+    ScheduleRun,
+)
 from service.settings import Settings, get_settings
 
 
@@ -94,6 +103,12 @@ class Client:
     def run_schedule(self, name: str) -> ScheduleRun:
         """POST /v1/schedules/{name}/run: the schedule ticked now; what it submitted or skipped."""
         return ScheduleRun.model_validate(self.request("POST", f"/v1/schedules/{name}/run", timeout=None).json())
+
+    def plan(self, checkpoint: str | None, tasks: list[dict[str, Any]], **fields: Any) -> JobPlan:
+        """POST /v1/jobs?dry_run=true: the job's samples, tokens and estimated time, refused as a
+        submission would be, nothing queued."""
+        body = {**({"checkpoint": checkpoint} if checkpoint is not None else {}), "tasks": tasks, **fields}
+        return JobPlan.model_validate(self.request("POST", "/v1/jobs", params={"dry_run": "true"}, json=body).json())
 
     def job(self, job_id: str) -> JobOut:
         return JobOut.model_validate(self.request("GET", f"/v1/jobs/{job_id}").json())

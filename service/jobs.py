@@ -226,6 +226,7 @@ class JobRun:
                                     PROGRESS_EVERY_S)
         self.feed = ProgressFeed(self.progress, {k: task_dir(settings, job.id, k) for k in keys})
         self.totals: dict[str, int] = {}
+        self.clock = time.monotonic()  # the run's start: its work tokens per second go to the cost record
         # the run's state, set by `_plan` and the handlers
         self.started = ""  # when the job first started (ISO)
         self.entries: dict[str, Any] = {}  # a finished task -> its entry of results.json
@@ -373,7 +374,27 @@ class JobRun:
         if self.reruns:
             log.info("job %s: %d unit(s) ran again after their worker died: %s", self.job.id,
                      len(self.reruns), "; ".join(self.reruns))
-        raise Ended(SUCCEEDED if self._finish(SUCCEEDED) else self.store.get_job(self.job.id).status)
+        finished = self._finish(SUCCEEDED)
+        if finished:
+            self._record_speed()
+        raise Ended(SUCCEEDED if finished else self.store.get_job(self.job.id).status)
+
+    def _record_speed(self) -> None:
+        """This run's work tokens per second (the tasks' planned prompt and generated tokens over
+        its seconds, loading included: what a job costs here), for the next submissions' estimates
+        (`service/cost.py`). Only a run that did the whole job from the start is measured."""
+        from service.cost import record_throughput
+
+        if any(int(p.get("done", 0)) for p in (self.job.progress or {}).values()):
+            return  # resumed: part of the work was done before this run
+        plans = self.progress.plans.values()
+        if any(p.work_tokens is None or p.sequential for p in plans):
+            return  # a task whose work is not known before its data (or a search that stops early)
+        try:
+            record_throughput(self.settings, self.job.fingerprint, sum(p.work_tokens or 0 for p in plans),
+                              time.monotonic() - self.clock)
+        except OSError as e:  # the estimate is a convenience: the job succeeded all the same
+            log.warning("job %s: cannot record its speed: %s", self.job.id, e)
 
     def on_worker_died(self, call: Call, error: BaseException) -> None:
         """A fresh worker takes the dead one's place and its work: a unit runs again (up to

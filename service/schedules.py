@@ -17,6 +17,7 @@ from pathlib import Path
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterNotAlphaError, croniter
 from pydantic import ValidationError
 
+from service.cost import check_cost, plan_job
 from service.errors import Conflict, InvalidRequest, ServiceError
 from service.paths import confine
 from service.schemas import ScheduleCreate, Suite
@@ -64,7 +65,9 @@ def create_schedule(store: Store, settings: Settings, request: ScheduleCreate,
             first = request.watch[watch.index(w)]
             raise InvalidRequest(f"watch[{i}] {request.watch[i]!r} is the folder watch[{watch.index(w)}] {first!r} "
                                  "names already; give each folder once")
-    check_judges(store, settings, validate_suite(request.suite, settings, cluster_gpus))  # each job's again
+    tasks = validate_suite(request.suite, settings, cluster_gpus)
+    check_judges(store, settings, tasks)  # each job's again
+    check_cost(plan_job(list(request.suite.tasks), settings, None, cluster_gpus), settings)  # each job's, at the speed known
     t = now()
     return store.add_schedule(ScheduleRow(
         name=request.name, cron=request.cron, watch=watch, suite=request.suite.model_dump(mode="json", exclude_none=True),
@@ -200,6 +203,7 @@ class Scheduler:
             known = self.store.add_checkpoint(known.name, str(path), info.fingerprint, info.variant, info.parameters)
         tasks = validate_suite(suite, self.settings, checkpoint=path)
         check_judges(self.store, self.settings, tasks)
+        check_cost(plan_job(list(suite.tasks), self.settings, info.fingerprint), self.settings)
         resolved = ResolvedCheckpoint(known.name, path, info.fingerprint)
         job = self.store.add_job_once(info.fingerprint, schedule.suite_hash, schedule=schedule.name,
                                       **job_fields(resolved, suite, tasks))

@@ -170,6 +170,28 @@ class TaskProgress(BaseModel):
                                 "measured yet)")
 
 
+class TaskPlan(BaseModel):
+    task: str = Field(description="tasks[i] (name)")
+    samples: int | None = Field(description="samples its options plan (None: its data decides)")
+    prompt_tokens: int | None = Field(description="prompt tokens to prefill (None: not known before the data)")
+    generated_tokens: int | None = Field(description="most tokens its samples generate")
+    seconds: float | None = Field(description="estimated seconds on this service's hardware")
+
+
+class JobPlan(BaseModel):
+    """A job's cost before it runs: its tasks planned into samples and tokens, and the time they
+    take on this service's hardware (`basis` says from what: measured speed or a stated rule)."""
+
+    tasks: list[TaskPlan]
+    samples: int
+    prompt_tokens: int
+    generated_tokens: int
+    seconds: float | None = Field(description="estimated seconds of the tasks whose tokens are known")
+    basis: str = Field(description="how the seconds were estimated")
+    warnings: list[str] = Field(description="a job estimated over 10 minutes, tasks whose cost is unknown")
+    queued: bool = Field(False, description="false for a dry run (`?dry_run=true`): nothing was queued")
+
+
 class JobState(_Out):
     """What the service adds to a job's request: where it stands."""
 
@@ -182,6 +204,8 @@ class JobState(_Out):
     error: str | None
     attempts: int
     schedule: str | None
+    plan: JobPlan | None = Field(None, description="in the submission's answer: the job's samples, tokens and "
+                                 "estimated time (`GET` answers leave it out)")
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -312,6 +336,8 @@ class ScheduleOut(_Out):
     cron: str
     watch: list[str]
     suite: dict[str, Any]
+    plan: JobPlan | None = Field(None, description="in the creation's answer: what each job of the suite costs, "
+                                 "at the speed measured over any checkpoint (or the rule)")
     next_run_at: datetime
     last_run_at: datetime | None
     created_at: datetime

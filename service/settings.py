@@ -55,6 +55,12 @@ class Settings(BaseSettings):
                             "(prompt lengths, budgets, generated tokens); 1M fits 8B models on 80 GB GPUs; lower it on CPU nodes")
     max_samples_per_job: int = Field(200_000, ge=1, description="most samples one job may plan (lengths x trials, "
                                      "summed over its tasks; data-backed tasks count their `limit`)")
+    max_job_seconds: float | None = Field(None, gt=0, description="most seconds a job's work may take by its "
+                                          "estimate at submission (its samples and tokens at the speed this "
+                                          "service's jobs measured, or a stated rule before any is measured); a "
+                                          "job or schedule over it is refused saying by how much and what to lower; "
+                                          "default none: an answer warns of a job estimated over 10 minutes instead "
+                                          "(estimates are rough, and the README's schedule runs RULER's defaults)")
     endpoint_hosts: str = Field("127.0.0.1,::1,localhost", description="hosts a registered endpoint (a served "
                                 "model) may be on, comma-separated; '*' allows any (default: loopback only)")
     endpoint_key_prefix: str = Field("LCTX_ENDPOINT_KEY_", max_length=64, description="an endpoint's api_key_env "

@@ -29,6 +29,7 @@ from evaluators.errors import EvaluatorError
 from evaluators.judges import check_pin, pinned_ref, split_ref
 from evaluators.options import JUDGE_HOWTO, TaskOptions
 from evaluators.registry import parse_task, task_options
+from service.cost import Cost, check_cost, plan_job
 from service.errors import Forbidden, InvalidRequest, Missing
 from service.paths import confine
 from service.schemas import JobCreate, Suite
@@ -352,7 +353,8 @@ def check_judges(store: Store, settings: Settings, tasks: list[dict[str, Any]]) 
         task["judge"] = pinned_ref(row.name, identity)
 
 
-def submit_to_endpoint(store: Store, settings: Settings, request: JobCreate) -> JobRow:
+def submit_to_endpoint(store: Store, settings: Settings, request: JobCreate,
+                       dry_run: bool = False) -> tuple[JobRow | None, Cost]:
     """A job on a registered endpoint: what needs the weights (a RoPE override, an attention
     backend, diagnostics) and what the server cannot score (log-likelihood tasks where it
     returns no prompt logprobs) refused now, with the reason."""
@@ -367,9 +369,13 @@ def submit_to_endpoint(store: Store, settings: Settings, request: JobCreate) -> 
     problems += context_refusals(request, row.context_length)
     if problems:
         raise InvalidRequest(f"cannot run on endpoint {row.name!r}: " + "; ".join(problems))
+    cost = plan_job(list(request.tasks), settings, endpoint_fingerprint(row))
+    check_cost(cost, settings)
+    if dry_run:
+        return None, cost
     suite = {**request.model_dump(mode="json", include=set(Suite.model_fields)), "tasks": tasks}
     return store.add_job(fingerprint=endpoint_fingerprint(row), checkpoint=row.name, checkpoint_path=row.base_url,
-                         endpoint=row.name, **suite)
+                         endpoint=row.name, **suite), cost
 
 
 def context_refusals(suite: Suite, context: int) -> list[str]:
@@ -386,15 +392,21 @@ def context_refusals(suite: Suite, context: int) -> list[str]:
     return problems
 
 
-def submit(store: Store, settings: Settings, request: JobCreate, cluster_gpus: int | None = None) -> JobRow:
-    """Validate and queue; the row is committed when this returns. `cluster_gpus`: what
-    the executor's Ray reports (None: not known here)."""
+def submit(store: Store, settings: Settings, request: JobCreate, cluster_gpus: int | None = None,
+           dry_run: bool = False) -> tuple[JobRow | None, Cost]:
+    """Validate, plan (`service/cost.py`: refused over LCTX_MAX_JOB_SECONDS) and queue; the row
+    is committed when this returns. With `dry_run`, the plan alone, nothing queued (row None).
+    `cluster_gpus`: what the executor's Ray reports (None: not known here)."""
     if request.endpoint is not None:
-        return submit_to_endpoint(store, settings, request)
+        return submit_to_endpoint(store, settings, request, dry_run)
     resolved = resolve_checkpoint(store, settings, request.checkpoint, cluster_gpus)
     tasks = validate_suite(request, settings, cluster_gpus, resolved.path)
     check_judges(store, settings, tasks)
-    return store.add_job(fingerprint=resolved.fingerprint, **job_fields(resolved, request, tasks))
+    cost = plan_job(list(request.tasks), settings, resolved.fingerprint, cluster_gpus)
+    check_cost(cost, settings)
+    if dry_run:
+        return None, cost
+    return store.add_job(fingerprint=resolved.fingerprint, **job_fields(resolved, request, tasks)), cost
 
 
 def data_warnings(tasks: list[dict[str, Any]], settings: Settings) -> list[str]:

@@ -32,7 +32,8 @@ def client_task(task: dict[str, Any], settings: Settings) -> dict[str, Any]:
 
 def job_out(row: JobRow, settings: Settings) -> JobOut:
     """The job's stored request and its state, with server paths made relative."""
-    state = {name: getattr(row, name) for name in JobState.model_fields if name != "warnings"}  # the submission's own
+    state = {name: getattr(row, name) for name in JobState.model_fields
+             if name not in ("warnings", "plan")}  # the submission's own answers
     job = JobOut.model_validate({**row.request, **state})
     where = job.checkpoint_path if row.endpoint else client_path(job.checkpoint_path, settings)  # an endpoint's URL
     return job.model_copy(update={"checkpoint_path": where,

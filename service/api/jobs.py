@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Response, status
 
 from service.api.deps import DispatcherDep, JobId, Read, SettingsDep, StoreDep, Write, cluster_gpus
 from service.paths import NAME_PATTERN
-from service.schemas import NO_NUL_PATTERN, TASK_PATTERN, JobCreate, JobList, JobOut, Status, errors
+from service.schemas import NO_NUL_PATTERN, TASK_PATTERN, JobCreate, JobList, JobOut, JobPlan, Status, errors
 from service.submission import data_warnings, submit
 from service.views import job_out
 
@@ -17,18 +17,28 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=errors(400, 403, 
 log = logging.getLogger("lctx.api")
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED, dependencies=Write, response_model=JobOut)
-def submit_job(body: JobCreate, store: StoreDep, settings: SettingsDep, dispatcher: DispatcherDep) -> JobOut:
-    """Queue an evaluation; the job is committed to the store before this answers. What is
-    wrong with its data but does not stop it (files from before a benchmark's fix) is answered
-    in `warnings`."""
-    job = submit(store, settings, body, cluster_gpus(dispatcher) if body.endpoint is None else None)
+@router.post("", status_code=status.HTTP_202_ACCEPTED, dependencies=Write, response_model=JobOut | JobPlan,
+             responses={200: {"model": JobPlan, "description": "the plan of a dry run: nothing queued"}})
+def submit_job(body: JobCreate, store: StoreDep, settings: SettingsDep, dispatcher: DispatcherDep,
+               dry_run: Annotated[bool, Query(description="plan the job (samples, tokens, estimated time) and "
+                                                      "refuse it as a submission would, without queuing it")] = False,
+               ) -> Response | JobOut:
+    """Queue an evaluation; the job is committed to the store before this answers. The answer's
+    `plan` gives its samples, tokens and estimated time on this service's hardware, with warnings
+    (a job over 10 minutes); a job estimated over LCTX_MAX_JOB_SECONDS is refused (422). What is
+    wrong with its data but does not stop it (files from before a benchmark's fix) is answered in
+    `warnings`."""
+    job, cost = submit(store, settings, body, cluster_gpus(dispatcher) if body.endpoint is None else None,
+                       dry_run=dry_run)
+    plan = JobPlan.model_validate({**cost.as_dict(), "queued": job is not None})
+    if job is None:
+        return Response(plan.model_dump_json(), media_type="application/json", status_code=status.HTTP_200_OK)
     if dispatcher is not None:
         dispatcher.wake()
     warnings = data_warnings(job.tasks, settings)
     for warning in warnings:
         log.warning("job %s: %s", job.id, warning)
-    return job_out(job, settings).model_copy(update={"warnings": warnings})
+    return job_out(job, settings).model_copy(update={"plan": plan, "warnings": warnings})
 
 
 @router.get("", dependencies=Read, response_model=JobList)

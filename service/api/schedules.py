@@ -7,7 +7,7 @@ from fastapi import APIRouter, Response, status
 from service.api.deps import DispatcherDep, NameParam, Read, SettingsDep, StoreDep, Write, cluster_gpus
 from service.paths import client_error, client_path
 from service.schedules import Scheduler, create_schedule
-from service.schemas import ScheduleCheckpoint, ScheduleCreate, ScheduleOut, ScheduleRun, errors
+from service.schemas import JobPlan, ScheduleCheckpoint, ScheduleCreate, ScheduleOut, ScheduleRun, errors
 from service.views import schedule_out
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"], responses=errors(400, 403, 404, 409))
@@ -19,7 +19,12 @@ def add_schedule(body: ScheduleCreate, store: StoreDep, settings: SettingsDep,
     """Every time `cron` comes due, checkpoints in the watch folders are evaluated with
     the suite, once per checkpoint fingerprint. The suite is refused now for what a job of it
     would be refused for."""
-    return schedule_out(create_schedule(store, settings, body, cluster_gpus(dispatcher)), settings)
+    from service.cost import plan_job
+
+    row = create_schedule(store, settings, body, cluster_gpus(dispatcher))
+    plan = JobPlan.model_validate({**plan_job(list(body.suite.tasks), settings, None, cluster_gpus(dispatcher))
+                                   .as_dict(), "queued": False})
+    return schedule_out(row, settings).model_copy(update={"plan": plan})
 
 
 @router.get("", dependencies=Read, response_model=list[ScheduleOut])

@@ -187,3 +187,33 @@ def test_schedules_run_ticks_now_and_says_why_each_checkpoint_was_skipped(tmp_pa
         assert main(["schedules", "run", "nope", *url]) == 1
         assert "schedule" in capsys.readouterr().err
         assert c.post("/v1/schedules/nope/run").status_code == 404
+
+
+def test_submit_dry_run_and_the_answers_plan(tmp_path: Path, models: Path, capsys: pytest.CaptureFixture) -> None:
+    """`lctx submit --dry-run` (POST /v1/jobs?dry_run=true) plans without queuing; a submission's
+    answer carries the plan; a job over LCTX_MAX_JOB_SECONDS is a 422 saying by how much."""
+    import httpx
+
+    settings = make_settings(tmp_path, device="cpu", max_job_seconds=600)
+    with ThreadServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url) as c:
+        url = ["--url", srv.url]
+        assert main(["checkpoints", "add", "tiny", str(models / "tiny"), *url]) == 0
+        capsys.readouterr()
+        assert main(["submit", "tiny", "--task", "passkey:lengths=128:trials=2", "--dry-run", *url]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("plan (dry run, nothing queued): 2 samples, 256 tokens to prefill")
+        assert "no run measured yet: assumed 2,000 prefill tok/s" in out
+        assert c.get("/v1/jobs").json()["total"] == 0
+        body = {"checkpoint": "tiny", "tasks": [{"name": "passkey", "lengths": [128], "trials": 2}]}
+        r = c.post("/v1/jobs", params={"dry_run": "true"}, json=body)
+        assert r.status_code == 200 and r.json()["queued"] is False and r.json()["samples"] == 2
+        r = c.post("/v1/jobs", json=body)
+        assert r.status_code == 202 and r.json()["plan"]["queued"] is True and r.json()["plan"]["prompt_tokens"] == 256
+        assert c.get(f"/v1/jobs/{r.json()['id']}").json()["plan"] is None
+        huge = {"checkpoint": "tiny", "tasks": [{"name": "passkey", "lengths": [1_048_576], "trials": 5}]}
+        r = c.post("/v1/jobs", json=huge)
+        assert r.status_code == 422 and "over its limit of 10 min 00 s (LCTX_MAX_JOB_SECONDS)" in r.json()["detail"]
+        assert str(tmp_path) not in r.text
+        assert main(["submit", "tiny", "--task", "passkey:lengths=1048576:trials=5", "--dry-run", *url]) == 1
+        assert "Lower its lengths" in capsys.readouterr().err
+        assert c.get("/v1/jobs").json()["total"] == 1

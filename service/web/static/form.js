@@ -65,6 +65,24 @@ function control(id, name, field, s) {
 }
 
 /** The form element; `onSubmitted(job)` runs after a 202. */
+// The submission's plan (service/cost.py): samples, tokens, the estimated time and its basis, warnings.
+function planText(plan) {
+  if (!plan) return [];
+  const n = (v) => (v === null || v === undefined ? "?" : v.toLocaleString("en"));
+  const time = plan.seconds === null ? "time not known" : `about ${duration(plan.seconds)}`;
+  return [h("span", { class: "plan" }, `: ${n(plan.samples)} samples, ${n(plan.prompt_tokens)} tokens to prefill, `
+            + `${n(plan.generated_tokens)} to generate; ${time} (${plan.basis})`),
+          ...plan.warnings.map((w) => h("div", { class: "warning" }, `warning: ${w}`))];
+}
+
+function duration(seconds) {
+  const s = Math.round(seconds);
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${String(s % 60).padStart(2, "0")} s`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ${String(Math.floor((s % 3600) / 60)).padStart(2, "0")} min`;
+  return `${(s / 86400).toFixed(1)} days`;
+}
+
 export async function submitForm(onSubmitted) {
   const s = await openapi();
   const job = s.components.schemas.JobCreate;
@@ -194,7 +212,8 @@ export async function submitForm(onSubmitted) {
     submit.disabled = true;
     try {
       const created = await api("/v1/jobs", { method: "POST", body });
-      general.replaceChildren(h("span", { class: "ok" }, "Queued job "), h("a", { href: `/jobs/${created.id}` }, created.id));
+      general.replaceChildren(h("span", { class: "ok" }, "Queued job "), h("a", { href: `/jobs/${created.id}` }, created.id),
+        ...planText(created.plan));
       onSubmitted(created);
     } catch (e) {
       if (!(e instanceof ApiError)) throw e;
