@@ -79,18 +79,10 @@ def duration_text(seconds: float) -> str:
     return duration(seconds)
 
 
-def tokens_text(done: int, total: int, tokens: int, planned: int | None, tokens_per_s: float | None) -> str:
-    """A task's prefill as people read it: tokens of the planned total while it runs (the plan
-    is an estimate), the tokens reached once its samples are done, and the measured speed."""
-    if not tokens:
-        return ""
-    planned_text = f"/{planned:,}" if planned and done < total and tokens < planned else ""
-    speed = f" ({tokens_per_s:,.0f} tok/s)" if tokens_per_s else ""
-    return f"{tokens:,}{planned_text} tokens prefilled{speed}"
-
-
 def progress_line(job: Any) -> str:
     """A job's progress on one line: per task samples, tokens prefilled, speed; the job's ETA."""
+    from service.progress import tokens_text
+
     parts, eta, known = [], 0.0, True
     for key, p in job.progress.items():
         prefill = tokens_text(p.done, p.total, p.tokens, p.planned_tokens, p.tokens_per_s)

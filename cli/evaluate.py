@@ -66,7 +66,8 @@ def eval_postfix(cell: dict[str, Any]) -> str:
     """What `lctx eval`'s bar adds to a task's samples: prompt tokens prefilled of the plan and
     their speed, and the ETA (from tokens while the prompts prefill: a long batch finishes its
     first sample only after minutes), or the totals reached once the task is done."""
-    from cli.client_commands import duration_text, tokens_text
+    from service.cost import duration as duration_text
+    from service.progress import tokens_text
 
     prefill = tokens_text(cell["done"], cell["total"], cell["tokens"], cell["planned_tokens"], cell["tokens_per_s"])
     if cell["total"] and cell["done"] >= cell["total"]:

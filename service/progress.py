@@ -49,6 +49,16 @@ def plan_of(task: dict[str, Any] | TaskOptions) -> Plan:
     return Plan(samples, prompts, work, options.sequential())
 
 
+def tokens_text(done: int, total: int, tokens: int, planned: int | None, tokens_per_s: float | None) -> str:
+    """A task's prefill as people read it: tokens of the planned total while it runs (the plan
+    is an estimate), the tokens reached once its samples are done, and the measured speed."""
+    if not tokens:
+        return ""
+    planned_text = f"/{planned:,}" if planned and done < total and tokens < planned else ""
+    speed = f" ({tokens_per_s:,.0f} tok/s)" if tokens_per_s else ""
+    return f"{tokens:,}{planned_text} tokens prefilled{speed}"
+
+
 class JobProgress:
     """Per-task progress of one job run, written through `write(state)` (the store)."""
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from cli.client_commands import progress_line, tokens_text
+from cli.client_commands import progress_line
 from cli.evaluate import eval_postfix
 from evaluators.results import fmt
+from service.progress import tokens_text
 
 
 def cell(**fields: object) -> dict:
