@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import torch
 
 from checkpoints.attention.cache import KVCache
-from checkpoints.engine.sampler import StopRule, pick
 from checkpoints.model import Decoder
+from checkpoints.sampler import StopRule, pick
 from checkpoints.thinking import ThinkPlan
 from checkpoints.tokenizer import Tokenizer
 

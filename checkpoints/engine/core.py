@@ -50,7 +50,6 @@ from checkpoints.attention.cache import KVCache, RaggedKVCache
 from checkpoints.engine.model_step import ModelStep
 from checkpoints.engine.prefix_cache import PrefixCache, PrefixStats, reuse_order
 from checkpoints.engine.prompt_lookup import DraftLength, PromptLookup
-from checkpoints.engine.sampler import StopRule, pick
 from checkpoints.engine.scheduler import BATCH_PREFILL_MAX_TOKENS, Plan, Scheduler
 from checkpoints.generate import CONTINUED, Generation
 from checkpoints.lm import Done, Prefilled
@@ -62,6 +61,7 @@ from checkpoints.requests import (
     LoglikelihoodRequest,
     RollingRequest,
 )
+from checkpoints.sampler import StopRule, pick
 from checkpoints.tokenizer import Tokenizer
 
 __all__ = ["BATCH_PREFILL_MAX_TOKENS", "DEFAULT_MAX_BATCH", "Engine", "GenerateRequest", "LoglikelihoodRequest",

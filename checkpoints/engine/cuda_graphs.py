@@ -23,8 +23,8 @@ from collections.abc import Sequence
 import torch
 
 from checkpoints.attention.cache import RaggedKVCache
-from checkpoints.engine.sampler import to_device
 from checkpoints.model import Decoder
+from checkpoints.sampler import to_device
 
 
 def graphs_wanted(model: Decoder) -> bool:

@@ -14,10 +14,10 @@ import torch
 
 from checkpoints.attention.cache import KVCache, RaggedKVCache
 from checkpoints.engine.cuda_graphs import DecodeGraphs, graphs_wanted
-from checkpoints.engine.sampler import to_device
 from checkpoints.generate import DEFAULT_CHUNK, default_prefill_chunk, prefill, token_logprobs
 from checkpoints.lm import Prefilled
 from checkpoints.model import Decoder
+from checkpoints.sampler import to_device
 
 
 class ModelStep:

@@ -21,7 +21,7 @@ from checkpoints import hostsync
 from checkpoints.attention.cache import RaggedKVCache
 from checkpoints.attention.registry import available_variants
 from checkpoints.engine import Engine, GenerateRequest
-from checkpoints.engine.sampler import pick
+from checkpoints.sampler import pick
 from checkpoints.tokenizer import ByteTokenizer
 from tests.helpers import variant_model
 

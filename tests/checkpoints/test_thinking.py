@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from checkpoints.engine import Engine, GenerateRequest
-from checkpoints.engine.sampler import StopRule
 from checkpoints.generate import greedy_generate
+from checkpoints.sampler import StopRule
 from checkpoints.thinking import SEPARATOR_TOKENS, ThinkFormat, ThinkPlan, offered, switches, think_format
 from checkpoints.tokenizer import ByteTokenizer
 from tests.helpers import variant_model
