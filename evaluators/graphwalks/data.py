@@ -18,8 +18,9 @@ from typing import Any
 
 from evaluators.data import hub_snapshot, read_parquet
 from evaluators.errors import EvaluatorError
+from evaluators.graphwalks.fix import FIX, UNFIXED, old_bfs_wording
 from evaluators.graphwalks.options import DATA_DIR, DATA_HOWTO, PROBLEM_TYPES, SETS
-from evaluators.provenance import file_key, warn
+from evaluators.provenance import warn
 
 HUB_REPO = "openai/graphwalks"
 FIELDS: dict[str, tuple] = {"prompt": (str,), "answer_nodes": (list,), "problem_type": (str,), "prompt_chars": (int,)}
@@ -38,16 +39,7 @@ def read_set(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-FIX = "openai/graphwalks' fix of 2026-02-27"
-UNFIXED = "results on it do not compare with results on the fixed files; download the files again (" + \
-    "https://huggingface.co/datasets/openai/graphwalks)"
 _PARENTS_OF = re.compile(r"Find the parents of node ([^\s.]+)\.")
-
-
-def old_bfs_wording(prompt: str) -> bool:
-    """A BFS prompt as first released: it asks for the nodes at "depth N" ("Perform a BFS from
-    node A with depth N", "reachable at that depth") and never says "exactly"."""
-    return "depth" in prompt and "exactly" not in prompt
 
 
 def queried_node(prompt: str) -> str | None:
@@ -71,47 +63,6 @@ def stale_rows(path: Path, rows: list[dict[str, Any]]) -> list[str]:
     if rooted:
         out.append(f"{path.name}: {len(rooted)} parents rows have the node they ask about in their truth (first: "
                    f"row {rooted[0]}); {FIX} removed it from 24 such rows; {UNFIXED}")
-    return out
-
-
-_first_bfs: dict[tuple[str, int, int], str | None] = {}
-
-
-def first_bfs_prompt(path: Path) -> str | None:
-    """The prompt of the file's first bfs row (None: no such row or column), reading the
-    `problem_type` column and then the prompts only as far as that row; once per file content."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    key = file_key(path)
-    if key not in _first_bfs:
-        prompt = None
-        try:
-            file = pq.ParquetFile(path, buffer_size=1 << 20, pre_buffer=False)
-            if {"problem_type", "prompt"} <= set(file.schema_arrow.names):
-                types = file.read(columns=["problem_type"]).column(0).to_pylist()
-                if "bfs" in types:
-                    at = types.index("bfs")
-                    seen = 0
-                    for batch in file.iter_batches(batch_size=min(at + 1, 64), columns=["prompt"]):
-                        if at < seen + batch.num_rows:
-                            prompt = batch.column(0)[at - seen].as_py()
-                            break
-                        seen += batch.num_rows
-        except (pa.ArrowInvalid, OSError):
-            prompt = None  # not a readable parquet file: the run says so
-        _first_bfs[key] = prompt
-    return _first_bfs[key]
-
-
-def wording_warnings(paths: list[Path]) -> list[str]:
-    """The submission's check: a file whose first BFS prompt is in the wording before the fix."""
-    out = []
-    for path in paths:
-        prompt = first_bfs_prompt(path) if path.is_file() else None
-        if prompt is not None and old_bfs_wording(prompt):
-            out.append(f"{path.name}: its bfs prompts ask for the nodes at \"depth N\" without \"exactly\", the "
-                       f"wording before {FIX}; {UNFIXED}")
     return out
 
 

@@ -57,7 +57,7 @@ class GraphwalksOptions(ThinkingOptions):
 
     def data_warnings(self, data_dir: Path | None) -> list[str]:
         """Files whose BFS prompts are in the wording before the card's 2026-02-27 fix."""
-        from evaluators.graphwalks.data import wording_warnings
+        from evaluators.graphwalks.fix import wording_warnings
 
         return wording_warnings(self.data_files(data_dir)) if data_dir is not None else []
 

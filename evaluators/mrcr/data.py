@@ -18,7 +18,7 @@ from typing import Any
 
 from evaluators.data import hub_snapshot, read_parquet
 from evaluators.errors import EvaluatorError
-from evaluators.mrcr.options import DATA_DIR, DATA_HOWTO, FIX, UNFIXED, needle_files
+from evaluators.mrcr.options import DATA_DIR, DATA_HOWTO, FIX, UNFIXED, needle_files, schema_warnings
 from evaluators.provenance import file_key, warn
 
 HUB_REPO = "openai/mrcr"
@@ -72,23 +72,6 @@ def stale_rows(path: Path, rows: list[dict[str, Any]]) -> list[str]:
         _stale[key] = [f"{path.name}: {len(over)} of {len(rows)} rows ask for their target more often than their "
                        f"n_needles (first: row {over[0]}), the generation bug {FIX} repaired; {UNFIXED}"] if over else []
     return _stale[key]
-
-
-def schema_warnings(paths: list[Path]) -> list[str]:
-    """Files without the `date_added` column the fix added (read from the schema alone)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    out = []
-    for path in paths:
-        try:
-            names = pq.read_schema(path).names
-        except (pa.ArrowInvalid, OSError):
-            continue  # not a readable parquet file: the run says so
-        if "date_added" not in names:
-            out.append(f"{path.name} has no date_added column, which {FIX} added: it is of the release before the "
-                       f"fix; {UNFIXED}")
-    return out
 
 
 def load_rows(data_dir: Path | None, needles: list[int]) -> dict[int, list[dict[str, Any]]]:

@@ -46,6 +46,24 @@ Needles = Literal[2, 4, 8]
 BinName = Literal["8k", "16k", "32k", "64k", "128k", "256k", "512k", "1M"]
 
 
+def schema_warnings(paths: list[Path]) -> list[str]:
+    """Files without the `date_added` column the fix added (read from the schema alone; here,
+    beside the options, so the submission's check needs no data module)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = []
+    for path in paths:
+        try:
+            names = pq.read_schema(path).names
+        except (pa.ArrowInvalid, OSError):
+            continue  # not a readable parquet file: the run says so
+        if "date_added" not in names:
+            out.append(f"{path.name} has no date_added column, which {FIX} added: it is of the release before the "
+                       f"fix; {UNFIXED}")
+    return out
+
+
 def needle_files(root: Path, n: int) -> list[Path]:
     """The parquet files of one needle count in `root` (<data dir>/mrcr, or a hub snapshot),
     in the order read: the single file of the first release, else the shards of the later
@@ -105,8 +123,6 @@ class MrcrOptions(ThinkingOptions):
 
     def data_warnings(self, data_dir: Path | None) -> list[str]:
         """Files without the `date_added` column the card's 2025-12-05 fix added."""
-        from evaluators.mrcr.data import schema_warnings
-
         return schema_warnings(self.data_files(data_dir)) if data_dir is not None else []
 
     def missing_files(self, data_dir: Path | None) -> list[str]:
