@@ -1,5 +1,6 @@
-"""MkDocs hooks of the guide (mkdocs.yml): the generated reference pages, the benchmark
-plots of bench/results, and the links of pages that reach them from the repository."""
+"""MkDocs hooks of the guide (mkdocs.yml): the guide's pages at the site's top level, the
+generated reference pages, the benchmark plots of bench/results, and the links of pages that
+reach them from the repository."""
 
 from __future__ import annotations
 
@@ -26,6 +27,11 @@ def _generated(name: str) -> str:
 
 
 def on_files(files: Files, config) -> Files:
+    for f in files:  # docs/guide/x.md is served at /guide/x/, not /guide/guide/x/ (the site lives at /guide)
+        if f.src_uri.startswith("guide/") and f.is_documentation_page():
+            f.dest_uri = f.dest_uri.removeprefix("guide/")
+            for derived in ("url", "abs_dest_path"):
+                f.__dict__.pop(derived, None)
     for path, name in GENERATED.items():
         files.append(File.generated(config, path, content=_generated(name)))
     for plot in sorted((REPO / PLOTS).glob("*.png")):

@@ -19,10 +19,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def small_site(site: Path) -> Path:
-    (site / "guide" / "service").mkdir(parents=True)
+    (site / "service").mkdir(parents=True)
     (site / "index.html").write_text("<html><body>lctx guide home</body></html>")
     (site / "404.html").write_text("<html><body>page not found in the guide</body></html>")
-    (site / "guide" / "service" / "index.html").write_text("<html><body>the service page</body></html>")
+    (site / "service" / "index.html").write_text("<html><body>the service page</body></html>")
     return site
 
 
@@ -35,7 +35,7 @@ def test_guide_pages_are_served_read_only(tmp_path: Path) -> None:
     c = client(tmp_path, site)
     assert "lctx guide home" in c.get("/guide/").text
     assert c.get("/guide", follow_redirects=True).text == c.get("/guide/").text
-    assert "the service page" in c.get("/guide/guide/service/").text
+    assert "the service page" in c.get("/guide/service/").text
     missing = c.get("/guide/nowhere/")
     assert missing.status_code == 404 and "page not found in the guide" in missing.text
     for method in ("POST", "PUT", "DELETE", "PATCH"):
@@ -51,7 +51,7 @@ def test_guide_pages_are_served_read_only(tmp_path: Path) -> None:
 
 def test_guide_not_built_says_to_run_make_docs(tmp_path: Path) -> None:
     c = client(tmp_path, tmp_path / "not-built")
-    for path in ("/guide/", "/guide/guide/service/"):
+    for path in ("/guide/", "/guide/service/"):
         r = c.get(path)
         assert r.status_code == 503 and "make docs" in r.json()["detail"], r.text
         assert str(tmp_path) not in r.text
@@ -86,5 +86,6 @@ def test_make_docs_builds_the_site_offline_and_the_service_serves_it(tmp_path: P
         remote = [u for u in parser.urls if "://" in u or u.startswith("//")]
         assert not remote, (page.relative_to(site), remote)
     c = client(tmp_path, site)
-    for path in ("/guide/", "/guide/guide/real-model/", "/guide/reference/settings/", "/guide/search/search_index.json"):
+    assert not (site / "guide").exists()  # docs/guide/x.md at /guide/x/, not /guide/guide/x/
+    for path in ("/guide/", "/guide/real-model/", "/guide/reference/settings/", "/guide/search/search_index.json"):
         assert c.get(path).status_code == 200, path
