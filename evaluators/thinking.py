@@ -58,7 +58,9 @@ class ThinkPlanner:
                          setting=self.setting, prefix_ids=prefix)
         built.request = req = replace(req, think=plan)
         built.record = {**built.record, "thinking_budget": self.budget}
-        if len(req.prompt_ids) + req.most_new_tokens > self.context:
+        # switched off, the model is not asked to think: the answer's budget is what must fit
+        needed = req.max_new_tokens if self.setting == "off" else req.most_new_tokens
+        if len(req.prompt_ids) + needed > self.context:
             built.record["beyond_context"] = True
         return built
 
