@@ -174,6 +174,11 @@ class TaskOptions(BaseModel):
         block to plan, no template switch to apply)."""
         return getattr(self, "thinking", None)
 
+    def thinking_without_template(self) -> str | None:
+        """Why the thinking switch cannot reach the model (None: it can, or the task has no
+        switch); `ThinkingOptions` says when the template is not applied."""
+        return None
+
     def recorded_seed(self) -> int | None:
         """The task's `seed` option, which results record; None for a task that draws nothing."""
         return getattr(self, "seed", None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluators.registry import evaluator_class
+from evaluators.registry import evaluator_class, parse_task
 
 WEIGHTS_ONLY = ("rope", "backend")  # job settings that change the weights' computation
 ENGINE_ONLY = ("dtype", "device", "memory_mb")  # settings of lctx's engine, which a served model does not run on
@@ -38,8 +38,7 @@ def endpoint_refusals(tasks: list[dict[str, Any]], capabilities: dict[str, Any] 
             problems.append(f"{task['name']}: scores prompts by log-likelihood, and a chat-style endpoint returns no "
                             "prompt log-probabilities (the server wraps the prompt in its chat template); register "
                             "the server's completions API (api_style completions) for this task")
-        elif task.get("thinking") not in (None, "default") and api_style != "chat" and not task.get("chat_template") \
-                and task.get("template") != "chat":
+        elif api_style != "chat" and parse_task(task).thinking_without_template() is not None:
             problems.append(f"{task['name']}: thinking={task['thinking']} is applied through the chat template: with a "
                             "completions-style endpoint set chat_template=true (lctx renders the switch with the "
                             "tokenizer folder's template), or register the server's chat API (api_style chat: the "

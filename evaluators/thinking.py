@@ -37,7 +37,7 @@ class ThinkPlanner:
         self.setting = evaluator.options.thinking_setting() or "default"
         served = getattr(loaded, "capabilities", None) is not None
         chat_served = served and getattr(getattr(loaded, "spec", None), "api_style", None) == "chat"
-        why = getattr(evaluator.options, "thinking_without_template", lambda: None)()
+        why = evaluator.options.thinking_without_template()
         if why is not None and not chat_served:
             raise EvaluatorError(why)
         if self.format is None and served and self.setting != "default":

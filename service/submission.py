@@ -147,7 +147,7 @@ def check_thinking(suite: Suite, checkpoint: Path) -> None:
         setting = spec.thinking_setting()
         if setting in (None, "default"):
             continue
-        if (why := spec.thinking_without_template()) is not None:  # type: ignore[attr-defined]
+        if (why := spec.thinking_without_template()) is not None:
             raise InvalidRequest(f"tasks[{i}] ({why})")
         template, _ = read_chat_template(checkpoint)
         refusal = thinking_refusal(template, added_token_texts(checkpoint), setting,

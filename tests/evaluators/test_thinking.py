@@ -228,3 +228,15 @@ def test_longbench_and_mrcr_score_the_answer_after_the_block(tmp_path):
                     assert r["thinking_truncated"] and r["thinking_tokens"] == 16 + force, (name, r)
                 else:
                     assert r["thinking_tokens"] == 0 and r["thinking"] is None, (name, r)
+
+
+def test_a_completions_endpoint_takes_the_switch_only_in_the_template():
+    """The switch is the template's: a completions-style endpoint needs lctx to render it
+    (chat_template=true); a chat-style endpoint's server applies it itself."""
+    from evaluators.registry import validate_task
+    from evaluators.served import endpoint_refusals
+
+    bare = [validate_task({"name": "passkey", "thinking": "on"})]
+    assert "applied through the chat template" in endpoint_refusals(bare, None)[0]
+    assert endpoint_refusals(bare, None, api_style="chat") == []
+    assert endpoint_refusals([validate_task({"name": "ruler", "thinking": "off", "template": "chat"})], None) == []
