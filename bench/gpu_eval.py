@@ -110,7 +110,7 @@ def hf_worker(folder: str, lengths: str, batch: int, device: str) -> None:
 
 
 def warm_jobs(folder: Path, length: int, n: int, work: Path, device: str, dtype: str) -> list[dict]:
-    """Two identical jobs on one loaded model, as a warm worker runs them (service/worker.py
+    """Two identical jobs on one loaded model, as a warm worker runs them (service/runner/worker.py
     keeps the model, its engine and compiled kernels between jobs of the same model; Ray and
     the database are not on this machine: bench/job_latency.py measures what they add):
     each job's wall time from building its samples to its results, against the seconds the

@@ -1,6 +1,6 @@
 """One job spread over Ray workers: a RULER job on the demo checkpoints run on 1 worker and on
 2 workers of 1 CPU thread each (a local Ray of 2 CPUs), through the service's own coordinator
-and actors (`service.jobs.JobRun`, `service.execution.ActorHandle`): wall time ratio and
+and actors (`service.runner.coordinator.JobRun`, `service.runner.executor.ActorHandle`): wall time ratio and
 whether every sample's output and the results are identical. Then the fault run: the same
 kind of job on a real two-node Ray cluster on loopback (head and worker raylets of one CPU
 each), the worker node's processes killed by pid while it runs a unit: units re-run, samples
@@ -27,10 +27,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from evaluators.samplelog import SAMPLES_FILE  # noqa: E402
-from service.execution import DIED, ActorHandle  # noqa: E402
-from service.jobs import JobRun  # noqa: E402
+from service.runner.executor import DIED, ActorHandle  # noqa: E402
+from service.runner.coordinator import JobRun  # noqa: E402
 from service.layout import task_dir  # noqa: E402
-from service.progress import unit_notes  # noqa: E402
+from service.runner.progress import unit_notes  # noqa: E402
 from service.settings import Settings  # noqa: E402
 from service.store import Store  # noqa: E402
 
@@ -146,7 +146,7 @@ def fault_run(trials: int, unit: int, length: int) -> dict[str, Any]:
     cluster = TwoNodeRay(tmp)
     seen: dict[str, Any] = {}
     try:
-        from service.execution import connect
+        from service.runner.executor import connect
 
         settings = settings_for(tmp / "var", unit, 2)
         connect(settings.model_copy(update={"ray_address": cluster.address}))

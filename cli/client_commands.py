@@ -81,7 +81,7 @@ def duration_text(seconds: float) -> str:
 
 def progress_line(job: Any) -> str:
     """A job's progress on one line: per task samples, tokens prefilled, speed; the job's ETA."""
-    from service.progress import tokens_text
+    from service.runner.progress import tokens_text
 
     parts, eta, known = [], 0.0, True
     for key, p in job.progress.items():

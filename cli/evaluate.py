@@ -67,7 +67,7 @@ def eval_postfix(cell: dict[str, Any]) -> str:
     their speed, and the ETA (from tokens while the prompts prefill: a long batch finishes its
     first sample only after minutes), or the totals reached once the task is done."""
     from service.cost import duration as duration_text
-    from service.progress import tokens_text
+    from service.runner.progress import tokens_text
 
     prefill = tokens_text(cell["done"], cell["total"], cell["tokens"], cell["planned_tokens"], cell["tokens_per_s"])
     if cell["total"] and cell["done"] >= cell["total"]:
@@ -183,7 +183,7 @@ def _eval(args: argparse.Namespace) -> int:
     from evaluators.registry import make_evaluator, parse_task
     from evaluators.results import task_result
     from evaluators.suite import RESULTS_FILE, draw_ahead, run_suite, suite_document, task_keys
-    from service.progress import JobProgress
+    from service.runner.progress import JobProgress
 
     options = task_options()
     for name in args.task:

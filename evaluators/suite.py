@@ -1,5 +1,5 @@
 """One way to run a suite of tasks on a loaded model, `lctx eval`'s; the service's workers
-run the same tasks in work units (`evaluators.base.TaskRun`, `service.worker`) and share
+run the same tasks in work units (`evaluators.base.TaskRun`, `service.runner.worker`) and share
 with it the task keys (the task name, `name#2` for its first repeat), the folder per task,
 the per-task result file and the results document defined here.
 

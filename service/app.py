@@ -1,5 +1,5 @@
 """The FastAPI application: `create_app(settings)` wires the store, the dispatcher's
-supervisor (jobs run from a process of its own: service/dispatcher.py), the scheduler and
+supervisor (jobs run from a process of its own: service/runner/dispatcher.py), the scheduler and
 metrics in `lifespan`, and maps the error hierarchy to HTTP in one place."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from service.schedules import Scheduler, ensure_configured_schedule
 from service.schemas import errors
 from service.settings import Settings, get_settings
 from service.store import Store
-from service.supervisor import DispatcherSupervisor
+from service.runner.supervisor import DispatcherSupervisor
 
 log = logging.getLogger("lctx.api")
 

@@ -15,7 +15,7 @@ from service.metrics import Metrics
 from service.schemas import JOB_ID_PATTERN, NAME_PATTERN
 from service.settings import Settings
 from service.store import Store
-from service.supervisor import DispatcherSupervisor
+from service.runner.supervisor import DispatcherSupervisor
 
 _bearer = HTTPBearer(auto_error=False, description="LCTX_API_TOKEN, when the service has one")
 

@@ -14,7 +14,7 @@ from fastapi.responses import FileResponse, Response, StreamingResponse
 from evaluators.samplelog import sample_files
 from service.api.deps import JobId, Read, SettingsDep, StoreDep
 from service.errors import Conflict, NotFound
-from service.jobs import partial_results, task_keys
+from service.runner.coordinator import partial_results, task_keys
 from service.layout import job_dir, job_results, task_dir, task_plots
 from service.paths import NAME_PATTERN, child
 from service.prompts import find_record, rebuild_prompt

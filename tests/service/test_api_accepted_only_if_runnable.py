@@ -20,7 +20,7 @@ from checkpoints.model import Decoder
 from checkpoints.tokenizer import ByteTokenizer
 from service.app import create_app
 from service.store import EndpointRow, Store
-from service.worker import pick_device
+from service.runner.worker import pick_device
 from tests.helpers import HF_CASES, ThreadServer, make_settings, ready, tiny_checkpoint, wait_for, wait_job
 
 pytestmark = pytest.mark.integration  # a server on loopback and Ray

@@ -1,6 +1,6 @@
 """/v1/endpoints and jobs on a served model, over real HTTP against a real server:
 `transformers serve` (tests/conftest.py) registered through lctx's API on a real uvicorn;
-the job runs through the worker's own code path (service.jobs.run_job)."""
+the job runs through the worker's own code path (service.runner.coordinator.run_job)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from cli.main import main
 from service.app import create_app
-from service.jobs import run_job
+from service.runner.coordinator import run_job
 from service.layout import job_results
 from service.status import RUNNING
 from service.store import Store

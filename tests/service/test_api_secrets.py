@@ -3,7 +3,7 @@ endpoint that echoes the Authorization header back in everything it answers (its
 list, server header, version, completions, errors). The service is a real uvicorn on
 loopback with an API token and a database URL; the attacker's server is a stand-in on
 loopback (it has to be hostile, so it cannot be a real serving engine); the job runs
-through the worker's own code path (service.jobs.run_job)."""
+through the worker's own code path (service.runner.coordinator.run_job)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from service.app import create_app
-from service.jobs import run_job
+from service.runner.coordinator import run_job
 from service.settings import Settings
 from service.store import Store
 from tests.helpers import ThreadServer, make_settings

@@ -1,4 +1,4 @@
-"""Judges at submission and in the worker (service/submission.py check_judges, service/worker.py
+"""Judges at submission and in the worker (service/submission.py check_judges, service/runner/worker.py
 open_judge), through the API in-process (no lifespan: nothing starts): a task that needs a
 judge is refused when it names none, names what is not registered, a checkpoint without a
 chat template, an endpoint not in chat style or one that does not answer; accepted, the job
@@ -18,7 +18,7 @@ from evaluators.errors import EvaluatorError
 from service.app import create_app
 from service.comparison import scoring_options
 from service.store import EndpointRow, Store
-from service.worker import open_judge
+from service.runner.worker import open_judge
 from tests.helpers import aa_lcr_files, chat_checkpoint, free_port, make_settings, tiny_checkpoint
 
 
@@ -91,10 +91,10 @@ def test_an_accepted_job_records_its_judge_by_identity_and_the_worker_checks_it(
 
 
 def test_a_judged_job_runs_in_the_worker_and_the_next_asks_the_judge_nothing(api) -> None:
-    """Two jobs of one suite run in-process (service.jobs.run_job): every judgment of the first
+    """Two jobs of one suite run in-process (service.runner.coordinator.run_job): every judgment of the first
     is recorded and cached under the service's results (<results>/judgments), so the second job
     (a rerun, or a resumed job whose records were lost) finds each one there."""
-    from service.jobs import run_job
+    from service.runner.coordinator import run_job
     from service.layout import task_dir
     from service.status import SUCCEEDED
 

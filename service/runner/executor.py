@@ -3,8 +3,8 @@ and a cluster share one code path.
 
 The executor claims queued jobs (a conditional update, so replicas never run one job twice)
 up to the cluster's capacity, in priority order, and runs each job's coordinator
-(`service.jobs.JobRun`) in a thread: the job's work units go to Ray actors (`ActorHandle`:
-one `service.worker.Worker` each, the checkpoint loaded once; one GPU each on GPU clusters,
+(`service.runner.coordinator.JobRun`) in a thread: the job's work units go to Ray actors (`ActorHandle`:
+one `service.runner.worker.Worker` each, the checkpoint loaded once; one GPU each on GPU clusters,
 `job_cpus` CPUs otherwise), as many as `job_workers` or one per GPU. A cancelled job's
 coordinator kills its actors; a dead actor's unit runs again on a fresh one, placed by Ray
 wherever resources are free. The executor keeps a heartbeat on its running jobs; on
@@ -33,13 +33,13 @@ from ray.exceptions import (
     WorkerCrashedError,
 )
 
-from service.jobs import JobRun
+from service.runner.coordinator import JobRun
 from service.metrics import Metrics
 from service.settings import Settings
 from service.status import FINAL
 from service.store import JobRow, Store
-from service.warm import WarmPool
-from service.worker import model_key
+from service.runner.warm import WarmPool
+from service.runner.worker import model_key
 
 log = logging.getLogger("lctx.execution")
 
@@ -134,7 +134,7 @@ class ActorHandle:
     """A `Worker` as a Ray actor: one per GPU it asks for, or `job_cpus` CPUs."""
 
     def __init__(self, settings: Settings, job_id: str, gpus: int) -> None:
-        from service.worker import Worker
+        from service.runner.worker import Worker
 
         self.gpus = gpus
         remote = ray.remote(Worker)
@@ -160,7 +160,7 @@ class ActorHandle:
 class _InFlight:
     run: JobRun
     thread: threading.Thread
-    key: tuple  # its model key (service/warm.py)
+    key: tuple  # its model key (service/runner/warm.py)
 
 
 class Executor:

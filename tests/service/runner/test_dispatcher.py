@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.dispatcher import read_status
+from service.runner.dispatcher import read_status
 from tests.helpers import KILL_MID_UNIT_BATCH, free_port, recorded, tiny_checkpoint, wait_for, wait_job
 
 pytestmark = pytest.mark.integration  # the dispatcher process and Ray

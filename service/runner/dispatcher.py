@@ -1,5 +1,5 @@
-"""The dispatcher process: `python -m service.dispatcher`, started and restarted by the
-API's `DispatcherSupervisor` (service/supervisor.py). It runs the Executor — Ray's driver:
+"""The dispatcher process: `python -m service.runner.dispatcher`, started and restarted by the
+API's `DispatcherSupervisor` (service/runner/supervisor.py). It runs the Executor — Ray's driver:
 claiming jobs, handing them to Ray, reaping them — in a process of its own, so a fatal
 error inside Ray's driver (a C++ abort) takes down this process, not the API.
 
@@ -122,7 +122,7 @@ def _lock_home(settings: Settings, stop: threading.Event, reporter: _Reporter) -
 
 
 def run(settings: Settings, stdin: int) -> int:
-    from service.execution import Executor  # ray loads here, in this process only
+    from service.runner.executor import Executor  # ray loads here, in this process only
     from service.store import Store
 
     stop = threading.Event()
@@ -168,7 +168,7 @@ def main() -> int:
     logging.getLogger("lctx").setLevel(logging.INFO)
     line = _read_line(0)
     if not line.strip():
-        print("lctx dispatcher: no settings on stdin; it is started by `lctx serve` (service/supervisor.py), "
+        print("lctx dispatcher: no settings on stdin; it is started by `lctx serve` (service/runner/supervisor.py), "
               "which writes them there", file=sys.stderr)
         return 2
     settings = Settings(**json.loads(line))

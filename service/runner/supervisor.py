@@ -1,4 +1,4 @@
-"""The API's side of the dispatcher process (service/dispatcher.py): start it, watch it,
+"""The API's side of the dispatcher process (service/runner/dispatcher.py): start it, watch it,
 restart it when it dies, stop it with the API.
 
 A thread polls the child: when it dies (a Ray driver abort, a kill -9), the death is logged
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from service.dispatcher import REPORT_EVERY_S, read_status, settings_json, status_path
+from service.runner.dispatcher import REPORT_EVERY_S, read_status, settings_json, status_path
 from service.metrics import Metrics
 from service.replicas import INSTANCE, register
 from service.settings import Settings
@@ -60,7 +60,7 @@ class Death:
 
 
 def dispatcher_command() -> list[str]:
-    return [sys.executable, "-m", "service.dispatcher"]
+    return [sys.executable, "-m", "service.runner.dispatcher"]
 
 
 class DispatcherSupervisor:

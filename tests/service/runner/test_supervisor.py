@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from service.dispatcher import settings_json
+from service.runner.dispatcher import settings_json
 from service.settings import Settings
 from service.store import Store
-from service.supervisor import DispatcherSupervisor
+from service.runner.supervisor import DispatcherSupervisor
 from tests.helpers import make_settings, wait_for
 
 
@@ -112,7 +112,7 @@ def test_the_settings_reach_the_dispatcher_whole_secrets_included(tmp_path: Path
 
 
 def test_a_dispatcher_started_by_hand_says_who_starts_it() -> None:
-    run = subprocess.run([sys.executable, "-m", "service.dispatcher"], input="", capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-m", "service.runner.dispatcher"], input="", capture_output=True, text=True,
                          timeout=60)
     assert run.returncode == 2 and "started by `lctx serve`" in run.stderr
 

@@ -13,11 +13,11 @@ from checkpoints.jsonfiles import write_json_atomic
 from evaluators.samplelog import SAMPLES_FILE
 from evaluators.suite import task_keys
 from service.app import create_app
-from service.jobs import UnitQueue, run_job
+from service.runner.coordinator import UnitQueue, run_job
 from service.layout import job_results, task_dir
 from service.status import CANCELLED, FAILED, SUCCEEDED
 from service.store import Store
-from service.worker import Unit
+from service.runner.worker import Unit
 from tests.helpers import make_settings, ruler_draw_threads, tiny_checkpoint
 
 PASSKEY = {"name": "passkey", "lengths": [128], "trials": 2, "seed": 0}
@@ -151,7 +151,7 @@ def test_a_worker_draws_the_first_samples_while_its_model_loads(env, monkeypatch
     import shutil
 
     settings, store, _ = env
-    demo = shutil.copytree(Path(__file__).resolve().parents[2] / "demo" / "checkpoints" / "softmax",
+    demo = shutil.copytree(Path(__file__).resolve().parents[3] / "demo" / "checkpoints" / "softmax",
                            settings.roots[0] / "demo")
     threads = ruler_draw_threads(monkeypatch)
     task = {"name": "ruler", "tasks": ["niah_single_1"], "lengths": [1024], "samples": 2, "bootstrap": 0, "seed": 7}
@@ -217,7 +217,7 @@ def test_work_counts_the_unit_runs_of_every_attempt(tmp_path: Path) -> None:
     attempt's unit runs left their notes (as a worker writes them when a unit starts) and no
     result. results.json's `work` counts them with this attempt's runs, as many as the notes on
     disk, and says why each unit ran again."""
-    from service.progress import UnitNote, unit_notes
+    from service.runner.progress import UnitNote, unit_notes
 
     settings = make_settings(tmp_path, unit_samples=1)
     store = Store(settings.database)

@@ -1,4 +1,4 @@
-"""Warm workers (service/warm.py): idle workers kept by model key, least recently used out
+"""Warm workers (service/runner/warm.py): idle workers kept by model key, least recently used out
 first, within a count and a memory budget, let go when idle too long; and over real HTTP
 with real Ray, the second job of a checkpoint runs on the worker the first one left warm
 (no load), while a job of another checkpoint loads its own."""
@@ -14,7 +14,7 @@ import pytest
 
 from service.app import create_app
 from service.layout import job_results
-from service.warm import WarmPool
+from service.runner.warm import WarmPool
 from tests.helpers import ThreadServer, make_settings, tiny_checkpoint, wait_job
 
 pytestmark = pytest.mark.integration  # a server on loopback and Ray

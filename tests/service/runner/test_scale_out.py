@@ -16,9 +16,9 @@ from ray.exceptions import WorkerCrashedError
 from evaluators.base import Sample, part_of
 from evaluators.errors import EvaluationCancelled
 from evaluators.samplelog import SAMPLES_FILE, UNITS_DIR, merge_units, sample_files
-from service.jobs import JobRun, LocalHandle, plan_units, run_job
+from service.runner.coordinator import JobRun, LocalHandle, plan_units, run_job
 from service.layout import job_results, task_dir
-from service.progress import unit_notes
+from service.runner.progress import unit_notes
 from service.status import CANCELLED, FAILED, RUNNING, SUCCEEDED
 from service.store import Store
 from tests.helpers import KILL_MID_UNIT_BATCH, make_settings, tiny_checkpoint, wait_for
@@ -104,7 +104,7 @@ class LoadTogether:
         self.loads: list[tuple[Future, Future]] = []  # (the actor's, the one handed out)
 
     def spawn(self) -> Any:
-        from service.execution import ActorHandle
+        from service.runner.executor import ActorHandle
 
         return _Gated(ActorHandle(self.settings, self.job_id, 0), self)
 
@@ -140,7 +140,7 @@ class _Gated:
 
 
 def spread_run(settings, store, job, workers: int = 2) -> JobRun:
-    from service.execution import DIED
+    from service.runner.executor import DIED
 
     return JobRun(settings, store, job, LoadTogether(settings, job.id, workers).spawn, workers, died=DIED)
 

@@ -1,5 +1,5 @@
 """Runs one job as work units spread over workers: a unit is a contiguous slice of one
-task's planned samples; each worker (`service.worker.Worker`: the checkpoint loaded once)
+task's planned samples; each worker (`service.runner.worker.Worker`: the checkpoint loaded once)
 takes the next unit as soon as it is free, so a job of many units keeps every worker of the
 cluster busy and a small job stays one unit on one worker.
 
@@ -10,7 +10,7 @@ its unfinished samples, and when a task's units are done one worker folds the fi
 step writes `results/<job>/results.json` atomically (the same document `lctx eval` writes).
 
 `JobRun` is the coordinator. The service runs it in its dispatcher with Ray actors as workers
-(`service.execution`); `run_job` runs it in this process with one in-process worker, the
+(`service.runner.executor`); `run_job` runs it in this process with one in-process worker, the
 one-worker run whose results a spread run must equal."""
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ from evaluators.suite import partial_result, task_keys
 from service.errors import ServiceError
 from service.layout import job_dir, task_dir, task_result
 from service.paths import client_error
-from service.progress import JobProgress, Plan, ProgressFeed, plan_of, unit_notes
+from service.runner.progress import JobProgress, Plan, ProgressFeed, plan_of, unit_notes
 from service.settings import Settings
 from service.status import FAILED, QUEUED, RUNNING, SUCCEEDED
 from service.store import JobRow, Store
-from service.worker import JobRunning, Unit, Worker
+from service.runner.worker import JobRunning, Unit, Worker
 
 log = logging.getLogger("lctx.jobs")
 
@@ -158,7 +158,7 @@ class UnitQueue:
 
 @dataclass(frozen=True, eq=False)
 class Call:
-    """A call in flight on a worker: `method` of `service.worker.Worker`."""
+    """A call in flight on a worker: `method` of `service.runner.worker.Worker`."""
 
     method: ClassVar[str]
     handle: Handle
@@ -206,7 +206,7 @@ class JobRun:
         self.for_memory = for_memory
         self.batches: dict[tuple[str, int], list[int]] = {}  # a unit -> the decoding batches it was killed at
         # `release(handle, load_info)`: a healthy worker this job no longer needs, kept warm for the
-        # next job of its model (service/warm.py); without it, such a worker is killed.
+        # next job of its model (service/runner/warm.py); without it, such a worker is killed.
         self.release = release
         self.loaded_info: dict[Handle, dict[str, Any]] = {}  # a worker -> what its `load` returned
         self.workers = max(1, workers)
@@ -216,7 +216,7 @@ class JobRun:
         self.reruns: list[str] = []  # the units that ran again after their worker died, with why
         self.planned: list[Unit] = []  # the units this run planned
         self.ran: list[Unit] = []  # the units this run started, in the order each first started
-        self.warm = 0  # workers that came with the job's model already loaded (service/warm.py)
+        self.warm = 0  # workers that came with the job's model already loaded (service/runner/warm.py)
         self._stop = threading.Event()
         self.job_running = JobRunning(store, job.id)
         self.handles: list[Handle] = []

@@ -1,6 +1,6 @@
 """One worker of a job: the checkpoint loaded once (or the served model connected) and
 kept for every work unit of the job it is given. The service runs workers as Ray actors
-(`service.execution`: one per GPU, or `job_workers` on a cluster without GPUs); `run_job`
+(`service.runner.executor`: one per GPU, or `job_workers` on a cluster without GPUs); `run_job`
 runs one in-process. Torch and the evaluators are imported when a worker loads, not with
 this module: the dispatcher that creates the actors never needs them."""
 
@@ -23,7 +23,7 @@ from checkpoints.jsonfiles import write_json_atomic
 from evaluators.samplelog import merge_units
 from evaluators.suite import suite_document
 from service.layout import job_results, task_dir, task_plots, task_result
-from service.progress import UnitNote, prefix_use
+from service.runner.progress import UnitNote, prefix_use
 from service.settings import Settings
 from service.status import RUNNING
 from service.store import JobRow, Store
@@ -90,7 +90,7 @@ def model_key(job: JobRow, settings: Settings) -> tuple:
 
 class Worker:
     """Holds a model and runs the units of the job it is bound to, finishes its tasks and
-    writes its results. Bound to one job at a time; a warm worker (service/execution.py's
+    writes its results. Bound to one job at a time; a warm worker (service/runner/executor.py's
     pool) is bound to the next job of the same model key without loading again."""
 
     def __init__(self, settings: Settings, job_id: str) -> None:

@@ -19,7 +19,7 @@ log = logging.getLogger("lctx.warm")
 
 @dataclass
 class _Idle:
-    handle: Any  # service.jobs.Handle
+    handle: Any  # service.runner.coordinator.Handle
     key: tuple
     nbytes: int
     since: float

@@ -1,12 +1,12 @@
 """The executor's sizing without starting Ray: jobs running at once and workers per job
 come from the settings when set (the retry policy of dead workers is per work unit:
-tests/service/test_scale_out.py)."""
+tests/service/runner/test_scale_out.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from service.execution import Executor
+from service.runner.executor import Executor
 from service.store import Store
 from tests.helpers import make_settings
 
