@@ -40,11 +40,19 @@ def records(path: Path, strict: bool = True, what: str = "a record") -> Iterator
 
 
 def append_record(path: Path, record: dict[str, Any]) -> None:
-    """Append one record as a line and fsync; a partial last line left by a crash is ended
-    first, so the new record starts on a fresh line. A write that fails (the disk full) is
-    cut back to where it began, so no torn line stays behind, and the error names the file."""
+    """Append one record as a line and fsync (`append_records` of one)."""
+    append_records(path, [record])
+
+
+def append_records(path: Path, records: list[dict[str, Any]]) -> None:
+    """Append records as lines with one write and one fsync; a partial last line left by a
+    crash is ended first, so the new records start on a fresh line. A write that fails (the
+    disk full) is cut back to where it began, so no torn line stays behind, and the error
+    names the file."""
+    if not records:
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode()
+    line = "".join(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in records).encode()
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         start = os.lseek(fd, 0, os.SEEK_END)

@@ -263,7 +263,7 @@ def _eval(args: argparse.Namespace) -> int:
         tracker.close(write=False)
         for bar in bars.values():
             bar.close()
-    document = suite_document(loaded, specs, results, started, **source)
+    document = suite_document(loaded.describe_run(), specs, results, started, **source)
     document["seconds"] = {key: round(value, 4) for key, value in seconds.items()}  # each task's own: its entry
     write_json_atomic(out / RESULTS_FILE, document)
     print_table([row for key, entry in results.items() for row in summary_rows(key, entry)])

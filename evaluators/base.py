@@ -36,7 +36,7 @@ from evaluators.errors import EvaluationCancelled, EvaluatorError  # noqa: F401 
 from evaluators.options import TaskOptions, parse_options
 from evaluators.provenance import DataLog, data_record, noting
 from evaluators.results import RESULT_KEY, TaskResult
-from evaluators.samplelog import SAMPLES_FILE, SampleLog  # noqa: F401 - re-exported
+from evaluators.samplelog import SAMPLES_FILE, HandedLog, SampleLog  # noqa: F401 - re-exported
 from evaluators.sequential import runner as sequential
 from evaluators.thinking import ThinkPlanner, thinking_plot, thinking_series
 
@@ -295,12 +295,14 @@ class TaskRun:
     `samples.jsonl`, or with `unit` to that unit run's own file), the prompt tokens it
     prefilled and those the prefix cache served, and the task's entry of results.json
     once every planned sample is recorded. `run_evaluator` is the whole task in one run;
-    the service's workers run parts of it (`run_part`) and one of them the `entry`."""
+    the service's workers run parts of it (`run_part`) and one of them the `entry`, on the
+    records their coordinator hands them (`log`: a `HandedLog`; the folder then holds only
+    the plots, which the worker sends back)."""
 
     def __init__(self, evaluator: Evaluator, loaded: LoadedModel, folder: Path, unit: str | None = None,
                  progress: Progress | None = None, should_stop: ShouldStop | None = None,
                  engine: Engine | None = None, on_prefill: Callable[[int], None] | None = None,
-                 samples: list[Sample] | None = None) -> None:
+                 samples: list[Sample] | None = None, log: SampleLog | HandedLog | None = None) -> None:
         self.evaluator, self.loaded, self.folder = evaluator, loaded, Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.should_stop, self.engine, self.on_prefill = should_stop, engine, on_prefill
@@ -310,7 +312,7 @@ class TaskRun:
         fmt = evaluator.think_format(loaded.tokenizer)
         # a model that marks thinking: its records are split by these delimiters (and budgeted)
         self.config = evaluator.config_hash(described if fmt is None else {**described, "think": fmt.as_dict()})
-        self.log = SampleLog(self.folder, unit)
+        self.log = log if log is not None else SampleLog(self.folder, unit)
         self.done = self.log.done(evaluator.name, self.config)
         self.spent = PrefixStats()  # prompt tokens of this run, and those served from the engine's prefix cache
         # seconds of this run: waiting for prompts to be built, and the engine's prefill and decoding

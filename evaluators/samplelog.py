@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,11 +71,7 @@ class SampleLog:
 
     def done(self, task: str, config: str) -> dict[str, dict[str, Any]]:
         """Records already finished for this task and configuration, by id (the first of each)."""
-        found: dict[str, dict[str, Any]] = {}
-        for rec in self.records():
-            if rec.get("task") == task and rec.get("config") == config:
-                found.setdefault(rec["id"], rec)
-        return found
+        return done_of(self.records(), task, config)
 
     def last_config(self, task: str) -> str | None:
         """The configuration of the task's most recently recorded sample."""
@@ -86,6 +83,35 @@ class SampleLog:
 
     def append(self, record: dict[str, Any]) -> None:
         jsonfiles.append_record(self.path, record)
+
+
+def done_of(records: list[dict[str, Any]], task: str, config: str) -> dict[str, dict[str, Any]]:
+    """The records of this task and configuration, by id (the first of each)."""
+    found: dict[str, dict[str, Any]] = {}
+    for rec in records:
+        if rec.get("task") == task and rec.get("config") == config:
+            found.setdefault(rec["id"], rec)
+    return found
+
+
+class HandedLog:
+    """A task's sample log handed over instead of read from a folder: the records given (a
+    service worker's, sent by the job's coordinator, which alone reads and writes the task
+    folder) and this run's appends, each passed to `send` (the worker's outbox)."""
+
+    def __init__(self, records: list[dict[str, Any]], send: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self._records, self.send = list(records), send
+
+    def records(self) -> list[dict[str, Any]]:
+        return list(self._records)
+
+    def done(self, task: str, config: str) -> dict[str, dict[str, Any]]:
+        return done_of(self._records, task, config)
+
+    def append(self, record: dict[str, Any]) -> None:
+        self._records.append(record)
+        if self.send is not None:
+            self.send(record)
 
 
 def merge_units(folder: Path) -> int:

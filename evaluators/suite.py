@@ -143,13 +143,12 @@ def run_suite(
     return results
 
 
-def suite_document(loaded: LoadedModel, tasks: list[dict[str, Any]], results: dict[str, Any], started: str,
+def suite_document(model: dict[str, Any], tasks: list[dict[str, Any]], results: dict[str, Any], started: str,
                    **extra: Any) -> dict[str, Any]:
     """The results document of a finished suite: `extra` (who ran it: the job, the
-    checkpoint) first, then the model as it ran, the tasks, their results and versions."""
-    from evaluators.base import describe_run
-
-    return {**extra, "model": describe_run(loaded),  # with the backend that ran ("auto" resolved) and the device
+    checkpoint) first, then the model as it ran (`describe_run`: the backend "auto" resolved
+    to and the device, or the served model), the tasks, their results and versions."""
+    return {**extra, "model": model,
             "tasks": tasks, "results": results, "versions": versions(), "started_at": started,
             "finished_at": datetime.now(UTC).isoformat()}
 

@@ -26,11 +26,11 @@ from service.errors import Missing, ServiceError
 from service.metrics import Metrics
 from service.paths import client_error
 from service.redact import install_log_redaction
+from service.runner.supervisor import DispatcherSupervisor
 from service.schedules import Scheduler, ensure_configured_schedule
 from service.schemas import errors
 from service.settings import Settings, get_settings
 from service.store import Store
-from service.runner.supervisor import DispatcherSupervisor
 
 log = logging.getLogger("lctx.api")
 

@@ -8,6 +8,7 @@ client has no business knowing the server's directory layout."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -93,3 +94,19 @@ def client_error(text: str, settings: Settings) -> str:
     server paths made client paths. Every error that reaches an answer, a job's stored
     error or its results goes through here (the server's log keeps the whole text)."""
     return client_text(mask(redact(text), settings.secrets()), settings)
+
+
+def confine_checkpoint_files(path: Path, roots: Sequence[Path]) -> None:
+    """Every file read for the checkpoint (config, tokenizer files, chat template, the shard
+    index and every shard it names) resolves inside an allowed root, each checked before it
+    is read: a model.safetensors symlinked to a file elsewhere, or a shard named '/etc/x',
+    is refused, not fingerprinted and loaded. Raises Forbidden naming the file."""
+    from checkpoints.loading import checkpoint_files  # torch: only where a checkpoint is read
+
+    resolved_roots = [r.resolve() for r in roots]
+    for file in checkpoint_files(path):
+        target = file.resolve()
+        if not any(target.is_relative_to(r) for r in resolved_roots):
+            raise Forbidden(f"checkpoint file {file.name} of {path.name} resolves outside the allowed checkpoint "
+                            "roots (a symlink or shard name pointing elsewhere); copy the file into the checkpoint "
+                            "folder")

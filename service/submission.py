@@ -15,7 +15,7 @@ from checkpoints.config import ModelConfig
 from checkpoints.config_reader import load_config
 from checkpoints.errors import CheckpointError, OutsideCheckpoint
 from checkpoints.fingerprint import CheckpointInfo, inspect_checkpoint
-from checkpoints.loading import checkpoint_files, load_dtype
+from checkpoints.loading import load_dtype
 from checkpoints.rope import apply_rope_override, parse_rope_override
 from checkpoints.tokenizer import (
     CHAT_TEMPLATE_FILE,
@@ -31,7 +31,7 @@ from evaluators.options import JUDGE_HOWTO, TaskOptions
 from evaluators.registry import parse_task, task_options
 from service.cost import Cost, check_cost, plan_job
 from service.errors import Forbidden, InvalidRequest, Missing
-from service.paths import confine
+from service.paths import confine, confine_checkpoint_files
 from service.schemas import JobCreate, Suite
 from service.settings import Settings
 from service.store import CheckpointRow, EndpointRow, JobRow, Store
@@ -72,20 +72,6 @@ def check_model_memory(parameters: int, config_dtype: str, settings: Settings, n
                              f"{per * 8}-bit, more than the {_size(limit)} this service allows a model "
                              "(LCTX_MAX_MODEL_MEMORY_MB, default this machine's memory); evaluate it on a larger "
                              "machine or through a served endpoint")
-
-
-def confine_checkpoint_files(path: Path, roots: list[Path]) -> None:
-    """Every file read for the checkpoint (config, tokenizer files, chat template, the shard
-    index and every shard it names) resolves inside an allowed root, each checked before it
-    is read: a model.safetensors symlinked to a file elsewhere, or a shard named '/etc/x',
-    is refused, not fingerprinted and loaded. Raises Forbidden naming the file."""
-    resolved_roots = [r.resolve() for r in roots]
-    for file in checkpoint_files(path):
-        target = file.resolve()
-        if not any(target.is_relative_to(r) for r in resolved_roots):
-            raise Forbidden(f"checkpoint file {file.name} of {path.name} resolves outside the allowed checkpoint "
-                            "roots (a symlink or shard name pointing elsewhere); copy the file into the checkpoint "
-                            "folder")
 
 
 @dataclass(frozen=True)

@@ -434,10 +434,14 @@ class TransformersServer:
 # A two-node Ray cluster on loopback in a process of its own (the test process is already the
 # driver of the session's Ray): Ray's own multi-node utility, real GCS and raylet processes.
 TWO_NODE_SCRIPT = """
-import json, sys
+import json, os, sys
 from ray.cluster_utils import Cluster
 cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
                                                         "node_ip_address": "127.0.0.1"})
+# the worker node as a machine of its own: its own empty home, no lctx settings (no database)
+for name in [n for n in os.environ if n.startswith("LCTX_")]:
+    del os.environ[name]
+os.environ["LCTX_HOME"] = sys.argv[1]
 worker = cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
 print(json.dumps({"address": cluster.address,
                   "worker_raylet": worker.all_processes["raylet"][0].process.pid,
@@ -466,15 +470,18 @@ def descendants(pid: int) -> list[int]:
 
 
 class TwoNodeRay:
-    """A head node and a worker node of one CPU each; `kill_worker_node` SIGKILLs the worker
-    node's raylet, agents and the workers it started, by pid."""
+    """A head node and a worker node of one CPU each, the worker node's processes with their
+    own empty LCTX_HOME (`worker_home`) and no other lctx setting; `kill_worker_node` SIGKILLs
+    the worker node's raylet, agents and the workers it started, by pid."""
 
     def __init__(self, cwd: Path) -> None:
+        self.worker_home = Path(tempfile.mkdtemp(prefix="lctx-worker-node-"))
         # its own RAY_TMPDIR (short: Unix socket paths): Ray notes the newest cluster there, and a
         # later `ray.init()` on this machine must not find this one
         self.tmpdir = tempfile.mkdtemp(prefix="ray", dir="/tmp")
         env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="1", RAY_TMPDIR=self.tmpdir)
-        self.proc = subprocess.Popen([sys.executable, "-c", TWO_NODE_SCRIPT], cwd=cwd, env=env, text=True,
+        self.proc = subprocess.Popen([sys.executable, "-c", TWO_NODE_SCRIPT, str(self.worker_home)], cwd=cwd,
+                                     env=env, text=True,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         line = self.proc.stdout.readline()
         if not line:
@@ -502,6 +509,7 @@ class TwoNodeRay:
         except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
         shutil.rmtree(self.tmpdir, ignore_errors=True)
+        shutil.rmtree(self.worker_home, ignore_errors=True)
 
 
 def recorded(results: Path, job_id: str, key: str = "passkey") -> int:

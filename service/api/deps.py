@@ -12,10 +12,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from service.errors import NotReady, Unauthorized
 from service.metrics import Metrics
+from service.runner.supervisor import DispatcherSupervisor
 from service.schemas import JOB_ID_PATTERN, NAME_PATTERN
 from service.settings import Settings
 from service.store import Store
-from service.runner.supervisor import DispatcherSupervisor
 
 _bearer = HTTPBearer(auto_error=False, description="LCTX_API_TOKEN, when the service has one")
 

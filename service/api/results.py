@@ -12,12 +12,13 @@ from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, Response, StreamingResponse
 
 from evaluators.samplelog import sample_files
+from evaluators.suite import task_keys
 from service.api.deps import JobId, Read, SettingsDep, StoreDep
 from service.errors import Conflict, NotFound
-from service.runner.coordinator import partial_results, task_keys
 from service.layout import job_dir, job_results, task_dir, task_plots
 from service.paths import NAME_PATTERN, child
 from service.prompts import find_record, rebuild_prompt
+from service.runner.results import partial_results
 from service.schemas import NO_NUL_PATTERN, TASK_PATTERN, SamplePrompt, errors
 from service.status import CANCELLED, FAILED, SUCCEEDED
 from service.store import JobRow

@@ -1,76 +1,60 @@
 """Runs one job as work units spread over workers: a unit is a contiguous slice of one
-task's planned samples; each worker (`service.runner.worker.Worker`: the checkpoint loaded once)
-takes the next unit as soon as it is free, so a job of many units keeps every worker of the
-cluster busy and a small job stays one unit on one worker.
+task's planned samples; each worker (`service.runner.worker.Worker`: the checkpoint loaded
+once) takes the next unit as soon as it is free, so a job of many units keeps every worker of
+the cluster busy and a small job stays one unit on one worker.
 
-Units append their records to files of their own in the task's folder (`units/`) and skip
-samples any earlier run recorded, so a unit whose worker died runs again elsewhere with only
-its unfinished samples, and when a task's units are done one worker folds the files into its
-`samples.jsonl` (each sample exactly once), aggregates and saves the task's entry; the last
-step writes `results/<job>/results.json` atomically (the same document `lctx eval` writes).
+`JobRun` is the coordinator, and the only writer: workers send back records and unit notes
+(asked for while a unit runs, the rest with the unit's answer), which it appends to the unit
+run's own file in the task's folder (`units/`); a unit whose worker died runs again elsewhere
+with only the samples none of those files holds. When a task's units are done it folds the
+files into `samples.jsonl` (each sample exactly once), hands every record to a worker to
+aggregate, and keeps the entry and plots it sends back; at the end it writes
+`results/<job>/results.json` atomically (the same document `lctx eval` writes) and the job's
+status. Its loop: wait for answers, hand each to its handler, hand out work.
 
-`JobRun` is the coordinator. The service runs it in its dispatcher with Ray actors as workers
-(`service.runner.executor`); `run_job` runs it in this process with one in-process worker, the
-one-worker run whose results a spread run must equal."""
+The service runs it in its dispatcher with Ray actors as workers (`service.runner.executor`);
+`run_job` runs it in this process with one in-process worker, the one-worker run whose
+results a spread run must equal."""
 
 from __future__ import annotations
 
 import errno
 import json
 import logging
-import math
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, NoReturn, Protocol
+from typing import Any, NoReturn, Protocol
 
 from checkpoints.errors import CheckpointError
 from evaluators.errors import EvaluationCancelled, EvaluatorError
-from evaluators.suite import partial_result, task_keys
+from evaluators.samplelog import SampleLog, merge_units
+from evaluators.suite import task_keys
 from service.errors import ServiceError
 from service.layout import job_dir, task_dir, task_result
 from service.paths import client_error
-from service.runner.progress import JobProgress, Plan, ProgressFeed, plan_of, unit_notes
+from service.runner.mail import Mailroom
+from service.runner.progress import JobProgress, ProgressFeed, prefix_use, unit_notes
+from service.runner.resolve import job_spec, model_key, worker_config
+from service.runner.results import keep_task, write_results
+from service.runner.spec import JobSpec, WorkerConfig
+from service.runner.units import Unit, UnitQueue, plan_units
+from service.runner.worker import CONTROL, Worker
 from service.settings import Settings
 from service.status import FAILED, QUEUED, RUNNING, SUCCEEDED
 from service.store import JobRow, Store
-from service.runner.worker import JobRunning, Unit, Worker
 
 log = logging.getLogger("lctx.jobs")
 
 PROGRESS_EVERY_S = 0.5
 POLL_S = 0.25
+MAIL_EVERY_S = 0.5  # how often a worker running a unit is asked for its records
+STOP_CHECK_EVERY_S = 1.0
 # Errors that are the job's, not the worker's: they fail the job with their message.
 JOB_ERRORS = (EvaluatorError, CheckpointError, ServiceError, ValueError)
-
-
-def plan_units(tasks: dict[str, dict[str, Any]], unit_samples: int | None, workers: int,
-               unit_tokens: int = 131_072, plans: dict[str, Plan] | None = None) -> list[Unit]:
-    """The job's work units: a task its options plan n samples for splits into slices of about
-    `unit_tokens` tokens of work each (its planned prompt and generated tokens: a few seconds
-    of a worker's time, so what each unit costs around its samples stays small beside them,
-    however cheap or dear a sample is), or of `unit_samples` samples when that is set; one
-    whose data decides its samples into one slice per worker; a sequential search (each
-    block decides the next) stays one unit. `plans`: the tasks' plans where already read
-    (`JobProgress.plans`)."""
-    units: list[Unit] = []
-    for key, task in tasks.items():
-        plan = (plans or {}).get(key) or plan_of(task)
-        samples, work = plan.samples, plan.work_tokens
-        if plan.sequential:
-            count = 1
-        elif samples:
-            count = math.ceil(samples / unit_samples) if unit_samples else math.ceil((work or 0) / unit_tokens)
-            count = min(max(1, count), samples)
-        else:
-            count = max(1, workers)
-        units += [Unit(key, task, i, count) for i in range(count)]
-    return units
 
 
 class Handle(Protocol):
@@ -83,19 +67,40 @@ class Handle(Protocol):
 
 
 class LocalHandle:
-    """A `Worker` in this process, called from one thread."""
+    """A `Worker` in this process: its compute calls on one thread, in order, and its control
+    calls (`drain`, `stop`) on another, as a Ray actor's concurrency groups run them."""
 
-    def __init__(self, settings: Settings, job_id: str) -> None:
-        self.worker = Worker(settings, job_id)
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix=f"lctx-worker-{job_id}")
+    def __init__(self, config: WorkerConfig) -> None:
+        self.worker = Worker(config)
+        self.compute = ThreadPoolExecutor(1, thread_name_prefix="lctx-worker")
+        self.control = ThreadPoolExecutor(1, thread_name_prefix="lctx-worker-control")
 
     def call(self, method: str, *args: Any) -> Future:
-        return self.pool.submit(getattr(self.worker, method), *args)
+        pool = self.control if method in CONTROL else self.compute
+        return pool.submit(getattr(self.worker, method), *args)
 
     def kill(self) -> None:
-        """Nothing to kill in-process: the worker stops at its next check of the job's status."""
-        self.pool.shutdown(wait=True)
-        self.worker.close()
+        """Nothing to kill in-process: the running unit stops at its next sample."""
+        self.worker.stop()
+        self.compute.shutdown(wait=True)
+        self.control.shutdown(wait=True)
+
+
+class JobRunning:
+    """Whether a job is still running (not cancelled, not taken back by another replica), read
+    from the store at most once every `every_s` seconds and never again once the job has left
+    RUNNING (`status` then says where it went)."""
+
+    def __init__(self, store: Store, job_id: str, every_s: float = STOP_CHECK_EVERY_S) -> None:
+        self.store, self.job_id, self.every_s = store, job_id, every_s
+        self.status: str = RUNNING
+        self._read_at = -float("inf")
+
+    def __call__(self) -> bool:
+        if self.status == RUNNING and time.monotonic() - self._read_at >= self.every_s:
+            self._read_at = time.monotonic()
+            self.status = self.store.get_job(self.job_id).status
+        return self.status == RUNNING
 
 
 class Ended(Exception):
@@ -110,84 +115,32 @@ def cause_of(error: BaseException) -> BaseException:
     return getattr(error, "cause", None) or error
 
 
-class UnitQueue:
-    """The job's work still to hand out: units waiting to run (one whose worker died goes
-    first), how many times each has been handed out, the units of each task still to finish,
-    and the tasks whose units are all done, waiting for a worker to finish them."""
+@dataclass(eq=False)
+class WorkerState:
+    """One worker as the coordinator knows it: the one place its state lives."""
 
-    def __init__(self, units: list[Unit], keys: Iterable[str]) -> None:
-        self.pending = deque(units)
-        self.attempts: dict[Unit, int] = {}
-        self.remaining = {k: {u.index for u in units if u.key == k} for k in keys}
-        self.finishing: deque[str] = deque()
+    handle: Handle
+    info: dict[str, Any] | None = None  # what its `load` answered; None while it loads
+    units: list[Unit] = field(default_factory=list)  # the unit it runs, then the one queued behind it
+    task: str | None = None  # the task it finishes
+    asking: bool = False  # a `drain` is in flight
+    asked_at: float = 0.0
+    idle_since: float = 0.0
+    dead: bool = False
 
-    def __len__(self) -> int:
-        """Units waiting to run."""
-        return len(self.pending)
-
-    def has_work(self) -> bool:
-        return bool(self.finishing or self.pending)
-
-    def take(self) -> Unit:
-        unit = self.pending.popleft()
-        self.attempts.setdefault(unit, 1)
-        return unit
-
-    def take_task(self) -> str | None:
-        """A task to finish (before any unit: its results come sooner), if one waits."""
-        return self.finishing.popleft() if self.finishing else None
-
-    def put_back(self, unit: Unit) -> None:
-        """A unit whose worker died runs next."""
-        self.pending.appendleft(unit)
-
-    def died_in(self, unit: Unit) -> int:
-        """The unit's worker died: the number of the run it goes on to."""
-        self.attempts[unit] = self.attempts.get(unit, 1) + 1
-        return self.attempts[unit]
-
-    def unit_done(self, unit: Unit) -> None:
-        self.remaining[unit.key].discard(unit.index)
-        if not self.remaining[unit.key]:
-            self.finishing.append(unit.key)
-
-    def finish_again(self, key: str) -> None:
-        """A task whose finishing worker died is finished next."""
-        self.finishing.appendleft(key)
+    @property
+    def idle(self) -> bool:
+        return self.info is not None and not self.units and self.task is None and not self.dead
 
 
 @dataclass(frozen=True, eq=False)
 class Call:
-    """A call in flight on a worker: `method` of `service.runner.worker.Worker`."""
+    """A call in flight: `method` of `service.runner.worker.Worker` on `worker`."""
 
-    method: ClassVar[str]
-    handle: Handle
-
-
-@dataclass(frozen=True, eq=False)
-class Load(Call):
-    """Binds the worker to the job (a warm one loads nothing)."""
-
-    method = "load"
-
-
-@dataclass(frozen=True, eq=False)
-class RunUnit(Call):
-    method = "run_unit"
-    unit: Unit
-
-
-@dataclass(frozen=True, eq=False)
-class FinishTask(Call):
-    method = "finish_task"
-    key: str
-
-
-@dataclass(frozen=True, eq=False)
-class FinishJob(Call):
-    """Writes results.json."""
-
-    method = "finish_job"
+    worker: WorkerState
+    method: str
+    unit: Unit | None = None
+    key: str | None = None
 
 
 class JobRun:
@@ -202,14 +155,13 @@ class JobRun:
                  for_memory: Callable[[BaseException], bool] = lambda error: False) -> None:
         self.settings, self.store, self.job, self.spawn, self.died = settings, store, job, spawn, died
         # `for_memory(error)`: whether a worker's death looks like the out-of-memory killer's; its
-        # unit then runs again with half the decoding batch (service/execution.killed_for_memory)
+        # unit then runs again with half the decoding batch (service/runner/executor.killed_for_memory)
         self.for_memory = for_memory
         self.batches: dict[tuple[str, int], list[int]] = {}  # a unit -> the decoding batches it was killed at
         # `release(handle, load_info)`: a healthy worker this job no longer needs, kept warm for the
         # next job of its model (service/runner/warm.py); without it, such a worker is killed.
         self.release = release
-        self.loaded_info: dict[Handle, dict[str, Any]] = {}  # a worker -> what its `load` returned
-        self.workers = max(1, workers)
+        self.size = max(1, workers)
         self.status: str | None = None
         self.units = 0  # units planned by this run (tasks an earlier attempt finished have none)
         self.unit_runs = 0  # units started by this run, re-runs included
@@ -219,23 +171,26 @@ class JobRun:
         self.warm = 0  # workers that came with the job's model already loaded (service/runner/warm.py)
         self._stop = threading.Event()
         self.job_running = JobRunning(store, job.id)
-        self.handles: list[Handle] = []
         keys = task_keys(job.tasks)
         self.tasks = dict(zip(keys, job.tasks, strict=True))
         self.progress = JobProgress(lambda state: store.set_progress(job.id, state), self.tasks, job.progress,
                                     PROGRESS_EVERY_S)
         self.feed = ProgressFeed(self.progress, {k: task_dir(settings, job.id, k) for k in keys})
+        self.mailroom = Mailroom(lambda key: task_dir(settings, job.id, key))
         self.totals: dict[str, int] = {}
         self.clock = time.monotonic()  # the run's start: its work tokens per second go to the cost record
         # the run's state, set by `_plan` and the handlers
-        self.started = ""  # when the job first started (ISO)
+        self.spec: JobSpec | None = None
+        self.model: dict[str, Any] | None = None  # the model as it runs, from the first worker that loaded
         self.entries: dict[str, Any] = {}  # a finished task -> its entry of results.json
         self.queue = UnitQueue([], ())
-        self.busy: dict[Future, Call] = {}
-        self.idle: list[Handle] = []
-        self.ahead: dict[Handle, Unit] = {}  # a worker -> the unit queued behind the one it runs
-        self.dead: set[Handle] = set()  # workers whose death was handled (their other call fails too)
+        self.workers: list[WorkerState] = []
+        self.calls: dict[Future, Call] = {}
         self.deaths = 0
+
+    @property
+    def handles(self) -> list[Handle]:
+        return [w.handle for w in self.workers]
 
     def stop(self) -> None:
         """The service is stopping: the job goes back to the queue and its workers are killed."""
@@ -246,73 +201,65 @@ class JobRun:
     def run(self) -> str:
         """Run to the end; returns the status the job ended in. Evaluator and checkpoint errors
         fail the job with their message; nothing escapes."""
-        job = self.job
-        job_dir(self.settings, job.id).mkdir(parents=True, exist_ok=True)
+        job_dir(self.settings, self.job.id).mkdir(parents=True, exist_ok=True)
         try:
             self._run()
         except Ended as e:
             self.status = e.status
-        except Exception as e:  # a bug must fail its job, not the dispatcher
-            log.exception("job %s failed with an unexpected error", job.id)
-            self.status = self._fail(f"unexpected error: {type(e).__name__}: {e}")
+        except Exception as e:  # the coordinator's own (writing a file, resolving the spec); a bug fails its job
+            self.status = self._ended_by(e)
         finally:
-            for handle in self.handles:  # idle once a job has succeeded; mid-unit otherwise
+            for worker in list(self.workers):  # idle once a job has succeeded; mid-unit otherwise
                 if self.status == SUCCEEDED:
-                    self._let_go(handle)
+                    self._let_go(worker)
                     continue
                 try:
-                    handle.kill()
+                    worker.handle.kill()
                 except Exception:
-                    log.exception("job %s: could not kill a worker", job.id)
+                    log.exception("job %s: could not kill a worker", self.job.id)
             self._final_progress()  # a cancel's or requeue's last state (ignored by the store if the job ended)
         return self.status
 
-    def _let_go(self, handle: Handle) -> None:
-        """An idle, healthy worker this job no longer needs: kept warm when there is a pool
-        and it loaded, killed otherwise (freeing its GPU for other jobs)."""
-        info = self.loaded_info.pop(handle, None)
-        try:
-            if self.release is not None and info is not None:
-                self.release(handle, info)
-            else:
-                handle.kill()
-        except Exception:  # already gone
-            log.warning("job %s: could not let an idle worker go", self.job.id, exc_info=True)
-
     def _run(self) -> NoReturn:
-        """Wait for a finished call, hand it to its handler, hand out work; until a handler or
-        a stop raises `Ended`."""
+        """Wait for answers, hand each to its handler, hand out work; until a handler or a stop
+        raises `Ended`."""
         self._plan()
-        for _ in range(min(self.workers, max(1, len(self.queue)))):
-            self._start(self.spawn())
+        for _ in range(min(self.size, max(1, len(self.queue)))):
+            self._start()
         while True:
             if self._stop.is_set():
                 self.store.requeue(self.job.id, error=None)
                 raise Ended(QUEUED)
             if not self.job_running():  # cancelled, or taken back by another replica
                 raise Ended(self.job_running.status)
-            for future in self._finished():
-                self._dispatch(self.busy.pop(future), future)
+            for future in self._answered():
+                if future in self.calls:  # not one of a worker whose death was handled meanwhile
+                    self._dispatch(self.calls.pop(future), future)
             self._hand_out()
 
     def _plan(self) -> None:
-        """Tasks an earlier attempt finished are kept; the others' units are queued."""
-        job = self.job
-        self.started = (job.started_at.replace(tzinfo=UTC) if job.started_at else datetime.now(UTC)).isoformat()
+        """The workers' spec; tasks an earlier attempt finished are kept, the others' units queued."""
+        self.spec = job_spec(self.store, self.settings, self.job)
         for key in self.tasks:
-            done = task_result(self.settings, job.id, key)
+            done = task_result(self.settings, self.job.id, key)
             if done.is_file():
                 self.entries[key] = json.loads(done.read_text())
         left = {k: t for k, t in self.tasks.items() if k not in self.entries}
-        units = plan_units(left, self.settings.unit_samples, self.workers, self.settings.unit_tokens,
+        units = plan_units(left, self.settings.unit_samples, self.size, self.settings.unit_tokens,
                            self.progress.plans)
         self.units, self.planned = len(units), units
         self.queue = UnitQueue(units, left)
 
-    def _finished(self) -> set[Future]:
-        """The calls that finished within a poll (progress read meanwhile)."""
-        if self.busy:
-            ready, _ = wait(list(self.busy), timeout=POLL_S, return_when=FIRST_COMPLETED)
+    def _answered(self) -> set[Future]:
+        """The calls answered within a poll (workers running units asked for their records
+        first; progress read meanwhile)."""
+        now = time.monotonic()
+        for worker in self.workers:
+            if worker.units and not worker.asking and now - worker.asked_at >= MAIL_EVERY_S:
+                worker.asking, worker.asked_at = True, now
+                self._call(Call(worker, "drain"))
+        if self.calls:
+            ready, _ = wait(list(self.calls), timeout=POLL_S, return_when=FIRST_COMPLETED)
         else:
             ready = set()
             time.sleep(POLL_S)
@@ -320,60 +267,78 @@ class JobRun:
         return ready
 
     def _call(self, call: Call, *args: Any) -> None:
-        self.busy[call.handle.call(call.method, *args)] = call
+        self.calls[call.worker.handle.call(call.method, *args)] = call
 
-    def _start(self, handle: Handle) -> None:
-        self.handles.append(handle)
-        self._call(Load(handle), self.job.id)  # a warm worker binds without loading
+    def _start(self) -> None:
+        worker = WorkerState(self.spawn())
+        self.workers.append(worker)
+        # a warm worker binds without loading
+        self._call(Call(worker, "load"), self.spec, model_key(self.job, self.settings))
 
-    def _run_unit(self, handle: Handle) -> Unit:
+    def _run_unit(self, worker: WorkerState) -> None:
         unit = self.queue.take()
         self.unit_runs += 1
         if unit not in self.ran:
             self.ran.append(unit)
-        self._call(RunUnit(handle, unit), unit, self._batch_cap(unit))
-        return unit
+        worker.units.append(unit)
+        folder = task_dir(self.settings, self.job.id, unit.key)
+        records = SampleLog(folder, f"{unit.stem}-next").records() if folder.is_dir() else []
+        self._call(Call(worker, "run_unit", unit=unit), unit, records, self._batch_cap(unit))
+
+    def _finish_task(self, worker: WorkerState, key: str) -> None:
+        """Every unit of the task is done: its unit files folded into samples.jsonl (each sample
+        once), every record handed to `worker` to aggregate."""
+        folder = task_dir(self.settings, self.job.id, key)
+        merge_units(folder)
+        worker.task = key
+        self._call(Call(worker, "finish_task", key=key), key, self.tasks[key], SampleLog(folder).records(),
+                   prefix_use(folder))
 
     # -- the handlers ----------------------------------------------------------------
 
     def _dispatch(self, call: Call, future: Future) -> None:
-        handle = call.handle
-        if isinstance(call, RunUnit) and self.ahead.get(handle) is call.unit:
-            del self.ahead[handle]  # the unit queued behind has finished (it ran after the other)
+        worker = call.worker
+        if worker.dead:  # its death was handled: the rest of its answers count for nothing
+            return
         try:
             value = future.result()
         except self.died as e:
-            self.on_worker_died(call, e)
+            self.on_worker_died(worker, e)
             return
         except Exception as e:
             raise Ended(self._ended_by(cause_of(e))) from e
-        match call:
-            case Load():
-                self.on_loaded(handle, value)
-            case RunUnit(unit=unit):
-                self.on_unit_done(unit, value)
-            case FinishTask(key=key):
-                self.on_task_done(key, value)
-            case FinishJob():
-                self.on_job_done()
-        if handle not in self.ahead and handle not in self.dead:  # one with a unit queued runs that now
-            self.idle.append(handle)
-
-    def on_loaded(self, handle: Handle, info: dict[str, Any]) -> None:
-        self.loaded_info[handle] = info
-        self.warm += bool(info.get("warm"))
+        match call.method:
+            case "load":
+                worker.info = value
+                self.model = self.model or value.get("model")
+                self.warm += bool(value.get("warm"))
+            case "drain":
+                worker.asking = False
+                self.mailroom.deliver(value)
+            case "run_unit":
+                self.mailroom.deliver(value["mail"])
+                worker.units.remove(call.unit)
+                self.on_unit_done(call.unit, value)
+            case "finish_task":
+                worker.task = None
+                self.entries[call.key] = keep_task(self.settings, self.job.id, call.key, value)
+        if worker.idle:
+            worker.idle_since = time.monotonic()
 
     def on_unit_done(self, unit: Unit, value: dict[str, Any]) -> None:
         self.totals[unit.key] = max(self.totals.get(unit.key, 0), int(value["total"]))
         self.queue.unit_done(unit)
 
-    def on_task_done(self, key: str, entry: dict[str, Any]) -> None:
-        self.entries[key] = entry
-
     def on_job_done(self) -> NoReturn:
+        """Every task finished: results.json, then the job's status (nothing tells of the end
+        before the store), then the speed this run measured."""
         if self.reruns:
             log.info("job %s: %d unit(s) ran again after their worker died: %s", self.job.id,
                      len(self.reruns), "; ".join(self.reruns))
+        results = {key: self.entries[key] for key in self.tasks}
+        self._sequential_totals(results)
+        assert self.spec is not None and self.model is not None
+        write_results(self.settings, self.job, self.model, results, self.spec.source, self._work())
         finished = self._finish(SUCCEEDED)
         if finished:
             self._record_speed()
@@ -396,37 +361,33 @@ class JobRun:
         except OSError as e:  # the estimate is a convenience: the job succeeded all the same
             log.warning("job %s: cannot record its speed: %s", self.job.id, e)
 
-    def on_worker_died(self, call: Call, error: BaseException) -> None:
-        """A fresh worker takes the dead one's place and its work: a unit runs again (up to
-        `max_attempts` runs, at half the decoding batch when memory is suspected), a task is
-        finished again, results.json is written by the next idle worker. The job fails once
-        its workers have died more than `max_attempts` times each."""
-        handle = call.handle
-        if handle in self.dead:  # its other call: the unit queued behind runs again too
-            if isinstance(call, RunUnit):
-                self.queue.put_back(call.unit)
-            return
-        self.dead.add(handle)
-        if handle in self.idle:  # its unit queued behind finished before its death was heard of
-            self.idle.remove(handle)
-        batch = self._batch_cap(call.unit) if isinstance(call, RunUnit) else None
-        batch = batch or (self.loaded_info.get(handle) or {}).get("max_batch")
-        self._forget(handle)
+    def on_worker_died(self, worker: WorkerState, error: BaseException) -> None:
+        """A fresh worker takes the dead one's place and its work: the unit it ran runs again (up
+        to `max_attempts` runs, at half the decoding batch when memory is suspected) before the
+        one queued behind it, a task it finished is finished again. The job fails once its
+        workers have died more than `max_attempts` times each."""
+        worker.dead = True
+        for future in [f for f, c in self.calls.items() if c.worker is worker]:
+            del self.calls[future]  # its other calls fail too, or never answer
+        batch = (self._batch_cap(worker.units[0]) if worker.units else None) or (worker.info or {}).get("max_batch")
+        self.workers.remove(worker)
         try:
-            handle.kill()  # "unavailable" may come back: it must not linger holding a GPU
+            worker.handle.kill()  # "unavailable" may come back: it must not linger holding a GPU
         except Exception:
             pass
         self.deaths += 1
         reason = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-        if isinstance(call, RunUnit):
-            self._run_again(call.unit, error, reason, batch)
+        for unit in reversed(worker.units[1:]):
+            self.queue.put_back(unit)
+        if worker.units:
+            self._run_again(worker.units[0], error, reason, batch)
         else:
-            if isinstance(call, FinishTask):
-                self.queue.finish_again(call.key)
-            log.warning("job %s: a worker died in %s (%s); a fresh one takes over", self.job.id, call.method, reason)
-        if self.deaths > self.workers * self.settings.max_attempts:
+            if worker.task is not None:
+                self.queue.finish_again(worker.task)
+            log.warning("job %s: a worker died (%s); a fresh one takes over", self.job.id, reason)
+        if self.deaths > self.size * self.settings.max_attempts:
             raise Ended(self._fail(f"its workers died {self.deaths} times (last: {reason})")) from error
-        self._start(self.spawn())
+        self._start()
 
     def _run_again(self, unit: Unit, error: BaseException, reason: str, batch: int | None) -> None:
         memory = self.for_memory(error) and batch is not None
@@ -445,33 +406,38 @@ class JobRun:
     def _hand_out(self) -> None:
         """Idle workers get a task to finish or a unit; busy ones the next unit queued behind
         theirs; idle workers with nothing left go; results.json once every task is finished."""
-        while self.idle and self.queue.has_work():
-            handle = self.idle.pop()
+        idle = sorted((w for w in self.workers if w.idle), key=lambda w: w.idle_since)
+        while idle and self.queue.has_work():
+            worker = idle.pop()  # the latest idle (the one known to be alive)
             key = self.queue.take_task()
             if key is not None:
-                self._call(FinishTask(handle, key), key, self.tasks[key])
+                self._finish_task(worker, key)
             else:
-                self._run_unit(handle)
+                self._run_unit(worker)
         # The next unit handed out before a worker goes idle: queued behind the one it runs, it
         # starts without a round trip to this coordinator. Not in the last round (no more units
         # than workers left), where a unit queued behind a long one would wait while another
         # worker idles.
-        running = [c.handle for c in self.busy.values() if isinstance(c, RunUnit)]
-        for handle in running:
-            if len(self.queue) <= len(self.handles) or handle in self.ahead or running.count(handle) > 1:
-                continue
-            self.ahead[handle] = self._run_unit(handle)
-        while len(self.idle) > 1 and not self.queue:  # nothing left for them: free their GPUs for other jobs
-            extra = self.idle.pop(0)  # the one idle longest (the latest is known to be alive)
-            self._forget(extra)
+        for worker in self.workers:
+            if len(worker.units) == 1 and len(self.queue) > len(self.workers):
+                self._run_unit(worker)
+        while len(idle) > 1 and not self.queue:  # nothing left for them: free their GPUs for other jobs
+            extra = idle.pop(0)  # the one idle longest
+            self.workers.remove(extra)
             self._let_go(extra)
-        if (len(self.entries) == len(self.tasks) and self.idle
-                and not any(isinstance(c, FinishJob) for c in self.busy.values())):
-            # on the worker that finished last (one idle since may have died unnoticed); if
-            # it dies meanwhile, the next idle worker writes instead
-            results = {key: self.entries[key] for key in self.tasks}
-            self._sequential_totals(results)
-            self._call(FinishJob(self.idle.pop()), results, self.started, self._work())
+        if len(self.entries) == len(self.tasks) and self.model is not None:
+            self.on_job_done()
+
+    def _let_go(self, worker: WorkerState) -> None:
+        """An idle, healthy worker this job no longer needs: kept warm when there is a pool
+        and it loaded, killed otherwise (freeing its GPU for other jobs)."""
+        try:
+            if self.release is not None and worker.info is not None:
+                self.release(worker.handle, worker.info)
+            else:
+                worker.handle.kill()
+        except Exception:  # already gone
+            log.warning("job %s: could not let an idle worker go", self.job.id, exc_info=True)
 
     def _work(self) -> dict[str, Any]:
         """How the job's work was spread, over all its attempts: this run's workers; the units
@@ -495,7 +461,7 @@ class JobRun:
         reruns += [f"{u.label}: ran again in attempt {attempt} (the job was requeued or resumed)"
                    for u in self.ran if (u.key, u.stem) in earlier]
         units = set(earlier) | {(u.key, u.stem) for u in self.planned}
-        return {"workers": self.workers, "units": len(units),
+        return {"workers": self.size, "units": len(units),
                 "unit_runs": self.unit_runs + sum(len(n) for n in earlier.values()), "reruns": reruns + self.reruns,
                 "warm_workers": self.warm}
 
@@ -513,11 +479,6 @@ class JobRun:
         return (f"{unit.label}: its worker was killed {n} times as the out-of-memory killer kills (decoding batches "
                 f"{batches}): the worker most likely ran out of memory. Give its node more memory, or lower "
                 f"LCTX_ENGINE_MAX_BATCH or LCTX_ENGINE_MEMORY_MB, or shorten the task's lengths (last: {reason})")
-
-    def _forget(self, handle: Handle) -> None:
-        if handle in self.handles:
-            self.handles.remove(handle)
-        self.loaded_info.pop(handle, None)
 
     def _sequential_totals(self, results: dict[str, Any]) -> None:
         """A finished sequential search needed no more samples than it ran: its total is what it spent."""
@@ -547,13 +508,15 @@ class JobRun:
         return FAILED if failed else self.store.get_job(self.job.id).status
 
     def _ended_by(self, error: BaseException) -> str:
+        """The status a run ends in after `error` (a worker's, or the coordinator's own while it
+        wrote): cancelled, failed with the error's message, or failed as unexpected."""
         if isinstance(error, EvaluationCancelled):
             return self.store.get_job(self.job.id).status
         if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
             return self._fail(self._no_space(error))
         if isinstance(error, JOB_ERRORS):
             return self._fail(str(error))
-        log.error("job %s: a worker raised %s: %s", self.job.id, type(error).__name__, error)
+        log.error("job %s: unexpected %s: %s", self.job.id, type(error).__name__, error, exc_info=error)
         return self._fail(f"unexpected error: {type(error).__name__}: {error}")
 
     def _no_space(self, error: OSError) -> str:
@@ -578,33 +541,8 @@ def run_job(settings: Settings, job_id: str, store: Store | None = None) -> str:
         job = store.get_job(job_id)
         if job.status != RUNNING:
             return job.status
-        return JobRun(settings, store, job, lambda: LocalHandle(settings, job_id), workers=1).run()
+        config = worker_config(settings)
+        return JobRun(settings, store, job, lambda: LocalHandle(config), workers=1).run()
     finally:
         if own_store:
             store.close()
-
-
-def partial_results(settings: Settings, job: JobRow) -> dict[str, Any]:
-    """The results of a job that failed or was cancelled: each finished task's entry, and
-    for the others what their recorded samples add up to (nothing is lost)."""
-    results: dict[str, Any] = {}
-    for key, task in zip(task_keys(job.tasks), job.tasks, strict=True):
-        folder = task_dir(settings, job.id, key)
-        done = task_result(settings, job.id, key)
-        if done.is_file():
-            results[key] = json.loads(done.read_text())
-            continue
-        try:
-            results[key] = partial_result(task, folder)
-        except (EvaluatorError, ValueError, OSError) as e:
-            results[key] = {"task": task.get("name"), "partial": True, "error": f"cannot aggregate: {e}"}
-    return {
-        "job": job.id,
-        "partial": True,
-        "status": job.status,
-        "error": job.error,
-        "checkpoint": {"name": job.checkpoint, "path": job.checkpoint_path, "fingerprint": job.fingerprint},
-        "tasks": job.tasks,
-        "results": results,
-        "attempts": job.attempts,
-    }

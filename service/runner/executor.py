@@ -33,13 +33,14 @@ from ray.exceptions import (
     WorkerCrashedError,
 )
 
-from service.runner.coordinator import JobRun
 from service.metrics import Metrics
+from service.runner.coordinator import JobRun
+from service.runner.resolve import model_key, worker_config
+from service.runner.warm import WarmPool
+from service.runner.worker import CONTROL
 from service.settings import Settings
 from service.status import FINAL
 from service.store import JobRow, Store
-from service.runner.warm import WarmPool
-from service.runner.worker import model_key
 
 log = logging.getLogger("lctx.execution")
 
@@ -131,15 +132,17 @@ def killed_for_memory(error: BaseException) -> bool:
 
 
 class ActorHandle:
-    """A `Worker` as a Ray actor: one per GPU it asks for, or `job_cpus` CPUs."""
+    """A `Worker` as a Ray actor: one per GPU it asks for, or `job_cpus` CPUs. Its compute calls
+    run one at a time, in order; `drain` and `stop` in a concurrency group of their own, beside
+    a running unit. It is given the worker's settings only (no database, no results folder)."""
 
     def __init__(self, settings: Settings, job_id: str, gpus: int) -> None:
         from service.runner.worker import Worker
 
         self.gpus = gpus
-        remote = ray.remote(Worker)
+        remote = ray.remote(concurrency_groups={"control": 1})(Worker)
         self.actor = remote.options(num_cpus=settings.job_cpus, num_gpus=gpus, max_restarts=0, max_task_retries=0,
-                                    name=f"lctx-worker-{job_id}-{secrets.token_hex(3)}").remote(settings, job_id)
+                                    name=f"lctx-worker-{job_id}-{secrets.token_hex(3)}").remote(worker_config(settings))
         # done once the actor runs: until then it starts, or waits for resources (which idle
         # warm workers may hold; Executor._unblock frees them)
         self.created = self.actor.__ray_ready__.remote().future()
@@ -150,7 +153,10 @@ class ActorHandle:
         return not self.created.done()
 
     def call(self, method: str, *args: Any) -> Future:
-        return getattr(self.actor, method).remote(*args).future()
+        call = getattr(self.actor, method)
+        if method in CONTROL:
+            call = call.options(concurrency_group="control")
+        return call.remote(*args).future()
 
     def kill(self) -> None:
         ray.kill(self.actor, no_restart=True)
@@ -294,7 +300,7 @@ class Executor:
             thread = threading.Thread(target=run.run, name=f"lctx-job-{job.id}", daemon=True)
             self.running[job.id] = _InFlight(run, thread, key)
             thread.start()
-            log.info("job %s started (attempt %d, up to %d workers)", job.id, job.attempts, run.workers)
+            log.info("job %s started (attempt %d, up to %d workers)", job.id, job.attempts, run.size)
 
     def _unblock(self) -> None:
         """A worker Ray cannot place because idle warm workers hold the resources gets them:

@@ -172,17 +172,20 @@ NOTE_SUFFIX = ".json"  # beside a unit run's records (`units/<run>.jsonl`): `uni
 
 
 class UnitNote:
-    """What a unit run reports beside its records, in `units/<run>.json`: the unit, its label
-    and the job's attempt it ran in, when it started, the prompt tokens it prefilled so far
-    (throttled; records alone say nothing during a long prefill) and, at its end, the prompt
-    tokens it asked for and those the prefix cache served. Notes outlive their records (merged
-    into samples.jsonl): every unit run of every attempt of the job has one (results' `work`)."""
+    """What a unit run reports beside its records, in `units/<run>.json` (written by the
+    coordinator from the worker's mail, `service.runner.mail`): the unit, its label and the
+    job's attempt it ran in, when it started, where (pid, host), how many of its slice's
+    samples an earlier run had recorded (`resumed`), the prompt tokens it prefilled so far
+    (throttled; records alone say nothing during a long prefill) and, at its end, the samples it
+    recorded, the prompt tokens it asked for and those the prefix cache served. Notes outlive
+    their records (merged into samples.jsonl): every unit run of every attempt of the job has
+    one (results' `work`). `send(state)` gets every new state, each with a growing `seq`."""
 
-    def __init__(self, folder: Path, run: str, unit: str, every: float = 0.5, **about: Any) -> None:
-        self.path = Path(folder) / UNITS_DIR / f"{run}{NOTE_SUFFIX}"
-        self.every, self.last = every, 0.0
+    def __init__(self, send: Callable[[dict[str, Any]], None], unit: str, every: float = 0.5,
+                 **about: Any) -> None:
+        self.send, self.every, self.last = send, every, 0.0
         self.state: dict[str, Any] = {"unit": unit, **about, "started": time.time(), "tokens": 0, "pid": os.getpid(),
-                                      "host": socket.gethostname()}
+                                      "host": socket.gethostname(), "seq": 0}
 
     def prefilled(self, tokens: int) -> None:
         self.state["tokens"] += int(tokens)
@@ -191,9 +194,16 @@ class UnitNote:
 
     def write(self, **final: Any) -> None:
         self.state.update(final)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(self.path, self.state)
+        self.state["seq"] += 1
+        self.send(dict(self.state))
         self.last = time.monotonic()
+
+
+def write_note(folder: Path, run: str, state: dict[str, Any]) -> None:
+    """A unit run's note, replaced whole (`units/<run>.json`)."""
+    path = Path(folder) / UNITS_DIR / f"{run}{NOTE_SUFFIX}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, state)
 
 
 def unit_notes(folder: Path) -> list[dict[str, Any]]:

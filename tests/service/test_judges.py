@@ -18,6 +18,7 @@ from evaluators.errors import EvaluatorError
 from service.app import create_app
 from service.comparison import scoring_options
 from service.store import EndpointRow, Store
+from service.runner.resolve import judge_spec, worker_config
 from service.runner.worker import open_judge
 from tests.helpers import aa_lcr_files, chat_checkpoint, free_port, make_settings, tiny_checkpoint
 
@@ -83,16 +84,16 @@ def test_an_accepted_job_records_its_judge_by_identity_and_the_worker_checks_it(
     assert job.tasks[0]["judge"] == f"judge@{identity[:12]}"
     assert c.get(f"/v1/jobs/{job.id}").json()["tasks"][0]["judge"] == f"judge@{identity[:12]}"
     assert scoring_options(job.tasks[0])["judge"] == f"judge@{identity[:12]}"  # the leaderboard row's key
-    judge = open_judge(store, settings, job.tasks[0]["judge"], "cpu")
+    judge = open_judge(judge_spec(store, settings, job.tasks[0]["judge"]), worker_config(settings))
     assert (judge.ref, judge.kind, judge.details) == (job.tasks[0]["judge"], "checkpoint", {"checkpoint": "judge"})
     chat_checkpoint(path, seed=2)  # retrained in place: another judge under the same name
     with pytest.raises(EvaluatorError, match="the judge judge is now another model"):
-        open_judge(store, settings, job.tasks[0]["judge"], "cpu")
+        open_judge(judge_spec(store, settings, job.tasks[0]["judge"]), worker_config(settings))
 
 
 def test_a_judged_job_runs_in_the_worker_and_the_next_asks_the_judge_nothing(api) -> None:
     """Two jobs of one suite run in-process (service.runner.coordinator.run_job): every judgment of the first
-    is recorded and cached under the service's results (<results>/judgments), so the second job
+    is recorded and cached in the worker's node home (<home>/judgments), so the second job
     (a rerun, or a resumed job whose records were lost) finds each one there."""
     from service.runner.coordinator import run_job
     from service.layout import task_dir
@@ -112,7 +113,7 @@ def test_a_judged_job_runs_in_the_worker_and_the_next_asks_the_judge_nothing(api
     assert sorted(r["judgment"]["cached"] for r in first) == [False, True]  # the repeats answered alike
     assert [r["judgment"]["cached"] for r in second] == [True, True]
     assert {r["judgment"]["judge"] for r in first + second} == {first[0]["judgment"]["judge"]}
-    assert len(list((settings.results / "judgments").glob("*.jsonl"))) == 1  # written by the first job only
+    assert len(list((settings.home / "judgments").glob("*.jsonl"))) == 1  # written by the first job only
 
 
 def test_the_leaderboard_keeps_two_judges_apart(api) -> None:

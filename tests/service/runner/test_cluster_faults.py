@@ -1,6 +1,8 @@
 """A job spread over a real two-node Ray cluster on loopback (one cluster and one service
-for the module): cancelled while its units run on both nodes, every worker stops within a
-few seconds; then the worker node's processes are killed by pid mid-job: the unit that node
+for the module), the worker node with its own empty home and no database settings (workers
+only compute: the coordinator writes every record and result): cancelled while its units run
+on both nodes, every worker stops within a few seconds; then the worker node's processes are
+killed by pid mid-job: the unit that node
 was running runs again on the head with only its unfinished samples, the job finishes, no
 sample is lost or duplicated, and the result equals a one-worker run."""
 
@@ -86,6 +88,12 @@ def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodeServi
         cluster.stop()
 
 
+def environ(pid: int) -> dict[str, str]:
+    """A process's environment as it started."""
+    pairs = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(p.decode(errors="replace").partition("=")[::2] for p in pairs if p)
+
+
 def alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -109,6 +117,11 @@ def test_a_job_cancelled_while_its_units_run_on_two_nodes_stops_every_worker(two
             return None
 
         workers = wait_for(running_on_both, 180, 0.01, "units running on both nodes")
+        # the worker node's workers run with its own empty home and no other lctx setting: no database URL
+        for pid in set(workers) & set(descendants(cluster.worker_raylet)):
+            env = environ(pid)
+            assert env.get("LCTX_HOME") == str(cluster.worker_home), env
+            assert not [k for k in env if k.startswith("LCTX_") and k != "LCTX_HOME"], env
         cancelled_at = time.monotonic()
         r = c.post(f"/v1/jobs/{job['id']}/cancel")
         assert r.status_code == 200 and r.json()["status"] == "cancelled", r.text
@@ -163,11 +176,17 @@ def test_killing_the_worker_node_mid_job_loses_and_duplicates_nothing(two_nodes:
     assert any(r.startswith(part) for r in work["reruns"]), (part, work)
     reruns = [n for n in unit_notes(folder) if n.get("samples") is not None and n["pid"] not in killed
               and n["unit"] == stem]
-    assert [n["samples"] for n in reruns] == [UNIT - before]  # only its unfinished samples ran again
+    # only its unfinished samples ran again: the re-run was handed every record the dead run had sent
+    # (those on disk at the kill, and any answered just before it), and ran the rest
+    assert [n["samples"] + n["resumed"] for n in reruns] == [UNIT] and reruns[0]["resumed"] >= before
     ids = [json.loads(line)["id"] for line in (folder / SAMPLES_FILE).read_text().splitlines()]
     assert len(ids) == len(set(ids)) == 36 and sample_files(folder) == [folder / SAMPLES_FILE]
     pids = {n["pid"] for n in unit_notes(folder)}
     assert len(pids) >= 2  # both nodes worked; the re-run ran on the head
+    # what the worker node kept in its own home: caches only (no results, records or database)
+    kept = {p.relative_to(cluster.worker_home).parts[0] for p in cluster.worker_home.rglob("*")}
+    assert kept <= {"triton", "scratch", "judgments"}, kept
+    assert not list(cluster.worker_home.rglob("*.jsonl")) and not list(cluster.worker_home.rglob("*.db"))
 
     # the same job on one in-process worker: the same records, the same result
     settings = make_settings(tmp_path / "single", checkpoint_roots=[tmp_path / "models"], engine_max_batch=KILL_MID_UNIT_BATCH)

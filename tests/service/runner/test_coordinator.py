@@ -13,11 +13,11 @@ from checkpoints.jsonfiles import write_json_atomic
 from evaluators.samplelog import SAMPLES_FILE
 from evaluators.suite import task_keys
 from service.app import create_app
-from service.runner.coordinator import UnitQueue, run_job
+from service.runner.coordinator import run_job
 from service.layout import job_results, task_dir
 from service.status import CANCELLED, FAILED, SUCCEEDED
 from service.store import Store
-from service.runner.worker import Unit
+from service.runner.units import Unit, UnitQueue
 from tests.helpers import make_settings, ruler_draw_threads, tiny_checkpoint
 
 PASSKEY = {"name": "passkey", "lengths": [128], "trials": 2, "seed": 0}
@@ -217,7 +217,7 @@ def test_work_counts_the_unit_runs_of_every_attempt(tmp_path: Path) -> None:
     attempt's unit runs left their notes (as a worker writes them when a unit starts) and no
     result. results.json's `work` counts them with this attempt's runs, as many as the notes on
     disk, and says why each unit ran again."""
-    from service.runner.progress import UnitNote, unit_notes
+    from service.runner.progress import unit_notes, write_note
 
     settings = make_settings(tmp_path, unit_samples=1)
     store = Store(settings.database)
@@ -228,7 +228,8 @@ def test_work_counts_the_unit_runs_of_every_attempt(tmp_path: Path) -> None:
     # the first attempt: part 1's worker died and it ran again, part 2 started, then the service died
     for index, run in ((0, "died"), (0, "killed"), (1, "killed")):
         unit = Unit("passkey", PASSKEY, index, 2)
-        UnitNote(folder, f"{unit.stem}-{run}", unit.stem, label=unit.label, attempt=1).write()
+        write_note(folder, f"{unit.stem}-{run}", {"unit": unit.stem, "label": unit.label, "attempt": 1,
+                                                   "started": 0, "tokens": 0})
     assert store.requeue(job_id)  # what start-up's recovery does with a job left running
     assert store.claim_next("t").attempts == 2
     assert run_job(settings, job_id, store) == SUCCEEDED

@@ -16,7 +16,9 @@ from ray.exceptions import WorkerCrashedError
 from evaluators.base import Sample, part_of
 from evaluators.errors import EvaluationCancelled
 from evaluators.samplelog import SAMPLES_FILE, UNITS_DIR, merge_units, sample_files
-from service.runner.coordinator import JobRun, LocalHandle, plan_units, run_job
+from service.runner.coordinator import JobRun, LocalHandle, run_job
+from service.runner.resolve import worker_config
+from service.runner.units import plan_units
 from service.layout import job_results, task_dir
 from service.runner.progress import unit_notes
 from service.status import CANCELLED, FAILED, RUNNING, SUCCEEDED
@@ -195,28 +197,38 @@ def test_a_cancel_stops_every_unit_and_keeps_what_they_recorded(ray_cluster: str
 
 class DiesOnce:
     """A worker handle whose first call of `method` dies with its worker (as a killed actor's
-    future does); a dying `run_unit` first records its slice's first sample. The rest is the
-    real worker."""
+    future does). A dying `run_unit` first records its slice's first sample, which the next
+    `drain` hands over (as one answered before the death does); its worker dies at the drain
+    after. The rest is the real worker."""
 
     def __init__(self, settings, job_id: str, deaths: list[int], method: str = "run_unit") -> None:
-        self.inner = LocalHandle(settings, job_id)
+        self.inner = LocalHandle(worker_config(settings))
         self.deaths, self.method = deaths, method
+        self.dying: Future | None = None  # the dying unit's answer, failed at the second drain
+        self.drains = 0
 
     def call(self, method: str, *args: Any) -> Future:
+        if method == "drain" and self.dying is not None:
+            self.drains += 1
+            if self.drains == 2:
+                self.dying.set_exception(WorkerCrashedError())
+            return self.inner.call(method, *args)
         if method != self.method or not self.deaths:
             return self.inner.call(method, *args)
         self.deaths.pop()
         if method != "run_unit":
             return self.died()
         worker, checks = self.inner.worker, iter([False, True])  # true after the first record: it stops there
-        real, worker.should_stop = worker.should_stop, lambda: next(checks, True)
+        real, worker.stopped = worker.stopped, type("Stop", (), {"is_set": lambda _: next(checks, True),
+                                                                  "clear": lambda _: None})()
         try:
             worker.run_unit(*args)
         except EvaluationCancelled:
             pass
         finally:
-            worker.should_stop = real
-        return self.died()
+            worker.stopped = real
+        self.dying = Future()
+        return self.dying
 
     @staticmethod
     def died() -> Future:
@@ -241,7 +253,7 @@ def test_a_dead_workers_unit_runs_again_with_only_its_unfinished_samples(env) ->
     assert sorted(n.get("prompt_tokens", 0) > 0 for n in notes) == [True, True]  # the re-run did the other 3
 
 
-@pytest.mark.parametrize("method", ["finish_task", "finish_job"])
+@pytest.mark.parametrize("method", ["finish_task", "load"])
 def test_a_worker_dying_while_it_finishes_leaves_the_work_to_a_fresh_one(env, method: str) -> None:
     settings, store, path = env
     job = claim(store, path, [dict(PASSKEY, lengths=[128], trials=4)])
@@ -271,7 +283,7 @@ class Outstanding:
     finished each time it is given one."""
 
     def __init__(self, settings, job_id: str, seen: list[int]) -> None:
-        self.inner, self.seen, self.open = LocalHandle(settings, job_id), seen, 0
+        self.inner, self.seen, self.open = LocalHandle(worker_config(settings)), seen, 0
 
     def call(self, method: str, *args: Any) -> Future:
         if method != "run_unit":
