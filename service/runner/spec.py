@@ -28,6 +28,7 @@ class WorkerConfig:
     data_dir: Path | None
     endpoint_hosts: tuple[str, ...]
     home: Path
+    triton_cache: Path | None = None  # LCTX_TRITON_CACHE_DIR where set; else <node home>/triton
     engine_memory_mb: int | None = None
     engine_max_batch: int = 64
     engine_prefix_cache: bool = True

@@ -121,7 +121,7 @@ class Worker:
         self.loaded = self.engine = None
         # Triton's compiled kernels and autotuning timings under this node's home (a docker
         # volume): compiled and tuned once per machine, not in every worker process.
-        os.environ.setdefault("TRITON_CACHE_DIR", str(self.home / "triton"))
+        os.environ.setdefault("TRITON_CACHE_DIR", str(config.triton_cache or self.home / "triton"))
         # the tokenizer first: the job's tasks draw their first samples with it (RULER: seconds at
         # long lengths) while the weights load and the kernels compile, as `lctx eval` does
         tokenizer = load_tokenizer(path, load_config(path))

@@ -113,7 +113,8 @@ def test_multinode_head_shares_the_host_network_and_keeps_the_api_on_loopback(co
 def test_cluster_file_is_a_head_running_the_api_and_scalable_one_gpu_workers() -> None:
     """docker-compose.cluster.yml: the head runs `lctx serve` (the API, its dispatcher process
     and the Ray head) with no GPU; each worker is a Ray worker node joining the head with one
-    GPU; every node mounts the same folders and reaches the same PostgreSQL."""
+    GPU, given the inputs at the head's paths and nothing of the service (workers only compute:
+    the head's coordinator writes the database and the results)."""
     cluster = yaml.safe_load((DOCKER / "docker-compose.cluster.yml").read_text())
     jsonschema.validate(cluster, json.loads(SCHEMA.read_text()))
     services = cluster["services"]
@@ -136,15 +137,21 @@ def test_cluster_file_is_a_head_running_the_api_and_scalable_one_gpu_workers() -
     assert isinstance(deploy["replicas"], int)  # `--scale worker=N` scales it
     assert "--scale worker=" in (REPO / "docs" / "guide" / "deploy.md").read_text()
 
-    assert worker["volumes"] == head["volumes"]  # the same results, checkpoints and datasets on every node
     mounts = {v.split(":")[-2] if v.endswith(":ro") else v.split(":")[-1]: v for v in head["volumes"]}
     assert set(mounts) == {"/data", "/checkpoints", "/datasets"} and not mounts["/data"].endswith(":ro")
-    for key in ("LCTX_HOME", "LCTX_DATABASE_URL", "LCTX_CHECKPOINT_ROOTS", "RAY_AUTH_TOKEN"):
-        assert worker["environment"][key] == head["environment"][key], key
     assert "@postgres:5432/" in head["environment"]["LCTX_DATABASE_URL"]  # the service below, on the project network
     assert head["depends_on"]["postgres"]["condition"] == "service_healthy" and services["postgres"]["healthcheck"]
     settings = Settings(home=Path(head["environment"]["LCTX_HOME"]), results_dir=None)
-    assert settings.results.is_relative_to("/data")  # results/<job>/ land on the shared folder
+    assert settings.results.is_relative_to("/data")  # results/<job>/ land on the head's folder
+    # a worker only computes: the inputs read-only at the head's paths (every checkpoint root), a home
+    # of its own for caches, and none of the service's settings or secrets (no database, no results)
+    inputs = {v.split(":")[-2]: v for v in worker["volumes"] if v.endswith(":ro")}
+    roots = head["environment"]["LCTX_CHECKPOINT_ROOTS"].split(",")
+    assert set(inputs) == {*roots, "/datasets"}, inputs
+    assert [v for v in worker["volumes"] if not v.endswith(":ro")] == ["worker-home:/worker"]
+    assert "worker-home" in cluster["volumes"] and worker["env_file"] == []
+    assert set(worker["environment"]) == {"LCTX_HOME", "RAY_AUTH_TOKEN"} and worker["environment"]["LCTX_HOME"] == "/worker"
+    assert worker["environment"]["RAY_AUTH_TOKEN"] == head["environment"]["RAY_AUTH_TOKEN"]
 
 
 def has_docker_compose() -> bool:

@@ -19,8 +19,8 @@ from checkpoints.loading import load_dtype, load_model, save_model
 from checkpoints.model import Decoder
 from checkpoints.tokenizer import ByteTokenizer
 from service.app import create_app
-from service.store import EndpointRow, Store
 from service.runner.worker import pick_device
+from service.store import EndpointRow, Store
 from tests.helpers import HF_CASES, ThreadServer, make_settings, ready, tiny_checkpoint, wait_for, wait_job
 
 pytestmark = pytest.mark.integration  # a server on loopback and Ray

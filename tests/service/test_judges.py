@@ -17,9 +17,9 @@ from checkpoints.fingerprint import inspect_checkpoint
 from evaluators.errors import EvaluatorError
 from service.app import create_app
 from service.comparison import scoring_options
-from service.store import EndpointRow, Store
 from service.runner.resolve import judge_spec, worker_config
 from service.runner.worker import open_judge
+from service.store import EndpointRow, Store
 from tests.helpers import aa_lcr_files, chat_checkpoint, free_port, make_settings, tiny_checkpoint
 
 
@@ -95,8 +95,8 @@ def test_a_judged_job_runs_in_the_worker_and_the_next_asks_the_judge_nothing(api
     """Two jobs of one suite run in-process (service.runner.coordinator.run_job): every judgment of the first
     is recorded and cached in the worker's node home (<home>/judgments), so the second job
     (a rerun, or a resumed job whose records were lost) finds each one there."""
-    from service.runner.coordinator import run_job
     from service.layout import task_dir
+    from service.runner.coordinator import run_job
     from service.status import SUCCEEDED
 
     c, store, settings = api

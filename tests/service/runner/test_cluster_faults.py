@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from evaluators.samplelog import SAMPLES_FILE, sample_files
-from service.runner.coordinator import run_job
 from service.layout import RESULTS_FILE, TASK_RESULT, job_path, job_results, task_path
+from service.runner.coordinator import run_job
 from service.runner.progress import unit_notes
 from service.status import SUCCEEDED
 from service.store import Store

@@ -13,11 +13,11 @@ from checkpoints.jsonfiles import write_json_atomic
 from evaluators.samplelog import SAMPLES_FILE
 from evaluators.suite import task_keys
 from service.app import create_app
-from service.runner.coordinator import run_job
 from service.layout import job_results, task_dir
+from service.runner.coordinator import run_job
+from service.runner.units import Unit, UnitQueue
 from service.status import CANCELLED, FAILED, SUCCEEDED
 from service.store import Store
-from service.runner.units import Unit, UnitQueue
 from tests.helpers import make_settings, ruler_draw_threads, tiny_checkpoint
 
 PASSKEY = {"name": "passkey", "lengths": [128], "trials": 2, "seed": 0}

@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.runner.dispatcher import read_status
 from service.layout import RESULTS_FILE, job_path, job_results, task_dir, task_path
+from service.runner.dispatcher import read_status
 from service.runner.progress import unit_notes
 from service.status import QUEUED
 from service.store import Store

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from service.runner.dispatcher import settings_json
+from service.runner.supervisor import DispatcherSupervisor
 from service.settings import Settings
 from service.store import Store
-from service.runner.supervisor import DispatcherSupervisor
 from tests.helpers import make_settings, wait_for
 
 
