@@ -4,6 +4,7 @@ installed. Everything it runs is imported when it runs: the service, uvicorn, to
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, settings: Any) -> int:
     import uvicorn
+
+    sys.stdout.reconfigure(line_buffering=True)  # what to do next, printed as it is known (a log file, a pipe)
 
     from service.app import create_app
     from service.redact import install_log_redaction, redact

@@ -77,6 +77,8 @@ def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodeServi
     try:
         wait_for(lambda: proc.poll() is not None or ready(url), 120, 0.2, "service ready")
         assert proc.poll() is None, (tmp_path / "service.log").read_text()
+        # served on another port than the client commands' default: `lctx serve` says what they need
+        assert f"export LCTX_BASE_URL={url}" in (tmp_path / "service.log").read_text()
         assert cluster.address.startswith("127.0.0.1:")
         with httpx.Client(base_url=url, timeout=30) as c:
             for name in ("tiny", "tiny-other"):
