@@ -181,7 +181,9 @@ class JobRun:
         self.clock = time.monotonic()  # the run's start: its work tokens per second go to the cost record
         # the run's state, set by `_plan` and the handlers
         self.spec: JobSpec | None = None
-        self.model: dict[str, Any] | None = None  # the model as it runs, from the first worker that loaded
+        # the model as it ran: from the last task finished (a served model names itself once it has
+        # answered), else from the first worker that loaded
+        self.model: dict[str, Any] | None = None
         self.entries: dict[str, Any] = {}  # a finished task -> its entry of results.json
         self.queue = UnitQueue([], ())
         self.workers: list[WorkerState] = []
@@ -322,6 +324,7 @@ class JobRun:
             case "finish_task":
                 worker.task = None
                 self.entries[call.key] = keep_task(self.settings, self.job.id, call.key, value)
+                self.model = value["model"]
         if worker.idle:
             worker.idle_since = time.monotonic()
 

@@ -176,8 +176,8 @@ class Worker:
     def finish_task(self, key: str, task: dict[str, Any], records: list[dict[str, Any]],
                     prefix_cache: dict[str, Any] | None) -> dict[str, Any]:
         """Once every unit of the task has finished: its entry of results.json from every record
-        (aggregated; `prefix_cache` the use its unit runs noted), and its plots as files
-        (name -> PNG bytes) for the coordinator to keep."""
+        (aggregated; `prefix_cache` the use its unit runs noted), its plots as files (name ->
+        PNG bytes) for the coordinator to keep, and the model as it ran."""
         from evaluators.samplelog import HandedLog
 
         self.evaluators.pop(key, None)  # its evaluator starts afresh on the whole log
@@ -187,7 +187,8 @@ class Worker:
             plots = {Path(p).name: Path(p).read_bytes() for p in entry["plots"]}
         finally:
             shutil.rmtree(run.folder, ignore_errors=True)
-        return {"entry": entry, "plots": plots}
+        # the model as it ran (a served model reports its name once it has answered)
+        return {"entry": entry, "plots": plots, "model": self.loaded.describe_run()}
 
     # -- the pieces -------------------------------------------------------------------
 
