@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from checkpoints.errors import ConfigError
-from checkpoints.rope import L0_KEY, RopeScaling, check_factor_lists, check_theta, rope_method_of
+from checkpoints.rope import (
+    L0_KEY,
+    RopeScaling,
+    check_factor_lists,
+    check_theta,
+    parse_rope_override,
+    rope_method_of,
+)
 
 OWN_MODEL_TYPE = "lctx"
 ROTARY_LAYOUTS = ("half", "interleaved")
@@ -308,3 +315,14 @@ def own_config(raw: dict[str, Any]) -> ModelConfig:
     if unknown:
         raise ConfigError(f"unknown keys in lctx config: {unknown}")
     return ModelConfig(**raw)
+
+
+def apply_rope_override(value: str | dict[str, Any] | None, config: ModelConfig) -> ModelConfig:
+    """The checkpoint's config with a job's RoPE override applied: its scaling and, where a
+    dict gives one, its `rope_theta` (the base; results record the base that ran). The config
+    is built again, so what depends on the model's sizes (LongRoPE's factor lists) is checked
+    against this checkpoint."""
+    scaling = parse_rope_override(value, config)
+    theta = value.get("rope_theta") if isinstance(value, dict) else None
+    return dataclasses.replace(config, rope_scaling=scaling,
+                               rope_theta=config.rope_theta if theta is None else float(theta))

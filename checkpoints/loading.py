@@ -20,12 +20,11 @@ from safetensors.torch import save_file
 from torch import nn
 
 from checkpoints.attention.backend import Backend
-from checkpoints.config import ModelConfig
+from checkpoints.config import ModelConfig, apply_rope_override
 from checkpoints.config_reader import load_config
 from checkpoints.errors import LoadError, OutsideCheckpoint
 from checkpoints.families import hf_to_lctx_name, split_fused
 from checkpoints.model import Decoder
-from checkpoints.rope import apply_rope_override
 from checkpoints.tokenizer import BYTE_TOKENIZER_FILE, Tokenizer, load_tokenizer
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")

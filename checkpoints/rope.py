@@ -5,7 +5,8 @@ formulas: see docs/protocols/rope.md).
 how the method computes its inverse frequencies and attention factor, whether it
 needs a factor, where its original length L0 comes from, whether and how it
 follows the sequence length, and which extra keys it reads. Validation
-(`RopeScaling`), config reading and job overrides, the effective context,
+(`RopeScaling`), config reading and job overrides (a config gets one through
+`checkpoints.config.apply_rope_override`), the effective context,
 `Rotary` and the decoder's per-length update read the row. Adding a method is a
 frequency function, a row and its test.
 
@@ -20,14 +21,11 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import torch
 
 from checkpoints.errors import ConfigError
-
-if TYPE_CHECKING:
-    from checkpoints.config import ModelConfig
 
 L0_KEY = "original_max_position_embeddings"
 # After a prefill, a method whose frequencies follow the sequence length either keeps
@@ -420,10 +418,23 @@ def inv_freq_and_factor(
 ASCII_NUMBER = re.compile(r"([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
-def parse_rope_override(value: str | dict[str, Any] | RopeScaling | None, config: ModelConfig) -> RopeScaling:
+class RopeConfig(Protocol):
+    """What RoPE reads of a model's config (`checkpoints.config.ModelConfig` has it): the table
+    and `Rotary` sit below the config, which reads them to validate itself."""
+
+    rope_scaling: RopeScaling
+    rope_theta: float
+    max_position_embeddings: int
+    rotary_layout: str
+
+    @property
+    def rope_l0(self) -> int: ...
+
+
+def parse_rope_override(value: str | dict[str, Any] | RopeScaling | None, config: RopeConfig) -> RopeScaling:
     """A job's RoPE override: `"yarn:4"`, `"ntk:8"`, `"none"`, or a dict in
     either transformers spelling (a dict's `rope_theta` is checked here and applied by
-    `apply_rope_override`). A method that takes an original length gets the checkpoint's
+    `checkpoints.config.apply_rope_override`). A method that takes an original length gets the checkpoint's
     L0 unless the override gives one."""
     if value is None:
         return config.rope_scaling
@@ -434,7 +445,7 @@ def parse_rope_override(value: str | dict[str, Any] | RopeScaling | None, config
         if not (raw.get("rope_type") or raw.get("type")):
             raise ConfigError(f"a rope override dict must name its method in 'rope_type' (one of "
                               f"{', '.join(ROPE_METHODS)}), e.g. {{'rope_type': 'yarn', 'factor': 4}}; got {value!r}")
-        if "rope_theta" in raw:  # the base, applied by apply_rope_override; checked here
+        if "rope_theta" in raw:  # the base, applied by config.apply_rope_override; checked here
             check_theta(raw["rope_theta"])
     elif isinstance(value, str):
         text = value.strip().lower()
@@ -460,23 +471,12 @@ def parse_rope_override(value: str | dict[str, Any] | RopeScaling | None, config
     return RopeScaling.from_dict(raw)
 
 
-def apply_rope_override(value: str | dict[str, Any] | None, config: ModelConfig) -> ModelConfig:
-    """The checkpoint's config with a job's RoPE override applied: its scaling and, where a
-    dict gives one, its `rope_theta` (the base; results record the base that ran). The config
-    is built again, so what depends on the model's sizes (LongRoPE's factor lists) is checked
-    against this checkpoint."""
-    scaling = parse_rope_override(value, config)
-    theta = value.get("rope_theta") if isinstance(value, dict) else None
-    return dataclasses.replace(config, rope_scaling=scaling,
-                               rope_theta=config.rope_theta if theta is None else float(theta))
-
-
 class Rotary:
     """cos/sin tables for one model. Holds the scaling and the sequence length the
     frequencies were last computed for (set at prefill; dynamic NTK and LongRoPE
     depend on it)."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: RopeConfig) -> None:
         self.config = config
         self.scaling = config.rope_scaling
         self.base = config.rope_theta

@@ -322,7 +322,7 @@ def test_a_rope_theta_override_is_the_base_that_runs(tmp_path) -> None:
 def test_longrope_factor_lists_are_checked_against_the_model() -> None:
     """One factor per rotated pair: a config or an override with lists of another size is
     refused when the config is built, not when the first prompt runs."""
-    from checkpoints.rope import apply_rope_override
+    from checkpoints.config import apply_rope_override
 
     cfg = ModelConfig(hidden_size=64, num_layers=1, num_heads=4, intermediate_size=8, vocab_size=8,
                       max_position_embeddings=4 * L0)  # head_dim 16: 8 factors per list
