@@ -13,13 +13,12 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from service.errors import Forbidden, InvalidRequest
+from service.names import NAME_PATTERN
 from service.redact import mask, redact
 
 if TYPE_CHECKING:
     from service.settings import Settings
 
-# Names of checkpoints, schedules and plots: the API's patterns, the settings and `child` use this one.
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 SAFE_NAME = re.compile(NAME_PATTERN)
 
 

@@ -23,7 +23,7 @@ from clients.endpoint_options import NO_NUL_PATTERN, EndpointOptions
 from evaluators.options import TaskOptions
 from evaluators.registry import Task, registry
 from service.labels import job_rope_label, own_rope_label, rope_label
-from service.paths import NAME_PATTERN
+from service.names import NAME_PATTERN
 from service.status import JobStatus
 
 # Patterns of text that reaches the database (PostgreSQL refuses NUL characters in text).

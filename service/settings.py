@@ -15,7 +15,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from checkpoints.requests import DEFAULT_MAX_BATCH
-from service.paths import NAME_PATTERN
+from service.names import NAME_PATTERN
 from service.secrets import check_key_variable, known_secrets, reserved_reason
 
 

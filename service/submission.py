@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from checkpoints.config import ModelConfig
+from checkpoints.config import ModelConfig, apply_rope_override
 from checkpoints.config_reader import load_config
 from checkpoints.errors import CheckpointError, OutsideCheckpoint
 from checkpoints.fingerprint import CheckpointInfo, inspect_checkpoint
 from checkpoints.loading import load_dtype
-from checkpoints.rope import apply_rope_override, parse_rope_override
+from checkpoints.rope import parse_rope_override
 from checkpoints.tokenizer import (
     CHAT_TEMPLATE_FILE,
     TOKENIZER_CONFIG_FILE,

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 
 from service.api.deps import DispatcherDep, JobId, Read, SettingsDep, StoreDep, Write, cluster_gpus
-from service.paths import NAME_PATTERN
+from service.names import NAME_PATTERN
 from service.schemas import NO_NUL_PATTERN, TASK_PATTERN, JobCreate, JobList, JobOut, JobPlan, Status, errors
 from service.submission import data_warnings, submit
 from service.views import job_out

@@ -16,7 +16,8 @@ from evaluators.suite import task_keys
 from service.api.deps import JobId, Read, SettingsDep, StoreDep
 from service.errors import Conflict, NotFound
 from service.layout import job_dir, job_results, task_dir, task_plots
-from service.paths import NAME_PATTERN, child
+from service.names import NAME_PATTERN
+from service.paths import child
 from service.prompts import find_record, rebuild_prompt
 from service.runner.results import partial_results
 from service.schemas import NO_NUL_PATTERN, TASK_PATTERN, SamplePrompt, errors
