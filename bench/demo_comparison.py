@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from checkpoints.loading import load_model  # noqa: E402
 from evaluators import run_task  # noqa: E402
-from evaluators.results import task_result  # noqa: E402
+from evaluators.registry import task_result  # noqa: E402
 from training.train import demo_checkpoints  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"

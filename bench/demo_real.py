@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from checkpoints.loading import load_model  # noqa: E402
 from clients.pull import ensure_gguf_checkpoint  # noqa: E402
 from evaluators import run_task  # noqa: E402
-from evaluators.results import task_result  # noqa: E402
+from evaluators.registry import task_result  # noqa: E402
 from service.demo import REAL_MODEL, real_model_dir, real_model_gguf  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"

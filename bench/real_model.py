@@ -71,7 +71,7 @@ def build_all(model: Path, spec: dict[str, Any]) -> tuple[Any, list[Any], Any]:
 def child_lctx(model: Path, spec: dict[str, Any]) -> dict[str, Any]:
     from checkpoints.loading import load_model
     from evaluators import run_task
-    from evaluators.base import SAMPLES_FILE
+    from evaluators.samplelog import SAMPLES_FILE
 
     start = time.perf_counter()
     loaded = load_model(model)

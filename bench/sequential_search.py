@@ -88,7 +88,7 @@ def real(checkpoint: Path, work: Path, trials: int, block: int, alpha: float, pa
     short is marked so, with the samples each length has)."""
     from checkpoints.loading import load_model
     from evaluators import partial_result, run_task
-    from evaluators.results import task_result
+    from evaluators.registry import task_result
 
     loaded = None if recorded_only else load_model(str(checkpoint), device="cpu")
     specs = {

@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 
 from checkpoints.loading import load_model
-from evaluators.base import run_evaluator
 from evaluators.registry import make_evaluator
+from evaluators.run import run_evaluator
 from evaluators.thinking import ThinkPlanner
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -50,7 +50,8 @@ def task_options_of(args: argparse.Namespace, name: str) -> dict[str, Any]:
 def summary_rows(key: str, entry: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(task, what, value) rows for the table printed at the end: the typed result's metrics
     and its series points."""
-    from evaluators.results import fmt, task_result
+    from evaluators.registry import task_result
+    from evaluators.results import fmt
 
     result = task_result(entry)
     rows = [(key, f"{m.name} ({m.unit}, n={m.n})", fmt(m.value, unit=m.unit)) for m in result.metrics]
@@ -180,8 +181,7 @@ def _eval(args: argparse.Namespace) -> int:
     from checkpoints.loading import load_model
     from checkpoints.tokenizer import load_tokenizer
     from evaluators.data import local_file_problems
-    from evaluators.registry import make_evaluator, parse_task
-    from evaluators.results import task_result
+    from evaluators.registry import make_evaluator, parse_task, task_result
     from evaluators.suite import RESULTS_FILE, draw_ahead, run_suite, suite_document, task_keys
     from service.runner.progress import JobProgress
 

@@ -32,7 +32,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(suite, name)
     if name == "Evaluator":
-        from evaluators.base import Evaluator
+        from evaluators.task import Evaluator
 
         return Evaluator
     raise AttributeError(f"module 'evaluators' has no attribute {name!r}")

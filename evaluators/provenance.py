@@ -7,7 +7,7 @@ What a task read is known two ways. Its options say which local files it reads (
 the data directory and its file options, resolved as the evaluators resolve them:
 `evaluators.data.read_files`). What a loader downloads from the hub it notes while the task
 prepares its data (`note_hub`, where `evaluators.data` downloads; `note_files` for local files
-its options do not name) into the `DataLog` that `evaluators.base.planned_samples` opens around
+its options do not name) into the `DataLog` that `evaluators.run.planned_samples` opens around
 `prepare` and `plan`; a loader's checks of the rows it reads add warnings the same way (`warn`).
 Each file is hashed once per process (cached by path, size and modification time;
 read in 1 MiB blocks, so a 300 MB parquet file is never held whole)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -21,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from evaluators.errors import EvaluatorError
 from evaluators.options import TaskOptions, parse_options
+from evaluators.results import RESULT_KEY, TaskResult
 
 if TYPE_CHECKING:
-    from evaluators.base import Evaluator
+    from evaluators.task import Evaluator
 
 PACKAGE = Path(__file__).parent  # the task folders are its subpackages
 REGISTER = "REGISTER"  # the attribute of a task folder's __init__ that lists its tasks
@@ -126,3 +128,16 @@ def parse_task(task: dict[str, Any]) -> TaskOptions:
 def validate_task(task: dict[str, Any]) -> dict[str, Any]:
     """A task spec with defaults filled in, as jobs and results record it (`parse_task`, dumped)."""
     return parse_task(task).as_spec()
+
+
+def task_result(entry: dict[str, Any], legacy: Callable[[str, dict[str, Any]], TaskResult] | None = None
+                ) -> TaskResult:
+    """The typed result of one task entry of results.json, in either layout. `legacy(task,
+    entry)` converts an entry written before the contract (default: the task's
+    evaluator's `legacy_result`: the task's evaluator is imported only then). Here, not in
+    the result contract, because reading an old entry needs the task's evaluator."""
+    if RESULT_KEY in entry:
+        return TaskResult.model_validate(entry[RESULT_KEY])
+    if legacy is None:
+        return evaluator_class(entry["task"]).legacy_result(entry)
+    return legacy(entry["task"], entry)

@@ -8,13 +8,12 @@ behind it; a series is one metric along an axis (length, dataset, depth, ...), a
 2-D grid is a series per value of the other axis (`at`, e.g. {"depth": 50}).
 
 `run_evaluator` writes the run metadata (task, version, options, config, model, seed,
-samples, plots) next to the result under the key "result". `task_result` reads an entry
-of either layout: results written before the contract spread each evaluator's
+samples, plots) next to the result under the key "result". `evaluators.registry.task_result`
+reads an entry of either layout: results written before the contract spread each evaluator's
 aggregates into the entry, and each evaluator converts those with `legacy_result`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
@@ -116,17 +115,3 @@ def fmt(value: float | None, digits: int = 3, unit: str | None = None) -> str:
     if unit in COUNTED_UNITS and float(value).is_integer():
         return str(int(value))
     return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.{digits}f}"
-
-
-def task_result(entry: dict[str, Any], legacy: Callable[[str, dict[str, Any]], TaskResult] | None = None
-                ) -> TaskResult:
-    """The typed result of one task entry of results.json, in either layout. `legacy(task,
-    entry)` converts an entry written before the contract (default: the task's
-    evaluator's `legacy_result`)."""
-    if RESULT_KEY in entry:
-        return TaskResult.model_validate(entry[RESULT_KEY])
-    if legacy is None:
-        from evaluators.registry import evaluator_class
-
-        return evaluator_class(entry["task"]).legacy_result(entry)
-    return legacy(entry["task"], entry)

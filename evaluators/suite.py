@@ -1,5 +1,5 @@
 """One way to run a suite of tasks on a loaded model, `lctx eval`'s; the service's workers
-run the same tasks in work units (`evaluators.base.TaskRun`, `service.runner.worker`) and share
+run the same tasks in work units (`evaluators.run.TaskRun`, `service.runner.worker`) and share
 with it the task keys (the task name, `name#2` for its first repeat), the folder per task,
 the per-task result file and the results document defined here.
 
@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from checkpoints.engine import Engine
     from checkpoints.loading import LoadedModel
     from checkpoints.tokenizer import Tokenizer
-    from evaluators.base import Evaluator, Progress, ShouldStop
+    from evaluators.run import Progress, ShouldStop
+    from evaluators.task import Evaluator
 
 RESULTS_FILE = "results.json"  # the suite's document, in the root of a run
 TASK_RESULT = "result.json"  # a finished task's entry, in its folder
@@ -85,7 +86,7 @@ def run_task(
     true (checked between samples, also inside a batch). `engine` runs the requests
     (default: an `Engine` of the loaded model with its default memory budget);
     `on_prefill(tokens)` hears of every prefilled chunk."""
-    from evaluators.base import run_evaluator
+    from evaluators.run import run_evaluator
 
     evaluator = evaluator or make_evaluator(task, data_dir)
     return run_evaluator(evaluator, loaded, Path(out_dir), progress=progress, should_stop=should_stop, engine=engine,

@@ -18,7 +18,7 @@ from evaluators.results import TaskResult, metric, series
 
 if TYPE_CHECKING:
     from checkpoints.lm import ModelSource
-    from evaluators.base import Built, Evaluator
+    from evaluators.task import Built, Evaluator
 
 # Prompt tokens decoded to see whether the prompt's end opens a think block.
 _PROMPT_TAIL = 64

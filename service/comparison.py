@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from evaluators.registry import task_options
-from evaluators.results import Metric, Series, TaskResult, task_result
+from evaluators.registry import task_options, task_result
+from evaluators.results import Metric, Series, TaskResult
 from service.labels import job_rope_label
 from service.layout import job_results
 from service.schemas import LeaderboardColumn

@@ -12,7 +12,7 @@ from evaluators.suite import RESULTS_FILE, TASK_RESULT, task_folder
 from service.settings import Settings
 
 TASKS_DIR = "tasks"
-PLOTS_DIR = "plots"  # beside a task's samples (evaluators.base writes its plots there)
+PLOTS_DIR = "plots"  # beside a task's samples (evaluators.run writes its plots there)
 
 __all__ = ["PLOTS_DIR", "RESULTS_FILE", "TASKS_DIR", "TASK_RESULT", "job_dir", "job_path", "job_results", "task_dir",
            "task_path", "task_plots", "task_result"]

@@ -36,8 +36,8 @@ def rebuild_prompt(task: dict[str, Any], record: dict[str, Any], data_dir: Path 
     """The sample's prompt and its needle, by the evaluator of the job's task spec `task`;
     NotFound for a task whose prompts are not rebuilt."""
     import evaluators  # the evaluators load torch: on first use, not with the API
-    from evaluators.base import Evaluator
     from evaluators.registry import make_evaluator
+    from evaluators.task import Evaluator
 
     try:
         rebuilt = make_evaluator(task, data_dir).sample_prompt(record)

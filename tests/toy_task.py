@@ -24,7 +24,7 @@ TOY_TASK_FILES = {
     ''',
     "evaluator.py": '''
         from checkpoints.engine import GenerateRequest
-        from evaluators.base import Built, Evaluator, Sample
+        from evaluators.task import Built, Evaluator, Sample
         from evaluators.results import TaskResult, metric
         from evaluators.toy.options import ToyOptions
 

@@ -23,9 +23,10 @@ from evaluators import encodings
 from evaluators.aa_lcr import protocol
 from evaluators.aa_lcr.files import CSV_FILE, DATA_DIR, HOWTO, Question, read_documents, read_questions
 from evaluators.aa_lcr.options import CL100K_HOWTO, AaLcrOptions
-from evaluators.base import Built, Evaluator, EvaluatorError, Sample
+from evaluators.errors import EvaluatorError
 from evaluators.options import JUDGE_HOWTO
 from evaluators.results import TaskResult, fmt, metric, series
+from evaluators.task import Built, Evaluator, Sample
 
 UNIT = "fraction"
 

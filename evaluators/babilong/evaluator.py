@@ -19,10 +19,11 @@ from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from evaluators.babilong import generator, protocol
 from evaluators.babilong.options import BABI_DIR, BOOKS_DIR, BabilongOptions
-from evaluators.base import Built, Evaluator, EvaluatorError, Sample
 from evaluators.chat import apply_chat_template
+from evaluators.errors import EvaluatorError
 from evaluators.plots import heatmap
 from evaluators.results import TaskResult, fmt, metric, series
+from evaluators.task import Built, Evaluator, Sample
 
 UNIT = "accuracy (%)"
 NO_TEMPLATE = ("babilong: chat_template=true but the checkpoint's tokenizer has no chat template "

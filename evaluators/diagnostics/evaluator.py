@@ -35,12 +35,13 @@ import torch
 
 from checkpoints.attention.stats import RowStats, stats_from_weights
 from checkpoints.loading import LoadedModel
-from evaluators.base import Evaluator, EvaluatorError, Sample
 from evaluators.data import read_text
 from evaluators.diagnostics.options import DiagnosticsOptions
+from evaluators.errors import EvaluatorError
 from evaluators.passkey.evaluator import PasskeyEvaluator
 from evaluators.plots import heatmap, lines
 from evaluators.results import TaskResult, fmt, metric, series
+from evaluators.task import Evaluator, Sample
 
 DEFAULT_TEXT = Path(__file__).parent.parent / "texts" / "alice_in_wonderland.txt"
 

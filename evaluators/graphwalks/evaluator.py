@@ -17,13 +17,14 @@ from typing import Any
 from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
-from evaluators.base import Built, Evaluator, EvaluatorError, Sample
 from evaluators.chat import apply_chat_template, missing_template
+from evaluators.errors import EvaluatorError
 from evaluators.graphwalks import protocol
 from evaluators.graphwalks.data import load_sets
 from evaluators.graphwalks.options import SETS, GraphwalksOptions
 from evaluators.mrcr.protocol import length_bin
 from evaluators.results import TaskResult, fmt, metric, series
+from evaluators.task import Built, Evaluator, Sample
 
 UNIT = "fraction"
 

@@ -29,13 +29,14 @@ from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
-from evaluators.base import Built, Evaluator, EvaluatorError, Sample
 from evaluators.chat import apply_chat_template, missing_template
 from evaluators.data import json_objects, load_longbench
+from evaluators.errors import EvaluatorError
 from evaluators.longbench.configs import DatasetConfig, configs
 from evaluators.longbench.options import LongBenchOptions
 from evaluators.metrics import longbench_dataset_score, longbench_e_scores, longbench_sample_score
 from evaluators.results import TaskResult, fmt, metric, series
+from evaluators.task import Built, Evaluator, Sample
 
 log = logging.getLogger("lctx.longbench")
 

@@ -21,12 +21,13 @@ from checkpoints.engine import Engine, GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
-from evaluators.base import Built, Evaluator, EvaluatorError, Sample, decided_early
 from evaluators.chat import apply_chat_template
+from evaluators.errors import EvaluatorError
 from evaluators.longbench_v2 import protocol
 from evaluators.longbench_v2.data import load_records
 from evaluators.longbench_v2.options import LongBenchV2Options
 from evaluators.results import TaskResult, fmt, metric, series
+from evaluators.task import Built, Evaluator, Sample, decided_early
 
 UNIT = "accuracy (%)"
 NO_TEMPLATE = ("longbench_v2: chat_template=true but the checkpoint's tokenizer has no chat template "

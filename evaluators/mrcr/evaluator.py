@@ -17,12 +17,13 @@ from typing import Any
 from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
-from evaluators.base import Built, Evaluator, EvaluatorError, Sample
 from evaluators.chat import missing_template, render_conversation
+from evaluators.errors import EvaluatorError
 from evaluators.mrcr import o200k, protocol
 from evaluators.mrcr.data import load_rows
 from evaluators.mrcr.options import BIN_NAMES, MrcrOptions
 from evaluators.results import TaskResult, fmt, metric, series
+from evaluators.task import Built, Evaluator, Sample
 
 UNIT = "fraction"
 KEPT_FIELDS = ("n_needles", "desired_msg_index", "total_messages", "n_chars", "random_string_to_prepend")

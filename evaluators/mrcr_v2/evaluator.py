@@ -18,12 +18,13 @@ from typing import Any
 from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
-from evaluators.base import Built, Evaluator, EvaluatorError, Sample
 from evaluators.chat import apply_chat_template, missing_template
+from evaluators.errors import EvaluatorError
 from evaluators.mrcr_v2 import protocol
 from evaluators.mrcr_v2.data import File, load_files
 from evaluators.mrcr_v2.options import CUMULATIVE, FILES, POINTWISE, MrcrV2Options
 from evaluators.results import TaskResult, fmt, metric, series
+from evaluators.task import Built, Evaluator, Sample
 
 UNIT = "fraction"
 

@@ -35,11 +35,12 @@ from checkpoints.passkey_text import (  # noqa: F401 - the protocol's text, re-e
     repeated,
 )
 from checkpoints.tokenizer import Tokenizer
-from evaluators.base import Built, Evaluator, EvaluatorError, Sample, decided_early
 from evaluators.data import read_text
+from evaluators.errors import EvaluatorError
 from evaluators.passkey.options import NeedleOptions, PasskeyOptions
 from evaluators.plots import heatmap
 from evaluators.results import TaskResult, fmt, metric, series
+from evaluators.task import Built, Evaluator, Sample, decided_early
 
 
 def is_correct(output: str, key: int) -> bool:

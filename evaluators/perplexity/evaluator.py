@@ -25,11 +25,12 @@ import torch
 
 from checkpoints.engine import RollingRequest
 from checkpoints.loading import LoadedModel
-from evaluators.base import Built, Evaluator, EvaluatorError, Sample
 from evaluators.data import json_objects, read_text
+from evaluators.errors import EvaluatorError
 from evaluators.perplexity.options import PerplexityOptions
 from evaluators.plots import lines
 from evaluators.results import TaskResult, fmt, metric, series
+from evaluators.task import Built, Evaluator, Sample
 
 
 def read_documents(path: Path) -> list[tuple[str, str]]:

@@ -17,7 +17,7 @@ from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
-from evaluators.base import Built, Evaluator, EvaluatorError, Sample, decided_early
+from evaluators.errors import EvaluatorError
 from evaluators.plots import average_with_threshold, heatmap
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.ruler import scoring, summary
@@ -25,6 +25,7 @@ from evaluators.ruler.cache import generate_cached
 from evaluators.ruler.options import RulerOptions
 from evaluators.ruler.protocol import TASKS, WRAPPERS, split_wrapper
 from evaluators.ruler.synthetic import RulerSample
+from evaluators.task import Built, Evaluator, Sample, decided_early
 
 UNIT = "score (0-100)"
 

@@ -30,8 +30,8 @@ from typing import Any
 from checkpoints.engine import GenerateRequest, LoglikelihoodRequest
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
-from evaluators.base import Built, Evaluator, EvaluatorError, Sample
 from evaluators.data import group_by_id, load_scrolls
+from evaluators.errors import EvaluatorError
 from evaluators.metrics import (
     ROUGE_KEYS,
     SCROLLS_METRICS,
@@ -41,6 +41,7 @@ from evaluators.metrics import (
 )
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.scrolls.options import ScrollsOptions
+from evaluators.task import Built, Evaluator, Sample
 
 SPLITS = ("train", "validation", "test")
 OFFICIAL_MAX_NEW_TOKENS = 1024  # the official SCROLLS baselines' generation cap

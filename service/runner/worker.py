@@ -204,8 +204,8 @@ class Worker:
         """The task's evaluator and plan, made once per worker (preparing data, fitting prompt
         lengths: work every unit of the task would otherwise repeat)."""
         if key not in self.evaluators:
-            from evaluators.base import planned_samples
             from evaluators.registry import make_evaluator
+            from evaluators.run import planned_samples
 
             evaluator = self.drawing.pop(key, None) if self._draw_done() else None
             evaluator = evaluator or make_evaluator(task, self.config.data_dir)
@@ -213,7 +213,7 @@ class Worker:
         return self.evaluators[key]
 
     def _task_run(self, key: str, task: dict[str, Any], **kwargs: Any) -> Any:
-        from evaluators.base import TaskRun
+        from evaluators.run import TaskRun
 
         evaluator, samples = self._evaluator(key, task)
         return TaskRun(evaluator, self.loaded, self._scratch(key), samples=samples, engine=self.engine, **kwargs)

@@ -10,7 +10,7 @@ from checkpoints.lm import LM, ModelSource
 from checkpoints.loading import load_model
 from checkpoints.tokenizer import ByteTokenizer
 from clients.endpoint import Capabilities, EndpointEngine, EndpointSpec, ServedModel
-from evaluators.base import context_of, describe_run
+from evaluators.run import context_of, describe_run
 from tests.helpers import tiny_checkpoint
 
 

@@ -20,11 +20,11 @@ from checkpoints.loading import load_model
 from cli.main import main
 from evaluators import encodings
 from evaluators.aa_lcr import files, protocol
-from evaluators.base import Built, Sample
 from evaluators.errors import EvaluatorError
 from evaluators.judges import JUDGMENTS_DIR, Judge, Judging, JudgmentCache, check_pin, pinned_ref
 from evaluators.registry import make_evaluator, parse_task, validate_task
 from evaluators.suite import run_task
+from evaluators.task import Built, Sample
 from tests.helpers import aa_lcr_files, chat_checkpoint, tiny_checkpoint, typed
 
 MODEL = {"checkpoint": "demo", "rope": None, "variant": "softmax"}

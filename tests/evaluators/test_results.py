@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from evaluators import TASK_OPTIONS, TASKS
-from evaluators.results import Metric, Series, TaskResult, task_result
+from evaluators.registry import task_result
+from evaluators.results import Metric, Series, TaskResult
 from tests.helpers import OLD_RESULTS as OLD
 
 # One entry per task in the layout each evaluator wrote before the contract (version 1, longbench 3).

@@ -16,10 +16,10 @@ import pytest
 
 from checkpoints.loading import load_model
 from checkpoints.tokenizer import ByteTokenizer
-from evaluators.base import run_evaluator
 from evaluators.chat import apply_chat_template, render_conversation, thinking_refusal
 from evaluators.errors import EvaluatorError
 from evaluators.registry import make_evaluator
+from evaluators.run import run_evaluator
 
 THINKING_MODEL = Path(__file__).resolve().parents[2] / "demo" / "thinking"
 

@@ -335,10 +335,10 @@ def test_files_from_before_the_fix_are_told_by_what_it_changed(tmp_path: Path) -
     """The old BFS wording is warned of at submission (the first BFS prompt read) and in the
     result, with the parents rows whose truth holds the node asked about; the fixed files
     raise nothing, and the two are different data revisions."""
-    from evaluators.base import planned_samples
     from evaluators.data import read_files
     from evaluators.provenance import data_record
     from evaluators.registry import make_evaluator
+    from evaluators.run import planned_samples
 
     records, submitted = {}, {}
     for name in ("old", "fixed"):

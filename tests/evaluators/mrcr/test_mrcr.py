@@ -220,9 +220,9 @@ def test_files_from_before_the_fix_are_told_by_what_it_changed(tmp_path: Path) -
     """A file without date_added is warned of at submission (its schema) and in the result; a
     row asking for its target three times with n_needles 2 (the bug the fix repaired) is
     counted in the result; the fixed file raises nothing."""
-    from evaluators.base import planned_samples
     from evaluators.data import read_files
     from evaluators.provenance import data_record
+    from evaluators.run import planned_samples
 
     poem, rock = "write a poem about tapirs", "write a blog post about rocks"
     good = real_layout_row([poem, rock, poem], 5, 2)

@@ -329,7 +329,7 @@ def test_a_served_model_gets_the_queries_as_one_user_message(tmp_path: Path) -> 
 @pytest.mark.integration  # a loopback server: the chat-style endpoint backend end to end
 def test_through_a_chat_endpoint_answers_as_lctx_engine(tmp_path: Path) -> None:
     from clients.endpoint import EndpointEngine, EndpointSpec, connect
-    from evaluators.base import run_evaluator
+    from evaluators.run import run_evaluator
     from tests.helpers import ThreadServer, reasoning_standin_app
 
     checkpoint = tiny_checkpoint(tmp_path / "m", max_position_embeddings=1024)

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from ray.exceptions import WorkerCrashedError
 
-from evaluators.base import Sample, part_of
 from evaluators.errors import EvaluationCancelled
+from evaluators.run import part_of
 from evaluators.samplelog import SAMPLES_FILE, UNITS_DIR, merge_units, sample_files
+from evaluators.task import Sample
 from service.layout import job_results, task_dir
 from service.runner.coordinator import JobRun, LocalHandle, run_job
 from service.runner.progress import unit_notes

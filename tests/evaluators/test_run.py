@@ -133,7 +133,7 @@ def test_non_finite_values_are_an_error_on_their_sample_and_never_reach_json(tmp
     import torch
 
     from evaluators import EvaluatorError
-    from evaluators.base import finite_json, non_finite
+    from evaluators.run import finite_json, non_finite
 
     assert non_finite({"a": 1.0, "b": [0.5, float("nan")], "c": {"d": float("-inf")}}) == ["b[1]=nan", "c.d=-inf"]
     assert finite_json({"b": [0.5, float("inf")]}) == {"b": [0.5, None]}
@@ -166,7 +166,7 @@ def test_prompts_are_built_in_a_background_thread_with_the_same_results(tmp_path
     next group's while the engine runs this one), and the result equals one group's."""
     import threading
 
-    import evaluators.base as base
+    import evaluators.run as run
     from evaluators.passkey.evaluator import PasskeyEvaluator
 
     loaded = tiny_model(tmp_path / "m")
@@ -179,7 +179,7 @@ def test_prompts_are_built_in_a_background_thread_with_the_same_results(tmp_path
         return build(self, loaded, sample)
 
     monkeypatch.setattr(PasskeyEvaluator, "build", spy)
-    monkeypatch.setattr(base, "BUILD_GROUP", 2)
+    monkeypatch.setattr(run, "BUILD_GROUP", 2)
     grouped = run_task(loaded, {**PASSKEY, "trials": 6}, tmp_path / "grouped")
     assert len(threads) == 6 and all(name.startswith("lctx-build") for name in threads), threads
     assert grouped["result"] == whole["result"]
