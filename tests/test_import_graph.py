@@ -1,7 +1,8 @@
 """No import circles in lctx's packages: a module of a circle cannot be read or tested
-alone. Every `import` counts, also those inside functions (a deferred import is still a
-dependency), except those under `if TYPE_CHECKING:` (type hints only). Read from the
-source with `ast`, so a circle fails here even when import order happens to hide it."""
+alone. Every `import` counts: those inside functions (a deferred import is still a
+dependency) and those under `if TYPE_CHECKING:` (a type a module names is one it depends
+on: hiding it there hides the circle, not the dependency). Read from the source with `ast`,
+so a circle fails here even when import order happens to hide it."""
 
 from __future__ import annotations
 
@@ -30,15 +31,10 @@ def modules(root: Path) -> dict[str, Path]:
 
 
 def imported(path: Path) -> list[str]:
-    """The names a module imports (`from a.b import c` gives `a.b.c`), type-checking-only ones left out."""
+    """The names a module imports (`from a.b import c` gives `a.b.c`), wherever the import stands."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    type_only = {id(node) for block in ast.walk(tree)
-                 if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
-                 for stmt in block.body for node in ast.walk(stmt)}
     names = []
     for node in ast.walk(tree):
-        if id(node) in type_only:
-            continue
         if isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -93,14 +89,16 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     assert upward(graph(tmp_path)) == ["checkpoints.model -> service.jobs"]
 
 
-def test_the_check_sees_a_deferred_circle(tmp_path: Path) -> None:
+def test_the_check_sees_deferred_and_type_only_circles(tmp_path: Path) -> None:
     for package in PACKAGES:
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
     (tmp_path / "checkpoints" / "a.py").write_text("from checkpoints.b import f\n")
+    (tmp_path / "checkpoints" / "b.py").write_text("def f():\n    return 1\n")
+    assert circle(graph(tmp_path)) is None
     (tmp_path / "checkpoints" / "b.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from checkpoints.a import g\n\n"
         "def f():\n    return 1\n")
-    assert circle(graph(tmp_path)) is None  # a type-only import is not a dependency
+    assert set(circle(graph(tmp_path)) or []) == {"checkpoints.a", "checkpoints.b"}  # a type is a dependency
     (tmp_path / "checkpoints" / "b.py").write_text("def f():\n    from checkpoints.a import g\n    return g\n")
     assert set(circle(graph(tmp_path)) or []) == {"checkpoints.a", "checkpoints.b"}
