@@ -21,8 +21,12 @@ if TYPE_CHECKING:
     from service.client import Client
 
 
+# How a task and its options are spelled on the command line (`parse_task` reads it, `task_flag` writes it).
+TASK_EXAMPLE = "TASK:lengths=256,512:trials=10"
+
+
 def parse_task(text: str) -> dict[str, Any]:
-    """`passkey:lengths=256,512:trials=10` -> {"name": "passkey", "lengths": [256, 512], "trials": 10}.
+    """`NAME:lengths=256,512:trials=10` -> {"name": "NAME", "lengths": [256, 512], "trials": 10}.
     Options the task's option model declares as lists are lists even with one value; the
     server validates the rest (an unknown task or option is its 422)."""
     from cli.task_options import option_kind  # here: `lctx --help` imports no task
@@ -30,7 +34,7 @@ def parse_task(text: str) -> dict[str, Any]:
 
     name, *options = text.split(":")
     if not name:
-        raise ValueError(f"--task {text!r}: give a task name first, e.g. passkey:lengths=256,512")
+        raise ValueError(f"--task {text!r}: give a task name first, e.g. {TASK_EXAMPLE}")
     task: dict[str, Any] = {"name": name}
     model = task_options().get(name)
     for option in options:
@@ -41,6 +45,12 @@ def parse_task(text: str) -> dict[str, Any]:
         listed = model is not None and key in model.model_fields and option_kind(model, key) == "list"
         task[key] = values if listed or len(values) > 1 else values[0]
     return task
+
+
+def task_flag(task: dict[str, Any]) -> str:
+    """A task spec as `--task` spells it (what `parse_task` reads back)."""
+    spelled = [",".join(map(str, v)) if isinstance(v, list) else str(v) for v in task.values()]
+    return ":".join([spelled[0], *(f"{k}={v}" for k, v in list(zip(task, spelled, strict=True))[1:])])
 
 
 def job_flags() -> dict[str, tuple[Callable[[str], Any], list[Any] | None, str]]:
@@ -125,7 +135,7 @@ def _submit(args: argparse.Namespace) -> int:
         body = json.loads(Path(args.file).read_text())
     else:
         if not args.task:
-            raise ValueError("give at least one --task (e.g. --task passkey:lengths=256,512:trials=10) or --file")
+            raise ValueError(f"give at least one --task (e.g. --task {TASK_EXAMPLE}) or --file")
         body = {"checkpoint": args.checkpoint, "tasks": [parse_task(t) for t in args.task],
                 **{name: getattr(args, name) for name in job_flags() if getattr(args, name) is not None}}
     with _client(args) as c:
@@ -358,7 +368,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("submit", help="submit an evaluation job to the API")
     p.add_argument("checkpoint", nargs="?", help="registered checkpoint name or path inside the checkpoint roots")
     p.add_argument("--task", action="append",
-                   help="task and options, repeatable: passkey:lengths=256,512:trials=10, longbench:datasets=qasper")
+                   help=f"task and options, repeatable: {TASK_EXAMPLE} (the tasks and their options: `lctx eval "
+                        "--help`)")
     p.add_argument("--file", help="JSON body of POST /v1/jobs instead of the options")
     for name, (kind, choices, text) in job_flags().items():  # from the request model (JobCreate)
         p.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, choices=choices,
@@ -395,7 +406,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_results)
 
     p = sub.add_parser("leaderboard", help="one task's results: a row per checkpoint and setting")
-    p.add_argument("task", help="task (passkey, longbench, ...) or task/key (longbench/qasper)")
+    p.add_argument("task", help="task (`lctx eval --help` lists them) or task/key (one part of a task's result, "
+                   "e.g. a dataset)")
     p.add_argument("--checkpoint")
     p.add_argument("--rope", help="only this RoPE setting, as shown (yarn:4, none, checkpoint)")
     p.add_argument("--backend", choices=[b.value for b in Backend])

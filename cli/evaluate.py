@@ -1,5 +1,6 @@
-"""`lctx eval`, `lctx score longbench|scrolls|ruler|longbench-v2|babilong|mrcr|graphwalks|aa-lcr` and `lctx lm-eval`:
-the evaluators from the shell, without the service."""
+"""`lctx eval`, `lctx score <benchmark>` and `lctx lm-eval`: the evaluators from the shell,
+without the service. Tasks, their flags and their scorers come from the registry: this
+module names no task (tests/cli/test_names_no_task.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from checkpoints.requests import DEFAULT_DRAFT_TOKENS, DEFAULT_MAX_BATCH
 from cli.endpoint_flags import add_endpoint_flags, endpoint_fields
 from cli.judges import add_judge_flags
 from cli.task_options import option_flags
-from evaluators.registry import describe_tasks, task_options, unknown_task
+from evaluators.registry import describe_tasks, scorers, task_options, unknown_task
 
 
 def parse_value(text: str) -> Any:
@@ -145,7 +146,7 @@ def claim_endpoint_output(out: Path, url: str, model: str) -> None:
 
 def option_help(option: str, tasks: list[str]) -> str:
     """A shared flag's help: each distinct description once, after the tasks it is theirs
-    ("passkey, needle: ...; ruler: ...")."""
+    ("task_a, task_b: ...; task_c: ...")."""
     by_text: dict[str, list[str]] = {}
     for task in tasks:
         by_text.setdefault(task_options()[task].model_fields[option].description or option, []).append(task)
@@ -312,83 +313,19 @@ def attach_judges(evaluators: dict[str, Any], judges: dict[str, Any], out: Path)
             evaluator.judging = Judging.of(judges[evaluator.options.judge_ref()], cache, evaluator.options)
 
 
-def _score_longbench(args: argparse.Namespace) -> int:
-    from checkpoints.jsonfiles import write_json_atomic
-    from evaluators.longbench.evaluator import score_prediction_dir
+def _score(args: argparse.Namespace) -> int:
+    """`lctx score <command>`: the task folder's scorer (`evaluators.registry.Scorer`), with its
+    judge opened here when it grades with one."""
+    scorer = args.scorer
+    judge = None
+    if scorer.judge:
+        from cli.judges import open_judge
 
-    result = score_prediction_dir(Path(args.pred_dir), e=args.e)
-    write_json_atomic(Path(args.pred_dir) / "result.json", result)
-    print(json.dumps(result, indent=2, ensure_ascii=False))
-    return 0
-
-
-def _score_scrolls(args: argparse.Namespace) -> int:
-    from evaluators.scrolls.evaluator import score_predictions_file
-
-    result = score_predictions_file(args.task, Path(args.predictions), Path(args.data_dir), args.split)
-    text = json.dumps(result, indent=2)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    print(text)
-    return 0
-
-
-def _score_ruler(args: argparse.Namespace) -> int:
-    from evaluators.ruler.scoring import score_prediction_dir
-
-    result = score_prediction_dir(Path(args.pred_dir))
-    print(json.dumps(result["scores"], indent=2))
-    if result["missing"]:
-        print(f"no prediction file for: {', '.join(result['missing'])}")
-    print("wrote " + ", ".join(result["files"]))
-    return 0
-
-
-def _score_longbench_v2(args: argparse.Namespace) -> int:
-    from evaluators.longbench_v2.scoring import score_prediction_dir
-
-    table = score_prediction_dir(Path(args.pred_dir), compensated=args.compensated)
-    print(json.dumps(table, indent=2, ensure_ascii=False))
-    print(f"wrote {Path(args.pred_dir) / 'result.txt'}, {Path(args.pred_dir) / 'result.json'}")
-    return 0
-
-
-def _score_babilong(args: argparse.Namespace) -> int:
-    from evaluators.babilong.scoring import score_prediction_dir
-
-    result = score_prediction_dir(Path(args.pred_dir))
-    print(json.dumps(result, indent=2))
-    print(f"wrote {Path(args.pred_dir) / 'result.json'} and a heatmap per prompt configuration")
-    return 0
-
-
-def _score_mrcr(args: argparse.Namespace) -> int:
-    from evaluators.mrcr.scoring import score_prediction_dir
-
-    result = score_prediction_dir(Path(args.pred_dir), args.o200k_file)
-    print(json.dumps(result, indent=2))
-    print(f"wrote {Path(args.pred_dir) / 'result.json'}")
-    return 0
-
-
-def _score_graphwalks(args: argparse.Namespace) -> int:
-    from evaluators.graphwalks.scoring import score_prediction_dir
-
-    result = score_prediction_dir(Path(args.pred_dir))
-    print(json.dumps(result, indent=2))
-    print(f"wrote {Path(args.pred_dir) / 'result.json'}")
-    return 0
-
-
-def _score_aa_lcr(args: argparse.Namespace) -> int:
-    from cli.judges import open_judge
-    from evaluators.aa_lcr.scoring import score_prediction_dir
-
-    judge = open_judge(args.judge, args, args.device)
-    result = score_prediction_dir(Path(args.pred_dir), judge, args.judge_prompt, args.judge_max_new_tokens,
-                                  args.judge_thinking_budget)
-    print(json.dumps(result, indent=2))
-    print(f"judge {judge.ref}; wrote {Path(args.pred_dir) / 'result.json'} and {Path(args.pred_dir) / 'judged'}/")
+        judge = open_judge(args.judge, args, args.device)
+    scored = scorer.run(args, judge)
+    print(json.dumps(scored.scores, indent=2, ensure_ascii=False))
+    for note in scored.notes:
+        print(note)
     return 0
 
 
@@ -459,80 +396,26 @@ def register(sub: argparse._SubParsersAction) -> None:
         else:
             p.add_argument(flag, dest=option, type=int if kind == "int" else str, help=text.replace("%", "%%"))
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="any other task option (JSON value)")
-    add_judge_flags(p.add_argument_group("a served judge (--judge URL; a task that needs a judge: aa_lcr)"))
-    p.add_argument("--data-dir", help="local dataset files (LongBench <dir>/<dataset>.jsonl, SCROLLS <dir>/<task>/, RULER "
-                   "<dir>/PaulGrahamEssays.json, squad.json, hotpotqa.json (and <dir>/ruler/cache/, if made, keeps built "
-                   "samples), LongBench v2 <dir>/LongBench-v2/data.json, BABILong "
-                   "<dir>/tasks_1-20_v1-2/en-10k/ and <dir>/pg19/test/*.txt)")
+    judged = ", ".join(name for name, options in task_options().items() if options.needs_judge)
+    add_judge_flags(p.add_argument_group(f"a served judge (--judge URL; a task that needs a judge: {judged})"))
+    layouts = "; ".join(f"{name}: {options.data_layout}" for name, options in task_options().items()
+                        if options.data_layout)
+    p.add_argument("--data-dir", help=f"local dataset files ({layouts})".replace("%", "%%"))
     p.add_argument("--out", help="output folder (default lctx-eval/<checkpoint name>)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_eval)
 
     s = sub.add_parser("score", help="score existing predictions with the official rules")
     ssub = s.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
-    lb = ssub.add_parser("longbench", help="DIR/<dataset>.jsonl of {pred, answers, all_classes, length} -> DIR/result.json")
-    lb.add_argument("--pred-dir", required=True)
-    lb.add_argument("--e", action="store_true", help="LongBench-E: scores per length bucket")
-    lb.set_defaults(func=_score_longbench)
-    sc = ssub.add_parser("scrolls", help="{id: prediction} JSON -> the official SCROLLS metric dict")
-    sc.add_argument("--task", required=True, help="gov_report, summ_screen_fd, qmsum, qasper, narrative_qa, "
-                                                  "quality or contract_nli")
-    sc.add_argument("--predictions", required=True, help="JSON object {id: prediction}")
-    sc.add_argument("--data-dir", required=True, help="folder holding <task>/<split>.jsonl")
-    sc.add_argument("--split", default="validation")
-    sc.add_argument("--out", help="also write the metrics to this file")
-    sc.set_defaults(func=_score_scrolls)
-
-    ru = ssub.add_parser("ruler", help="DIR/<task>.jsonl in RULER's prediction layout -> DIR/summary.json, "
-                                       "summary.csv (NVIDIA evaluate.py's scoring)")
-    ru.add_argument("--pred-dir", required=True, help="folder of <task>.jsonl files as NVIDIA's call_api.py writes")
-    ru.set_defaults(func=_score_ruler)
-
-    v2 = ssub.add_parser("longbench-v2", help="DIR of pred.py's <model>.jsonl files -> DIR/result.txt and "
-                                               "result.json (result.py's Overall, Easy, Hard, Short, Medium, Long)")
-    v2.add_argument("--pred-dir", required=True, help="folder of prediction files as LongBench v2's pred.py writes")
-    v2.add_argument("--compensated", action="store_true", help="result.py's compensated=True: 0.25 for no answer")
-    v2.set_defaults(func=_score_longbench_v2)
-
-    bl = ssub.add_parser("babilong", help="DIR of <task>_<length>_<prompt name>.csv files -> accuracy per task and "
-                                          "length (collect_results.py with metrics.py), DIR/result.json, heatmaps")
-    bl.add_argument("--pred-dir", required=True, help="folder of run_model_on_babilong.py's CSV files")
-    bl.set_defaults(func=_score_babilong)
-
-    mr = ssub.add_parser("mrcr", help="DIR of <model>.jsonl files (openai/mrcr rows with each model's response) -> "
-                                      "the card's grade per needle count and o200k length bin, DIR/result.json")
-    mr.add_argument("--pred-dir", required=True, help="folder of <model>.jsonl files: one line per row with "
-                                                      "n_needles, answer, random_string_to_prepend, prompt (or "
-                                                      "o200k_tokens) and response (or beyond_context: true)")
-    mr.add_argument("--o200k-file", help="tiktoken's o200k_base.tiktoken (default: the ranks quicktok-v1 ships)")
-    mr.set_defaults(func=_score_mrcr)
-
-    gw = ssub.add_parser("graphwalks", help="DIR of <model>.jsonl files (openai/graphwalks rows with each model's "
-                                            "response) -> the sound set F1 and the card's literal one per "
-                                            "problem type and length bin, DIR/result.json")
-    gw.add_argument("--pred-dir", required=True, help="folder of <model>.jsonl files: one line per row with "
-                                                      "answer_nodes, problem_type, data_file and response (or "
-                                                      "beyond_context: true)")
-    gw.set_defaults(func=_score_graphwalks)
-
-    aa = ssub.add_parser("aa-lcr", aliases=["aa_lcr"], help="DIR of <model>.jsonl files (AA-LCR questions with each model's answer) -> "
-                                        "the card's judge prompt, graded by --judge: accuracy overall and per "
-                                        "document category, DIR/result.json, DIR/judged/<model>.jsonl")
-    aa.add_argument("--pred-dir", required=True, help="folder of <model>.jsonl files: one line per question with "
-                                                      "question_id, question, answer, document_category and response "
-                                                      "(or beyond_context: true); an aa_lcr samples.jsonl as it is")
-    aa.add_argument("--judge", required=True, help="the judge: a checkpoint folder (lctx's engine) or an "
-                                                   "OpenAI-compatible API root (http://HOST:PORT/v1, chat style) with "
-                                                   "--judge-served-model")
-    aa.add_argument("--judge-prompt", choices=("v1.1", "v1.0"), default="v1.1", help="the card's judge prompt "
-                    "(default v1.1)")
-    aa.add_argument("--judge-max-new-tokens", type=positive_int, default=256, help="most tokens of the judge's "
-                    "answer (default 256)")
-    aa.add_argument("--judge-thinking-budget", type=positive_int, default=2048, help="most tokens of a judge's think "
-                    "block (default 2048)")
-    aa.add_argument("--device", default="cpu", help="where a checkpoint judge runs: cpu or cuda")
-    add_judge_flags(aa.add_argument_group("a served judge (--judge URL)"))
-    aa.set_defaults(func=_score_aa_lcr)
+    for scorer in scorers():  # each declared by its task folder (score.py)
+        sp = ssub.add_parser(scorer.command, aliases=list(scorer.aliases), help=scorer.help)
+        scorer.arguments(sp)
+        if scorer.judge:
+            sp.add_argument("--judge", required=True, help="the judge: a checkpoint folder (lctx's engine) or an "
+                            "OpenAI-compatible API root (http://HOST:PORT/v1, chat style) with --judge-served-model")
+            sp.add_argument("--device", default="cpu", help="where a checkpoint judge runs: cpu or cuda")
+            add_judge_flags(sp.add_argument_group("a served judge (--judge URL)"))
+        sp.set_defaults(func=_score, scorer=scorer)
 
     m = sub.add_parser("lm-eval", help="run lm-evaluation-harness tasks on a lctx checkpoint")
     _model_flags(m)

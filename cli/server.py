@@ -4,6 +4,7 @@ installed. Everything it runs is imported when it runs: the service, uvicorn, to
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -116,10 +117,13 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
     if cli_url != url:  # `make serve PORT=8124`: the client commands would look at the default address
         print(f"the lctx client commands look at {cli_url} unless told: in another shell, "
               f"export LCTX_BASE_URL={url}")
+    from cli.client_commands import task_flag
+    from training.train import DEMO_TASK  # the task the demo checkpoints were trained for
+
     if demos:
-        print(f"registered demo checkpoints: {', '.join(registered)} (trained passkey models, 256-token context);"
-              " compare them at 1x, 2x and 4x their training length:\n"
-              f"  .venv/bin/lctx submit {registered[0]} --task passkey:lengths=256,512,1024:trials=20 --wait"
+        print(f"registered demo checkpoints: {', '.join(registered)} (trained {DEMO_TASK['name']} models, 256-token "
+              "context); compare them at 1x, 2x and 4x their training length:\n"
+              f"  .venv/bin/lctx submit {registered[0]} --task {task_flag(DEMO_TASK)} --wait"
               if registered else "demo checkpoints: none registered (see the warnings above)")
     register = ""
     if demo is not None:  # nothing registered yet: register the example first (a path relative to the root)
@@ -130,8 +134,7 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
         name = registered[0]
     print("try:\n" + register +
           f"  curl -s{auth} -X POST {url}/v1/jobs -H 'Content-Type: application/json' "
-          f"-d '{{\"checkpoint\": \"{name}\", \"tasks\": [{{\"name\": \"passkey\", \"lengths\": [256, 512], "
-          "\"trials\": 5}]}'\n"
+          f"-d '{json.dumps({'checkpoint': name, 'tasks': [{**DEMO_TASK, 'lengths': [256, 512], 'trials': 5}]})}'\n"
           f"  curl -s {url}/v1/jobs/JOB_ID", flush=True)
     if settings.demo_real_model:
         from service.demo import install_real_model

@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal
 from evaluators.options import TaskOptions
 from evaluators.registry import task_options
 
-# Options that get no flag of their own (they would clash with `lctx eval`'s --task;
-# scrolls takes its tasks as --datasets). --option KEY=VALUE reaches them.
+# Options that get no flag of their own (a task's `tasks` would clash with `lctx eval`'s
+# --task). --option KEY=VALUE reaches them.
 NO_FLAG = {"tasks"}
 
 

@@ -49,7 +49,8 @@ def _train(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     d = argparse.Namespace(**dict.fromkeys(FIELDS.values()))  # all None: TrainConfig's defaults, see FIELDS
     p = sub.add_parser("train", help="train a small byte-level demo model of any attention variant on CPU",
-                       description="Train on synthetic passkey-protocol text (plus any --text files) and "
+                       description="Train on the demo's synthetic retrieval text (checkpoints/passkey_text.py; plus any "
+                                   "--text files) and "
                                    "save an lctx checkpoint with train_log.jsonl and train_info.json.")
     p.add_argument("--variant", default=d.variant, help="attention variant (see `lctx inspect`), default softmax")
     p.add_argument("--out", required=True, help="checkpoint directory to write")

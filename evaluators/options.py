@@ -234,6 +234,7 @@ class TaskOptions(BaseModel):
         return []
 
     data_howto: ClassVar[str] = ""  # where to get the files of `data_files`
+    data_layout: ClassVar[str] = ""  # what it reads under a data folder, as `lctx eval --data-dir`'s help says it
     hub_data: ClassVar[bool] = False  # the loaders fall back to the Hugging Face hub (LCTX_HUB_DATA)
     # sha256 of files known to be a faulty release of the task's data -> why: results warn of them
     # (evaluators.provenance.data_record), whatever the file is called.

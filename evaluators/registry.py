@@ -1,17 +1,20 @@
 """The task registry: every task is a folder `evaluators/<task>/` that registers itself.
 
 The folder's `__init__.py` names its tasks in `REGISTER`, a tuple of `Task` rows (its
-option model, where its evaluator class lives, one line saying what it measures), and
-imports only its option model (pydantic). The registry finds the folders by scanning
+option model, where its evaluator class lives, one line saying what it measures and,
+for a benchmark whose own prediction files lctx can score, its `lctx score` command),
+and imports only its option model (pydantic). The registry finds the folders by scanning
 this package, so adding a task edits nothing outside its folder: the API schema and
 description, the CLI's flags and `--task` help, the dashboard's task list, path
 confinement and the sample bounds all read this registry.
 
 This module imports no task at import time (the scan runs on first use) and no torch:
-the API schema and the CLI's client commands use it."""
+the API schema and the CLI's client commands use it. A task's `Scorer` lives in its
+folder's `score.py`, light too: `lctx --help` lists every command."""
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import pkgutil
 from collections.abc import Callable
@@ -25,6 +28,7 @@ from evaluators.options import TaskOptions, parse_options
 from evaluators.results import RESULT_KEY, TaskResult
 
 if TYPE_CHECKING:
+    from evaluators.judges import Judge
     from evaluators.task import Evaluator
 
 PACKAGE = Path(__file__).parent  # the task folders are its subpackages
@@ -32,13 +36,39 @@ REGISTER = "REGISTER"  # the attribute of a task folder's __init__ that lists it
 
 
 @dataclass(frozen=True)
+class Scored:
+    """What `lctx score` prints: the scores (as JSON) and the lines after them (the files
+    written, what was missing)."""
+
+    scores: Any
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """`lctx score <command>`: a benchmark's official scoring of prediction files made
+    elsewhere, declared by its task folder (`score.py`: the command's arguments and what it
+    runs, the scoring imported only then), so that the CLI names no task. `judge`: the
+    command grades with a judge model, which the CLI opens from `--judge` and hands to `run`."""
+
+    command: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace, Judge | None], Scored]
+    aliases: tuple[str, ...] = ()
+    judge: bool = False
+
+
+@dataclass(frozen=True)
 class Task:
     """One registered task: its options (the name is `options.task`), its evaluator class
-    as "module:Class" (imported on first use: it loads torch) and a one-line summary."""
+    as "module:Class" (imported on first use: it loads torch), a one-line summary and, if it
+    has one, its offline scorer as "module:NAME" of a `Scorer` (a light module)."""
 
     options: type[TaskOptions]
     evaluator: str
     summary: str
+    scorer: str | None = None
 
     @property
     def name(self) -> str:
@@ -69,6 +99,21 @@ def registry() -> dict[str, Task]:
                 raise RuntimeError(f"task {task.name!r} is registered twice ({found[task.name].evaluator}, "
                                    f"{task.evaluator})")
             found[task.name] = task
+    return found
+
+
+def scorers() -> list[Scorer]:
+    """The `lctx score` commands the task folders declare, in registry order."""
+    found: list[Scorer] = []
+    for task in registry().values():
+        if task.scorer is None:
+            continue
+        module, _, attr = task.scorer.partition(":")
+        scorer = getattr(importlib.import_module(module), attr)
+        if not isinstance(scorer, Scorer):
+            raise RuntimeError(f"{task.scorer} (task {task.name!r}) is not a Scorer")
+        if scorer not in found:  # two tasks of one folder may share their benchmark's scorer
+            found.append(scorer)
     return found
 
 

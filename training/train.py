@@ -35,6 +35,10 @@ from training.synthetic import SyntheticText, read_texts
 LOG_FILE = "train_log.jsonl"
 INFO_FILE = "train_info.json"
 DEMO_ROOT = Path(__file__).resolve().parent.parent / "demo" / "checkpoints"
+# What the demo checkpoints were trained for (their text is the passkey protocol's, from
+# checkpoints/passkey_text.py), as the job `lctx serve` suggests: their 256-token training
+# length and 2x and 4x beyond it.
+DEMO_TASK: dict[str, Any] = {"name": "passkey", "lengths": [256, 512, 1024], "trials": 20}
 # The kernels are forward-only: training runs on the PyTorch paths.
 
 

@@ -54,6 +54,7 @@ class BabilongOptions(ThinkingOptions):
                                            "(unseeded in create_tasks.py); the fact positions keep its seed 42")
 
     data_howto: ClassVar[str] = DATA_HOWTO
+    data_layout: ClassVar[str] = "<dir>/tasks_1-20_v1-2/en-10k/ and <dir>/pg19/test/*.txt"
 
     @model_validator(mode="after")
     def _checked(self) -> BabilongOptions:

@@ -37,6 +37,7 @@ class LongBenchOptions(ThinkingOptions):
     seed: Seed = 0
 
     data_howto: ClassVar[str] = datafiles.LONGBENCH_HOWTO
+    data_layout: ClassVar[str] = "<dir>/<dataset>.jsonl"
     hub_data: ClassVar[bool] = True
 
     def data_files(self, data_dir: Path) -> list[Path]:

@@ -55,6 +55,7 @@ class LongBenchV2Options(ThinkingOptions):
     seed: Seed = 0
 
     data_howto: ClassVar[str] = DATA_HOWTO
+    data_layout: ClassVar[str] = "<dir>/LongBench-v2/data.json"
     hub_data: ClassVar[bool] = True
 
     @model_validator(mode="before")

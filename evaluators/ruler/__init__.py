@@ -7,7 +7,8 @@ length, with the effective length and bootstrap intervals.
 - `data`: the local files (section 9) and the essay sentence splitter;
 - `synthetic`: the sample generators and their sizing (sections 4-5), one seeded stream per
   task and length as NVIDIA's scripts draw them;
-- `scoring`: post-processing, string_match_all / string_match_part, `lctx score ruler` (sections 6-7);
+- `scoring`: post-processing, string_match_all / string_match_part, prediction files (sections 6-7);
+- `score`: the `lctx score ruler` command;
 - `summary`: per-length averages, effective length, bootstrap intervals (section 8);
 - `evaluator`: the `ruler` task (requests through the engine, typed result, plots)."""
 
@@ -16,5 +17,6 @@ from evaluators.ruler.options import RulerOptions
 
 REGISTER = (
     Task(RulerOptions, "evaluators.ruler.evaluator:RulerEvaluator",
-         "NVIDIA RULER's 13 tasks with effective length and bootstrap intervals"),
+         "NVIDIA RULER's 13 tasks with effective length and bootstrap intervals",
+         scorer="evaluators.ruler.score:SCORER"),
 )

@@ -95,6 +95,7 @@ class RulerOptions(SearchOptions, ThinkingOptions):
         return max(self.lengths)  # RULER's lengths count the generation budget too
 
     data_howto: ClassVar[str] = "the data files and where to get each: docs/protocols/ruler.md, section 9"
+    data_layout: ClassVar[str] = "<dir>/PaulGrahamEssays.json, squad.json, hotpotqa.json (and <dir>/ruler/cache/, if made, keeps built samples)"
 
     def data_files(self, data_dir: Path) -> list[Path]:
         """The file of each name the tasks read, where the loader finds it (its first candidate there)."""

@@ -46,6 +46,7 @@ class ScrollsOptions(ThinkingOptions):
                                                      "prompt without one")
 
     data_howto: ClassVar[str] = datafiles.SCROLLS_HOWTO
+    data_layout: ClassVar[str] = "<dir>/<task>/"
     hub_data: ClassVar[bool] = True
 
     def data_files(self, data_dir: Path) -> list[Path]:

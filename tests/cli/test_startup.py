@@ -24,7 +24,7 @@ LIGHT_EVALUATORS = ("evaluators", "evaluators.options", "evaluators.results", "e
                     # the sequential search's options, which passkey, needle and RULER options inherit
                     "evaluators.sequential", "evaluators.sequential.options")
 TASK_FOLDERS = {task.evaluator.partition(":")[0].rpartition(".")[0] for task in registry().values()}
-LIGHT_IN_A_TASK_FOLDER = ("options", "files")
+LIGHT_IN_A_TASK_FOLDER = ("options", "files", "score")  # score: its `lctx score` command (argparse)
 
 
 def light_evaluator(module: str) -> bool:
