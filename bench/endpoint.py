@@ -37,7 +37,7 @@ def task_spec(workload: str, samples: int) -> dict[str, Any]:
 
 
 def via_lctx(served: Any, spec: dict[str, Any], folder: Path) -> dict[str, Any]:
-    from clients.endpoint import EndpointEngine
+    from clients.endpoint.engine import EndpointEngine
     from evaluators.suite import run_suite
 
     start = time.perf_counter()
@@ -90,7 +90,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(REPO / "bench" / "results"))
     args = parser.parse_args()
 
-    from clients.endpoint import EndpointSpec, connect
+    from clients.endpoint.engine import EndpointSpec, connect
     from tests.helpers import TransformersServer
 
     load_before = os.getloadavg()

@@ -1,5 +1,5 @@
 """The flags of a served model's settings, made from their one declaration
-(`clients.endpoint_options.EndpointOptions`): `lctx endpoints add`, `lctx endpoints probe` and
+(`clients.endpoint.options.EndpointOptions`): `lctx endpoints add`, `lctx endpoints probe` and
 `lctx eval --endpoint` take the same flags with the same help, defaults and bounds (a value out
 of bounds is refused by argparse, naming the flag, before anything is sent)."""
 
@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from clients.endpoint_options import API_STYLES, EndpointOptions
+from clients.endpoint.options import API_STYLES, EndpointOptions
 
 # field -> its flag (the field's own name with dashes, where the flag is not shorter)
 FLAGS = {"served_model": "--served-model", "tokenizer": "--tokenizer", "context_length": "--context",

@@ -107,7 +107,13 @@ def served_model(args: argparse.Namespace, specs: list[dict[str, Any]], out: Pat
     """The endpoint of `--endpoint` as a model evaluators run on: what cannot apply to a
     served model refused before any request, then the URL checked, the server probed, what
     it cannot score refused, the output folder claimed for this endpoint and model."""
-    from clients.endpoint import EndpointEngine, EndpointSpec, allowed_endpoint_hosts, connect, context_of
+    from clients.endpoint.engine import (
+        EndpointEngine,
+        EndpointSpec,
+        allowed_endpoint_hosts,
+        connect,
+        context_of,
+    )
     from evaluators.served import endpoint_refusals
 
     if args.checkpoint:

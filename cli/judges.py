@@ -37,7 +37,7 @@ def open_judge(ref: str, args: argparse.Namespace, device: str = "cpu") -> Judge
 
     name, _ = split_ref(ref)
     if name.startswith(URL_SCHEMES):
-        from clients.endpoint import (
+        from clients.endpoint.engine import (
             EndpointEngine,
             EndpointSpec,
             allowed_endpoint_hosts,

@@ -19,7 +19,7 @@ from pydantic import (
 
 from checkpoints.attention.backend import Backend as AttentionBackend
 from checkpoints.thinking import Thinking
-from clients.endpoint_options import NO_NUL_PATTERN, EndpointOptions
+from clients.endpoint.options import NO_NUL_PATTERN, EndpointOptions
 from evaluators.options import TaskOptions
 from evaluators.registry import Task, registry
 from service.labels import job_rope_label, own_rope_label, rope_label

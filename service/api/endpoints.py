@@ -13,7 +13,7 @@ from fastapi import APIRouter, Response, status
 from fastapi.concurrency import run_in_threadpool
 
 from checkpoints.errors import CheckpointError, NotAServer
-from clients.endpoint import (
+from clients.endpoint.engine import (
     EndpointError,
     EndpointSpec,
     check_base_url,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from clients.endpoint import EndpointSpec
+from clients.endpoint.engine import EndpointSpec
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,7 @@ class Worker:
         self.stopped.clear()
         warm = key == self.key and spec.endpoint is None  # a served model is probed again (it may have moved)
         if spec.endpoint is not None:
-            from clients.endpoint import EndpointEngine, connect
+            from clients.endpoint.engine import EndpointEngine, connect
 
             self.loaded = connect(spec.endpoint, list(self.config.endpoint_hosts))
             self.engine = EndpointEngine(self.loaded)
@@ -256,7 +256,7 @@ def open_judge(spec: JudgeSpec, config: WorkerConfig) -> Any:
     from evaluators.judges import Judge, check_pin
 
     if spec.kind == "endpoint":
-        from clients.endpoint import EndpointEngine, connect
+        from clients.endpoint.engine import EndpointEngine, connect
 
         assert spec.endpoint is not None and spec.identity is not None
         check_pin(spec.ref, spec.identity)

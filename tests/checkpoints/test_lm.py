@@ -9,7 +9,7 @@ from checkpoints.engine import Engine
 from checkpoints.lm import LM, ModelSource
 from checkpoints.loading import load_model
 from checkpoints.tokenizer import ByteTokenizer
-from clients.endpoint import Capabilities, EndpointEngine, EndpointSpec, ServedModel
+from clients.endpoint.engine import Capabilities, EndpointEngine, EndpointSpec, ServedModel
 from evaluators.run import context_of, describe_run
 from tests.helpers import tiny_checkpoint
 

@@ -13,7 +13,7 @@ import pytest
 
 from checkpoints.engine import GenerateRequest, RollingRequest
 from cli.main import main
-from clients.endpoint import (
+from clients.endpoint.engine import (
     EndpointEngine,
     EndpointError,
     EndpointSpec,
@@ -132,7 +132,7 @@ def test_killed_server_fails_the_job_keeping_samples_and_resume_sends_only_the_r
 
 def test_unavailable_server_gives_a_clear_error(real_model):
     spec = EndpointSpec("http://127.0.0.1:9/v1", "m", str(real_model), 2048, max_retries=1, backoff_s=0.01)
-    from clients.endpoint import Capabilities, ServedModel, load_endpoint_tokenizer
+    from clients.endpoint.engine import Capabilities, ServedModel, load_endpoint_tokenizer
 
     served = ServedModel(spec, Capabilities(["m"], False, False), load_endpoint_tokenizer(real_model))
     with pytest.raises(EndpointUnavailable, match="did not answer after 2 tries"):
@@ -187,7 +187,7 @@ def test_url_checks_and_prefix_order():
 
 def test_a_tokenizer_folder_that_does_not_exist_is_named(tmp_path):
     from checkpoints.errors import EndpointError
-    from clients.endpoint import Capabilities, context_of, load_endpoint_tokenizer, registered_context
+    from clients.endpoint.engine import Capabilities, context_of, load_endpoint_tokenizer, registered_context
 
     missing = tmp_path / "no-such-tokenizer"
     for read in (context_of, load_endpoint_tokenizer):

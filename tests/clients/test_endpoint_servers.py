@@ -27,7 +27,7 @@ from checkpoints.errors import EndpointError
 from checkpoints.loading import load_model
 from checkpoints.tokenizer import load_tokenizer
 from cli.main import main
-from clients.endpoint import EndpointEngine, EndpointSpec, ServerTokenizer, connect
+from clients.endpoint.engine import EndpointEngine, EndpointSpec, ServerTokenizer, connect
 from evaluators.suite import RESULTS_FILE
 from tests.helpers import STANDIN_NAME, ThreadServer, free_port, standin_app
 

@@ -51,7 +51,7 @@ from pydantic import ValidationError
 from checkpoints.errors import EndpointError, EndpointUnavailable, NotAServer
 from checkpoints.lm import Done
 from checkpoints.tokenizer import Tokenizer, load_tokenizer
-from clients.endpoint_options import (  # noqa: F401 - API_STYLES re-exported
+from clients.endpoint.options import (  # noqa: F401 - API_STYLES re-exported
     API_STYLES,
     DEFAULT_API_STYLE,
     DEFAULT_CONCURRENCY,
