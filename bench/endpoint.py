@@ -90,7 +90,8 @@ def main() -> None:
     parser.add_argument("--out", default=str(REPO / "bench" / "results"))
     args = parser.parse_args()
 
-    from clients.endpoint.engine import EndpointSpec, connect
+    from clients.endpoint.engine import connect
+    from clients.endpoint.options import EndpointSpec
     from tests.helpers import TransformersServer
 
     load_before = os.getloadavg()

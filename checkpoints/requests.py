@@ -28,7 +28,7 @@ class GenerateRequest:
     `decided(text)`, when given, is the evaluator's word that the sample's score can no
     longer change whatever follows `text` (the decoded tokens so far): generation stops
     there (stop reason "decided"), the decoding steps after it would not move the score.
-    A served model (clients/endpoint.py) generates the whole budget regardless.
+    A served model (clients/endpoint/engine.py) generates the whole budget regardless.
     `messages`, when given, is the conversation `prompt_ids` render in the model's chat
     template (MRCR's multi-turn prompts): a chat-style endpoint sends these messages for the
     server's template to render; lctx's engine reads the ids only.

@@ -314,7 +314,8 @@ def _endpoints_list(args: argparse.Namespace) -> int:
 
 def _endpoints_probe(args: argparse.Namespace) -> int:
     """What the server at URL can do, asked from here (no lctx service needed) before a job is submitted."""
-    from clients.endpoint.engine import allowed_endpoint_hosts, probe_server, registered_context
+    from clients.endpoint.client import allowed_endpoint_hosts
+    from clients.endpoint.probe import probe_server, registered_context
 
     spec, caps = probe_server(args.base_url, allowed_endpoint_hosts(), args.served_model, args.tokenizer,
                               args.api_style, args.api_key_env)

@@ -107,13 +107,10 @@ def served_model(args: argparse.Namespace, specs: list[dict[str, Any]], out: Pat
     """The endpoint of `--endpoint` as a model evaluators run on: what cannot apply to a
     served model refused before any request, then the URL checked, the server probed, what
     it cannot score refused, the output folder claimed for this endpoint and model."""
-    from clients.endpoint.engine import (
-        EndpointEngine,
-        EndpointSpec,
-        allowed_endpoint_hosts,
-        connect,
-        context_of,
-    )
+    from clients.endpoint.client import allowed_endpoint_hosts
+    from clients.endpoint.engine import EndpointEngine, connect
+    from clients.endpoint.options import EndpointSpec
+    from clients.endpoint.tokenizer import context_of
     from evaluators.served import endpoint_refusals
 
     if args.checkpoint:

@@ -37,14 +37,10 @@ def open_judge(ref: str, args: argparse.Namespace, device: str = "cpu") -> Judge
 
     name, _ = split_ref(ref)
     if name.startswith(URL_SCHEMES):
-        from clients.endpoint.engine import (
-            EndpointEngine,
-            EndpointSpec,
-            allowed_endpoint_hosts,
-            connect,
-            context_of,
-            served_identity,
-        )
+        from clients.endpoint.client import allowed_endpoint_hosts
+        from clients.endpoint.engine import EndpointEngine, connect, served_identity
+        from clients.endpoint.options import EndpointSpec
+        from clients.endpoint.tokenizer import context_of
 
         model = getattr(args, "judge_served_model", None)
         if not model:

@@ -23,7 +23,8 @@ from checkpoints.tokenizer import (
     added_token_texts,
     read_chat_template,
 )
-from clients.endpoint.engine import EndpointSpec, served_identity
+from clients.endpoint.engine import served_identity
+from clients.endpoint.options import EndpointSpec
 from evaluators.data import file_option_problem
 from evaluators.errors import EvaluatorError
 from evaluators.judges import check_pin, pinned_ref, split_ref
@@ -302,7 +303,7 @@ def check_judges(store: Store, settings: Settings, tasks: list[dict[str, Any]]) 
     which has a chat template. Its `judge` option becomes `name@identity` in place (the spec
     the job records: the configuration hash and the leaderboard row hold which model judged).
     InvalidRequest saying what is wrong and what to do (docs/protocols/judges.md)."""
-    from clients.endpoint.engine import unanswered
+    from clients.endpoint.probe import unanswered
 
     for i, task in enumerate(tasks):
         options = parse_task(task)

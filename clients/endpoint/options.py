@@ -1,14 +1,19 @@
 """A served model's request settings, declared once: the fields, their bounds, defaults and
 help that the API's registration (`service.schemas.EndpointCreate` extends this model),
-`EndpointSpec` (which validates through it) and both CLIs (`lctx endpoints add`, `lctx eval
---endpoint`: `cli/endpoint_flags.py` makes their flags from it) read. Pydantic only: the
-CLI's parser and the API schema import it without the HTTP client."""
+`EndpointSpec` (a registration as the client holds it, validated through it) and both CLIs
+(`lctx endpoints add`, `lctx eval --endpoint`: `cli/endpoint_flags.py` makes their flags
+from it) read. Pydantic only: the CLI's parser and the API schema import it without the
+HTTP client."""
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from checkpoints.errors import EndpointError
 
 ApiStyle = Literal["completions", "chat"]
 API_STYLES: tuple[str, ...] = ("completions", "chat")
@@ -51,3 +56,44 @@ class EndpointOptions(BaseModel):
                                              "LCTX_ENDPOINT_KEY_PREFIX or listed in LCTX_ENDPOINT_KEY_NAMES, "
                                              "never a setting of the service; the key itself is never stored "
                                              "or shown by lctx")] = None
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    """What a registration says about a served model."""
+
+    base_url: str  # ".../v1"
+    served_model: str
+    tokenizer: str | None  # a local folder with tokenizer.json (the served checkpoint's); None: the server's
+    context_length: int | None  # None: the server's (max_model_len of /v1/models or /tokenize)
+    api_style: ApiStyle = DEFAULT_API_STYLE
+    concurrency: int = DEFAULT_CONCURRENCY
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_retries: int = DEFAULT_RETRIES
+    backoff_s: float = 1.0
+    api_key_env: str | None = None  # the NAME of the variable holding the key, never the key
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
+        fields = {k: getattr(self, k) for k in EndpointOptions.model_fields}
+        try:
+            EndpointOptions.model_validate(fields)  # the bounds, declared once
+        except ValidationError as e:
+            raise EndpointError("; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}"
+                                          for err in e.errors())) from None
+        if self.backoff_s < 0:
+            raise EndpointError(f"backoff_s must be >= 0, got {self.backoff_s}")
+
+    def headers(self) -> dict[str, str]:
+        return key_headers(self.api_key_env)
+
+
+def key_headers(api_key_env: str | None) -> dict[str, str]:
+    """The bearer header of the key in the variable named `api_key_env` (none without one)."""
+    if not api_key_env:
+        return {}
+    key = os.environ.get(api_key_env)
+    if not key:
+        raise EndpointError(f"the environment variable {api_key_env} (named as this endpoint's API key) "
+                            "is not set in the process that sends the requests")
+    return {"Authorization": f"Bearer {key}"}

@@ -12,15 +12,11 @@ import logging
 from fastapi import APIRouter, Response, status
 from fastapi.concurrency import run_in_threadpool
 
-from checkpoints.errors import CheckpointError, NotAServer
-from clients.endpoint.engine import (
-    EndpointError,
-    EndpointSpec,
-    check_base_url,
-    context_of,
-    probe,
-    registered_context,
-)
+from checkpoints.errors import CheckpointError, EndpointError, NotAServer
+from clients.endpoint.client import check_base_url
+from clients.endpoint.options import EndpointSpec
+from clients.endpoint.probe import probe, registered_context
+from clients.endpoint.tokenizer import context_of
 from service.api.deps import NameParam, Read, SettingsDep, StoreDep, Write
 from service.errors import InvalidRequest
 from service.paths import confine

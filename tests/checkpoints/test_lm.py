@@ -9,7 +9,9 @@ from checkpoints.engine import Engine
 from checkpoints.lm import LM, ModelSource
 from checkpoints.loading import load_model
 from checkpoints.tokenizer import ByteTokenizer
-from clients.endpoint.engine import Capabilities, EndpointEngine, EndpointSpec, ServedModel
+from clients.endpoint.engine import EndpointEngine, ServedModel
+from clients.endpoint.options import EndpointSpec
+from clients.endpoint.probe import Capabilities
 from evaluators.run import context_of, describe_run
 from tests.helpers import tiny_checkpoint
 

@@ -10,8 +10,7 @@ import pytest
 from checkpoints.errors import EndpointError
 from cli.endpoint_flags import ALL, FLAGS, endpoint_fields
 from cli.main import build_parser
-from clients.endpoint.engine import EndpointSpec
-from clients.endpoint.options import EndpointOptions
+from clients.endpoint.options import EndpointOptions, EndpointSpec
 from service.schemas import EndpointCreate
 
 

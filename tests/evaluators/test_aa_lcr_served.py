@@ -97,7 +97,8 @@ def test_a_reasoning_model_and_a_reasoning_judge_through_chat_endpoints(tmp_path
     """AA-LCR on a served reasoning model, judged by a served reasoning judge (a stand-in
     server for both): the record keeps the model's think block, the judge is sent the answer
     alone, and the verdict is read from the judge's answer while its think block is recorded."""
-    from clients.endpoint.engine import EndpointEngine, EndpointSpec, connect, served_identity
+    from clients.endpoint.engine import EndpointEngine, connect, served_identity
+    from clients.endpoint.options import EndpointSpec
     from evaluators.judges import Judge, Judging, JudgmentCache
     from evaluators.registry import make_evaluator, parse_task
     from evaluators.suite import run_task

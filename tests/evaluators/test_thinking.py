@@ -164,7 +164,8 @@ def test_a_served_model_gets_the_switch_and_returns_its_thinking_apart(tmp_path,
     the record's thinking while the answer alone is scored: scores equal thinking on and off.
     A server without a reasoning parser (`field` None) returns the block in its text: split
     by the delimiters of the endpoint's tokenizer folder."""
-    from clients.endpoint.engine import EndpointEngine, EndpointSpec, connect
+    from clients.endpoint.engine import EndpointEngine, connect
+    from clients.endpoint.options import EndpointSpec
     from tests.helpers import ThreadServer, reasoning_standin_app
 
     bodies: list[dict] = []

@@ -328,7 +328,8 @@ def test_a_served_model_gets_the_queries_as_one_user_message(tmp_path: Path) -> 
 
 @pytest.mark.integration  # a loopback server: the chat-style endpoint backend end to end
 def test_through_a_chat_endpoint_answers_as_lctx_engine(tmp_path: Path) -> None:
-    from clients.endpoint.engine import EndpointEngine, EndpointSpec, connect
+    from clients.endpoint.engine import EndpointEngine, connect
+    from clients.endpoint.options import EndpointSpec
     from evaluators.run import run_evaluator
     from tests.helpers import ThreadServer, reasoning_standin_app
 

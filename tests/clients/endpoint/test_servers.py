@@ -27,7 +27,9 @@ from checkpoints.errors import EndpointError
 from checkpoints.loading import load_model
 from checkpoints.tokenizer import load_tokenizer
 from cli.main import main
-from clients.endpoint.engine import EndpointEngine, EndpointSpec, ServerTokenizer, connect
+from clients.endpoint.engine import EndpointEngine, connect
+from clients.endpoint.options import EndpointSpec
+from clients.endpoint.tokenizer import ServerTokenizer
 from evaluators.suite import RESULTS_FILE
 from tests.helpers import STANDIN_NAME, ThreadServer, free_port, standin_app
 

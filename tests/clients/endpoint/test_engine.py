@@ -12,16 +12,10 @@ from pathlib import Path
 import pytest
 
 from checkpoints.engine import GenerateRequest, RollingRequest
+from checkpoints.errors import EndpointError, EndpointUnavailable
 from cli.main import main
-from clients.endpoint.engine import (
-    EndpointEngine,
-    EndpointError,
-    EndpointSpec,
-    EndpointUnavailable,
-    check_base_url,
-    connect,
-    prefix_order,
-)
+from clients.endpoint.engine import EndpointEngine, connect, prefix_order
+from clients.endpoint.options import EndpointSpec
 from evaluators.suite import RESULTS_FILE
 
 PASSKEY = ["--task", "passkey", "--lengths", "1000", "--trials", "2", "-q"]
@@ -132,7 +126,9 @@ def test_killed_server_fails_the_job_keeping_samples_and_resume_sends_only_the_r
 
 def test_unavailable_server_gives_a_clear_error(real_model):
     spec = EndpointSpec("http://127.0.0.1:9/v1", "m", str(real_model), 2048, max_retries=1, backoff_s=0.01)
-    from clients.endpoint.engine import Capabilities, ServedModel, load_endpoint_tokenizer
+    from clients.endpoint.engine import ServedModel
+    from clients.endpoint.probe import Capabilities
+    from clients.endpoint.tokenizer import load_endpoint_tokenizer
 
     served = ServedModel(spec, Capabilities(["m"], False, False), load_endpoint_tokenizer(real_model))
     with pytest.raises(EndpointUnavailable, match="did not answer after 2 tries"):
@@ -174,25 +170,6 @@ def test_prompts_over_the_context_and_unsupported_scoring_are_refused_before_sen
     assert engine.sent == 0
 
 
-def test_url_checks_and_prefix_order():
-    assert check_base_url("http://127.0.0.1:8001/v1/", ["127.0.0.1"]) == "http://127.0.0.1:8001/v1"
-    assert check_base_url("https://gpu-node:443/v1", ["*"]) == "https://gpu-node:443/v1"
-    for bad in ("file:///etc/passwd", "http://user:pw@127.0.0.1/v1", "http://10.0.0.1/v1", "http:///v1",
-                "http://127.0.0.1:99999/v1", "http://127.0.0.1:0/v1", "http://127.0.0.1/v1?x=1"):
-        with pytest.raises(EndpointError):
-            check_base_url(bad, ["127.0.0.1", "localhost"])
+def test_prefix_order_puts_shared_prefixes_side_by_side():
     prompts = [(5, 1, 2), (1, 2, 3, 4), (1, 2), (1, 2, 3)]
-    assert prefix_order(prompts) == [2, 3, 1, 0]  # shared prefixes side by side
-
-
-def test_a_tokenizer_folder_that_does_not_exist_is_named(tmp_path):
-    from checkpoints.errors import EndpointError
-    from clients.endpoint.engine import Capabilities, context_of, load_endpoint_tokenizer, registered_context
-
-    missing = tmp_path / "no-such-tokenizer"
-    for read in (context_of, load_endpoint_tokenizer):
-        with pytest.raises(EndpointError, match="no-such-tokenizer does not exist"):
-            read(missing)
-    caps = Capabilities(models=["m"], token_prompts=False, prompt_logprobs=False, max_model_len=4096)
-    assert registered_context(None, None, caps) == (4096, "the server's max_model_len")
-    assert registered_context(8192, None, caps) == (8192, "given")
+    assert prefix_order(prompts) == [2, 3, 1, 0]

@@ -1,0 +1,137 @@
+"""The served model's tokenizer: a local folder (`load_endpoint_tokenizer`, its config.json
+giving the context: `context_of`), or where none is given the server's own /tokenize and
+/detokenize (`ServerTokenizer`: vLLM, SGLang), so prompt lengths and truncation count the
+server's own tokens."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from checkpoints.errors import EndpointError, EndpointUnavailable
+from checkpoints.tokenizer import Tokenizer, load_tokenizer
+from clients.endpoint.client import RETRY_STATUS, answer_of, api_root, backoff, key_forms, scrub
+from clients.endpoint.dialects import detokenized
+from clients.endpoint.options import EndpointSpec
+
+
+def load_endpoint_tokenizer(path: str | Path) -> Tokenizer:
+    _tokenizer_folder(path)
+    return load_tokenizer(Path(path), None)
+
+
+def _tokenizer_folder(path: str | Path) -> Path:
+    """The tokenizer folder given, which must exist (EndpointError saying so otherwise)."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise EndpointError(f"the tokenizer folder {folder} does not exist; give the folder holding the served "
+                            "model's tokenizer.json and config.json (--tokenizer / tokenizer)")
+    return folder
+
+
+def context_of(tokenizer_dir: str | Path) -> int:
+    """The context of the checkpoint a tokenizer folder belongs to (its config.json's
+    max_position_embeddings); EndpointError asking for it when the folder does not say."""
+    config = _tokenizer_folder(tokenizer_dir) / "config.json"
+    try:
+        return int(json.loads(config.read_text())["max_position_embeddings"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise EndpointError(f"{config} does not give max_position_embeddings; give the served model's context "
+                            "length (--context / context_length)") from None
+
+
+class ServerTokenizer:
+    """The served model's tokenizer asked of the server (`/tokenize`, `/detokenize` at its
+    root: vLLM, SGLang) where no tokenizer folder is given: prompt lengths and truncation
+    count the server's own tokens. Answers are cached (a haystack's pieces are counted
+    many times) and `encode_batch` sends up to `concurrency` requests at once. Synchronous:
+    evaluators build prompts in threads; every answer passes the key mask (`scrub`)."""
+
+    chat_template: str | None = None  # the server applies its own (chat style)
+    chat_template_source: str | None = None
+    vocab_size = 0  # not told by the server
+    CACHE = 65_536
+
+    def __init__(self, spec: EndpointSpec) -> None:
+        self.spec = spec
+        headers = spec.headers()
+        self._forms = key_forms(headers.get("Authorization", "").removeprefix("Bearer "))
+        self.http = httpx.Client(timeout=httpx.Timeout(spec.timeout_s, connect=min(10.0, spec.timeout_s)),
+                                 headers=headers, limits=httpx.Limits(max_connections=spec.concurrency))
+        self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self.eos_ids: list[int] = []
+        bos = self.encode("", add_special_tokens=True)  # what the server adds in front of every prompt
+        self.bos_id: int | None = bos[0] if len(bos) == 1 else None
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        url = api_root(self.spec.base_url) + path
+        last, retry_after = "", None
+        for attempt in range(self.spec.max_retries + 1):
+            if attempt:
+                time.sleep(backoff(self.spec, attempt, retry_after))
+            try:
+                response = scrub(self.http.post(url, json=body), self._forms)
+            except (httpx.TimeoutException, httpx.TransportError) as e:
+                last, retry_after = f"{type(e).__name__}: {e}", None
+                continue
+            if response.status_code in RETRY_STATUS:
+                last, retry_after = f"HTTP {response.status_code}: {response.text[:200]}", response.headers.get(
+                    "retry-after")
+                continue
+            return answer_of(url, response)
+        raise EndpointUnavailable(f"the server at {self.spec.base_url} did not answer {path} after "
+                                  f"{self.spec.max_retries + 1} tries (last: {last})")
+
+    def _cached(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        value = compute()
+        with self._lock:
+            self._cache[key] = value
+            while len(self._cache) > self.CACHE:
+                self._cache.popitem(last=False)
+        return value
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        def ask() -> tuple[int, ...]:
+            answer = self._post("/tokenize", {"model": self.spec.served_model, "prompt": text,
+                                              "add_special_tokens": add_special_tokens})
+            ids = answer.get("tokens") if isinstance(answer, dict) else None
+            if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+                raise EndpointError(f"{self.spec.base_url}: /tokenize answered without a list of token ids")
+            return tuple(ids)
+
+        return list(self._cached(("encode", text, add_special_tokens), ask))
+
+    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[list[int]]:
+        if len(texts) < 2:
+            return [self.encode(t, add_special_tokens) for t in texts]
+        with ThreadPoolExecutor(max_workers=self.spec.concurrency) as pool:
+            return list(pool.map(lambda t: self.encode(t, add_special_tokens), texts))
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        def ask() -> str:
+            text = detokenized(self._post("/detokenize", {"model": self.spec.served_model, "tokens": list(ids),
+                                                          "skip_special_tokens": skip_special_tokens}))
+            if text is None:
+                raise EndpointError(f"{self.spec.base_url}: /detokenize answered without the text")
+            return text
+
+        return self._cached(("decode", tuple(ids), skip_special_tokens), ask)
+
+    def save(self, path: Path) -> None:
+        raise EndpointError("the served model's tokenizer lives on its server: there is no file to save")
+
+    def close(self) -> None:
+        self.http.close()
