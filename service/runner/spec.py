@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from clients.endpoint.engine import EndpointSpec
+from clients.endpoint.options import EndpointSpec
 
 
 @dataclass(frozen=True)
