@@ -48,7 +48,7 @@ def _upgrade_database(settings: Any) -> None:
 
     store = Store(settings.database)
     try:
-        store.upgrade()
+        store.upgrade(settings)
     finally:
         store.close()
 

@@ -101,7 +101,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings.prepare()
         store = Store(settings.database)
-        store.upgrade()  # a database newer than this code stops the start here
+        store.upgrade(settings)  # a database newer than this code stops the start here
         try:
             ensure_configured_schedule(store, settings)  # LCTX_NIGHTLY_*: the deployment's nightly run
         except Exception:

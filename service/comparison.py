@@ -76,11 +76,21 @@ def _task_result(results: dict[str, Any], task: str) -> tuple[TaskResult, str | 
 
 
 def scored(settings: Settings, job: JobRow, task: str) -> Scored | None:
-    """The job's values for `task`, or None (results gone, unreadable or without the task)."""
+    """The job's values for `task` read from its results.json, or None (results gone, unreadable
+    or without the task)."""
     try:
         results = json.loads(job_results(settings, job.id).read_text())["results"]
-        found = _task_result(results, task)
     except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return scored_in(settings, job, task, results)
+
+
+def scored_in(settings: Settings, job: JobRow, task: str, results: dict[str, Any]) -> Scored | None:
+    """The job's values for `task` in its results (the `results` of its document), or None
+    (unreadable, or without the task)."""
+    try:
+        found = _task_result(results, task)
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
     spec = task_spec(job, task)
     if found is None or spec is None:

@@ -405,6 +405,9 @@ class Leaderboard(BaseModel):
     columns: list[str]
     headline: str | None = Field(None, description="the column rows are sorted by, best first")
     column_info: list[LeaderboardColumn] = Field(default_factory=list, description="per column, in order")
+    total: int = Field(0, description="rows that match the filters (the page holds `limit` at most)")
+    limit: int = Field(100, description="rows per page")
+    offset: int = Field(0, description="rows skipped before this page")
     rows: list[LeaderboardRow]
 
 

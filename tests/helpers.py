@@ -32,8 +32,9 @@ from checkpoints.loading import LoadedModel, load_model, save_model
 from checkpoints.model import Decoder
 from checkpoints.tokenizer import ByteTokenizer
 from evaluators.results import TaskResult
-from service.layout import task_path
+from service.layout import job_results, task_path
 from service.settings import Settings
+from service.standings import record_results
 
 PG_BIN = Path("/usr/local/bin")
 
@@ -87,6 +88,17 @@ def make_settings(tmp: Path, **overrides: object) -> Settings:
     settings = Settings(**fields)
     settings.prepare()
     return settings
+
+
+def store_results(settings: Settings, store: object, job_id: str, results: dict) -> None:
+    """A succeeded job's results: its results.json written and its leaderboard rows stored, as
+    its coordinator leaves them (`results`: the document's task entries by key)."""
+    from checkpoints.jsonfiles import write_json_atomic
+
+    path = job_results(settings, job_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, {"job": job_id, "results": results})
+    record_results(settings, store, job_id, results)  # type: ignore[arg-type]
 
 
 def free_port() -> int:

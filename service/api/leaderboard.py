@@ -1,24 +1,14 @@
-"""/v1/leaderboard?task=...: for one task, a row per checkpoint and setting (RoPE
-setting, backend, the task options that change scores) with its latest results, side by
-side; /v1/compare: two or more jobs on one task with per-column differences.
-
-Columns come from the task's typed result (`evaluators.results`): each metric by name
-and each series point as `<series>.<axis>=<key>` (e.g. `accuracy.length=1024`, the
-per-length columns); `task=<task>/<key>` shows the series points at one key (e.g.
-`longbench/qasper`: the score of qasper). Each column says whether higher is better;
-rows are sorted by the task's headline metric, best first. Results written before the
-typed contract are read through their evaluator's `legacy_result`."""
-
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import datetime
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
 from evaluators.registry import registry, unknown_task
-from service.api.deps import Read, SettingsDep, StoreDep
-from service.comparison import Scored, column_info, column_order, headline_column, scored
-from service.errors import Conflict, NotFound
+from service.api.deps import Read, StoreDep
+from service.comparison import column_order
+from service.errors import Conflict, InvalidRequest, NotFound
 from service.schemas import (
     JOB_ID_PATTERN,
     NO_NUL_PATTERN,
@@ -26,56 +16,90 @@ from service.schemas import (
     Comparison,
     ComparisonRow,
     Leaderboard,
+    LeaderboardColumn,
     LeaderboardRow,
     errors,
 )
 from service.status import SUCCEEDED
+from service.store.results import NAME_SORTS, BoardQuery, Column, ResultRecord
 
 router = APIRouter(tags=["leaderboard"])
 Filter = Annotated[str | None, Query(max_length=4096, pattern=NO_NUL_PATTERN)]
 
 
-def _row(entry: Scored, names: list[str]) -> dict:
-    job = entry.job
-    context = entry.context or {}
-    return dict(checkpoint=job.checkpoint, fingerprint=job.fingerprint, rope=entry.rope, backend=entry.backend,
-                thinking=entry.thinking, data_revision=entry.data,
-                options=entry.options, setting=entry.setting, job=job.id, finished_at=job.finished_at,
-                trained_context=context.get("trained"), beyond_context=context.get("beyond", []),
-                values={c: entry.values[c][0] if c in entry.values else None for c in names})
+def _row(rec: ResultRecord, names: list[str]) -> dict:
+    return dict(checkpoint=rec.checkpoint, fingerprint=rec.fingerprint, rope=rec.rope, backend=rec.backend,
+                thinking=rec.thinking, data_revision=rec.data_revision, options=rec.options, setting=rec.setting,
+                job=rec.job_id, finished_at=rec.finished_at, trained_context=rec.trained_context,
+                beyond_context=rec.beyond_context, values={c: rec.values.get(c) for c in names})
 
 
-@router.get("/v1/leaderboard", dependencies=Read, response_model=Leaderboard, responses=errors(404))
-def leaderboard(task: Annotated[str, Query(pattern=TASK_PATTERN, examples=["passkey"])],
-                store: StoreDep, settings: SettingsDep, checkpoint: Filter = None,
-                rope: Filter = None, backend: Filter = None, thinking: Filter = None) -> Leaderboard:
-    """One row per (checkpoint, RoPE setting, backend, scoring options, data revision): its latest results.
-    Filter by `checkpoint` (name), `rope` (label as shown, e.g. `yarn:4`), `backend` and
-    `thinking` (a reasoning model's setting: the same checkpoint thinking and not, side by side)."""
+def _info(column: Column) -> LeaderboardColumn:
+    return LeaderboardColumn(**vars(column))
+
+
+def _known(task: str) -> None:
     name = task.split("/")[0].split("#")[0]
     if name not in registry():  # an unknown task is not an empty table
         raise NotFound(unknown_task(name))
-    entries: dict[tuple, Scored] = {}
-    for job in store.latest_succeeded(task):  # newest first: the first job of a key is its row
-        if checkpoint is not None and job.checkpoint != checkpoint:
-            continue
-        entry = scored(settings, job, task)
-        if entry is None or entry.key in entries:
-            continue  # results gone or unreadable: the next older job of this setting answers
-        if (rope is not None and entry.rope != rope.strip().lower()) or (backend is not None and entry.backend != backend) \
-                or (thinking is not None and entry.thinking != thinking):
-            continue
-        entries[entry.key] = entry
-    columns = column_info(list(entries.values()))
-    names = column_order(columns)
-    rows = [LeaderboardRow(**_row(e, names)) for e in entries.values()]
-    headline = headline_column(next(iter(entries.values())), task) if entries else None
-    better = columns[headline].higher_is_better if headline in columns else None
-    if better is not None:
-        rows.sort(key=lambda r: (r.values[headline] is None, -(r.values[headline] or 0) if better
-                                 else (r.values[headline] or 0), r.checkpoint, r.setting))
-    return Leaderboard(task=task, columns=names, headline=headline if better is not None else None,
-                       column_info=[columns[c] for c in names], rows=rows)
+
+
+@router.get("/v1/leaderboard", dependencies=Read, response_model=Leaderboard, responses=errors(404, 422))
+def leaderboard(
+    task: Annotated[str, Query(pattern=TASK_PATTERN, examples=["passkey"])],
+    store: StoreDep,
+    checkpoint: Filter = None,
+    rope: Filter = None,
+    backend: Filter = None,
+    thinking: Filter = None,
+    checkpoint_prefix: Annotated[str | None, Query(max_length=128, pattern=NO_NUL_PATTERN,
+                                                   description="checkpoints whose name starts so (one training run)")] = None,
+    lineage: Annotated[str | None, Query(max_length=1024, pattern=NO_NUL_PATTERN,
+                                         description="the folder the checkpoints lie in, as job paths show it "
+                                                     "(a schedule's watch folder)")] = None,
+    schedule: Annotated[str | None, Query(max_length=128, pattern=NO_NUL_PATTERN,
+                                          description="jobs the schedule of this name submitted")] = None,
+    finished_after: Annotated[datetime | None, Query(description="jobs finished at or after (UTC, ISO 8601)")] = None,
+    finished_before: Annotated[datetime | None, Query(description="jobs finished before (UTC, ISO 8601)")] = None,
+    per: Annotated[Literal["fingerprint", "lineage"], Query(
+        description="a row per checkpoint (fingerprint) and setting, or per lineage (the checkpoint's folder) "
+                    "and setting: that run's newest checkpoint")] = "fingerprint",
+    sort: Annotated[str | None, Query(max_length=200, pattern=NO_NUL_PATTERN, description=(
+        "a column's name, or checkpoint, setting, finished_at, job (default: the headline)"))] = None,
+    order: Annotated[Literal["asc", "desc"] | None, Query(
+        description="default: best first for a value column, newest first for finished_at, A to Z for names")] = None,
+    limit: Annotated[int, Query(ge=1, le=5000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+) -> Leaderboard:
+    """One row per (checkpoint, RoPE setting, backend, scoring options, data revision): its latest results,
+    a page at a time (`total`: the rows that match). Filter by `checkpoint` (name), `checkpoint_prefix`,
+    `lineage`, `schedule`, `rope` (label as shown, e.g. `yarn:4`), `backend`, `thinking` (a reasoning
+    model's setting: the same checkpoint thinking and not, side by side) and the finishing time."""
+    _known(task)
+    if finished_after and finished_before and finished_after >= finished_before:
+        raise InvalidRequest("finished_after must be before finished_before; give a range that holds some time")
+    q = BoardQuery(task=task, per=per, checkpoint=checkpoint, checkpoint_prefix=checkpoint_prefix, lineage=lineage,
+                   schedule=schedule, rope=rope.strip().lower() if rope is not None else None, backend=backend,
+                   thinking=thinking, finished_after=_naive(finished_after), finished_before=_naive(finished_before),
+                   sort=sort, descending=None if order is None else order == "desc", limit=limit, offset=offset)
+    page = store.board(q)
+    if sort is not None and sort not in NAME_SORTS and sort not in page.columns and page.total:
+        raise InvalidRequest(f"sort: {task} has no column {sort!r}; give one of its columns (the answer's `columns`) "
+                             f"or {', '.join(NAME_SORTS)}")
+    names = column_order({n: _info(c) for n, c in page.columns.items()})
+    better = page.columns[page.headline].higher_is_better if page.headline in page.columns else None
+    return Leaderboard(task=task, columns=names, headline=page.headline if better is not None else None,
+                       column_info=[_info(page.columns[c]) for c in names], total=page.total, limit=limit,
+                       offset=offset, rows=[LeaderboardRow(**_row(r, names)) for r in page.rows])
+
+
+def _naive(t: datetime | None) -> datetime | None:
+    """UTC without a zone, as the store keeps times (service.store.models.now)."""
+    if t is None or t.tzinfo is None:
+        return t
+    from datetime import UTC
+
+    return t.astimezone(UTC).replace(tzinfo=None)
 
 
 @router.get("/v1/compare", dependencies=Read, response_model=Comparison,
@@ -83,20 +107,20 @@ def leaderboard(task: Annotated[str, Query(pattern=TASK_PATTERN, examples=["pass
 def compare(task: Annotated[str, Query(pattern=TASK_PATTERN, examples=["passkey"])],
             jobs: Annotated[list[Annotated[str, Query(pattern=JOB_ID_PATTERN)]],
                             Query(min_length=2, max_length=32, description="job ids; the first is the baseline")],
-            store: StoreDep, settings: SettingsDep) -> Comparison:
+            store: StoreDep) -> Comparison:
     """Two or more jobs (settings, checkpoints) on one task: every column of each, and its
     difference from the first job's (per length for tasks with a length series)."""
-    entries = []
+    entries: list[ResultRecord] = []
     for job_id in jobs:
         job = store.get_job(job_id)
         if job.status != SUCCEEDED:
             raise Conflict(f"job {job_id} is {job.status}; compare succeeded jobs")
-        entry = scored(settings, job, task)
+        entry = store.stored_result(job_id, task)
         if entry is None:
             raise Conflict(f"job {job_id} has no results for task {task!r}; its tasks: "
-                                 f"{', '.join(t.get('name', '?') for t in job.tasks)}")
+                           f"{', '.join(t.get('name', '?') for t in job.tasks)}")
         entries.append(entry)
-    columns = column_info(entries)
+    columns = {c.name: _info(c) for e in entries for c in e.columns}
     names = column_order(columns)
     base = entries[0].values
     rows = []
@@ -104,8 +128,8 @@ def compare(task: Annotated[str, Query(pattern=TASK_PATTERN, examples=["passkey"
         row = _row(e, names)
         diff = {}
         for c in names:
-            v, b = row["values"][c], base.get(c, (None, None))[0]
+            v, b = row["values"][c], base.get(c)
             diff[c] = None if v is None or b is None else v - b
         rows.append(ComparisonRow(**row, difference=diff))
-    return Comparison(task=task, baseline=entries[0].job.id, columns=names,
+    return Comparison(task=task, baseline=entries[0].job_id, columns=names,
                       column_info=[columns[c] for c in names], rows=rows)

@@ -44,6 +44,7 @@ from service.runner.spec import JobSpec, WorkerConfig
 from service.runner.units import Unit, UnitQueue, plan_units
 from service.runner.worker import CONTROL, Worker
 from service.settings import Settings
+from service.standings import record_results
 from service.status import FAILED, QUEUED, RUNNING, SUCCEEDED
 from service.store import JobRow, Store
 
@@ -344,6 +345,7 @@ class JobRun:
         write_results(self.settings, self.job, self.model, results, self.spec.source, self._work())
         finished = self._finish(SUCCEEDED)
         if finished:
+            record_results(self.settings, self.store, self.job.id, self.entries)  # the leaderboard's rows
             self._record_speed()
         raise Ended(SUCCEEDED if finished else self.store.get_job(self.job.id).status)
 

@@ -10,7 +10,8 @@ a database to the newest revision in `service/migrations/versions/`, adopts a da
 made before migrations existed as the first revision, and refuses one newer than this code.
 
 The package: `models.py` (the tables), `db.py` (engines, sessions, migrations, `retried`) and
-one module of access per table (`checkpoints`, `endpoints`, `jobs`, `schedules`, `replicas`),
+one module of access per table (`checkpoints`, `endpoints`, `jobs`, `schedules`, `replicas`, `results`: the
+stored leaderboard rows),
 which `Store` combines: one object per process, as before."""
 
 from __future__ import annotations
@@ -24,17 +25,22 @@ from service.store.models import (
     CheckpointRow,
     EndpointRow,
     JobRow,
+    JobTaskRow,
     ReplicaRow,
+    ResultColumnRow,
+    ResultValueRow,
     ScheduleRow,
     SubmissionRow,
+    TaskResultRow,
     now,
 )
 from service.store.replicas import ReplicaAccess
+from service.store.results import ResultAccess
 from service.store.schedules import ScheduleAccess
 
-__all__ = ["Base", "CheckpointRow", "Database", "EndpointRow", "JobRow", "ReplicaRow", "ScheduleRow", "Store",
-           "SubmissionRow", "now", "retried"]
+__all__ = ["Base", "CheckpointRow", "Database", "EndpointRow", "JobRow", "JobTaskRow", "ReplicaRow", "ResultColumnRow",
+           "ResultValueRow", "ScheduleRow", "Store", "SubmissionRow", "TaskResultRow", "now", "retried"]
 
 
-class Store(CheckpointAccess, EndpointAccess, JobAccess, ScheduleAccess, ReplicaAccess):
+class Store(CheckpointAccess, EndpointAccess, JobAccess, ScheduleAccess, ReplicaAccess, ResultAccess):
     """All database access of the service. Methods return detached ORM rows."""

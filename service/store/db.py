@@ -126,10 +126,11 @@ class Database:
         self._read = sessionmaker(self.read_engine, expire_on_commit=False)
         self._write = sessionmaker(self.write_engine, expire_on_commit=False)
 
-    def upgrade(self) -> str:
+    def upgrade(self, settings: Any = None) -> str:
         """Bring the database to this code's newest schema revision, in one transaction (on
         PostgreSQL under an advisory lock, so replicas starting together migrate once).
-        Returns that revision. A database at a revision this code does not know (made by
+        Returns that revision. `settings` (the service's) lets a revision read the results
+        folder: 0007 fills the stored leaderboard from the results of jobs already run. A database at a revision this code does not know (made by
         a newer lctx) is refused with SchemaError; tables made before migrations existed
         are adopted as the first revision, then upgraded."""
         from alembic import command
@@ -148,6 +149,7 @@ class Database:
                                   f"this lctx does not know (its newest is {head}): a newer lctx has upgraded it; "
                                   "upgrade lctx to that version (or newer) before starting it on this database")
             config.attributes["connection"] = conn
+            config.attributes["settings"] = settings
             present = _our_tables(conn)
             if not current and present:
                 command.stamp(config, FIRST_REVISION)  # made by create_all before migrations existed

@@ -10,9 +10,24 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from service.errors import Conflict, Missing
-from service.status import CANCELLED, FAILED, FINAL, QUEUED, RUNNING, SUCCEEDED, JobStatus
+from service.status import CANCELLED, FAILED, FINAL, QUEUED, RUNNING, JobStatus
 from service.store.db import Database, retried
-from service.store.models import JobRow, SubmissionRow, now
+from service.store.models import JobCountRow, JobRow, JobTaskRow, SubmissionRow, now
+
+
+def samples_done(progress: dict[str, Any] | None) -> int:
+    """Samples a job's progress says were scored, over its tasks."""
+    return sum(int(p.get("done", 0)) for p in (progress or {}).values() if isinstance(p, dict))
+
+
+def _task_rows(job: JobRow) -> list[JobTaskRow]:
+    return [JobTaskRow(job_id=job.id, task=name) for name in dict.fromkeys(t["name"] for t in job.tasks)]
+
+
+def _count(s: Any, status: str, jobs: int, samples: int) -> None:
+    """A job entered (+1) or left (-1) a final status, with the samples it scored."""
+    s.execute(update(JobCountRow).where(JobCountRow.status == status)
+              .values(jobs=JobCountRow.jobs + jobs, samples=JobCountRow.samples + samples))
 
 
 class JobAccess(Database):
@@ -44,6 +59,7 @@ class JobAccess(Database):
         with self.writing() as s:
             row = self._new_job(**fields)
             s.add(row)
+            s.add_all(_task_rows(row))
         return row
 
     @retried
@@ -54,6 +70,7 @@ class JobAccess(Database):
             with self.writing() as s:
                 row = self._new_job(fingerprint=fingerprint, **fields)
                 s.add(row)
+                s.add_all(_task_rows(row))
                 s.flush()
                 s.add(SubmissionRow(fingerprint=fingerprint, suite_hash=suite_hash, job_id=row.id, created_at=now()))
             return row
@@ -75,7 +92,8 @@ class JobAccess(Database):
                   limit: int = 50, offset: int = 0, schedule: str | None = None) -> tuple[list[JobRow], int]:
         where = self._job_filter(status, checkpoint, task, schedule)
         with self.reading() as s:
-            total = s.scalar(select(func.count()).select_from(JobRow).where(*where)) or 0
+            total = (s.scalar(select(func.count()).select_from(JobRow).where(*where)) or 0) if where \
+                else sum(self.count_by_status().values())
             rows = s.scalars(select(JobRow).where(*where).order_by(JobRow.created_at.desc(), JobRow.id)
                              .limit(limit).offset(offset))
             return list(rows), total
@@ -84,6 +102,8 @@ class JobAccess(Database):
                      schedule: str | None = None) -> dict[str, int]:
         """Jobs per status among all that the list's filters select (not only the page shown)."""
         where = self._job_filter(status, checkpoint, task, schedule)
+        if not where:
+            return {st: n for st, n in self.count_by_status().items() if n}
         with self.reading() as s:
             counts = s.execute(select(JobRow.status, func.count()).where(*where).group_by(JobRow.status)).all()
         return {str(st): int(n) for st, n in counts}
@@ -98,19 +118,23 @@ class JobAccess(Database):
         if checkpoint:
             where.append(JobRow.checkpoint == checkpoint)
         if task:
-            where.append(JobRow.task_names.contains(f",{task},", autoescape=True))
+            where.append(JobRow.id.in_(select(JobTaskRow.job_id).where(JobTaskRow.task == task)))
         return where
 
     def count_by_status(self) -> dict[str, int]:
+        """Final statuses from the kept counts; queued and running counted (the index holds only them)."""
         with self.reading() as s:
-            counts = dict(s.execute(select(JobRow.status, func.count()).group_by(JobRow.status)).all())
-        return {st: int(counts.get(st, 0)) for st in JobStatus}
+            counts = dict(s.execute(select(JobCountRow.status, JobCountRow.jobs)).all())
+            for status in (QUEUED, RUNNING):
+                counts[status] = s.scalar(select(func.count()).select_from(JobRow).where(JobRow.status == status))
+        return {st: int(counts.get(st) or 0) for st in JobStatus}
 
     def samples_scored(self) -> int:
-        total = 0
+        """Samples scored by started jobs: the finished ones' kept sum and the running ones' progress."""
         with self.reading() as s:
-            for progress in s.scalars(select(JobRow.progress).where(JobRow.status != QUEUED)):
-                total += sum(int(p.get("done", 0)) for p in (progress or {}).values())
+            total = int(s.scalar(select(func.sum(JobCountRow.samples))) or 0)
+            for progress in s.scalars(select(JobRow.progress).where(JobRow.status == RUNNING)):
+                total += samples_done(progress)
         return total
 
     @retried
@@ -157,6 +181,7 @@ class JobAccess(Database):
             job.status, job.error, job.finished_at = status, error, t
             if progress is not None:
                 job.progress = progress
+            _count(s, status, 1, samples_done(job.progress))
             job.duration_s = (t - job.started_at).total_seconds() if job.started_at else None
             return True
 
@@ -168,6 +193,7 @@ class JobAccess(Database):
             if job.status in FINAL:
                 raise Conflict(f"job {job_id} is already {job.status}; only queued or running jobs can be cancelled")
             job.status, job.finished_at = CANCELLED, now()
+            _count(s, CANCELLED, 1, samples_done(job.progress))
             if job.started_at:
                 job.duration_s = (job.finished_at - job.started_at).total_seconds()
             return job
@@ -182,6 +208,7 @@ class JobAccess(Database):
                 raise Missing("job", job_id, label="")
             if job.status not in (FAILED, CANCELLED):
                 raise Conflict(f"job {job_id} is {job.status}; only failed or cancelled jobs can be resumed")
+            _count(s, job.status, -1, -samples_done(job.progress))
             job.status, job.owner, job.error, job.finished_at, job.duration_s = QUEUED, None, None, None, None
             return job
 
@@ -211,11 +238,3 @@ class JobAccess(Database):
         with self.reading() as s:
             return list(s.scalars(select(JobRow).where(JobRow.owner == owner, JobRow.finished_at >= since,
                                                        JobRow.status.in_(FINAL))))
-
-    @retried
-    def latest_succeeded(self, task: str) -> list[JobRow]:
-        """Succeeded jobs that ran `task` (or `task/...`), newest first."""
-        with self.reading() as s:
-            return list(s.scalars(select(JobRow).where(JobRow.status == SUCCEEDED)
-                                  .where(JobRow.task_names.contains(f",{task.split('/')[0]},", autoescape=True))
-                                  .order_by(JobRow.finished_at.desc())))

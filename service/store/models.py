@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     DateTime,
     Float,
     ForeignKey,
@@ -148,3 +149,100 @@ class ReplicaRow(Base):
     url: Mapped[str] = mapped_column(Text)
     started_at: Mapped[datetime] = mapped_column(DateTime)
     heartbeat_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class JobTaskRow(Base):
+    """Which tasks a job runs, one row each: the job list's and the leaderboard's task filter is
+    an index lookup, not a LIKE over a joined column."""
+
+    __tablename__ = "job_tasks"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    task: Mapped[str] = mapped_column(String(64), primary_key=True)
+
+    __table_args__ = (Index("ix_job_tasks_task", "task", "job_id"),)
+
+
+class JobCountRow(Base):
+    """Jobs in each final status and the samples they scored, kept by the state changes that
+    enter or leave it: /metrics reads these few rows, not every job's progress."""
+
+    __tablename__ = "job_counts"
+
+    status: Mapped[str] = mapped_column(String(16), primary_key=True)
+    jobs: Mapped[int] = mapped_column(BigInteger, default=0)
+    samples: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class TaskResultRow(Base):
+    """One leaderboard row of one job: a task view (`passkey`, `longbench/qasper`) with the setting
+    it ran under, stored when the job succeeded (service/standings.py). `current`: the newest
+    row of its setting key (checkpoint fingerprint, RoPE, backend, scoring options, data
+    revision); `lineage_current`: the newest of its lineage key (the checkpoint's folder in
+    place of its fingerprint). `rank` orders by the headline, best first (ascending)."""
+
+    __tablename__ = "task_results"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    task: Mapped[str] = mapped_column(String(200))
+    checkpoint: Mapped[str] = mapped_column(String(128))
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    lineage: Mapped[str | None] = mapped_column(String(1024), nullable=True)  # the checkpoint's folder, as clients see it
+    schedule: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    rope: Mapped[str] = mapped_column(String(128))
+    backend: Mapped[str] = mapped_column(String(16))
+    thinking: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    data_revision: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    options: Mapped[dict[str, Any]] = mapped_column(JSON)
+    setting: Mapped[str] = mapped_column(String(1024))
+    setting_key: Mapped[str] = mapped_column(String(40))
+    lineage_key: Mapped[str] = mapped_column(String(40))
+    finished_at: Mapped[datetime] = mapped_column(DateTime)
+    trained_context: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    beyond_context: Mapped[list[int]] = mapped_column(JSON)
+    headline: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    unranked: Mapped[bool] = mapped_column(Boolean)  # no headline value: sorted last
+    rank: Mapped[float | None] = mapped_column(Float, nullable=True)
+    current: Mapped[bool] = mapped_column(Boolean, default=False)
+    lineage_current: Mapped[bool] = mapped_column(Boolean, default=False)
+
+    __table_args__ = (
+        Index("ix_task_results_board", "task", "current", "unranked", "rank", "checkpoint", "setting"),
+        Index("ix_task_results_lineage_board", "task", "lineage_current", "unranked", "rank", "checkpoint", "setting"),
+        Index("ix_task_results_newest", "task", "current", "finished_at"),
+        Index("ix_task_results_setting", "task", "setting_key", "finished_at"),
+        Index("ix_task_results_lineage_key", "task", "lineage_key", "finished_at"),
+        Index("ix_task_results_lineage", "task", "lineage", "finished_at"),
+        Index("ix_task_results_checkpoint", "task", "checkpoint", "finished_at"),
+        Index("ix_task_results_schedule", "task", "schedule", "finished_at"),
+    )
+
+
+class ResultValueRow(Base):
+    """One column of a leaderboard row: a metric, or a series point `<series>.<axis>=<key>`."""
+
+    __tablename__ = "result_values"
+
+    result_id: Mapped[int] = mapped_column(ForeignKey("task_results.id", ondelete="CASCADE"), primary_key=True)
+    column: Mapped[str] = mapped_column(String(200), primary_key=True)
+    value: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class ResultColumnRow(Base):
+    """A task view's column and what it means (the newest row's word on it), with how many
+    current rows (per fingerprint, per lineage) have it: the whole table's columns without
+    reading its rows."""
+
+    __tablename__ = "result_columns"
+
+    task: Mapped[str] = mapped_column(String(200), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    higher_is_better: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    unit: Mapped[str] = mapped_column(String(128))
+    kind: Mapped[str] = mapped_column(String(16))
+    series: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    axis: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    rows: Mapped[int] = mapped_column(Integer, default=0)
+    lineage_rows: Mapped[int] = mapped_column(Integer, default=0)

@@ -10,14 +10,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from checkpoints.jsonfiles import write_json_atomic
 from evaluators import TASK_OPTIONS
 from service.app import create_app
-from service.layout import job_dir, job_results, task_dir
+from service.layout import job_dir, task_dir
 from service.status import SUCCEEDED
 from service.store import Store
 from tests.helpers import OLD_RESULTS as OLD
-from tests.helpers import ThreadServer, make_settings
+from tests.helpers import ThreadServer, make_settings, store_results
 
 pytestmark = pytest.mark.integration  # a server on loopback
 
@@ -112,7 +111,7 @@ def test_leaderboard_reads_results_of_the_old_layout(served) -> None:
                                 tasks=[{"name": name}], rope=None, backend="auto", priority=0)
             assert store.claim_next("test").id == job.id and store.finish(job.id, SUCCEEDED)
             job_dir(settings, job.id).mkdir(parents=True)
-            write_json_atomic(job_results(settings, job.id), {"job": job.id, "results": {name: OLD[name]}})
+            store_results(settings, store, job.id, {name: OLD[name]})
     finally:
         store.close()
     board = c.get("/v1/leaderboard", params={"task": "passkey"}).json()
@@ -184,7 +183,7 @@ def test_lengths_beyond_the_context_are_run_and_marked_in_results_and_the_leader
             assert entry["context"] == ({"trained": 128, "reach": 128, "rope_scaled": False, "beyond": [192]}
                                         if rope is None else
                                         {"trained": 128, "reach": 256, "rope_scaled": True, "beyond": []})
-            write_json_atomic(job_results(settings, job.id), {"job": job.id, "results": {"passkey": entry}})
+            store_results(settings, store, job.id, {"passkey": entry})
     finally:
         store.close()
     rows = {r["rope"]: r for r in c.get("/v1/leaderboard", params={"task": "passkey"}).json()["rows"]}

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from checkpoints.jsonfiles import write_json_atomic
 from evaluators.graphwalks.evaluator import typed
 from service.api.leaderboard import compare, leaderboard
-from service.layout import job_dir, job_results
+from service.layout import job_dir
 from service.status import SUCCEEDED
 from service.store import Store
-from tests.helpers import make_settings
+from tests.helpers import make_settings, store_results
 
 
 def graphwalks_result(f1: float) -> dict:
@@ -36,16 +35,16 @@ def test_rows_part_by_data_revision(tmp_path: Path) -> None:
             entry = {"task": "graphwalks", "result": graphwalks_result(f1)}
             if revision:
                 entry["data"] = {"revision": revision, "files": [], "hub": [], "warnings": []}
-            write_json_atomic(job_results(settings, job.id), {"job": job.id, "results": {"graphwalks": entry}})
+            store_results(settings, store, job.id, {"graphwalks": entry})
             jobs.append(job.id)
-        board = leaderboard("graphwalks", store, settings)
+        board = leaderboard("graphwalks", store)
         rows = {r.data_revision: r for r in board.rows}
         assert set(rows) == {"aaaaaaaaaaaa", "bbbbbbbbbbbb", None}
         assert rows["aaaaaaaaaaaa"].job == jobs[2] and rows["aaaaaaaaaaaa"].values["overall"] == 0.75  # its latest
         assert rows["bbbbbbbbbbbb"].values["overall"] == 0.5
         assert rows["aaaaaaaaaaaa"].setting == "rope=checkpoint backend=auto data=aaaaaaaaaaaa"
         assert rows[None].setting == "rope=checkpoint backend=auto"
-        pair = compare("graphwalks", [jobs[2], jobs[1]], store, settings)
+        pair = compare("graphwalks", [jobs[2], jobs[1]], store)
         assert [r.data_revision for r in pair.rows] == ["aaaaaaaaaaaa", "bbbbbbbbbbbb"]
     finally:
         store.close()
@@ -64,12 +63,12 @@ def test_thinking_is_an_axis_beside_rope(tmp_path: Path) -> None:
                                 rope=None, backend="auto", priority=0)
             assert store.claim_next("test").id == job.id and store.finish(job.id, SUCCEEDED)
             job_dir(settings, job.id).mkdir(parents=True)
-            write_json_atomic(job_results(settings, job.id), {"job": job.id, "results": {
-                "graphwalks": {"task": "graphwalks", "result": graphwalks_result(f1)}}})
-        rows = {r.thinking: r for r in leaderboard("graphwalks", store, settings).rows}
+            store_results(settings, store, job.id, {
+                "graphwalks": {"task": "graphwalks", "result": graphwalks_result(f1)}})
+        rows = {r.thinking: r for r in leaderboard("graphwalks", store).rows}
         assert set(rows) == {"on", "off"} and rows["on"].values["overall"] == 0.75
         assert rows["off"].setting == "rope=checkpoint backend=auto thinking=off"
-        only = leaderboard("graphwalks", store, settings, thinking="on").rows
+        only = leaderboard("graphwalks", store, thinking="on").rows
         assert [r.thinking for r in only] == ["on"]
     finally:
         store.close()

@@ -20,7 +20,14 @@ from service.comparison import scoring_options
 from service.runner.resolve import judge_spec, worker_config
 from service.runner.worker import open_judge
 from service.store import EndpointRow, Store
-from tests.helpers import aa_lcr_files, chat_checkpoint, free_port, make_settings, tiny_checkpoint
+from tests.helpers import (
+    aa_lcr_files,
+    chat_checkpoint,
+    free_port,
+    make_settings,
+    store_results,
+    tiny_checkpoint,
+)
 
 
 @pytest.fixture
@@ -119,10 +126,9 @@ def test_a_judged_job_runs_in_the_worker_and_the_next_asks_the_judge_nothing(api
 def test_the_leaderboard_keeps_two_judges_apart(api) -> None:
     """The same checkpoint graded by two judges: two rows, each naming its judge, never one
     row of the latest job."""
-    from checkpoints.jsonfiles import write_json_atomic
     from evaluators.aa_lcr.evaluator import typed
     from evaluators.registry import validate_task
-    from service.layout import job_dir, job_results
+    from service.layout import job_dir
     from service.status import SUCCEEDED
 
     c, store, settings = api
@@ -135,8 +141,8 @@ def test_the_leaderboard_keeps_two_judges_apart(api) -> None:
                             rope=None, backend="auto", priority=0)
         assert store.claim_next("test").id == job.id and store.finish(job.id, SUCCEEDED)
         job_dir(settings, job.id).mkdir(parents=True)
-        write_json_atomic(job_results(settings, job.id), {"job": job.id, "results": {"aa_lcr": {
-            "task": "aa_lcr", "result": typed(record, "v1.1").model_dump(mode="json")}}})
+        store_results(settings, store, job.id, {"aa_lcr": {
+            "task": "aa_lcr", "result": typed(record, "v1.1").model_dump(mode="json")}})
     board = c.get("/v1/leaderboard", params={"task": "aa_lcr"}).json()
     rows = {row["options"]["judge"]: row for row in board["rows"]}
     assert board["headline"] == "accuracy" and sorted(rows) == ["a@aaaaaaaaaaaa", "b@bbbbbbbbbbbb"]

@@ -8,16 +8,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from checkpoints.jsonfiles import write_json_atomic
 from evaluators.babilong.evaluator import typed as babilong_typed
 from evaluators.graphwalks.evaluator import typed as graphwalks_typed
 from evaluators.longbench_v2.evaluator import typed as longbench_v2_typed
 from evaluators.mrcr.evaluator import typed as mrcr_typed
 from service.app import create_app
-from service.layout import job_dir, job_results
+from service.layout import job_dir
 from service.status import SUCCEEDED
 from service.store import Store
-from tests.helpers import ThreadServer, make_settings
+from tests.helpers import ThreadServer, make_settings, store_results
 
 pytestmark = pytest.mark.integration  # a server on loopback
 
@@ -53,8 +52,8 @@ def test_leaderboard_columns_of_longbench_v2_babilong_mrcr_and_graphwalks(tmp_pa
                                     tasks=[{"name": name}], rope=None, backend="auto", priority=0)
                 assert store.claim_next("test").id == job.id and store.finish(job.id, SUCCEEDED)
                 job_dir(settings, job.id).mkdir(parents=True)
-                write_json_atomic(job_results(settings, job.id), {"job": job.id, "results": {name: {
-                    "task": name, "result": result.model_dump(mode="json")}}})
+                store_results(settings, store, job.id, {name: {
+                    "task": name, "result": result.model_dump(mode="json")}})
         finally:
             store.close()
         v2 = c.get("/v1/leaderboard", params={"task": "longbench_v2"}).json()

@@ -1,0 +1,143 @@
+"""The leaderboard stored (#52): a job's tasks in `job_tasks` (an index, not a LIKE over
+`task_names`); jobs per final status and the samples they scored in `job_counts` (what
+/metrics reads); per succeeded job and task view its leaderboard row (`task_results`), its
+columns (`result_values`) and each view's column catalog (`result_columns`).
+
+Existing jobs are filled in: their tasks and counts from their rows, their leaderboard rows
+from their results.json (service/standings.fill; the service's settings name the results
+folder: `lctx serve` passes them; a job whose results are gone is skipped and logged).
+
+Revision ID: 0007
+Revises: 0006
+Create Date: 2027-01-12
+"""
+
+from __future__ import annotations
+
+import logging
+
+import sqlalchemy as sa
+from alembic import context, op
+
+revision = "0007"
+down_revision = "0006"
+branch_labels = None
+depends_on = None
+
+FINAL = ("succeeded", "failed", "cancelled")
+log = logging.getLogger("lctx.store")
+
+
+def upgrade() -> None:
+    op.create_table(
+        "job_tasks",
+        sa.Column("job_id", sa.String(32), sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("task", sa.String(64), nullable=False),
+        sa.PrimaryKeyConstraint("job_id", "task"),
+    )
+    op.create_index("ix_job_tasks_task", "job_tasks", ["task", "job_id"])
+    op.create_table(
+        "job_counts",
+        sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("jobs", sa.BigInteger(), nullable=False),
+        sa.Column("samples", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("status"),
+    )
+    op.create_table(
+        "task_results",
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("job_id", sa.String(32), sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("task", sa.String(200), nullable=False),
+        sa.Column("checkpoint", sa.String(128), nullable=False),
+        sa.Column("fingerprint", sa.String(64), nullable=False),
+        sa.Column("lineage", sa.String(1024), nullable=True),
+        sa.Column("schedule", sa.String(128), nullable=True),
+        sa.Column("rope", sa.String(128), nullable=False),
+        sa.Column("backend", sa.String(16), nullable=False),
+        sa.Column("thinking", sa.String(32), nullable=True),
+        sa.Column("data_revision", sa.String(64), nullable=True),
+        sa.Column("options", sa.JSON(), nullable=False),
+        sa.Column("setting", sa.String(1024), nullable=False),
+        sa.Column("setting_key", sa.String(40), nullable=False),
+        sa.Column("lineage_key", sa.String(40), nullable=False),
+        sa.Column("finished_at", sa.DateTime(), nullable=False),
+        sa.Column("trained_context", sa.Integer(), nullable=True),
+        sa.Column("beyond_context", sa.JSON(), nullable=False),
+        sa.Column("headline", sa.String(200), nullable=True),
+        sa.Column("unranked", sa.Boolean(), nullable=False),
+        sa.Column("rank", sa.Float(), nullable=True),
+        sa.Column("current", sa.Boolean(), nullable=False),
+        sa.Column("lineage_current", sa.Boolean(), nullable=False),
+        sa.PrimaryKeyConstraint("id"),
+    )
+    op.create_index("ix_task_results_job_id", "task_results", ["job_id"])
+    for name, columns in {
+        "board": ["task", "current", "unranked", "rank", "checkpoint", "setting"],
+        "lineage_board": ["task", "lineage_current", "unranked", "rank", "checkpoint", "setting"],
+        "newest": ["task", "current", "finished_at"],
+        "setting": ["task", "setting_key", "finished_at"],
+        "lineage_key": ["task", "lineage_key", "finished_at"],
+        "lineage": ["task", "lineage", "finished_at"],
+        "checkpoint": ["task", "checkpoint", "finished_at"],
+        "schedule": ["task", "schedule", "finished_at"],
+    }.items():
+        op.create_index(f"ix_task_results_{name}", "task_results", columns)
+    op.create_table(
+        "result_values",
+        sa.Column("result_id", sa.Integer(), sa.ForeignKey("task_results.id", ondelete="CASCADE"), nullable=False),
+        sa.Column("column", sa.String(200), nullable=False),
+        sa.Column("value", sa.Float(), nullable=True),
+        sa.PrimaryKeyConstraint("result_id", "column"),
+    )
+    op.create_table(
+        "result_columns",
+        sa.Column("task", sa.String(200), nullable=False),
+        sa.Column("name", sa.String(200), nullable=False),
+        sa.Column("higher_is_better", sa.Boolean(), nullable=True),
+        sa.Column("unit", sa.String(128), nullable=False),
+        sa.Column("kind", sa.String(16), nullable=False),
+        sa.Column("series", sa.String(200), nullable=True),
+        sa.Column("axis", sa.String(32), nullable=True),
+        sa.Column("key", sa.String(200), nullable=True),
+        sa.Column("rows", sa.Integer(), nullable=False),
+        sa.Column("lineage_rows", sa.Integer(), nullable=False),
+        sa.PrimaryKeyConstraint("task", "name"),
+    )
+    _fill()
+
+
+def _fill() -> None:
+    """Existing jobs' tasks and counts, and (with the service's settings) their leaderboard rows."""
+    conn = op.get_bind()
+    jobs = sa.table("jobs", sa.column("id", sa.String), sa.column("task_names", sa.Text),
+                    sa.column("status", sa.String), sa.column("progress", sa.JSON))
+    tasks = sa.table("job_tasks", sa.column("job_id", sa.String), sa.column("task", sa.String))
+    counts = {status: [0, 0] for status in FINAL}
+    succeeded = 0
+    for row in conn.execute(sa.select(jobs)).all():
+        names = [t for t in dict.fromkeys((row.task_names or "").split(",")) if t]
+        if names:
+            conn.execute(sa.insert(tasks), [{"job_id": row.id, "task": t} for t in names])
+        if row.status in counts:
+            counts[row.status][0] += 1
+            counts[row.status][1] += sum(int(p.get("done", 0)) for p in (row.progress or {}).values()
+                                         if isinstance(p, dict))
+        succeeded += row.status == "succeeded"
+    table = sa.table("job_counts", sa.column("status", sa.String), sa.column("jobs", sa.BigInteger),
+                     sa.column("samples", sa.BigInteger))
+    conn.execute(sa.insert(table), [{"status": s, "jobs": n, "samples": k} for s, (n, k) in counts.items()])
+    settings = context.config.attributes.get("settings")
+    if settings is None:
+        if succeeded:
+            log.warning("%d succeeded jobs' leaderboard rows were not filled: the upgrade was not given the "
+                        "service's settings (lctx serve gives them)", succeeded)
+        return
+    from service.standings import fill
+
+    filled = fill(conn, settings)
+    log.info("the leaderboard: %d of %d succeeded jobs filled from their results", filled, succeeded)
+
+
+def downgrade() -> None:
+    for name in ("result_columns", "result_values", "task_results", "job_counts", "job_tasks"):
+        op.drop_table(name)

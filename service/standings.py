@@ -1,0 +1,125 @@
+"""What a succeeded job adds to the leaderboard, stored once when it finishes: per task view
+(`passkey`, and `longbench/qasper` for each point key and grid coordinate its series have)
+its typed result's columns, its setting and context, as service/comparison.py reads them.
+The leaderboard and comparisons then read rows (service/store/results.py), never results
+files: a page costs what it shows, not the whole history.
+
+`record_results` is the one call at a job's end (the coordinator's, once the job is marked
+succeeded); `fill` is the migration's: the same rows for jobs that ran before (their
+results.json read; a job whose results are gone is skipped and logged)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
+
+from evaluators.results import task_result
+from service.comparison import Scored, column_info, headline_column, scored_in
+from service.layout import job_results
+from service.paths import client_path
+from service.schemas import TASK_PATTERN
+from service.settings import Settings
+from service.status import SUCCEEDED
+from service.store import JobRow, Store
+from service.store.results import Column, ResultRecord, insert_results
+
+log = logging.getLogger("lctx.standings")
+
+
+def views(results: dict[str, Any]) -> list[str]:
+    """The task views a results document answers: each task key, and `<key>/<select>` for each
+    point key and grid coordinate of its series (the leaderboard's `task=longbench/qasper`)."""
+    out: list[str] = []
+    for key, entry in results.items():
+        if not isinstance(entry, dict):
+            continue
+        out.append(key)
+        try:
+            result = task_result(entry)
+        except Exception:  # unreadable: its whole view is skipped by scored_in as well
+            continue
+        selects = {str(p.key) for s in result.series for p in s.points} | \
+            {str(v) for s in result.series for v in s.at.values()}
+        out += [f"{key}/{s}" for s in sorted(selects) if f"{key}/{s}" not in results]
+    return [v for v in out if re.fullmatch(TASK_PATTERN, v)]  # what the API can ask for
+
+
+def _key(*parts: Any) -> str:
+    return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def lineage(settings: Settings, job: JobRow) -> str | None:
+    """The folder a checkpoint lies in as clients see it (a schedule's watch folder for nightly
+    runs): one training run's checkpoints. None for a served model."""
+    return None if job.endpoint else client_path(Path(job.checkpoint_path).parent, settings)
+
+
+def record(settings: Settings, job: JobRow, view: str, entry: Scored) -> ResultRecord:
+    """The stored row of one scored view."""
+    columns = column_info([entry])
+    headline = headline_column(entry, view)
+    better = columns[headline].higher_is_better if headline in columns else None
+    value = entry.values[headline][0] if headline in entry.values else None
+    rank = None if value is None else -value if better is not False else value
+    options_key = json.dumps(entry.options, sort_keys=True, default=str)
+    folder = lineage(settings, job)
+    context = entry.context or {}
+    return ResultRecord(
+        task=view, checkpoint=job.checkpoint, fingerprint=job.fingerprint, lineage=folder, schedule=job.schedule,
+        rope=entry.rope, backend=entry.backend, thinking=entry.thinking, data_revision=entry.data,
+        options=json.loads(json.dumps(entry.options, default=str)), setting=entry.setting,
+        setting_key=_key(job.fingerprint, entry.rope, entry.backend, options_key, entry.data),
+        lineage_key=_key(folder or f"fingerprint:{job.fingerprint}", entry.rope, entry.backend, options_key, entry.data),
+        finished_at=job.finished_at, trained_context=context.get("trained"),
+        beyond_context=list(context.get("beyond", [])), headline=headline, rank=rank,
+        values={c: v for c, (v, _) in entry.values.items()},
+        columns=[Column(**c.model_dump()) for c in columns.values()], job_id=job.id)
+
+
+def records(settings: Settings, job: JobRow, results: dict[str, Any]) -> list[ResultRecord]:
+    """Every view of a succeeded job's results that has values."""
+    out = []
+    for view in views(results):
+        entry = scored_in(settings, job, view, results)
+        if entry is not None:
+            out.append(record(settings, job, view, entry))
+    return out
+
+
+def record_results(settings: Settings, store: Store, job_id: str, results: dict[str, Any]) -> None:
+    """Store what a succeeded job adds to the leaderboard (its results document's `results`).
+    A failure is logged, not raised: the job has succeeded and its results.json stands."""
+    try:
+        job = store.get_job(job_id)
+        if job.status == SUCCEEDED:
+            store.save_results(job_id, records(settings, job, results))
+    except Exception:
+        log.exception("job %s: its results could not be stored for the leaderboard", job_id)
+
+
+def fill(conn: Connection, settings: Settings) -> int:
+    """The rows of every succeeded job already run, oldest first, from its results.json (the
+    migration's backfill). A job whose results are gone or unreadable is skipped and logged.
+    Returns the jobs filled."""
+    table = JobRow.__table__
+    done = 0
+    for row in conn.execute(select(table).where(table.c.status == SUCCEEDED)
+                            .order_by(table.c.finished_at, table.c.id)).all():
+        job = JobRow(**row._mapping)
+        path = job_results(settings, job.id)
+        try:
+            results = json.loads(path.read_text())["results"]
+            rows = records(settings, job, results) if isinstance(results, dict) else []
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            log.warning("job %s: no leaderboard rows from %s: %s", job.id, path, e)
+            continue
+        insert_results(conn, job.id, rows)
+        done += 1
+    return done

@@ -1,0 +1,262 @@
+"""Stored leaderboard rows: what a succeeded job's results add (`insert_results`, the one write,
+also run by the migration that fills the tables from older jobs' files), and the reads of the
+leaderboard and comparisons: a page sorted and filtered in SQL, the columns of a task view
+from its catalog, one job's row. Plain data in and out: what a row holds is decided by
+service/standings.py, which reads the typed results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.engine import Connection
+
+from service.store.db import Database
+from service.store.models import ResultColumnRow, ResultValueRow, TaskResultRow
+
+T, V, C = TaskResultRow.__table__, ResultValueRow.__table__, ResultColumnRow.__table__
+PER = {"fingerprint": ("setting_key", "current", "rows"), "lineage": ("lineage_key", "lineage_current", "lineage_rows")}
+NAME_SORTS = ("checkpoint", "setting", "finished_at", "job")  # sorts that are no value column
+
+
+@dataclass
+class Column:
+    """A column's meaning (service.schemas.LeaderboardColumn's fields)."""
+
+    name: str
+    higher_is_better: bool | None
+    unit: str
+    kind: str
+    series: str | None = None
+    axis: str | None = None
+    key: str | None = None
+
+
+@dataclass
+class ResultRecord:
+    """One leaderboard row of one job and task view, as stored."""
+
+    task: str
+    checkpoint: str
+    fingerprint: str
+    lineage: str | None
+    schedule: str | None
+    rope: str
+    backend: str
+    thinking: str | None
+    data_revision: str | None
+    options: dict[str, Any]
+    setting: str
+    setting_key: str
+    lineage_key: str
+    finished_at: datetime
+    trained_context: int | None
+    beyond_context: list[int]
+    headline: str | None
+    rank: float | None  # the headline's value, negated where higher is better: ascending is best first
+    values: dict[str, float | None]
+    columns: list[Column]
+    job_id: str = ""
+
+
+@dataclass
+class BoardQuery:
+    """A page of a task view's leaderboard: one row per setting (`per` fingerprint) or per
+    lineage, filtered, sorted by `sort` (None: the headline), `descending` None: best first."""
+
+    task: str
+    per: str = "fingerprint"
+    checkpoint: str | None = None
+    checkpoint_prefix: str | None = None
+    lineage: str | None = None
+    schedule: str | None = None
+    rope: str | None = None
+    backend: str | None = None
+    thinking: str | None = None
+    finished_after: datetime | None = None
+    finished_before: datetime | None = None
+    sort: str | None = None
+    descending: bool | None = None
+    limit: int = 100
+    offset: int = 0
+
+    def filtered(self) -> bool:
+        return any(v is not None for v in (self.checkpoint, self.checkpoint_prefix, self.lineage, self.schedule,
+                                            self.rope, self.backend, self.thinking, self.finished_after,
+                                            self.finished_before))
+
+
+@dataclass
+class BoardPage:
+    total: int
+    headline: str | None
+    columns: dict[str, Column]  # every column of the matching rows
+    rows: list[ResultRecord] = field(default_factory=list)
+
+
+def insert_results(conn: Connection, job_id: str, records: list[ResultRecord]) -> None:
+    """Store a job's rows and settle which row is the newest of each key (a job recorded late,
+    as the migration does, takes a key only if it finished last)."""
+    for rec in records:
+        result_id = conn.execute(insert(T).values(
+            job_id=job_id, task=rec.task, checkpoint=rec.checkpoint, fingerprint=rec.fingerprint,
+            lineage=rec.lineage, schedule=rec.schedule, rope=rec.rope, backend=rec.backend, thinking=rec.thinking,
+            data_revision=rec.data_revision, options=rec.options, setting=rec.setting, setting_key=rec.setting_key,
+            lineage_key=rec.lineage_key, finished_at=rec.finished_at, trained_context=rec.trained_context,
+            beyond_context=rec.beyond_context, headline=rec.headline, unranked=rec.rank is None, rank=rec.rank,
+            current=False, lineage_current=False)).inserted_primary_key[0]
+        if rec.values:
+            conn.execute(insert(V), [{"result_id": result_id, "column": c, "value": v} for c, v in rec.values.items()])
+        _catalog(conn, rec.task, rec.columns)
+        for key, flag, count in PER.values():
+            _settle(conn, rec.task, key, getattr(rec, key), flag, count)
+
+
+def _catalog(conn: Connection, task: str, columns: list[Column]) -> None:
+    """Each column in the task view's catalog, with the newest row's word on its meaning."""
+    known = {r.name: r for r in conn.execute(select(C).where(C.c.task == task, C.c.name.in_([c.name for c in columns])))}
+    for c in columns:
+        info = {"higher_is_better": c.higher_is_better, "unit": c.unit, "kind": c.kind, "series": c.series,
+                "axis": c.axis, "key": c.key}
+        old = known.get(c.name)
+        if old is None:
+            conn.execute(insert(C).values(task=task, name=c.name, rows=0, lineage_rows=0, **info))
+        elif any(getattr(old, k) != v for k, v in info.items()):
+            conn.execute(update(C).where(C.c.task == task, C.c.name == c.name).values(**info))
+
+
+def _settle(conn: Connection, task: str, key_column: str, key: str, flag: str, count: str) -> None:
+    """The newest row of `key` carries `flag`; the catalog's counts follow the rows that gain or lose it."""
+    key_col, flag_col = T.c[key_column], T.c[flag]
+    newest = conn.execute(select(T.c.id).where(T.c.task == task, key_col == key)
+                          .order_by(T.c.finished_at.desc(), T.c.id.desc()).limit(1)).scalar()
+    held = conn.execute(select(T.c.id).where(T.c.task == task, key_col == key, flag_col.is_(True))).scalars().all()
+    if held == [newest]:
+        return
+    for old in held:
+        conn.execute(update(T).where(T.c.id == old).values({flag: False}))
+        _count(conn, task, old, count, -1)
+    conn.execute(update(T).where(T.c.id == newest).values({flag: True}))
+    _count(conn, task, newest, count, +1)
+
+
+def _count(conn: Connection, task: str, result_id: int, count: str, step: int) -> None:
+    names = select(V.c.column).where(V.c.result_id == result_id).scalar_subquery()
+    conn.execute(update(C).where(C.c.task == task, C.c.name.in_(names)).values({count: C.c[count] + step}))
+
+
+def _record(row: Any, values: dict[str, float | None]) -> ResultRecord:
+    m = row._mapping
+    return ResultRecord(task=m["task"], checkpoint=m["checkpoint"], fingerprint=m["fingerprint"], lineage=m["lineage"],
+                        schedule=m["schedule"], rope=m["rope"], backend=m["backend"], thinking=m["thinking"],
+                        data_revision=m["data_revision"], options=m["options"], setting=m["setting"],
+                        setting_key=m["setting_key"], lineage_key=m["lineage_key"], finished_at=m["finished_at"],
+                        trained_context=m["trained_context"], beyond_context=m["beyond_context"] or [],
+                        headline=m["headline"], rank=m["rank"], values=values, columns=[], job_id=m["job_id"])
+
+
+def _column(row: Any) -> Column:
+    return Column(name=row.name, higher_is_better=row.higher_is_better, unit=row.unit, kind=row.kind,
+                  series=row.series, axis=row.axis, key=row.key)
+
+
+class ResultAccess(Database):
+    """The store's access to stored leaderboard rows."""
+
+    def save_results(self, job_id: str, records: list[ResultRecord]) -> None:
+        """A succeeded job's rows, in one transaction; a second call for the job replaces its rows."""
+        with self.write_engine.begin() as conn:
+            if conn.execute(select(T.c.id).where(T.c.job_id == job_id).limit(1)).first() is not None:
+                self._forget_job(conn, job_id)
+            insert_results(conn, job_id, records)
+
+    @staticmethod
+    def _forget_job(conn: Connection, job_id: str) -> None:
+        rows = conn.execute(select(T.c.id, T.c.task, T.c.setting_key, T.c.lineage_key, T.c.current,
+                                   T.c.lineage_current).where(T.c.job_id == job_id)).all()
+        for r in rows:
+            for _, flag, count in PER.values():
+                if getattr(r, flag):
+                    _count(conn, r.task, r.id, count, -1)
+        conn.execute(delete(V).where(V.c.result_id.in_([r.id for r in rows])))
+        conn.execute(delete(T).where(T.c.job_id == job_id))
+        for r in rows:
+            for key, flag, count in PER.values():
+                if getattr(r, flag):
+                    newest = conn.execute(select(T.c.id).where(T.c.task == r.task, T.c[key] == getattr(r, key))
+                                          .order_by(T.c.finished_at.desc(), T.c.id.desc()).limit(1)).scalar()
+                    if newest is not None:
+                        conn.execute(update(T).where(T.c.id == newest).values({flag: True}))
+                        _count(conn, r.task, newest, count, +1)
+
+    def stored_result(self, job_id: str, task: str) -> ResultRecord | None:
+        """A job's stored row of a task view (None: none stored), with its columns' meanings."""
+        with self.read_engine.connect() as conn:
+            row = conn.execute(select(T).where(T.c.job_id == job_id, T.c.task == task)).first()
+            if row is None:
+                return None
+            values = dict(conn.execute(select(V.c.column, V.c.value).where(V.c.result_id == row.id)).all())
+            rec = _record(row, values)
+            rec.columns = [_column(c) for c in conn.execute(select(C).where(C.c.task == task, C.c.name.in_(values)))]
+        return rec
+
+    def board(self, q: BoardQuery) -> BoardPage:
+        """One page of a task view's leaderboard: the matching rows' count, the headline (the
+        newest matching row's), every column of the matching rows and the page's rows."""
+        _, flag, count = PER[q.per]
+        where = [T.c.task == q.task, T.c[flag].is_(True), *self._filters(q)]
+        with self.read_engine.connect() as conn:
+            total = conn.execute(select(func.count()).select_from(T).where(*where)).scalar() or 0
+            headline = conn.execute(select(T.c.headline).where(*where)
+                                    .order_by(T.c.finished_at.desc(), T.c.id.desc()).limit(1)).scalar()
+            if q.filtered():
+                names = select(V.c.column).join(T, T.c.id == V.c.result_id).where(*where).distinct().subquery()
+                catalog = conn.execute(select(C).where(C.c.task == q.task, C.c.name.in_(select(names.c.column))))
+            else:
+                catalog = conn.execute(select(C).where(C.c.task == q.task, C.c[count] > 0))
+            columns = {c.name: _column(c) for c in catalog}
+            order = self._order(q, headline, columns)
+            rows = conn.execute(select(T).where(*where).order_by(*order).limit(q.limit).offset(q.offset)).all()
+            values: dict[int, dict[str, float | None]] = {r.id: {} for r in rows}
+            if rows:
+                for rid, column, value in conn.execute(select(V.c.result_id, V.c.column, V.c.value)
+                                                       .where(V.c.result_id.in_(list(values)))):
+                    values[rid][column] = value
+        return BoardPage(total=total, headline=headline, columns=columns,
+                         rows=[_record(r, values[r.id]) for r in rows])
+
+    @staticmethod
+    def _filters(q: BoardQuery) -> list:
+        where = []
+        for name in ("checkpoint", "lineage", "schedule", "rope", "backend", "thinking"):
+            if getattr(q, name) is not None:
+                where.append(T.c[name] == getattr(q, name))
+        if q.checkpoint_prefix is not None:
+            where.append(T.c.checkpoint.startswith(q.checkpoint_prefix, autoescape=True))
+        if q.finished_after is not None:
+            where.append(T.c.finished_at >= q.finished_after)
+        if q.finished_before is not None:
+            where.append(T.c.finished_at < q.finished_before)
+        return where
+
+    @staticmethod
+    def _order(q: BoardQuery, headline: str | None, columns: dict[str, Column]) -> list:
+        """Values best first unless asked otherwise, rows without one last; names and times
+        as asked (times newest first by default); then checkpoint and setting, as before."""
+        ties = [T.c.checkpoint, T.c.setting, T.c.id]
+        if q.sort in NAME_SORTS:
+            col = T.c.job_id if q.sort == "job" else T.c[q.sort]
+            down = q.descending if q.descending is not None else q.sort == "finished_at"
+            return [col.desc() if down else col.asc(), *ties]
+        sort = q.sort or headline
+        better = columns[sort].higher_is_better if sort in columns else None
+        if q.sort is None:
+            if better is None:  # a measurement leads: newest first, as before
+                return [T.c.finished_at.desc(), T.c.id.desc()]
+            best_first = q.descending is None or q.descending == better
+            return [T.c.unranked.asc(), T.c.rank.asc() if best_first else T.c.rank.desc(), *ties]
+        value = select(V.c.value).where(V.c.result_id == T.c.id, V.c.column == sort).scalar_subquery()
+        down = q.descending if q.descending is not None else better is not False
+        return [value.is_(None).asc(), value.desc() if down else value.asc(), *ties]

@@ -1,0 +1,303 @@
+"""The stored leaderboard (service/standings.py, service/store/results.py) answers what the
+leaderboard answered when it read every job's results.json: the old path is kept below
+(`files_leaderboard`, the router's loop before #52) and both run on one seeded history (two
+training runs of checkpoints, RoPE and backend settings, superseded reruns, results lost,
+data revisions, a select view); then pages, lineages, filters, sorts and refusals; the
+migration that fills the tables from the files of jobs already run; the job counts /metrics
+reads against a scan of every job."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic import command
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, make_url, select, text, update
+
+from checkpoints.jsonfiles import write_json_atomic
+from evaluators.graphwalks.evaluator import typed as graphwalks_typed
+from evaluators.results import TaskResult, metric, series
+from service.api.leaderboard import compare, leaderboard
+from service.app import create_app
+from service.comparison import Scored, column_info, column_order, headline_column, scored
+from service.layout import job_results
+from service.schemas import Leaderboard, LeaderboardRow
+from service.settings import Settings
+from service.status import CANCELLED, FAILED, QUEUED, SUCCEEDED
+from service.store import JobRow, Store
+from service.store.db import _alembic
+from service.store.jobs import samples_done
+from tests.helpers import make_settings, store_results
+
+NIGHT0 = datetime(2026, 1, 1, 3, 0)
+
+
+def files_leaderboard(settings: Settings, store: Store, task: str, checkpoint: str | None = None,
+                      rope: str | None = None, backend: str | None = None) -> Leaderboard:
+    """The leaderboard as it was computed before #52: every succeeded job of the task read from
+    its results.json, newest first, the first job of a setting its row."""
+    with store.reading() as s:
+        jobs = list(s.scalars(select(JobRow).where(JobRow.status == SUCCEEDED)
+                              .where(JobRow.task_names.contains(f",{task.split('/')[0]},", autoescape=True))
+                              .order_by(JobRow.finished_at.desc())))
+    entries: dict[tuple, Scored] = {}
+    for job in jobs:
+        if checkpoint is not None and job.checkpoint != checkpoint:
+            continue
+        entry = scored(settings, job, task)
+        if entry is None or entry.key in entries:
+            continue
+        if (rope is not None and entry.rope != rope.strip().lower()) or (backend is not None and entry.backend != backend):
+            continue
+        entries[entry.key] = entry
+    columns = column_info(list(entries.values()))
+    names = column_order(columns)
+
+    def row(e: Scored) -> LeaderboardRow:
+        context = e.context or {}
+        return LeaderboardRow(checkpoint=e.job.checkpoint, fingerprint=e.job.fingerprint, rope=e.rope, backend=e.backend,
+                              thinking=e.thinking, data_revision=e.data, options=e.options, setting=e.setting,
+                              job=e.job.id, finished_at=e.job.finished_at, trained_context=context.get("trained"),
+                              beyond_context=context.get("beyond", []),
+                              values={c: e.values[c][0] if c in e.values else None for c in names})
+
+    rows = [row(e) for e in entries.values()]
+    headline = headline_column(next(iter(entries.values())), task) if entries else None
+    better = columns[headline].higher_is_better if headline in columns else None
+    if better is not None:
+        rows.sort(key=lambda r: (r.values[headline] is None, -(r.values[headline] or 0) if better
+                                 else (r.values[headline] or 0), r.checkpoint, r.setting))
+    return Leaderboard(task=task, columns=names, headline=headline if better is not None else None,
+                       column_info=[columns[c] for c in names], rows=rows)
+
+
+def passkey_entry(night: int, step: int, lengths: tuple[int, ...]) -> dict[str, Any]:
+    """A passkey result that improves with the training step, some lengths unscored."""
+    points = [(n, None if (night + n) % 7 == 0 else min(1.0, (step % 13) / 13 + n / 8192), 4) for n in lengths]
+    scored_points = [v for _, v, _ in points if v is not None]
+    headline = None if night % 11 == 5 else (sum(scored_points) / len(scored_points) if scored_points else None)
+    result = TaskResult(headline="accuracy", metrics=[metric("accuracy", headline, True, "fraction", 4 * len(lengths))],
+                        series=[series("accuracy", "length", "fraction", True, points)], summary="")
+    return {"task": "passkey", "result": result.model_dump(mode="json"),
+            "context": {"trained": 1024, "beyond": [n for n in lengths if n > 1024]}}
+
+
+def graphwalks_entry(f1: float, revision: str | None) -> dict[str, Any]:
+    rows = [{"problem_type": p, "bin": "128k_and_shorter", "f1": f1 / (i + 1), "f1_card_literal": f1, "overlap": 1,
+             "parse_error": False, "parsed": ["n1"], "n_truth": 1, "beyond_context": False}
+            for i, p in enumerate(("bfs", "parents"))]
+    entry: dict[str, Any] = {"task": "graphwalks", "result": graphwalks_typed(rows).model_dump(mode="json")}
+    if revision:
+        entry["data"] = {"revision": revision, "files": [], "hub": [], "warnings": []}
+    return entry
+
+
+def seed_history(settings: Settings, store: Store, nights: int = 12) -> list[str]:
+    """Two training runs (a folder each, a checkpoint per night) evaluated every night under
+    three settings, one night run twice, a few results lost (not recorded, no file), and
+    graphwalks on two data revisions. Returns the job ids, oldest first."""
+    ids = []
+    n = 0
+    for night in range(nights):
+        for run in ("runA", "runB"):
+            step = (night + 1) * 100
+            name = f"{run}-step{step:05d}"
+            settings_of = [(None, "auto"), ({"rope_type": "yarn", "factor": 4}, "auto"), (None, "torch")]
+            for rope, backend in settings_of + ([(None, "auto")] if night == 3 else []):  # night 3 runs twice
+                tasks = [{"name": "passkey", "lengths": [512, 1024, 2048]}, {"name": "graphwalks"}]
+                job = store.add_job(fingerprint=f"{run}-{step}".ljust(64, "0"), checkpoint=name,
+                                    checkpoint_path=str(settings.roots[0] / run / name), tasks=tasks, rope=rope,
+                                    backend=backend, priority=0, schedule="nightly" if run == "runA" else None)
+                assert store.claim_next("test").id == job.id and store.finish(job.id, SUCCEEDED)
+                n += 1
+                with store.writing() as s:  # a night apart, each job its own minute
+                    s.execute(update(JobRow).where(JobRow.id == job.id).values(
+                        finished_at=NIGHT0 + timedelta(days=night, minutes=n)))
+                ids.append(job.id)
+                if n % 17 == 0:
+                    continue  # its results are gone: no rows, no file
+                lengths = (512, 1024) if night % 4 == 0 else (512, 1024, 2048)
+                store_results(settings, store, job.id, {
+                    "passkey": passkey_entry(night, step + n, lengths),
+                    "graphwalks": graphwalks_entry(0.1 + (n % 9) / 10, "aaaaaaaaaaaa" if night % 2 else "bbbbbbbbbbbb")})
+    return ids
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def history(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """One seeded history per database, read by the module's tests (none of them writes)."""
+    tmp = tmp_path_factory.mktemp("history")
+    overrides = {}
+    if request.param == "postgres":
+        server = make_url(request.getfixturevalue("postgres_url"))
+        name = f"standings_{uuid.uuid4().hex[:12]}"
+        admin = create_engine(server, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f"CREATE DATABASE {name}"))
+        admin.dispose()
+        overrides["database_url"] = server.set(database=name).render_as_string(hide_password=False)
+    settings = make_settings(tmp, **overrides)
+    store = Store(settings.database)
+    store.create_all()
+    ids = seed_history(settings, store)
+    yield settings, store, ids
+    store.close()
+
+
+def dumped(board: Leaderboard) -> dict[str, Any]:
+    return board.model_dump(exclude={"total", "limit", "offset"})
+
+
+@pytest.mark.parametrize("task", ["passkey", "graphwalks", "graphwalks/bfs", "passkey/2048"])
+def test_stored_rows_equal_the_rows_read_from_files(history, task: str) -> None:
+    settings, store, _ = history
+    new = leaderboard(task, store, limit=5000)
+    old = files_leaderboard(settings, store, task)
+    assert len(old.rows) > 5 and new.total == len(old.rows)
+    assert dumped(new) == dumped(old)
+
+
+def test_filtered_rows_equal_the_rows_read_from_files(history) -> None:
+    settings, store, _ = history
+    for kwargs in ({"checkpoint": "runA-step00300"}, {"rope": "YaRN:4 "}, {"backend": "torch"},
+                   {"rope": "checkpoint", "backend": "auto"}):
+        new = leaderboard("passkey", store, limit=5000, **kwargs)
+        old = files_leaderboard(settings, store, "passkey", **kwargs)
+        assert new.rows and [r.model_dump() for r in new.rows] == [r.model_dump() for r in old.rows], kwargs
+
+
+def test_pages_lineages_filters_and_sorts(history) -> None:
+    settings, store, _ = history
+    whole = leaderboard("passkey", store, limit=5000)
+    pages = [leaderboard("passkey", store, limit=7, offset=o) for o in range(0, whole.total, 7)]
+    assert [r.job for p in pages for r in p.rows] == [r.job for r in whole.rows]
+    assert all(p.total == whole.total and p.columns == whole.columns for p in pages)
+    # one row per lineage and setting: that run's newest checkpoint
+    per_run = leaderboard("passkey", store, per="lineage", limit=5000)
+    assert sorted((r.checkpoint.split("-")[0], r.setting) for r in per_run.rows) == sorted(
+        {(r.checkpoint.split("-")[0], r.setting) for r in whole.rows})
+    newest = {}
+    for r in whole.rows:
+        k = (r.checkpoint.split("-")[0], r.setting)
+        if k not in newest or r.finished_at > newest[k].finished_at:
+            newest[k] = r
+    assert {r.job for r in per_run.rows} == {r.job for r in newest.values()}
+    # one lineage's curve over nights, oldest first
+    curve = leaderboard("passkey", store, lineage="runB", sort="finished_at", order="asc", limit=5000)
+    assert curve.rows and all(r.checkpoint.startswith("runB-") for r in curve.rows)
+    assert [r.finished_at for r in curve.rows] == sorted(r.finished_at for r in curve.rows)
+    assert curve.total == sum(r.checkpoint.startswith("runB-") for r in whole.rows)
+    assert leaderboard("passkey", store, checkpoint_prefix="runB-", limit=5000).total == curve.total
+    assert {r.checkpoint for r in leaderboard("passkey", store, schedule="nightly", limit=5000).rows} == \
+        {r.checkpoint for r in whole.rows if r.checkpoint.startswith("runA-")}
+    week = leaderboard("passkey", store, finished_after=NIGHT0 + timedelta(days=2),
+                       finished_before=NIGHT0 + timedelta(days=4), limit=5000)
+    assert week.rows and all(NIGHT0 + timedelta(days=2) <= r.finished_at < NIGHT0 + timedelta(days=4) for r in week.rows)
+    # any column, either way, rows without a value last
+    column = "accuracy.length=2048"
+    up = leaderboard("passkey", store, sort=column, order="asc", limit=5000)
+    values = [r.values[column] for r in up.rows]
+    have = [v for v in values if v is not None]
+    assert have == sorted(have) and values[len(have):] == [None] * (len(values) - len(have)) and len(have) < len(values)
+    down = leaderboard("passkey", store, sort=column, limit=5000)  # best first
+    assert [r.values[column] for r in down.rows][:len(have)] == sorted(have, reverse=True)
+    worst = leaderboard("passkey", store, order="asc", limit=5000)
+    assert [r.values["accuracy"] for r in worst.rows if r.values["accuracy"] is not None] == \
+        sorted(r.values["accuracy"] for r in whole.rows if r.values["accuracy"] is not None)
+
+
+def test_compare_reads_the_stored_rows(history) -> None:
+    settings, store, ids = history
+    board = leaderboard("passkey", store, limit=2)
+    pair = compare("passkey", [board.rows[0].job, board.rows[1].job], store)
+    assert [r.job for r in pair.rows] == [board.rows[0].job, board.rows[1].job]
+    assert pair.rows[1].difference["accuracy"] == pytest.approx(board.rows[1].values["accuracy"]
+                                                                - board.rows[0].values["accuracy"])
+    assert pair.rows[0].values == {c: board.rows[0].values.get(c) for c in pair.columns}
+
+
+def test_bad_queries_are_refused_with_what_to_do(history) -> None:
+    settings, store, _ = history
+    app = create_app(settings)
+    app.state.store, app.state.dispatcher = store, None
+    c = TestClient(app)
+    r = c.get("/v1/leaderboard", params={"task": "passkey", "sort": "accuracy.length=99"})
+    assert r.status_code == 422 and "give one of its columns" in r.json()["detail"]
+    r = c.get("/v1/leaderboard", params={"task": "passkey", "finished_after": "2026-01-05",
+                                         "finished_before": "2026-01-02"})
+    assert r.status_code == 422 and "must be before" in r.json()["detail"]
+    for bad in ({"per": "night"}, {"order": "up"}, {"limit": 0}, {"offset": -1}, {"finished_after": "soon"}):
+        assert c.get("/v1/leaderboard", params={"task": "passkey", **bad}).status_code == 422, bad
+    r = c.get("/v1/leaderboard", params={"task": "passkey", "limit": 3})
+    assert r.status_code == 200 and len(r.json()["rows"]) == 3 and r.json()["total"] > 3
+
+
+def test_the_migration_fills_the_rows_from_results_files_and_skips_lost_ones(tmp_path: Path, caplog) -> None:
+    settings = make_settings(tmp_path)
+    config, _ = _alembic()
+    store = Store(settings.database)
+    try:
+        with store.write_engine.begin() as conn:  # a database of the layout before #52
+            config.attributes["connection"] = conn
+            command.upgrade(config, "0006")
+            for i, kept in enumerate((True, False, True)):
+                job_id = f"job{i}"
+                conn.execute(text(
+                    "INSERT INTO jobs (id, checkpoint, checkpoint_path, fingerprint, request, task_names, priority, "
+                    "status, progress, attempts, created_at, finished_at) VALUES (:id, :name, :path, :fp, :request, "
+                    "',passkey,', 0, 'succeeded', :progress, 1, :t, :t)"),
+                    {"id": job_id, "name": f"ck{i}", "path": str(settings.roots[0] / "run" / f"ck{i}"),
+                     "fp": f"fp{i}", "request": '{"tasks": [{"name": "passkey"}], "rope": null, "backend": "auto"}',
+                     "progress": '{"passkey": {"done": 5, "total": 5}}', "t": NIGHT0 + timedelta(hours=i)})
+                if kept:
+                    job_results(settings, job_id).parent.mkdir(parents=True)
+                    write_json_atomic(job_results(settings, job_id),
+                                      {"job": job_id, "results": {"passkey": passkey_entry(1, 100 * i, (512, 1024))}})
+        with caplog.at_level(logging.WARNING, logger="lctx.standings"):
+            store.upgrade(settings)
+        assert "job1" in caplog.text
+        board = leaderboard("passkey", store, limit=100)
+        assert sorted(r.job for r in board.rows) == ["job0", "job2"]
+        assert dumped(board) == dumped(files_leaderboard(settings, store, "passkey"))
+        assert store.count_by_status()[SUCCEEDED] == 3 and store.samples_scored() == 15
+        assert [j.id for j in store.list_jobs(task="passkey")[0]] == ["job2", "job1", "job0"]
+    finally:
+        store.close()
+
+
+def test_job_counts_follow_every_change_of_status(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    store = Store(settings.database)
+    store.create_all()
+
+    def scanned() -> tuple[dict[str, int], int]:
+        with store.reading() as s:
+            jobs = list(s.scalars(select(JobRow)))
+        counts = {st: sum(j.status == st for j in jobs) for st in store.count_by_status()}
+        return counts, sum(samples_done(j.progress) for j in jobs if j.status != QUEUED)
+
+    try:
+        ids = [store.add_job(checkpoint="c", checkpoint_path="/m/c", fingerprint="f", tasks=[{"name": "passkey"}],
+                             rope=None, backend="auto", priority=0).id for _ in range(5)]
+        for job_id, end in zip(ids[:3], (SUCCEEDED, FAILED, FAILED), strict=True):
+            assert store.claim_next("t").id == job_id
+            store.set_progress(job_id, {"passkey": {"done": 3, "total": 9}})
+            assert store.finish(job_id, end, progress={"passkey": {"done": 4, "total": 9}})
+        assert store.claim_next("t").id == ids[3]
+        store.set_progress(ids[3], {"passkey": {"done": 2, "total": 9}})
+        assert scanned() == (store.count_by_status(), store.samples_scored())
+        store.cancel(ids[3])
+        store.cancel(ids[4])
+        store.resume(ids[1])
+        assert not store.finish(ids[2], SUCCEEDED)  # no longer running: nothing counted twice
+        assert scanned() == (store.count_by_status(), store.samples_scored())
+        assert store.count_by_status()[CANCELLED] == 2 and store.samples_scored() == 4 + 4 + 2
+        assert store.count_listed() == {k: v for k, v in scanned()[0].items() if v}
+        assert store.list_jobs()[1] == 5
+    finally:
+        store.close()
