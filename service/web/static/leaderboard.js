@@ -1,69 +1,63 @@
 // Leaderboard: per task, a row per checkpoint x setting, columns grouped (metrics, then
 // each series by its axis: per length, per language, per category...) and coloured as a
-// heatmap; sortable; rows picked for Compare; and the nightly runs of each watch folder as
-// a curve of the headline score against checkpoint.
+// heatmap; a page at a time, sorted and paged by the server (a year of nightly runs is
+// thousands of rows); rows picked for Compare; and the nightly runs of each watch folder as
+// a curve of the headline score against checkpoint, read as that one lineage's rows.
 
 import { api, taskNames } from "./api.js";
 import { lineChart, unitRange } from "./charts.js";
 import { groupColumns, heatFor, unitOf } from "./columns.js";
 import { collator, fmt, h, noData, render, section, when } from "./dom.js";
 
-function sortable(table, tbody, rows, valueOf) {
-  let state = { index: null, dir: "descending" };
-  return (th, index) => {
-    const button = h("button", { type: "button", class: "sort" }, th.textContent);
-    th.replaceChildren(button);
-    button.addEventListener("click", () => {
-      state = { index, dir: state.index === index && state.dir === "descending" ? "ascending" : "descending" };
-      for (const other of table.querySelectorAll("th[aria-sort]")) other.removeAttribute("aria-sort");
-      th.setAttribute("aria-sort", state.dir);
-      const sign = state.dir === "ascending" ? 1 : -1;
-      const sorted = [...rows].sort((a, b) => {
-        const va = valueOf(a.row, index), vb = valueOf(b.row, index);
-        if (va == null) return 1;
-        if (vb == null) return -1;
-        return sign * (typeof va === "number" ? va - vb : collator.compare(va, vb));
-      });
-      tbody.replaceChildren(...sorted.map((r) => r.tr));
-    });
-  };
+const PAGE = 50;
+
+/** One page of a task's board, as the server sorts and pages it. */
+function boardQuery(task, state, extra = {}) {
+  const params = new URLSearchParams({ task, limit: String(PAGE), offset: String(state.offset), ...extra });
+  if (state.sort) params.set("sort", state.sort);
+  if (state.order) params.set("order", state.order);
+  return api(`/v1/leaderboard?${params}`);
 }
 
-function boardTable(task, board) {
+function boardTable(task, board, state, reload) {
   const groups = groupColumns(board.columns, board.column_info);
   const columns = groups.flatMap((g) => g.columns);
   const heat = new Map(groups.map((g) => [g, heatFor(g, board.rows.flatMap((r) => g.columns.map((c) => r.values[c.name])))]));
-  const lead = ["Compare", "Checkpoint", "Setting", "Job", "Finished"];
+  const lead = [["Compare", null], ["Checkpoint", "checkpoint"], ["Setting", "setting"], ["Job", "job"], ["Finished", "finished_at"]];
   const top = h("tr", {}, h("td", { colspan: lead.length }),
     groups.map((g) => h("th", { scope: "colgroup", colspan: g.columns.length }, `${g.group}${unitOf(g)}`)));
-  const ths = [...lead.map((t) => h("th", { scope: "col" }, t)),
-    ...columns.map((c) => h("th", { scope: "col", class: "num", title: c.name },
-      c.name === board.headline ? `${c.key} ★` : c.key))];
-  const tbody = h("tbody", {});
-  const rows = board.rows.map((r) => {
-    const tr = h("tr", {},
-      h("td", {}, h("input", { type: "checkbox", class: "pick", value: r.job, "aria-label": `compare ${r.checkpoint} ${r.setting}` })),
-      h("th", { scope: "row" }, r.checkpoint), h("td", {}, r.setting),
-      h("td", {}, h("a", { href: `/jobs/${r.job}` }, r.job)), h("td", {}, when(r.finished_at)),
-      groups.flatMap((g) => g.columns.map((c) => {
-        const v = r.values[c.name];
-        const beyond = c.axis === "length" && (r.beyond_context || []).includes(Number(c.key));
-        if (v == null) return h("td", { class: "num cell-nodata" }, noData());
-        return h("td", { class: beyond ? "num beyond" : "num", style: heat.get(g)(v),
-          title: beyond ? `beyond the ${r.trained_context}-token context it was trained for (or its RoPE scaling reaches)` : null },
-        fmt(v), beyond ? " †" : null);
-      })));
-    return { row: r, tr };
-  });
+  const sortedBy = state.sort || board.headline;
+  const header = (label, key, num) => {
+    const th = h("th", { scope: "col", class: num ? "num" : null, title: num ? key : null });
+    if (!key) { th.textContent = label; return th; }
+    const button = h("button", { type: "button", class: "sort" }, label);
+    if (key === sortedBy) th.setAttribute("aria-sort", state.order === "asc" ? "ascending" : "descending");
+    button.addEventListener("click", () => {
+      const order = key === sortedBy && state.order !== "asc" ? "asc" : "desc";
+      reload({ sort: key, order, offset: 0 });
+    });
+    th.append(button);
+    return th;
+  };
+  const ths = [...lead.map(([label, key]) => header(label, key, false)),
+    ...columns.map((c) => header(c.name === board.headline ? `${c.key} ★` : c.key, c.name, true))];
+  const rows = board.rows.map((r) => h("tr", {},
+    h("td", {}, h("input", { type: "checkbox", class: "pick", value: r.job, "aria-label": `compare ${r.checkpoint} ${r.setting}` })),
+    h("th", { scope: "row" }, r.checkpoint), h("td", {}, r.setting),
+    h("td", {}, h("a", { href: `/jobs/${r.job}` }, r.job)), h("td", {}, when(r.finished_at)),
+    groups.flatMap((g) => g.columns.map((c) => {
+      const v = r.values[c.name];
+      const beyond = c.axis === "length" && (r.beyond_context || []).includes(Number(c.key));
+      if (v == null) return h("td", { class: "num cell-nodata" }, noData());
+      return h("td", { class: beyond ? "num beyond" : "num", style: heat.get(g)(v),
+        title: beyond ? `beyond the ${r.trained_context}-token context it was trained for (or its RoPE scaling reaches)` : null },
+      fmt(v), beyond ? " †" : null);
+    }))));
   const table = h("table", { class: "board", id: `board-${task.replace(/[^\w-]/g, "_")}` },
-    h("caption", { class: "muted" }, (board.headline ? `Sorted by ${board.headline} (★), best first; click a column to sort`
+    h("caption", { class: "muted" }, (board.headline && !state.sort ? `Sorted by ${board.headline} (★), best first; click a column to sort`
       : "Click a column to sort") + (board.rows.some((r) => (r.beyond_context || []).length)
       ? "; † a length beyond the model's context (trained, or reached by its RoPE scaling)" : "")),
-    h("thead", {}, top, h("tr", {}, ths)), tbody);
-  const sortBy = sortable(table, tbody, rows, (r, i) => i < lead.length
-    ? [null, r.checkpoint, r.setting, r.job, r.finished_at][i] : r.values[columns[i - lead.length].name]);
-  ths.forEach((th, i) => { if (i > 0) sortBy(th, i); });
-  tbody.replaceChildren(...rows.map((r) => r.tr));
+    h("thead", {}, top, h("tr", {}, ths)), h("tbody", {}, rows));
   const compare = h("button", { type: "button" }, "Compare selected");
   const note = h("span", { class: "muted", "aria-live": "polite" });
   compare.addEventListener("click", () => {
@@ -71,22 +65,39 @@ function boardTable(task, board) {
     if (jobs.length < 2) { note.textContent = "Pick two or more rows to compare."; return; }
     location.href = `/compare?task=${encodeURIComponent(task)}&${jobs.map((j) => `jobs=${encodeURIComponent(j)}`).join("&")}`;
   });
-  return [h("div", { class: "table-wrap" }, table), h("div", { class: "buttons" }, compare, note)];
+  const last = state.offset + board.rows.length;
+  const previous = h("button", { type: "button", class: "page-previous", disabled: state.offset === 0 }, "Previous");
+  const next = h("button", { type: "button", class: "page-next", disabled: last >= board.total }, "Next");
+  previous.addEventListener("click", () => reload({ offset: Math.max(0, state.offset - PAGE) }));
+  next.addEventListener("click", () => reload({ offset: state.offset + PAGE }));
+  const pager = h("div", { class: "buttons pager" }, previous,
+    h("span", { class: "muted page-range" }, `rows ${board.rows.length ? state.offset + 1 : 0}–${last} of ${board.total}`), next);
+  return [h("div", { class: "table-wrap" }, table), pager, h("div", { class: "buttons" }, compare, note)];
 }
 
-/** Per schedule and watch folder: the headline against checkpoint (names in natural order). */
-function nightlyCharts(task, board, schedules, jobsBySchedule) {
+/** A task's board that pages and sorts in place. */
+function boardBlock(task, first) {
+  const block = h("div", { class: "board-block" });
+  let state = { offset: 0, sort: null, order: null };
+  const reload = async (change) => {
+    state = { ...state, ...change };
+    block.replaceChildren(...boardTable(task, await boardQuery(task, state), state, reload));
+  };
+  block.replaceChildren(...boardTable(task, first, state, reload));
+  return block;
+}
+
+/** Per schedule and watch folder: the headline against checkpoint (names in natural order),
+ * read as that lineage's own rows, oldest first. */
+async function nightlyCharts(task, board, schedules) {
   if (!board.headline) return [];
   const unit = board.column_info.find((c) => c.name === board.headline)?.unit;
   const charts = [];
   for (const sch of schedules) {
-    const jobs = jobsBySchedule.get(sch.name) || new Map();
-    const rows = board.rows.filter((r) => jobs.has(r.job));
     for (const watch of sch.watch) {
-      const inside = rows.filter((r) => {
-        const p = jobs.get(r.job).checkpoint_path;
-        return watch === "." || p === watch || p.startsWith(`${watch}/`);
-      });
+      const params = new URLSearchParams({ task, lineage: watch, schedule: sch.name, sort: "finished_at", order: "asc",
+        limit: "1000" });
+      const inside = (await api(`/v1/leaderboard?${params}`)).rows;
       if (!inside.length) continue;
       const checkpoints = [...new Set(inside.map((r) => r.checkpoint))].sort(collator.compare);
       const settings = [...new Set(inside.map((r) => r.setting))];
@@ -105,22 +116,14 @@ function nightlyCharts(task, board, schedules, jobsBySchedule) {
 export async function show() {
   const tasks = await taskNames();
   const [boards, schedules] = await Promise.all([
-    Promise.all(tasks.map((t) => api(`/v1/leaderboard?task=${encodeURIComponent(t)}`))),
+    Promise.all(tasks.map((t) => boardQuery(t, { offset: 0 }))),
     api("/v1/schedules"),
   ]);
-  const jobsBySchedule = new Map(await Promise.all(schedules.map(async (s) => {
-    const list = await api(`/v1/jobs?schedule=${encodeURIComponent(s.name)}&status=succeeded&limit=500`);
-    return [s.name, new Map(list.items.map((j) => [j.id, j]))];
-  })));
-  const sections = [];
-  const empty = [];
-  tasks.forEach((task, i) => {
-    const board = boards[i];
-    if (!board.rows.length) { empty.push(task); return; }
-    const nightly = nightlyCharts(task, board, schedules, jobsBySchedule);
-    sections.push(section(`Task: ${task}`, ...boardTable(task, board),
-      nightly.length ? [h("h3", {}, "Nightly runs"), nightly] : null));
-  });
+  const present = tasks.filter((_, i) => boards[i].rows.length);
+  const nightly = await Promise.all(present.map((t) => nightlyCharts(t, boards[tasks.indexOf(t)], schedules)));
+  const sections = present.map((task, i) => section(`Task: ${task}`, boardBlock(task, boards[tasks.indexOf(task)]),
+    nightly[i].length ? [h("h3", {}, "Nightly runs"), nightly[i]] : null));
+  const empty = tasks.filter((t) => !present.includes(t));
   render(h("h1", {}, "Leaderboard"),
     h("p", { class: "muted" }, "A row is one checkpoint under one setting (RoPE, backend, scoring options) with its latest results. "
       + "Cells run dark (worse) to light (better); striped cells have no data."),

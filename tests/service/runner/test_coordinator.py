@@ -83,6 +83,11 @@ def test_run_job_writes_results_and_progress(env) -> None:
     assert reused > 0 and job.progress["passkey"]["tokens"] == sum(read)
     assert all(p["eta_s"] == 0.0 for p in job.progress.values())
     assert set(results["results"]) == {"passkey", "passkey#2"}
+    # the coordinator stored the leaderboard's rows as the job succeeded: what results.json holds
+    stored = store.stored_result(job_id, "passkey")
+    assert stored is not None and stored.finished_at == job.finished_at
+    assert stored.values["accuracy"] == results["results"]["passkey"]["result"]["metrics"][0]["value"]
+    assert store.stored_result(job_id, "passkey#2") is not None
     assert results["job"] == job_id and results["checkpoint"]["path"] == str(path)
     assert results["model"]["resolved_backend"] == "torch" and results["model"]["device"] == "cpu"
     assert results["versions"]["torch"] and results["attempts"] == 1
