@@ -193,7 +193,8 @@ def _number(value: float | None, signed: bool = False) -> str:
 def _leaderboard(args: argparse.Namespace) -> int:
     with _client(args) as c:
         board = c.leaderboard(args.task, checkpoint=args.checkpoint, rope=args.rope, backend=args.backend,
-                              thinking=args.thinking)
+                              thinking=args.thinking, checkpoint_prefix=args.prefix, lineage=args.lineage,
+                              per=args.per, sort=args.sort, limit=args.limit, offset=args.offset)
     if args.json:
         print(json.dumps(board, indent=2))
         return 0
@@ -211,6 +212,9 @@ def _leaderboard(args: argparse.Namespace) -> int:
                                               for r in board["rows"]])
     if any(r.get("beyond_context") for r in board["rows"]):
         print("† beyond the model's context (trained, or reached by its RoPE scaling): extrapolation")
+    shown = board.get("offset", 0) + len(board["rows"])
+    if board.get("total", 0) > shown:
+        print(f"rows {board.get('offset', 0) + 1}-{shown} of {board['total']}: --offset {shown} for the next page")
     return 0
 
 
@@ -413,6 +417,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rope", help="only this RoPE setting, as shown (yarn:4, none, checkpoint)")
     p.add_argument("--backend", choices=[b.value for b in Backend])
     p.add_argument("--thinking", help="only this thinking setting of a reasoning model (on, off, default, low, ...)")
+    p.add_argument("--prefix", help="only checkpoints whose name starts so (one training run)")
+    p.add_argument("--lineage", help="only checkpoints in this folder (a schedule's watch folder, as job paths show it)")
+    p.add_argument("--per", choices=["fingerprint", "lineage"], default="fingerprint",
+                   help="a row per checkpoint, or per lineage: each training run's newest checkpoint")
+    p.add_argument("--sort", help="a column (default: the headline, best first), or checkpoint, finished_at")
+    p.add_argument("--limit", type=int, default=100, help="rows to show (default 100)")
+    p.add_argument("--offset", type=int, default=0, help="rows to skip (the next page)")
     p.add_argument("--json", action="store_true")
     _client_args(p)
     p.set_defaults(func=_leaderboard)

@@ -76,11 +76,12 @@ def leaderboard(
     `lineage`, `schedule`, `rope` (label as shown, e.g. `yarn:4`), `backend`, `thinking` (a reasoning
     model's setting: the same checkpoint thinking and not, side by side) and the finishing time."""
     _known(task)
+    finished_after, finished_before = _naive(finished_after), _naive(finished_before)
     if finished_after and finished_before and finished_after >= finished_before:
         raise InvalidRequest("finished_after must be before finished_before; give a range that holds some time")
     q = BoardQuery(task=task, per=per, checkpoint=checkpoint, checkpoint_prefix=checkpoint_prefix, lineage=lineage,
                    schedule=schedule, rope=rope.strip().lower() if rope is not None else None, backend=backend,
-                   thinking=thinking, finished_after=_naive(finished_after), finished_before=_naive(finished_before),
+                   thinking=thinking, finished_after=finished_after, finished_before=finished_before,
                    sort=sort, descending=None if order is None else order == "desc", limit=limit, offset=offset)
     page = store.board(q)
     if sort is not None and sort not in NAME_SORTS and sort not in page.columns and page.total:
@@ -99,7 +100,10 @@ def _naive(t: datetime | None) -> datetime | None:
         return t
     from datetime import UTC
 
-    return t.astimezone(UTC).replace(tzinfo=None)
+    try:
+        return t.astimezone(UTC).replace(tzinfo=None)
+    except OverflowError as e:
+        raise InvalidRequest(f"{t.isoformat()} is out of range in UTC; give a time between years 1 and 9999") from e
 
 
 @router.get("/v1/compare", dependencies=Read, response_model=Comparison,

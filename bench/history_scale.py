@@ -1,0 +1,252 @@
+"""History scale (#52): a year and more of nightly runs, and what each page costs as it grows.
+
+Seeds succeeded passkey jobs through the store's own functions (add_job, claim_next, finish, the
+results.json a job leaves, record_results: what the coordinator calls at a job's end), as
+checkpoint lineages evaluated night after night (each checkpoint its own fingerprint; one job
+in 10 with YaRN x4, one in 7 on the torch backend), grown in steps (default 1,000, 10,000,
+100,000 jobs). At each step, against the app served on loopback (uvicorn in a thread), the
+median of `--repeats` timed requests of:
+
+    leaderboard, first page        GET /v1/leaderboard?task=passkey&limit=50 (what the dashboard asks)
+    leaderboard, one lineage       ...&lineage=runs/run07&limit=50
+    lineage curve                  ...&lineage=runs/run07&sort=finished_at&order=asc&limit=1000 (the curve)
+    leaderboard, per lineage       ...&per=lineage&limit=50
+    leaderboard, a filter          ...&rope=yarn:4&limit=50, and ...&checkpoint_prefix=run07-&limit=50
+    leaderboard, sorted by a point ...&sort=accuracy.length=4096&limit=50
+    compare                        GET /v1/compare of two jobs
+    metrics                        GET /metrics
+    job list                       GET /v1/jobs?limit=50 and ?task=passkey&limit=50
+    dashboard leaderboard page     /leaderboard in Chromium, until the passkey board is drawn
+
+on SQLite and on PostgreSQL (a throw-away cluster, as the tests start one). Saves
+bench/results/history_scale.{json,md,png}.
+
+Usage: python bench/history_scale.py [--sizes 1000 10000 100000] [--databases sqlite postgres]
+       [--repeats 5] [--no-browser] [--out bench/results] [--append]"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from evaluators.results import TaskResult, metric, series  # noqa: E402
+from service.app import create_app  # noqa: E402
+from service.standings import record_results  # noqa: E402
+from service.status import SUCCEEDED  # noqa: E402
+from service.store import ScheduleRow, Store, now  # noqa: E402
+from tests.helpers import Postgres, ThreadServer, make_settings  # noqa: E402
+
+LINEAGES = 50
+LENGTHS = (1024, 2048, 4096, 8192)
+QUERIES = {
+    "leaderboard, first page": "/v1/leaderboard?task=passkey&limit=50",
+    "leaderboard, one lineage": "/v1/leaderboard?task=passkey&lineage=runs/run07&limit=50",
+    "lineage curve (1,000 rows)": "/v1/leaderboard?task=passkey&lineage=runs/run07&sort=finished_at&order=asc&limit=1000",
+    "leaderboard, per lineage": "/v1/leaderboard?task=passkey&per=lineage&limit=50",
+    "leaderboard, rope filter": "/v1/leaderboard?task=passkey&rope=yarn:4&limit=50",
+    "leaderboard, name prefix": "/v1/leaderboard?task=passkey&checkpoint_prefix=run07-&limit=50",
+    "leaderboard, sorted by a point": "/v1/leaderboard?task=passkey&sort=accuracy.length%3D4096&limit=50",
+    "compare": None,  # two jobs of the history, filled in once seeded
+    "metrics": "/metrics",
+    "job list": "/v1/jobs?limit=50",
+    "job list, one task": "/v1/jobs?task=passkey&limit=50",
+}
+TARGETS = {"leaderboard, first page": 0.2, "leaderboard, one lineage": 0.2, "metrics": 0.05,
+           "dashboard leaderboard page": 1.0}
+
+
+def passkey_entry(i: int, night: int) -> dict[str, Any]:
+    """A passkey result that rises over the nights and falls with length."""
+    points = [(n, max(0.0, min(1.0, night / 400 - n / 16384 + (i % 7) / 50)), 20) for n in LENGTHS]
+    mean = sum(v for _, v, _ in points) / len(points)
+    result = TaskResult(headline="accuracy", metrics=[metric("accuracy", mean, True, "fraction", 80)],
+                        series=[series("accuracy", "length", "fraction", True, points)], summary=f"{mean:.3f}")
+    return {"task": "passkey", "result": result.model_dump(mode="json"),
+            "context": {"trained": 4096, "beyond": [n for n in LENGTHS if n > 4096]}}
+
+
+def seed(settings: Any, store: Store, start: int, stop: int) -> float:
+    """Jobs start..stop-1 of the history (lineage i % 50, night i // 50); returns seconds taken."""
+    t = time.perf_counter()
+    roots = settings.roots[0]
+    for i in range(start, stop):
+        lineage, night = i % LINEAGES, i // LINEAGES
+        name = f"run{lineage:02d}-step{night:05d}"
+        rope = {"rope_type": "yarn", "factor": 4} if i % 10 == 3 else None
+        job = store.add_job(checkpoint=name, checkpoint_path=str(roots / "runs" / f"run{lineage:02d}" / name),
+                            fingerprint=f"{lineage:02d}{night:05d}{i:08d}".ljust(64, "f"),
+                            tasks=[{"name": "passkey", "lengths": list(LENGTHS), "trials": 20}], rope=rope,
+                            backend="torch" if i % 7 == 5 else "auto", priority=0,
+                            schedule="nightly" if lineage == 7 else None)
+        claimed = store.claim_next("bench")
+        assert claimed is not None and claimed.id == job.id
+        assert store.finish(job.id, SUCCEEDED, progress={"passkey": {"done": 80, "total": 80}})
+        results = {"passkey": passkey_entry(i, night)}
+        folder = settings.results / job.id
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "results.json").write_text(json.dumps({"job": job.id, "results": results}))
+        record_results(settings, store, job.id, results)
+    return time.perf_counter() - t
+
+
+def timed(client: httpx.Client, path: str, repeats: int) -> dict[str, float]:
+    client.get(path).raise_for_status()  # warm: the first read of a page after seeding
+    seconds, size = [], 0
+    for _ in range(repeats):
+        t = time.perf_counter()
+        r = client.get(path)
+        seconds.append(time.perf_counter() - t)
+        r.raise_for_status()
+        size = len(r.content)
+    return {"median_s": statistics.median(seconds), "max_s": max(seconds), "bytes": size}
+
+
+def dashboard(url: str, repeats: int) -> dict[str, float] | None:
+    """/leaderboard in Chromium until the passkey board and the nightly curve are drawn."""
+    try:
+        from tests.service.web.browser import browser, new_page
+    except Exception as e:  # no playwright: the page is left out, said so
+        print(f"dashboard skipped: {e}", file=sys.stderr)
+        return None
+    seconds = []
+    with browser() as b:
+        for k in range(repeats + 1):
+            page, _ = new_page(b, url)
+            t = time.perf_counter()
+            page.goto("/leaderboard")
+            page.locator("#board-passkey tbody tr").first.wait_for(timeout=60_000)
+            page.locator("figure.chart", has_text='Nightly "nightly"').first.wait_for(timeout=60_000)
+            if k:
+                seconds.append(time.perf_counter() - t)
+            page.close()
+    return {"median_s": statistics.median(seconds), "max_s": max(seconds), "bytes": 0}
+
+
+def run_database(kind: str, sizes: list[int], repeats: int, browse: bool, tmp: Path) -> dict[str, Any]:
+    pg = Postgres().start() if kind == "postgres" else None
+    try:
+        settings = make_settings(tmp / kind, **({"database_url": pg.url} if pg else {}))
+        store = Store(settings.database)
+        store.upgrade(settings)
+        (settings.roots[0] / "runs" / "run07").mkdir(parents=True, exist_ok=True)
+        store.add_schedule(ScheduleRow(name="nightly", cron="0 2 * * *",
+                                       watch=[str(settings.roots[0] / "runs" / "run07")],
+                                       suite={"tasks": [{"name": "passkey"}]}, suite_hash="bench",
+                                       next_run_at=now()))
+        app = create_app(settings)
+        steps = []
+        with ThreadServer(app) as srv, httpx.Client(base_url=srv.url, timeout=120) as client:
+            seeded = 0
+            for size in sizes:
+                seconds = seed(settings, store, seeded, size)
+                print(f"{kind}: seeded {size - seeded} jobs in {seconds:.0f} s", file=sys.stderr, flush=True)
+                seeded = size
+                board = client.get("/v1/leaderboard?task=passkey&limit=2").json()
+                jobs = [r["job"] for r in board["rows"]]
+                step: dict[str, Any] = {"jobs": size, "seed_s": seconds, "rows": board["total"]}
+                for name, path in QUERIES.items():
+                    path = path or f"/v1/compare?task=passkey&jobs={jobs[0]}&jobs={jobs[1]}"
+                    step[name] = timed(client, path, repeats)
+                if browse:
+                    step["dashboard leaderboard page"] = dashboard(srv.url, max(1, repeats // 2))
+                steps.append(step)
+                print(f"{kind} {size}: " + ", ".join(f"{k} {v['median_s'] * 1000:.1f} ms" for k, v in step.items()
+                                                     if isinstance(v, dict)), file=sys.stderr, flush=True)
+        store.close()
+        return {"database": kind, "steps": steps}
+    finally:
+        if pg:
+            pg.stop()
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = ["# History scale: the leaderboard, comparisons, metrics and the dashboard at 100,000 jobs", "",
+             f"Machine: {report['machine']}. {report['note']}", "",
+             "Median of the timed requests (seconds) at each history size; the last column is the growth from "
+             "the smallest to the largest history (target: within 2x). Targets at 100,000 jobs: the "
+             "leaderboard's first page and a one-lineage view at most 0.2 s, /metrics at most 0.05 s, "
+             "the dashboard's leaderboard page at most 1 s.", ""]
+    for db in report["databases"]:
+        steps = db["steps"]
+        names = [k for k, v in steps[-1].items() if isinstance(v, dict)]
+        lines += [f"## {db['database']}", "",
+                  "| | " + " | ".join(f"{s['jobs']:,} jobs ({s['rows']:,} rows)" for s in steps) + " | growth | target |",
+                  "|---|" + "---:|" * (len(steps) + 2)]
+        for name in names:
+            first, last = steps[0].get(name), steps[-1].get(name)
+            growth = f"{last['median_s'] / first['median_s']:.2f}x" if first and last else "-"
+            target = f"{TARGETS[name]} s" if name in TARGETS else ""
+            lines.append(f"| {name} | " + " | ".join(f"{s[name]['median_s']:.4f}" if s.get(name) else "-"
+                                                    for s in steps) + f" | {growth} | {target} |")
+        lines += ["", "Seeding (store functions, results files written): " +
+                  ", ".join(f"{s['jobs']:,} jobs by {s['seed_s']:.0f} s" for s in steps) + ".", ""]
+    lines += ["![history scale](history_scale.png)", ""]
+    return "\n".join(lines)
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(report["databases"]), figsize=(7 * len(report["databases"]), 5), squeeze=False)
+    for ax, db in zip(axes[0], report["databases"], strict=True):
+        steps = db["steps"]
+        for name in [k for k, v in steps[-1].items() if isinstance(v, dict)]:
+            xs = [s["jobs"] for s in steps if s.get(name)]
+            ax.plot(xs, [s[name]["median_s"] * 1000 for s in steps if s.get(name)], marker="o", label=name)
+        ax.axhline(200, color="grey", linestyle="--", linewidth=0.8)
+        ax.set(xscale="log", yscale="log", xlabel="succeeded jobs in the history", ylabel="median ms per request",
+               title=f"{db['database']}: each page's cost as the history grows")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
+    ap.add_argument("--databases", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres"])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--no-browser", action="store_true")
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    ap.add_argument("--append", action="store_true",
+                    help="keep the other databases of the saved report (one database per run, e.g. other sizes)")
+    args = ap.parse_args()
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="lctx-history-") as tmp:
+        databases = [run_database(kind, sorted(args.sizes), args.repeats, not args.no_browser, Path(tmp))
+                     for kind in args.databases]
+    report = {"machine": f"{os.cpu_count()} CPUs, {platform.platform()}",
+              "note": f"Load average (1 min) {load:.1f} before, {os.getloadavg()[0]:.1f} after: the machine is "
+                      "shared. The app is served by uvicorn in a thread of this process; requests over loopback.",
+              "databases": databases}
+    saved = args.out / "history_scale.json"
+    if args.append and saved.is_file():
+        ran = {d["database"] for d in databases}
+        report["databases"] = [d for d in json.loads(saved.read_text())["databases"] if d["database"] not in ran] \
+            + databases
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "history_scale.json").write_text(json.dumps(report, indent=2))
+    (args.out / "history_scale.md").write_text(markdown(report))
+    plot(report, args.out / "history_scale.png")
+    print(markdown(report))
+
+
+if __name__ == "__main__":
+    main()
