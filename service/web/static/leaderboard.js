@@ -88,14 +88,15 @@ function boardBlock(task, first) {
 }
 
 /** Per schedule and watch folder: the headline against checkpoint (names in natural order),
- * read as that lineage's own rows, oldest first. */
+ * read as that lineage's own rows. */
 async function nightlyCharts(task, board, schedules) {
   if (!board.headline) return [];
   const unit = board.column_info.find((c) => c.name === board.headline)?.unit;
   const charts = [];
   for (const sch of schedules) {
     for (const watch of sch.watch) {
-      const params = new URLSearchParams({ task, lineage: watch, schedule: sch.name, sort: "finished_at", order: "asc",
+      // the newest 1,000 nights of the lineage (the chart orders checkpoints by name)
+      const params = new URLSearchParams({ task, lineage: watch, schedule: sch.name, sort: "finished_at", order: "desc",
         limit: "1000" });
       const inside = (await api(`/v1/leaderboard?${params}`)).rows;
       if (!inside.length) continue;
