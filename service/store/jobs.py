@@ -94,7 +94,7 @@ class JobAccess(Database):
         with self.reading() as s:
             total = (s.scalar(select(func.count()).select_from(JobRow).where(*where)) or 0) if where \
                 else sum(self.count_by_status().values())
-            rows = s.scalars(select(JobRow).where(*where).order_by(JobRow.created_at.desc(), JobRow.id)
+            rows = s.scalars(select(JobRow).where(*where).order_by(JobRow.created_at.desc(), JobRow.id.desc())
                              .limit(limit).offset(offset))
             return list(rows), total
 
@@ -118,7 +118,8 @@ class JobAccess(Database):
         if checkpoint:
             where.append(JobRow.checkpoint == checkpoint)
         if task:
-            where.append(JobRow.id.in_(select(JobTaskRow.job_id).where(JobTaskRow.task == task)))
+            where.append(select(JobTaskRow.job_id).where(JobTaskRow.job_id == JobRow.id, JobTaskRow.task == task)
+                         .exists())  # probed per job in the list's order: a page reads a page of jobs
         return where
 
     def count_by_status(self) -> dict[str, int]:

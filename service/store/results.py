@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, select, true, update
 from sqlalchemy.engine import Connection
 
 from service.store.db import Database
@@ -97,21 +97,34 @@ class BoardPage:
 
 
 def insert_results(conn: Connection, job_id: str, records: list[ResultRecord]) -> None:
-    """Store a job's rows and settle which row is the newest of each key (a job recorded late,
-    as the migration does, takes a key only if it finished last)."""
+    """Store a job's rows. A row takes the flag of its key from the row holding it when it finished
+    as late or later (as a job does at its end); a job recorded late (the migration, oldest first,
+    or a retry) takes a key only if it finished last."""
     for rec in records:
+        flags, taken = {}, []
+        for key, flag, count in PER.values():
+            held = conn.execute(select(T.c.id, T.c.finished_at).where(
+                T.c.task == rec.task, T.c[key] == getattr(rec, key), T.c[flag] == true())).all()
+            flags[flag] = all(h.finished_at <= rec.finished_at for h in held)  # ties: the newer row
+            if flags[flag]:
+                taken.append((flag, count, [h.id for h in held]))
         result_id = conn.execute(insert(T).values(
             job_id=job_id, task=rec.task, checkpoint=rec.checkpoint, fingerprint=rec.fingerprint,
             lineage=rec.lineage, schedule=rec.schedule, rope=rec.rope, backend=rec.backend, thinking=rec.thinking,
             data_revision=rec.data_revision, options=rec.options, setting=rec.setting, setting_key=rec.setting_key,
             lineage_key=rec.lineage_key, finished_at=rec.finished_at, trained_context=rec.trained_context,
             beyond_context=rec.beyond_context, headline=rec.headline, unranked=rec.rank is None, rank=rec.rank,
-            current=False, lineage_current=False)).inserted_primary_key[0]
+            **flags)).inserted_primary_key[0]
         if rec.values:
             conn.execute(insert(V), [{"result_id": result_id, "column": c, "value": v} for c, v in rec.values.items()])
         _catalog(conn, rec.task, rec.columns)
-        for key, flag, count in PER.values():
-            _settle(conn, rec.task, key, getattr(rec, key), flag, count)
+        for flag, count, old in taken:
+            for old_id in old:
+                conn.execute(update(T).where(T.c.id == old_id).values({flag: False}))
+                _count(conn, rec.task, old_id, count, -1)
+            if rec.values:
+                conn.execute(update(C).where(C.c.task == rec.task, C.c.name.in_(list(rec.values)))
+                             .values({count: C.c[count] + 1}))
 
 
 def _catalog(conn: Connection, task: str, columns: list[Column]) -> None:
@@ -125,21 +138,6 @@ def _catalog(conn: Connection, task: str, columns: list[Column]) -> None:
             conn.execute(insert(C).values(task=task, name=c.name, rows=0, lineage_rows=0, **info))
         elif any(getattr(old, k) != v for k, v in info.items()):
             conn.execute(update(C).where(C.c.task == task, C.c.name == c.name).values(**info))
-
-
-def _settle(conn: Connection, task: str, key_column: str, key: str, flag: str, count: str) -> None:
-    """The newest row of `key` carries `flag`; the catalog's counts follow the rows that gain or lose it."""
-    key_col, flag_col = T.c[key_column], T.c[flag]
-    newest = conn.execute(select(T.c.id).where(T.c.task == task, key_col == key)
-                          .order_by(T.c.finished_at.desc(), T.c.id.desc()).limit(1)).scalar()
-    held = conn.execute(select(T.c.id).where(T.c.task == task, key_col == key, flag_col.is_(True))).scalars().all()
-    if held == [newest]:
-        return
-    for old in held:
-        conn.execute(update(T).where(T.c.id == old).values({flag: False}))
-        _count(conn, task, old, count, -1)
-    conn.execute(update(T).where(T.c.id == newest).values({flag: True}))
-    _count(conn, task, newest, count, +1)
 
 
 def _count(conn: Connection, task: str, result_id: int, count: str, step: int) -> None:
@@ -206,7 +204,7 @@ class ResultAccess(Database):
         """One page of a task view's leaderboard: the matching rows' count, the headline (the
         newest matching row's), every column of the matching rows and the page's rows."""
         _, flag, count = PER[q.per]
-        where = [T.c.task == q.task, T.c[flag].is_(True), *self._filters(q)]
+        where = [T.c.task == q.task, T.c[flag] == true(), *self._filters(q)]
         with self.read_engine.connect() as conn:
             total = conn.execute(select(func.count()).select_from(T).where(*where)).scalar() or 0
             headline = conn.execute(select(T.c.headline).where(*where)

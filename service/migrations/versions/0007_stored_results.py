@@ -1,7 +1,8 @@
 """The leaderboard stored (#52): a job's tasks in `job_tasks` (an index, not a LIKE over
 `task_names`); jobs per final status and the samples they scored in `job_counts` (what
 /metrics reads); per succeeded job and task view its leaderboard row (`task_results`), its
-columns (`result_values`) and each view's column catalog (`result_columns`).
+columns (`result_values`) and each view's column catalog (`result_columns`); the job list's
+order (created_at, id) indexed.
 
 Existing jobs are filled in: their tasks and counts from their rows, their leaderboard rows
 from their results.json (service/standings.fill; the service's settings name the results
@@ -70,18 +71,20 @@ def upgrade() -> None:
         sa.Column("lineage_current", sa.Boolean(), nullable=False),
         sa.PrimaryKeyConstraint("id"),
     )
-    op.create_index("ix_task_results_job_id", "task_results", ["job_id"])
     for name, columns in {
         "board": ["task", "current", "unranked", "rank", "checkpoint", "setting"],
         "lineage_board": ["task", "lineage_current", "unranked", "rank", "checkpoint", "setting"],
         "newest": ["task", "current", "finished_at"],
-        "setting": ["task", "setting_key", "finished_at"],
-        "lineage_key": ["task", "lineage_key", "finished_at"],
-        "lineage": ["task", "lineage", "finished_at"],
-        "checkpoint": ["task", "checkpoint", "finished_at"],
-        "schedule": ["task", "schedule", "finished_at"],
+        "job": ["job_id", "task"],
+        "setting": ["task", "setting_key", "current", "finished_at"],
+        "lineage_key": ["task", "lineage_key", "lineage_current", "finished_at"],
+        "lineage": ["task", "current", "lineage", "finished_at"],
+        "lineage_runs": ["task", "lineage_current", "lineage", "finished_at"],
+        "checkpoint": ["task", "current", "checkpoint", "finished_at"],
+        "schedule": ["task", "current", "schedule", "finished_at"],
     }.items():
         op.create_index(f"ix_task_results_{name}", "task_results", columns)
+    op.create_index("ix_jobs_created", "jobs", ["created_at", "id"])  # the job list's order, newest first
     op.create_table(
         "result_values",
         sa.Column("result_id", sa.Integer(), sa.ForeignKey("task_results.id", ondelete="CASCADE"), nullable=False),
@@ -139,5 +142,6 @@ def _fill() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index("ix_jobs_created", table_name="jobs")
     for name in ("result_columns", "result_values", "task_results", "job_counts", "job_tasks"):
         op.drop_table(name)
