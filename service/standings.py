@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from evaluators.results import task_result
+from evaluators.registry import task_result
 from service.comparison import Scored, column_info, headline_column, scored_in
 from service.layout import job_results
 from service.paths import client_path
