@@ -19,8 +19,35 @@ function boardQuery(task, state, extra = {}) {
   return api(`/v1/leaderboard?${params}`);
 }
 
-function boardTable(task, board, state, reload) {
-  const groups = groupColumns(board.columns, board.column_info);
+/**
+ * The column groups shown: the metrics always, then the others the reader chose, or (none
+ * chosen) as many as fit the screen (`hidden` set by `fitToScreen`); the rest are folded
+ * behind a chooser, so a task with many series (RULER: one per sub-task) never scrolls sideways.
+ */
+function shownGroups(all, state) {
+  if (state.shown) return all.filter((g) => g.group === "metrics" || state.shown.has(g.group));
+  return all.filter((g) => !(state.hidden || new Set()).has(g.group));
+}
+
+function columnChooser(all, shown, state, redraw) {
+  const folded = all.filter((g) => !shown.includes(g));
+  if (!folded.length && !state.shown) return null;
+  const boxes = all.filter((g) => g.group !== "metrics").map((g) => {
+    const box = h("input", { type: "checkbox", class: "column-group", value: g.group, checked: shown.includes(g) });
+    box.addEventListener("change", () => {
+      const picked = new Set([...document.querySelectorAll(`#${state.id} input.column-group:checked`)].map((b) => b.value));
+      redraw({ shown: picked, choosing: true });
+    });
+    return h("label", {}, box, ` ${g.group}`);
+  });
+  return h("details", { class: "more-columns", id: state.id, open: state.choosing },
+    h("summary", {}, folded.length ? `${folded.length} column group(s) folded to fit the screen: choose the columns`
+      : "Choose the columns"), h("div", { class: "buttons" }, boxes));
+}
+
+function boardTable(task, board, state, reload, redraw) {
+  const all = groupColumns(board.columns, board.column_info);
+  const groups = shownGroups(all, state);
   const columns = groups.flatMap((g) => g.columns);
   const heat = new Map(groups.map((g) => [g, heatFor(g, board.rows.flatMap((r) => g.columns.map((c) => r.values[c.name])))]));
   const lead = [["Compare", null], ["Checkpoint", "checkpoint"], ["Setting", "setting"], ["Job", "job"], ["Finished", "finished_at"]];
@@ -30,7 +57,7 @@ function boardTable(task, board, state, reload) {
   const header = (label, key, num) => {
     const th = h("th", { scope: "col", class: num ? "num" : null, title: num ? key : null });
     if (!key) { th.textContent = label; return th; }
-    const button = h("button", { type: "button", class: "sort" }, label);
+    const button = h("button", { type: "button", class: "sort" }, label.replace(/_/g, "_\u200b"));  // breaks after _
     if (key === sortedBy) th.setAttribute("aria-sort", state.order === "asc" ? "ascending" : "descending");
     button.addEventListener("click", () => {
       const order = key === sortedBy && state.order !== "asc" ? "asc" : "desc";
@@ -72,18 +99,42 @@ function boardTable(task, board, state, reload) {
   next.addEventListener("click", () => reload({ offset: state.offset + PAGE }));
   const pager = h("div", { class: "buttons pager" }, previous,
     h("span", { class: "muted page-range" }, `rows ${board.rows.length ? state.offset + 1 : 0}–${last} of ${board.total}`), next);
-  return [h("div", { class: "table-wrap" }, table), pager, h("div", { class: "buttons" }, compare, note)];
+  return [h("div", { class: "table-wrap" }, table), columnChooser(all, groups, state, redraw), pager,
+    h("div", { class: "buttons" }, compare, note)].filter(Boolean);
 }
 
 /** A task's board that pages and sorts in place. */
 function boardBlock(task, first) {
   const block = h("div", { class: "board-block" });
-  let state = { offset: 0, sort: null, order: null };
+  let state = { offset: 0, sort: null, order: null, shown: null, hidden: null,
+    id: `columns-${task.replace(/[^\w-]/g, "_")}` };
+  let board = first;
+  const draw = () => block.replaceChildren(...boardTable(task, board, state, reload, redraw));
+  // Column groups folded, last first (never the metrics), until the table fits its screen.
+  const fitToScreen = () => {
+    if (state.shown || !block.isConnected) return;
+    // a series of the whole task (RULER's average by length) before those of one part of it (`score.task=vt`)
+    const groups = groupColumns(board.columns, board.column_info).filter((g) => g.group !== "metrics");
+    const names = [...groups.filter((g) => !String(g.label).includes("=")),
+      ...groups.filter((g) => String(g.label).includes("="))].map((g) => g.group);
+    state = { ...state, hidden: new Set() };
+    draw();
+    for (let keep = names.length - 1; keep >= 0; keep -= 1) {
+      const wrap = block.querySelector(".table-wrap");
+      if (wrap.scrollWidth <= wrap.clientWidth) return;
+      state = { ...state, hidden: new Set(names.slice(keep)) };
+      draw();
+    }
+  };
+  const redraw = (change) => { state = { ...state, ...change }; draw(); };
   const reload = async (change) => {
     state = { ...state, ...change };
-    block.replaceChildren(...boardTable(task, await boardQuery(task, state), state, reload));
+    board = await boardQuery(task, state);
+    draw();
+    fitToScreen();
   };
-  block.replaceChildren(...boardTable(task, first, state, reload));
+  draw();
+  requestAnimationFrame(fitToScreen);  // once the page is on screen (show() renders it synchronously)
   return block;
 }
 
