@@ -301,3 +301,31 @@ def test_job_counts_follow_every_change_of_status(tmp_path: Path) -> None:
         assert store.list_jobs()[1] == 5
     finally:
         store.close()
+
+
+def test_recording_a_job_twice_leaves_one_set_of_rows(tmp_path: Path) -> None:
+    """A retried record (the coordinator's call after a restart) replaces the job's rows: the
+    board, its counts and the newest-of-its-setting flags stay as one record left them."""
+    settings = make_settings(tmp_path)
+    store = Store(settings.database)
+    store.create_all()
+    try:
+        ids = []
+        for night in range(3):  # one checkpoint's setting three nights running: the last is its row
+            job = store.add_job(checkpoint="ck", checkpoint_path=str(settings.roots[0] / "run" / "ck"),
+                                fingerprint="f" * 64, tasks=[{"name": "passkey"}], rope=None, backend="auto",
+                                priority=0)
+            assert store.claim_next("t").id == job.id and store.finish(job.id, SUCCEEDED)
+            store_results(settings, store, job.id, {"passkey": passkey_entry(night, 100 * night, (512, 1024))})
+            ids.append(job.id)
+        once = leaderboard("passkey", store)
+        for job_id in (ids[2], ids[0]):
+            results = {"passkey": passkey_entry(ids.index(job_id), 100 * ids.index(job_id), (512, 1024))}
+            store_results(settings, store, job_id, results)
+        twice = leaderboard("passkey", store)
+        assert [r.job for r in twice.rows] == [ids[2]] and dumped(twice) == dumped(once)
+        with store.reading() as s:
+            assert s.scalar(text("SELECT count(*) FROM task_results WHERE task = 'passkey'")) == 3
+            assert s.scalar(text("SELECT max(rows) FROM result_columns WHERE task = 'passkey'")) == 1
+    finally:
+        store.close()
