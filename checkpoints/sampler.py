@@ -18,8 +18,10 @@ from checkpoints.thinking import SEPARATOR_TOKENS, ThinkPlan
 
 if TYPE_CHECKING:
     from checkpoints.requests import GenerateRequest
+    from checkpoints.tokenizer import TextStream
 
 Decode = Callable[[list[int]], str]
+Streams = Callable[[], "TextStream"]  # a tokenizer's `decode_stream`: a fresh incremental decoder
 # Tokens decoded to find the end of a think block as it is written: more than any delimiter takes.
 _CLOSE_WINDOW = 24
 
@@ -33,6 +35,28 @@ class ThinkState:
     opened: bool = False
     start: int | None = None
     separator: int = 0  # whitespace tokens after the block, not counted as answer
+
+
+@dataclass
+class AnswerText:
+    """A row's answer text kept as its tokens arrive (`TextStream`): a stop string or an
+    evaluator's `decided` is checked on each step's new text, not on the whole output
+    decoded again (which costs its length squared over a generation). `start`: the answer's
+    first token index the text began at; `fed`: the tokens read so far."""
+
+    start: int
+    stream: TextStream
+    text: str = ""
+    fed: int = 0
+    pending: bool = False  # the last token gave no text yet (a character split across tokens)
+
+    def read(self, tokens: Sequence[int]) -> str:
+        for token in tokens[self.start + self.fed:]:
+            piece = self.stream.step(token)
+            self.text += piece or ""
+            self.pending = piece is None
+            self.fed += 1
+        return self.text
 
 
 @dataclass(frozen=True)
@@ -57,22 +81,26 @@ class StopRule:
     decided: Callable[[str], bool] | None = None
     think: ThinkPlan | None = None
     state: ThinkState = field(default_factory=ThinkState, compare=False)
+    streams: Streams | None = field(default=None, compare=False)  # None: the whole answer decoded each step
+    answer: list[AnswerText] = field(default_factory=list, compare=False)  # the row's AnswerText, once made
 
     @classmethod
     def make(cls, eos_ids: Sequence[int], max_new_tokens: int, *, stop: Sequence[str] = (), stop_at_eos: bool = True,
              min_new_tokens: int = 0, suppress_ids: Sequence[int] = (), stop_ids: Sequence[int] = (),
-             decided: Callable[[str], bool] | None = None, think: ThinkPlan | None = None) -> StopRule:
+             decided: Callable[[str], bool] | None = None, think: ThinkPlan | None = None,
+             streams: Streams | None = None) -> StopRule:
         eos = (frozenset(eos_ids) if stop_at_eos else frozenset()) | frozenset(stop_ids)
         return cls(eos=eos, max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
                    blocked=tuple(sorted(eos | set(suppress_ids))), stop=tuple(s for s in stop if s), decided=decided,
-                   think=think, state=ThinkState(opened=think is not None and think.inside))
+                   think=think, state=ThinkState(opened=think is not None and think.inside), streams=streams)
 
     @classmethod
-    def of(cls, request: GenerateRequest, eos_ids: Sequence[int]) -> StopRule:
-        """The rule of one request (a fresh state: one per row)."""
+    def of(cls, request: GenerateRequest, eos_ids: Sequence[int], streams: Streams | None = None) -> StopRule:
+        """The rule of one request (a fresh state: one per row); `streams`, the tokenizer's
+        `decode_stream` where it has one."""
         return cls.make(eos_ids, request.max_new_tokens, stop=request.stop, stop_at_eos=request.stop_at_eos,
                         min_new_tokens=request.min_new_tokens, suppress_ids=request.suppress_ids,
-                        stop_ids=request.stop_ids, decided=request.decided, think=request.think)
+                        stop_ids=request.stop_ids, decided=request.decided, think=request.think, streams=streams)
 
     @property
     def answer_start(self) -> int:
@@ -120,9 +148,11 @@ class StopRule:
             self.state.start = len(tokens)  # "</think>\n\n": the answer starts after the blank
             self.state.separator += 1
             return None, None
-        text = self.answer_text(tokens, decode) if self.stop or self.decided is not None else ""
+        checked, text = self._new_text(tokens, decode) if self.stop or self.decided is not None else (0, "")
         if self.stop:
-            cut = min((i for i in (text.find(s) for s in self.stop) if i >= 0), default=-1)
+            # earlier steps found none: a stop string can only end in this step's new text
+            cut = min((i for i in (text.find(s, max(0, checked - len(s) + 1)) for s in self.stop) if i >= 0),
+                      default=-1)
             if cut >= 0:
                 return "stop_string", text[:cut]
         if self.exhausted(tokens):
@@ -130,6 +160,22 @@ class StopRule:
         if self.decided is not None and self.decided(text):
             return "decided", None
         return None, None
+
+    def _new_text(self, tokens: list[int], decode: Decode) -> tuple[int, str]:
+        """(the length of the answer's text known complete at the last step, its text now):
+        read incrementally where the tokenizer streams, else (and while a character is split
+        across tokens, or a token adds no text) decoded whole, so every check sees exactly
+        the text a whole decode gives."""
+        if self.streams is None:
+            return 0, self.answer_text(tokens, decode)
+        if not self.answer or self.answer[0].start != self.answer_start:  # the answer (re)starts here
+            self.answer[:] = [AnswerText(self.answer_start, self.streams())]
+        answer = self.answer[0]
+        before = answer.text if self.think is None else answer.text.lstrip()
+        now = answer.read(tokens)
+        if answer.pending:  # the whole decode shows the split character as U+FFFD: check what it shows
+            return len(before), self.answer_text(tokens, decode)
+        return len(before), now if self.think is None else now.lstrip()
 
     def _thinking_after(self, tokens: list[int], token: int, decode: Decode) -> tuple[str | None, str | None]:
         plan, state = self.think, self.state

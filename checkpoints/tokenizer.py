@@ -6,11 +6,13 @@ and `config.json`, in that order of preference for EOS ids (all are kept)."""
 
 from __future__ import annotations
 
+import codecs
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tokenizers import Tokenizer as HFTokenizer
+from tokenizers.decoders import DecodeStream
 
 from checkpoints.errors import LoadError
 
@@ -41,6 +43,36 @@ class Tokenizer(Protocol):
     def save(self, path: Path) -> None: ...
 
 
+class TextStream(Protocol):
+    """A sequence's text as its tokens arrive (special tokens skipped): `step(id)` gives the
+    text this token completes (None while a character is split across tokens); the pieces
+    joined are the sequence's decode. What the stop checks read: each step costs its token,
+    not the whole output decoded again."""
+
+    def step(self, token: int) -> str | None: ...
+
+
+class _ByteStream:
+    """ByteTokenizer's stream: UTF-8 decoded incrementally (a character split over tokens
+    waits for its last byte; invalid bytes are replaced, as `decode` does)."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def step(self, token: int) -> str | None:
+        return (self._decoder.decode(bytes([token])) or None) if token < 256 else None
+
+
+class _JsonStream:
+    """A fast tokenizer's stream: the `tokenizers` library's own DecodeStream."""
+
+    def __init__(self, tokenizer: HFTokenizer) -> None:
+        self._tok, self._stream = tokenizer, DecodeStream(skip_special_tokens=True)
+
+    def step(self, token: int) -> str | None:
+        return self._stream.step(self._tok, token)
+
+
 class ByteTokenizer:
     """UTF-8 bytes are ids 0..255; BOS 256, EOS 257, PAD 258."""
 
@@ -69,6 +101,9 @@ class ByteTokenizer:
 
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
         return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
+
+    def decode_stream(self) -> TextStream:
+        return _ByteStream()
 
     def save(self, path: Path) -> None:
         (Path(path) / BYTE_TOKENIZER_FILE).write_text(
@@ -153,6 +188,9 @@ class JsonTokenizer:
 
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def decode_stream(self) -> TextStream:
+        return _JsonStream(self._tok)
 
     def save(self, path: Path) -> None:
         self._tok.save(str(Path(path) / "tokenizer.json"))

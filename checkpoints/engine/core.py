@@ -444,7 +444,9 @@ class Engine:
         return result
 
     def _row(self, index: int, req: GenerateRequest, logits: torch.Tensor) -> _Row:
-        return _Row(index=index, request=req, logits=logits.float(), rule=StopRule.of(req, self.tokenizer.eos_ids))
+        # stop strings checked on each step's new text (the tokenizer's stream; generate.py, the oracle, decodes whole)
+        rule = StopRule.of(req, self.tokenizer.eos_ids, getattr(self.tokenizer, "decode_stream", None))
+        return _Row(index=index, request=req, logits=logits.float(), rule=rule)
 
     def _start(self, index: int, req: GenerateRequest, batch_bytes: int) -> tuple[_Row, KVCache]:
         """Prefill one prompt, from its longest cached prefix (at least its last token runs,
