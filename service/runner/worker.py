@@ -91,6 +91,7 @@ class Worker:
         self.judges = {}  # opened again for each job: a judge's server may have been redeployed
         self.judgments = None  # read again for each job: other jobs may have cached judgments since
         self.stopped.clear()
+        self.outbox.take()  # nothing of an earlier job is sent as this one's
         warm = key == self.key and spec.endpoint is None  # a served model is probed again (it may have moved)
         if spec.endpoint is not None:
             from clients.endpoint.engine import EndpointEngine, connect
