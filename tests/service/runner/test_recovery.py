@@ -106,12 +106,13 @@ def test_a_worker_killed_as_the_oom_killer_kills_reruns_its_unit_at_half_the_bat
     from tests.helpers import ThreadServer, make_settings
 
     tiny_checkpoint(tmp_path / "models" / "tiny")
+    # one unit of 64 samples, eight decoding waves: records reach the coordinator twice a second while
+    # the unit runs, so the kill after the first ones lands with most of the unit still to run
     settings = make_settings(tmp_path, executor=True, ray_address=ray_cluster, replica_id="retry-test",
-                             max_attempts=2, engine_max_batch=8)
-    task = {"name": "passkey", "lengths": [2048], "trials": 32, "seed": 4}
+                             max_attempts=2, engine_max_batch=8, unit_tokens=1_000_000)
+    task = {"name": "passkey", "lengths": [2048], "trials": 64, "seed": 4}
     with ThreadServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
         job = c.post("/v1/jobs", json={"checkpoint": str(tmp_path / "models" / "tiny"), "tasks": [task]}).json()
-        # 2k tokens: the other 24 samples take seconds, so the kill lands mid-unit
         wait_for(lambda: recorded(settings.results, job["id"]) >= 2, 120, 0.01, "samples on disk")
         for pid in worker_pids(settings.results, job["id"]):
             os.kill(pid, signal.SIGKILL)
