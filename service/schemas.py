@@ -411,6 +411,20 @@ class Leaderboard(BaseModel):
     rows: list[LeaderboardRow]
 
 
+class JobStanding(BaseModel):
+    task: str = Field(description="a task key of the job's results (`passkey`, `longbench`)")
+    headline: str | None = Field(None, description="the column its leaderboard sorts by")
+    columns: list[str] = Field(description="its stored columns: metrics, then series points")
+    column_info: list[LeaderboardColumn] = Field(description="per column, in order")
+    row: LeaderboardRow = Field(description="the row as the leaderboard and comparisons show it")
+
+
+class JobStandings(BaseModel):
+    job: str
+    tasks: list[JobStanding] = Field(description="the job's stored rows, one per task key of its results (none "
+                                     "unless it succeeded: rows are stored when a job succeeds)")
+
+
 class SamplePrompt(BaseModel):
     task: str
     id: str

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from evaluators.registry import registry, unknown_task
-from service.api.deps import Read, StoreDep
+from service.api.deps import JobId, Read, StoreDep
 from service.comparison import column_order
 from service.errors import Conflict, InvalidRequest, NotFound
 from service.schemas import (
@@ -15,6 +15,8 @@ from service.schemas import (
     TASK_PATTERN,
     Comparison,
     ComparisonRow,
+    JobStanding,
+    JobStandings,
     Leaderboard,
     LeaderboardColumn,
     LeaderboardRow,
@@ -137,3 +139,19 @@ def compare(task: Annotated[str, Query(pattern=TASK_PATTERN, examples=["passkey"
         rows.append(ComparisonRow(**row, difference=diff))
     return Comparison(task=task, baseline=entries[0].job_id, columns=names,
                       column_info=[columns[c] for c in names], rows=rows)
+
+
+@router.get("/v1/jobs/{job_id}/standings", dependencies=Read, response_model=JobStandings, responses=errors(404))
+def job_standings(job_id: JobId, store: StoreDep) -> JobStandings:
+    """What the job added to the leaderboard, as stored when it succeeded: per task key of its
+    results the row the leaderboard and comparisons show (each column's value and meaning). The
+    job page reads its numbers here; its results.json (`/results`) keeps what is not stored
+    (summaries, samples per value, plots, data provenance). No rows: the job has not succeeded."""
+    job = store.get_job(job_id)
+    tasks = []
+    for rec in store.job_standings(job.id):
+        columns = {c.name: _info(c) for c in rec.columns}
+        names = column_order(columns)
+        tasks.append(JobStanding(task=rec.task, headline=rec.headline, columns=names,
+                                 column_info=[columns[c] for c in names], row=LeaderboardRow(**_row(rec, names))))
+    return JobStandings(job=job.id, tasks=tasks)

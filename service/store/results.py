@@ -200,6 +200,30 @@ class ResultAccess(Database):
             rec.columns = [_column(c) for c in conn.execute(select(C).where(C.c.task == task, C.c.name.in_(values)))]
         return rec
 
+    def job_standings(self, job_id: str, views: bool = False) -> list[ResultRecord]:
+        """A job's stored rows, task by task, each with its columns' meanings: its results' own
+        keys (`passkey`, `longbench`), and with `views` their views by point key as well
+        (`longbench/qasper`). Three indexed reads, whatever the history's size."""
+        where = [T.c.job_id == job_id] + ([] if views else [~T.c.task.contains("/", autoescape=True)])
+        with self.read_engine.connect() as conn:
+            rows = conn.execute(select(T).where(*where).order_by(T.c.task)).all()
+            if not rows:
+                return []
+            values: dict[int, dict[str, float | None]] = {r.id: {} for r in rows}
+            for rid, column, value in conn.execute(select(V.c.result_id, V.c.column, V.c.value)
+                                                   .where(V.c.result_id.in_(list(values)))):
+                values[rid][column] = value
+            tasks = sorted({r.task for r in rows})
+            catalog: dict[str, dict[str, Column]] = {t: {} for t in tasks}
+            for c in conn.execute(select(C).where(C.c.task.in_(tasks))):
+                catalog[c.task][c.name] = _column(c)
+        out = []
+        for r in rows:
+            rec = _record(r, values[r.id])
+            rec.columns = [catalog[r.task][n] for n in values[r.id] if n in catalog[r.task]]
+            out.append(rec)
+        return out
+
     def board(self, q: BoardQuery) -> BoardPage:
         """One page of a task view's leaderboard: the matching rows' count, the headline (the
         newest matching row's), every column of the matching rows and the page's rows."""

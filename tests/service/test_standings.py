@@ -221,6 +221,44 @@ def test_compare_reads_the_stored_rows(history) -> None:
     assert pair.rows[0].values == {c: board.rows[0].values.get(c) for c in pair.columns}
 
 
+def test_a_jobs_standings_are_its_stored_rows(history) -> None:
+    """GET /v1/jobs/{id}/standings (what the job page shows): per task key of the job's results
+    the row the leaderboard shows, from the stored rows even when results.json is gone; none
+    for a job whose results were never recorded; 404 for no job."""
+    settings, store, ids = history
+    app = create_app(settings)
+    app.state.store, app.state.dispatcher = store, None
+    c = TestClient(app)
+    job = leaderboard("passkey", store, limit=1).rows[0].job
+    r = c.get(f"/v1/jobs/{job}/standings")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["job"] == job and [t["task"] for t in body["tasks"]] == ["graphwalks", "passkey"]  # no graphwalks/bfs
+    passkey = body["tasks"][1]
+    board = leaderboard("passkey", store, checkpoint=passkey["row"]["checkpoint"], limit=5000)
+    row = next(x for x in board.rows if x.job == job)
+    assert passkey["headline"] == "accuracy" and passkey["row"]["setting"] == row.setting
+    assert passkey["row"]["values"] == {c: v for c, v in row.values.items() if c in passkey["columns"]}
+    assert passkey["columns"][0] == "accuracy" and passkey["columns"][1:] == sorted(
+        passkey["columns"][1:], key=lambda n: int(n.rsplit("=", 1)[1]))  # metrics, then points by length
+    info = {i["name"]: i for i in passkey["column_info"]}
+    assert info["accuracy.length=512"] == {"name": "accuracy.length=512", "higher_is_better": True, "unit": "fraction",
+                                           "kind": "point", "series": "accuracy", "axis": "length", "key": "512"}
+    graphwalks = body["tasks"][0]
+    assert graphwalks["row"]["values"] == store.stored_result(job, "graphwalks").values
+    assert len(store.job_standings(job, views=True)) > len(body["tasks"])  # graphwalks/bfs and the rest
+    path = job_results(settings, job)
+    kept = path.read_bytes()
+    path.unlink()  # results.json gone: the stored rows still answer
+    try:
+        assert c.get(f"/v1/jobs/{job}/standings").json() == body
+    finally:
+        path.write_bytes(kept)
+    lost = ids[16]  # the 17th job: its results were never recorded
+    assert c.get(f"/v1/jobs/{lost}/standings").json() == {"job": lost, "tasks": []}
+    assert c.get("/v1/jobs/nosuchjob/standings").status_code == 404
+
+
 def test_bad_queries_are_refused_with_what_to_do(history) -> None:
     settings, store, _ = history
     app = create_app(settings)

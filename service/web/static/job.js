@@ -1,6 +1,9 @@
 // A job: its facts and live progress, then its results (summary table, charts of its
 // series, the evaluators' plots), partial results and error of a failed job, and the
 // per-sample table with filters and a sample viewer (prompt with the needle marked).
+// A succeeded job's numbers (metrics, series points) are its stored rows, the ones the
+// leaderboard and comparisons show (GET /v1/jobs/{id}/standings); its results.json adds
+// what is not stored: summaries, samples per value, the evaluator's point order, plots.
 
 import { api, ApiError } from "./api.js";
 import { axisDomain, lineChart, unitRange } from "./charts.js";
@@ -25,13 +28,53 @@ function facts(job) {
   return h("dl", { class: "facts" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
 }
 
-function metricsTable(result) {
-  return h("table", {},
+const seriesLabel = (name, at) => [name, ...Object.keys(at).sort().map((k) => `${k}=${at[k]}`)].join(".");
+
+/** A task's result from its stored row (values, units, directions, the headline), with the
+ * results file's entry (`file`, null where it is gone) adding what is not stored: the summary,
+ * the samples behind each value, the evaluator's order of metrics and points. */
+function storedResult(standing, file) {
+  const info = new Map(standing.column_info.map((c) => [c.name, c]));
+  const value = (name) => standing.row.values[name] ?? null;
+  const fileMetrics = file?.metrics || [];
+  const metrics = standing.columns.filter((n) => info.get(n).kind === "metric").map((n) => ({
+    name: n, value: value(n), unit: info.get(n).unit, higher_is_better: info.get(n).higher_is_better,
+    n: fileMetrics.find((m) => m.name === n)?.n,
+  }));
+  const at = (i) => fileMetrics.findIndex((m) => m.name === i.name) >>> 0;  // not in the file: last
+  metrics.sort((a, b) => at(a) - at(b));
+  const groups = new Map();
+  for (const n of standing.columns) {
+    const c = info.get(n);
+    if (c.kind !== "point") continue;
+    const id = `${c.series} by ${c.axis}`;
+    if (!groups.has(id)) {
+      const twin = (file?.series || []).find((f) => f.axis === c.axis && seriesLabel(f.name, f.at) === c.series);
+      const [name, ...coords] = c.series.split(/\.(?=[A-Za-z_]\w*=)/);  // `accuracy.depth=50`
+      groups.set(id, { twin, name: twin ? twin.name : name, axis: c.axis, unit: c.unit, points: [],
+        at: twin ? twin.at : Object.fromEntries(coords.map((p) => [p.slice(0, p.indexOf("=")), p.slice(p.indexOf("=") + 1)])) });
+    }
+    groups.get(id).points.push({ key: /^-?\d+$/.test(c.key) ? Number(c.key) : c.key, value: value(n) });
+  }
+  const series = [...groups.values()].map(({ twin, ...se }) => {
+    if (twin) {
+      const keys = twin.points.map((p) => String(p.key));
+      const pos = (p) => keys.indexOf(String(p.key)) >>> 0;
+      se.points.sort((a, b) => pos(a) - pos(b));
+      for (const p of se.points) p.n = twin.points[pos(p)]?.n;
+    }
+    return se;
+  });
+  return { headline: standing.headline, metrics, series, summary: file?.summary || "" };
+}
+
+function metricsTable(result, source) {
+  return h("table", { class: "metrics-table", "data-source": source },
     h("thead", {}, h("tr", {}, ["Metric", "Value", "Unit", "n", "Better"].map((t) => h("th", { scope: "col" }, t)))),
     h("tbody", {}, result.metrics.map((m) => h("tr", {},
       h("th", { scope: "row" }, m.name === result.headline ? h("strong", {}, `${m.name} (headline)`) : m.name),
       h("td", { class: "num" }, m.value == null ? noData() : fmt(m.value)), h("td", {}, m.unit),
-      h("td", { class: "num" }, m.n), h("td", {}, m.higher_is_better == null ? "–" : m.higher_is_better ? "higher" : "lower")))));
+      h("td", { class: "num" }, m.n ?? "–"), h("td", {}, m.higher_is_better == null ? "–" : m.higher_is_better ? "higher" : "lower")))));
 }
 
 /** One chart per (series name, axis): the series of a 2-D grid (`at`) are its lines. */
@@ -75,7 +118,7 @@ function seriesTables(result) {
     ? Object.entries(se.at).map(([k, v]) => `${k}=${v}`).join(" ") : "all");
   const cell = (se, key) => {
     const p = se.points.find((q) => String(q.key) === key);
-    return p == null || p.value == null ? noData() : `${fmt(p.value)} (n=${p.n})`;
+    return p == null || p.value == null ? noData() : p.n == null ? fmt(p.value) : `${fmt(p.value)} (n=${p.n})`;
   };
   return [...groups].map(([key, list]) => {
     const keys = [...new Set(list.flatMap((se) => se.points.map((p) => String(p.key))))];
@@ -88,8 +131,8 @@ function seriesTables(result) {
   });
 }
 
-function taskSection(key, entry, plots, job) {
-  const result = entry.result;
+function taskSection(key, entry, plots, job, standing) {
+  const result = standing ? storedResult(standing, entry.result) : entry.result;
   const body = [];
   if (entry.partial) {
     body.push(h("p", { class: "muted" }, `Partial: ${entry.samples_done ?? "?"} samples recorded` +
@@ -107,7 +150,11 @@ function taskSection(key, entry, plots, job) {
       ? `Prompts wrapped in the checkpoint's chat template (${entry.chat_template.file}).` : "No chat template applied."));
   }
   if (result) {
-    body.push(h("p", {}, result.summary), metricsTable(result), ...seriesTables(result),
+    if (!standing && job.status === "succeeded") {
+      body.push(h("p", { class: "muted" }, "Not on the leaderboard: no row was stored for this task; " +
+        "the numbers below are its results file's."));
+    }
+    body.push(h("p", {}, result.summary), metricsTable(result, standing ? "stored" : "file"), ...seriesTables(result),
       h("div", {}, seriesCharts(key, result, job)));
   } else {
     body.push(noData("no results for this task"));
@@ -156,15 +203,20 @@ export async function show() {
       nodes.push(section("Error", errorBox(j.error || `the job was ${j.status}`),
         h("p", { class: "muted" }, "What finished before it ended is shown below as partial results.")));
     }
-    try {
-      const body = await api(`/v1/jobs/${id}/results`);
-      const plots = body.plots || [];
-      for (const [key, entry] of Object.entries(body.results || {})) nodes.push(taskSection(key, entry, plots, j));
-      if (!Object.keys(body.results || {}).length) nodes.push(noData("no results"));
-    } catch (e) {
-      if (!(e instanceof ApiError)) throw e;
-      nodes.push(errorBox(`Results: ${e.message}`));
+    const [stored, file] = await Promise.allSettled([
+      j.status === "succeeded" ? api(`/v1/jobs/${id}/standings`) : Promise.resolve({ tasks: [] }),
+      api(`/v1/jobs/${id}/results`)]);
+    for (const r of [stored, file]) {
+      if (r.status === "rejected" && !(r.reason instanceof ApiError)) throw r.reason;
     }
+    if (stored.status === "rejected") nodes.push(errorBox(`Stored results: ${stored.reason.message}`));
+    if (file.status === "rejected") nodes.push(errorBox(`Results: ${file.reason.message}`));
+    const standings = new Map((stored.value?.tasks || []).map((t) => [t.task, t]));
+    const entries = file.value?.results || {};
+    const plots = file.value?.plots || [];
+    const keys = [...new Set([...Object.keys(entries), ...standings.keys()])];  // the file's order; a lost file's rows
+    for (const key of keys) nodes.push(taskSection(key, entries[key] || {}, plots, j, standings.get(key)));
+    if (!keys.length && file.status === "fulfilled") nodes.push(noData("no results"));
     nodes.push(await samplesSection(j));
     results.replaceChildren(...nodes);
   }
