@@ -1,7 +1,8 @@
 """History scale (#52): a year and more of nightly runs, and what each page costs as it grows.
 
 Seeds succeeded passkey jobs through the store's own functions (add_job, claim_next, finish, the
-results.json a job leaves, record_results: what the coordinator calls at a job's end), as
+results.json a job leaves, record_results: what the coordinator calls at a job's end; by default
+their batched variants, --batch jobs a transaction, which store the same rows), as
 checkpoint lineages evaluated night after night (each checkpoint its own fingerprint; one job
 in 10 with YaRN x4, one in 7 on the torch backend), grown in steps (default 1,000, 10,000,
 100,000 jobs). At each step, against the app served on loopback (uvicorn in a thread), the
@@ -22,7 +23,7 @@ on SQLite and on PostgreSQL (a throw-away cluster, as the tests start one). Save
 bench/results/history_scale.{json,md,png}.
 
 Usage: python bench/history_scale.py [--sizes 1000 10000 100000] [--databases sqlite postgres]
-       [--repeats 5] [--no-browser] [--out bench/results] [--append]"""
+       [--repeats 5] [--no-browser] [--batch 500] [--out bench/results] [--append]"""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ sys.path.insert(0, str(REPO))
 
 from evaluators.results import TaskResult, metric, series  # noqa: E402
 from service.app import create_app  # noqa: E402
-from service.standings import record_results  # noqa: E402
+from service.standings import record_results, record_results_many  # noqa: E402
 from service.status import SUCCEEDED  # noqa: E402
 from service.store import ScheduleRow, Store, now  # noqa: E402
 from tests.helpers import Postgres, ThreadServer, make_settings  # noqa: E402
@@ -78,27 +79,44 @@ def passkey_entry(i: int, night: int) -> dict[str, Any]:
             "context": {"trained": 4096, "beyond": [n for n in LENGTHS if n > 4096]}}
 
 
-def seed(settings: Any, store: Store, start: int, stop: int) -> float:
-    """Jobs start..stop-1 of the history (lineage i % 50, night i // 50); returns seconds taken."""
+def seed(settings: Any, store: Store, start: int, stop: int, batch: int = 500) -> float:
+    """Jobs start..stop-1 of the history (lineage i % 50, night i // 50); returns seconds taken.
+    `batch` jobs a transaction (add_jobs, claim_many, finish_many, record_results_many: the
+    same rows, tests/service/test_standings.py checks); 1: one job at a time, as the service
+    runs them (add_job, claim_next, finish, record_results)."""
     t = time.perf_counter()
     roots = settings.roots[0]
-    for i in range(start, stop):
-        lineage, night = i % LINEAGES, i // LINEAGES
-        name = f"run{lineage:02d}-step{night:05d}"
-        rope = {"rope_type": "yarn", "factor": 4} if i % 10 == 3 else None
-        job = store.add_job(checkpoint=name, checkpoint_path=str(roots / "runs" / f"run{lineage:02d}" / name),
-                            fingerprint=f"{lineage:02d}{night:05d}{i:08d}".ljust(64, "f"),
-                            tasks=[{"name": "passkey", "lengths": list(LENGTHS), "trials": 20}], rope=rope,
-                            backend="torch" if i % 7 == 5 else "auto", priority=0,
-                            schedule="nightly" if lineage == 7 else None)
-        claimed = store.claim_next("bench")
-        assert claimed is not None and claimed.id == job.id
-        assert store.finish(job.id, SUCCEEDED, progress={"passkey": {"done": 80, "total": 80}})
-        results = {"passkey": passkey_entry(i, night)}
-        folder = settings.results / job.id
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "results.json").write_text(json.dumps({"job": job.id, "results": results}))
-        record_results(settings, store, job.id, results)
+    progress = {"passkey": {"done": 80, "total": 80}}
+    for first in range(start, stop, batch):
+        specs, results = [], []
+        for i in range(first, min(stop, first + batch)):
+            lineage, night = i % LINEAGES, i // LINEAGES
+            name = f"run{lineage:02d}-step{night:05d}"
+            rope = {"rope_type": "yarn", "factor": 4} if i % 10 == 3 else None
+            specs.append(dict(checkpoint=name, checkpoint_path=str(roots / "runs" / f"run{lineage:02d}" / name),
+                              fingerprint=f"{lineage:02d}{night:05d}{i:08d}".ljust(64, "f"),
+                              tasks=[{"name": "passkey", "lengths": list(LENGTHS), "trials": 20}], rope=rope,
+                              backend="torch" if i % 7 == 5 else "auto", priority=0,
+                              schedule="nightly" if lineage == 7 else None))
+            results.append({"passkey": passkey_entry(i, night)})
+        if batch == 1:
+            job = store.add_job(**specs[0])
+            claimed = store.claim_next("bench")
+            assert claimed is not None and claimed.id == job.id
+            assert store.finish(job.id, SUCCEEDED, progress=progress)
+            jobs = [job]
+        else:
+            jobs = store.add_jobs(specs)
+            assert [j.id for j in store.claim_many("bench", len(jobs))] == [j.id for j in jobs]
+            assert all(store.finish_many([(j.id, progress) for j in jobs], SUCCEEDED))
+        for job, result in zip(jobs, results, strict=True):
+            folder = settings.results / job.id
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "results.json").write_text(json.dumps({"job": job.id, "results": result}))
+        if batch == 1:
+            record_results(settings, store, jobs[0].id, results[0])
+        else:
+            record_results_many(settings, store, [(j.id, r) for j, r in zip(jobs, results, strict=True)])
     return time.perf_counter() - t
 
 
@@ -135,7 +153,7 @@ def dashboard(url: str, repeats: int) -> dict[str, float] | None:
     return {"median_s": statistics.median(seconds), "max_s": max(seconds), "bytes": 0}
 
 
-def run_database(kind: str, sizes: list[int], repeats: int, browse: bool, tmp: Path) -> dict[str, Any]:
+def run_database(kind: str, sizes: list[int], repeats: int, browse: bool, tmp: Path, batch: int) -> dict[str, Any]:
     pg = Postgres().start() if kind == "postgres" else None
     try:
         settings = make_settings(tmp / kind, **({"database_url": pg.url} if pg else {}))
@@ -151,12 +169,12 @@ def run_database(kind: str, sizes: list[int], repeats: int, browse: bool, tmp: P
         with ThreadServer(app) as srv, httpx.Client(base_url=srv.url, timeout=120) as client:
             seeded = 0
             for size in sizes:
-                seconds = seed(settings, store, seeded, size)
+                seconds = seed(settings, store, seeded, size, batch)
                 print(f"{kind}: seeded {size - seeded} jobs in {seconds:.0f} s", file=sys.stderr, flush=True)
                 seeded = size
                 board = client.get("/v1/leaderboard?task=passkey&limit=2").json()
                 jobs = [r["job"] for r in board["rows"]]
-                step: dict[str, Any] = {"jobs": size, "seed_s": seconds, "rows": board["total"]}
+                step: dict[str, Any] = {"jobs": size, "seed_s": seconds, "seed_batch": batch, "rows": board["total"]}
                 for name, path in QUERIES.items():
                     path = path or f"/v1/compare?task=passkey&jobs={jobs[0]}&jobs={jobs[1]}"
                     step[name] = timed(client, path, repeats)
@@ -191,7 +209,9 @@ def markdown(report: dict[str, Any]) -> str:
             target = f"{TARGETS[name]} s" if name in TARGETS else ""
             lines.append(f"| {name} | " + " | ".join(f"{s[name]['median_s']:.4f}" if s.get(name) else "-"
                                                     for s in steps) + f" | {growth} | {target} |")
-        lines += ["", "Seeding (store functions, results files written): " +
+        batch = steps[-1].get("seed_batch", 1)
+        how = "one job a transaction" if batch == 1 else f"the batched functions, {batch} jobs a transaction"
+        lines += ["", f"Seeding (store functions, {how}, results files written): " +
                   ", ".join(f"{s['jobs']:,} jobs by {s['seed_s']:.0f} s" for s in steps) + ".", ""]
     lines += ["![history scale](history_scale.png)", ""]
     return "\n".join(lines)
@@ -224,13 +244,15 @@ def main() -> None:
     ap.add_argument("--databases", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres"])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--no-browser", action="store_true")
+    ap.add_argument("--batch", type=int, default=500,
+                    help="jobs seeded per transaction by the store's batched functions (1: one at a time)")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     ap.add_argument("--append", action="store_true",
                     help="keep the other databases of the saved report (one database per run, e.g. other sizes)")
     args = ap.parse_args()
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="lctx-history-") as tmp:
-        databases = [run_database(kind, sorted(args.sizes), args.repeats, not args.no_browser, Path(tmp))
+        databases = [run_database(kind, sorted(args.sizes), args.repeats, not args.no_browser, Path(tmp), args.batch)
                      for kind in args.databases]
     report = {"machine": f"{os.cpu_count()} CPUs, {platform.platform()}",
               "note": f"Load average (1 min) {load:.1f} before, {os.getloadavg()[0]:.1f} after: the machine is "

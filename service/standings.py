@@ -104,6 +104,19 @@ def record_results(settings: Settings, store: Store, job_id: str, results: dict[
         log.exception("job %s: its results could not be stored for the leaderboard", job_id)
 
 
+def record_results_many(settings: Settings, store: Store, jobs: list[tuple[str, dict[str, Any]]]) -> None:
+    """`record_results` of many succeeded jobs (job id, its results document's `results`) in one
+    transaction, the same rows (Store.save_results_many): a history seeded at once (the bench).
+    Unlike the coordinator's call it raises: a batch is all or nothing."""
+    found = {j.id: j for j in store.get_jobs([job_id for job_id, _ in jobs])}
+    batch = []
+    for job_id, results in jobs:
+        job = found.get(job_id)
+        if job is not None and job.status == SUCCEEDED:
+            batch.append((job_id, records(settings, job, results)))
+    store.save_results_many(batch)
+
+
 def fill(conn: Connection, settings: Settings) -> int:
     """The rows of every succeeded job already run, oldest first, from its results.json (the
     migration's backfill). A job whose results are gone or unreadable is skipped and logged.

@@ -62,6 +62,16 @@ class JobAccess(Database):
             s.add_all(_task_rows(row))
         return row
 
+    def add_jobs(self, jobs: list[dict[str, Any]]) -> list[JobRow]:
+        """Insert many queued jobs (each `add_job`'s fields) in one transaction, in order."""
+        with self.writing() as s:
+            rows = []
+            for fields in jobs:
+                rows.append(self._new_job(**fields))
+                s.add(rows[-1])
+                s.add_all(_task_rows(rows[-1]))
+        return rows
+
     @retried
     def add_job_once(self, fingerprint: str, suite_hash: str, **fields: Any) -> JobRow | None:
         """Insert a job and its (fingerprint, suite) submission in one transaction;
@@ -87,6 +97,14 @@ class JobAccess(Database):
         if row is None:
             raise Missing("job", job_id, label="")
         return JobRow(**row._mapping)
+
+    def get_jobs(self, job_ids: list[str]) -> list[JobRow]:
+        """The jobs of these ids that exist (in no order)."""
+        out: list[JobRow] = []
+        with self.reading() as s:
+            for i in range(0, len(job_ids), 500):
+                out += s.scalars(select(JobRow).where(JobRow.id.in_(job_ids[i:i + 500])))
+        return out
 
     def list_jobs(self, status: str | None = None, checkpoint: str | None = None, task: str | None = None,
                   limit: int = 50, offset: int = 0, schedule: str | None = None) -> tuple[list[JobRow], int]:
@@ -156,6 +174,22 @@ class JobAccess(Database):
                 return self.get_job(job_id)
         return None
 
+    def claim_many(self, owner: str, limit: int) -> list[JobRow]:
+        """Up to `limit` queued jobs to running for `owner` in one transaction, in `claim_next`'s
+        order (highest priority, oldest first): what `limit` calls of it claim."""
+        t = now()
+        with self.writing() as s:
+            ids = list(s.scalars(select(JobRow.id).where(JobRow.status == QUEUED)
+                                 .order_by(JobRow.priority.desc(), JobRow.created_at, JobRow.id).limit(limit)))
+            if not ids:
+                return []
+            s.execute(update(JobRow).where(JobRow.id.in_(ids), JobRow.status == QUEUED).values(
+                status=RUNNING, owner=owner, heartbeat_at=t, started_at=func.coalesce(JobRow.started_at, t),
+                attempts=JobRow.attempts + 1, error=None))
+            rows = {r.id: r for r in s.scalars(select(JobRow).where(JobRow.id.in_(ids), JobRow.owner == owner,
+                                                                    JobRow.status == RUNNING))}
+        return [rows[i] for i in ids if i in rows]
+
     @retried
     def heartbeat(self, job_ids: list[str], owner: str) -> None:
         if job_ids:
@@ -185,6 +219,29 @@ class JobAccess(Database):
             _count(s, status, 1, samples_done(job.progress))
             job.duration_s = (t - job.started_at).total_seconds() if job.started_at else None
             return True
+
+    def finish_many(self, jobs: list[tuple[str, dict[str, Any] | None]], status: str) -> list[bool]:
+        """`finish` of each (job id, its last progress) in turn, in one transaction: each job
+        its own finishing time; False for one no longer running."""
+        done = []
+        with self.writing() as s:
+            found = {j.id: j for j in s.scalars(select(JobRow).where(JobRow.id.in_([i for i, _ in jobs])))}
+            total = samples = 0
+            for job_id, progress in jobs:
+                job = found.get(job_id)
+                if job is None or job.status != RUNNING:
+                    done.append(False)
+                    continue
+                t = now()
+                job.status, job.error, job.finished_at = status, None, t
+                if progress is not None:
+                    job.progress = progress
+                total, samples = total + 1, samples + samples_done(job.progress)
+                job.duration_s = (t - job.started_at).total_seconds() if job.started_at else None
+                done.append(True)
+            if total:
+                _count(s, status, total, samples)
+        return done
 
     def cancel(self, job_id: str) -> JobRow:
         with self.writing() as s:

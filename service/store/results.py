@@ -127,6 +127,92 @@ def insert_results(conn: Connection, job_id: str, records: list[ResultRecord]) -
                              .values({count: C.c[count] + 1}))
 
 
+def insert_results_many(conn: Connection, jobs: list[tuple[str, list[ResultRecord]]]) -> None:
+    """The rows of many jobs, as `insert_results` of each in turn leaves them, in a few statements
+    per batch instead of several per row (the bench seeds a year of nightly runs so; what
+    `tests/service/test_standings.py` checks against the one-at-a-time path): the holders of the
+    batch's keys read once, the flags decided in memory in the same order, the rows and values
+    inserted in bulk, the displaced holders unflagged and the catalog's counts moved once."""
+    recs = [(job_id, rec) for job_id, records in jobs for rec in records]
+    if not recs:
+        return
+    tasks = sorted({rec.task for _, rec in recs})
+    # holders: per (flag, task, key) the ids of the rows holding the flag (an int: stored; a
+    # str: this batch's row at that position) with their finishing times
+    holders: dict[tuple[str, str, str], list[tuple[int | str, datetime]]] = {}
+    for key, flag, _ in PER.values():
+        wanted = sorted({getattr(rec, key) for _, rec in recs})
+        for i in range(0, len(wanted), 500):
+            for h in conn.execute(select(T.c.id, T.c.task, T.c[key], T.c.finished_at).where(
+                    T.c.task.in_(tasks), T.c[key].in_(wanted[i:i + 500]), T.c[flag] == true())):
+                holders.setdefault((flag, h.task, h[2]), []).append((h.id, h.finished_at))
+    flags: list[dict[str, bool]] = []
+    dropped: dict[str, list[int]] = {flag: [] for _, flag, _ in PER.values()}
+    delta: dict[tuple[str, str], dict[str, int]] = {}
+
+    def move(task: str, names: Any, count: str, step: int) -> None:
+        for name in names:
+            cell = delta.setdefault((task, name), {})
+            cell[count] = cell.get(count, 0) + step
+
+    for n, (_, rec) in enumerate(recs):
+        flags.append({})
+        for key, flag, count in PER.values():
+            held = holders.setdefault((flag, rec.task, getattr(rec, key)), [])
+            flags[n][flag] = all(at <= rec.finished_at for _, at in held)  # ties: the newer row
+            if not flags[n][flag]:
+                continue
+            for old, _ in held:
+                if isinstance(old, str):  # this batch's: it is inserted without the flag
+                    flags[int(old)][flag] = False
+                    move(rec.task, recs[int(old)][1].values, count, -1)
+                else:
+                    dropped[flag].append(old)
+            held[:] = [(str(n), rec.finished_at)]
+            move(rec.task, rec.values, count, +1)
+    # the stored holders' columns, for their counts
+    for _, flag, count in PER.values():
+        ids = dropped[flag]
+        for i in range(0, len(ids), 500):
+            rows = conn.execute(select(T.c.task, V.c.column).join(V, V.c.result_id == T.c.id)
+                                .where(T.c.id.in_(ids[i:i + 500]))).all()
+            for task, column in rows:
+                move(task, [column], count, -1)
+            conn.execute(update(T).where(T.c.id.in_(ids[i:i + 500])).values({flag: False}))
+    result_ids = conn.execute(insert(T).returning(T.c.id, sort_by_parameter_order=True), [dict(
+        job_id=job_id, task=rec.task, checkpoint=rec.checkpoint, fingerprint=rec.fingerprint,
+        lineage=rec.lineage, schedule=rec.schedule, rope=rec.rope, backend=rec.backend, thinking=rec.thinking,
+        data_revision=rec.data_revision, options=rec.options, setting=rec.setting, setting_key=rec.setting_key,
+        lineage_key=rec.lineage_key, finished_at=rec.finished_at, trained_context=rec.trained_context,
+        beyond_context=rec.beyond_context, headline=rec.headline, unranked=rec.rank is None, rank=rec.rank,
+        **flags[n]) for n, (job_id, rec) in enumerate(recs)]).scalars().all()
+    values = [{"result_id": rid, "column": c, "value": v} for rid, (_, rec) in zip(result_ids, recs, strict=True)
+              for c, v in rec.values.items()]
+    if values:
+        conn.execute(insert(V), values)
+    newest: dict[tuple[str, str], Column] = {}  # each column's meaning: the last row's word, as one at a time
+    for _, rec in recs:
+        for c in rec.columns:
+            newest[(rec.task, c.name)] = c
+    known = {(r.task, r.name): r for r in conn.execute(select(C).where(C.c.task.in_(tasks)))}
+    fresh = []
+    for (task, name), c in newest.items():
+        info = {"higher_is_better": c.higher_is_better, "unit": c.unit, "kind": c.kind, "series": c.series,
+                "axis": c.axis, "key": c.key}
+        old = known.get((task, name))
+        if old is None:
+            fresh.append(dict(task=task, name=name, rows=0, lineage_rows=0, **info))
+        elif any(getattr(old, k) != v for k, v in info.items()):
+            conn.execute(update(C).where(C.c.task == task, C.c.name == name).values(**info))
+    if fresh:
+        conn.execute(insert(C), fresh)
+    for (task, name), steps in delta.items():
+        steps = {k: v for k, v in steps.items() if v}
+        if steps:
+            conn.execute(update(C).where(C.c.task == task, C.c.name == name)
+                         .values({k: C.c[k] + v for k, v in steps.items()}))
+
+
 def _catalog(conn: Connection, task: str, columns: list[Column]) -> None:
     """Each column in the task view's catalog, with the newest row's word on its meaning."""
     known = {r.name: r for r in conn.execute(select(C).where(C.c.task == task, C.c.name.in_([c.name for c in columns])))}
@@ -169,6 +255,18 @@ class ResultAccess(Database):
             if conn.execute(select(T.c.id).where(T.c.job_id == job_id).limit(1)).first() is not None:
                 self._forget_job(conn, job_id)
             insert_results(conn, job_id, records)
+
+    def save_results_many(self, jobs: list[tuple[str, list[ResultRecord]]]) -> None:
+        """Many succeeded jobs' rows in one transaction, the same rows `save_results` of each in
+        turn stores (`insert_results_many`). For jobs not yet recorded: a job recorded again
+        goes through `save_results`, which replaces its rows."""
+        with self.write_engine.begin() as conn:
+            ids = [job_id for job_id, _ in jobs]
+            for i in range(0, len(ids), 500):
+                again = conn.execute(select(T.c.job_id).where(T.c.job_id.in_(ids[i:i + 500])).limit(1)).first()
+                if again is not None:
+                    raise ValueError(f"job {again.job_id} is recorded already: record it again with save_results")
+            insert_results_many(conn, jobs)
 
     @staticmethod
     def _forget_job(conn: Connection, job_id: str) -> None:

@@ -367,3 +367,134 @@ def test_recording_a_job_twice_leaves_one_set_of_rows(tmp_path: Path) -> None:
             assert s.scalar(text("SELECT max(rows) FROM result_columns WHERE task = 'passkey'")) == 1
     finally:
         store.close()
+
+
+def fresh_store(request: pytest.FixtureRequest, tmp: Path, kind: str) -> tuple[Settings, Store]:
+    """An empty store on SQLite, or on a database of its own in the session's PostgreSQL."""
+    overrides = {}
+    if kind == "postgres":
+        server = make_url(request.getfixturevalue("postgres_url"))
+        name = f"batch_{uuid.uuid4().hex[:12]}"
+        admin = create_engine(server, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f"CREATE DATABASE {name}"))
+        admin.dispose()
+        overrides["database_url"] = server.set(database=name).render_as_string(hide_password=False)
+    settings = make_settings(tmp, **overrides)
+    store = Store(settings.database)
+    store.create_all()
+    return settings, store
+
+
+def stored_tables(store: Store, jobs: list[str], times: bool = True) -> dict[str, list]:
+    """Every row the two paths write, job ids as their place in `jobs` (and times left out
+    unless `times`: one at a time and a batch run at different moments)."""
+    at = {j: n for n, j in enumerate(jobs)}
+    skip = {"id", "created_at", "started_at", "heartbeat_at", "finished_at", "duration_s",
+            "checkpoint_path"}  # each store's own temp folder (the rows' lineages are compared)
+    with store.reading() as s:
+        def rows(sql: str) -> list[dict]:
+            return [dict(r._mapping) for r in s.execute(text(sql))]
+
+        out = {
+            "jobs": sorted(({k: v for k, v in r.items() if k not in skip} | {"id": at[r["id"]]}
+                            for r in rows("SELECT * FROM jobs")), key=lambda r: r["id"]),
+            "job_tasks": sorted((at[r["job_id"]], r["task"]) for r in rows("SELECT * FROM job_tasks")),
+            "job_counts": sorted(rows("SELECT * FROM job_counts"), key=lambda r: r["status"]),
+            "task_results": [r | {"job_id": at[r["job_id"]]} | ({} if times else {"finished_at": None})
+                             for r in rows("SELECT * FROM task_results ORDER BY id")],
+            "result_values": rows('SELECT * FROM result_values ORDER BY result_id, "column"'),
+            "result_columns": rows("SELECT * FROM result_columns ORDER BY task, name"),
+        }
+    return out
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_batch_stores_what_one_at_a_time_stores(request, tmp_path: Path, kind: str) -> None:
+    """insert_results_many of rows in batches leaves the tables insert_results of each in turn
+    leaves: rows finished out of order, at the same moment, keys shared within a batch and
+    with stored rows, a column changing its meaning. Then the whole path of a seeded history:
+    add_jobs, claim_many, finish_many and record_results_many against add_job, claim_next,
+    finish and record_results, job for job."""
+    import random
+
+    from service.standings import record_results_many
+    from service.store.results import Column, ResultRecord, insert_results, insert_results_many
+
+    rng = random.Random(52)
+    tables = []
+    for path in ("one", "many"):
+        settings, store = fresh_store(request, tmp_path / path, kind)
+        try:
+            jobs = store.add_jobs([dict(checkpoint=f"ck{n}", checkpoint_path=f"/m/ck{n}", fingerprint=f"{n:064d}",
+                                        tasks=[{"name": "passkey"}], rope=None, backend="auto", priority=0)
+                                   for n in range(60)])
+            rng.seed(52)
+            batches = []
+            for job in jobs:
+                records = []
+                for task in ("passkey", "passkey/1024"):
+                    names = rng.sample(["accuracy", "accuracy.length=512", "accuracy.length=1024", "x"], k=rng.randint(0, 3))
+                    values = {c: rng.choice([None, rng.random()]) for c in names}
+                    rank = None if values.get("accuracy") is None else -values["accuracy"]
+                    records.append(ResultRecord(
+                        task=task, checkpoint=job.checkpoint, fingerprint=job.fingerprint, lineage=None, schedule=None,
+                        rope="none", backend="auto", thinking=None, data_revision=None, options={}, setting="s",
+                        setting_key=f"s{rng.randint(0, 4)}", lineage_key=f"l{rng.randint(0, 2)}",
+                        finished_at=NIGHT0 + timedelta(hours=rng.randint(0, 12)), trained_context=None,
+                        beyond_context=[], headline="accuracy", rank=rank, values=values,
+                        columns=[Column(name=c, higher_is_better=True, unit=rng.choice(["fraction", "%"]), kind="metric")
+                                 for c in names]))
+                batches.append((job.id, records))
+            with store.write_engine.begin() as conn:
+                if path == "one":
+                    for job_id, records in batches:
+                        insert_results(conn, job_id, records)
+                else:
+                    for i, size in ((0, 7), (7, 1), (8, 30), (38, 22)):  # batches of several sizes, one of one
+                        insert_results_many(conn, batches[i:i + size])
+            tables.append(stored_tables(store, [j.id for j in jobs]))
+        finally:
+            store.close()
+    assert tables[0] == tables[1]
+    assert any(r["current"] for r in tables[0]["task_results"]) and any(not r["current"] for r in tables[0]["task_results"])
+
+    tables = []
+    for path in ("one", "many"):
+        settings, store = fresh_store(request, tmp_path / f"{path}-store", kind)
+        try:
+            specs = []
+            for n in range(40):
+                run, night = ("runA", "runB")[n % 2], n // 2
+                specs.append(dict(checkpoint=f"{run}-step{night:05d}", fingerprint=f"{run}{night}".ljust(64, "0"),
+                                  checkpoint_path=str(settings.roots[0] / run / f"{run}-step{night:05d}"),
+                                  tasks=[{"name": "passkey", "lengths": [512, 1024, 2048]}, {"name": "graphwalks"}],
+                                  rope=None if n % 3 else {"rope_type": "yarn", "factor": 4}, backend="auto",
+                                  priority=0, schedule="nightly" if run == "runA" else None))
+            results = [{"passkey": passkey_entry(n // 2, 100 * n, (512, 1024) if n % 4 else (512, 1024, 2048)),
+                        "graphwalks": graphwalks_entry(0.1 + (n % 9) / 10, "aaaaaaaaaaaa" if n % 5 else None)}
+                       for n in range(40)]
+            progress = {"passkey": {"done": 12, "total": 12}}
+            ids = []
+            if path == "one":
+                for spec, result in zip(specs, results, strict=True):
+                    job = store.add_job(**spec)
+                    assert store.claim_next("bench").id == job.id
+                    assert store.finish(job.id, SUCCEEDED, progress=progress)
+                    store_results(settings, store, job.id, result)
+                    ids.append(job.id)
+            else:
+                for i in range(0, 40, 16):
+                    jobs = store.add_jobs(specs[i:i + 16])
+                    assert [j.id for j in store.claim_many("bench", 16)] == [j.id for j in jobs]
+                    assert store.finish_many([(j.id, progress) for j in jobs], SUCCEEDED) == [True] * len(jobs)
+                    record_results_many(settings, store, [(j.id, r) for j, r in zip(jobs, results[i:i + 16], strict=True)])
+                    ids += [j.id for j in jobs]
+                with pytest.raises(ValueError, match="recorded already"):
+                    record_results_many(settings, store, [(ids[0], results[0])])
+            tables.append(stored_tables(store, ids, times=False))
+            assert store.count_by_status()[SUCCEEDED] == 40 and store.samples_scored() == 40 * 12
+        finally:
+            store.close()
+    assert tables[0] == tables[1]
+    assert len(tables[0]["task_results"]) > 40 * 2 and tables[0]["job_counts"]
