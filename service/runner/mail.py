@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from checkpoints.jsonfiles import append_records
+from evaluators.samplelog import UNITS_DIR
 from service.runner.progress import write_note
 
 Run = tuple[str, str]  # (task key, unit run name)
@@ -59,8 +60,6 @@ class Mailroom:
         self.seq: dict[Run, int] = {}
 
     def deliver(self, mail: Mail) -> None:
-        from evaluators.samplelog import UNITS_DIR
-
         for (key, run), records in mail.records.items():
             append_records(self.folder_of(key) / UNITS_DIR / f"{run}.jsonl", records)
         for (key, run), state in mail.notes.items():
