@@ -4,9 +4,11 @@ its typed result's columns, its setting and context, as service/comparison.py re
 The leaderboard and comparisons then read rows (service/store/results.py), never results
 files: a page costs what it shows, not the whole history.
 
-`record_results` is the one call at a job's end (the coordinator's, once the job is marked
-succeeded); `fill` is the migration's: the same rows for jobs that ran before (their
-results.json read; a job whose results are gone is skipped and logged)."""
+`rows_of` is the coordinator's at a job's end: `Store.finish` writes the rows in the transaction
+that marks the job succeeded (no succeeded job without its rows); `record_results` stores them
+for a job already succeeded (tests, the bench); `fill` is the migration's: the same rows for
+jobs that ran before (their results.json read; a job whose results are gone is skipped and
+logged)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import hashlib
 import json
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +105,19 @@ def record_results(settings: Settings, store: Store, job_id: str, results: dict[
             store.save_results(job_id, records(settings, job, results))
     except Exception:
         log.exception("job %s: its results could not be stored for the leaderboard", job_id)
+
+
+def rows_of(settings: Settings, results: dict[str, Any]) -> Callable[[JobRow], list[ResultRecord]]:
+    """What `Store.finish` stores with a succeeded job, in the same transaction (the coordinator's
+    way): its rows from the finished row. A failure to make them is logged, not raised: the job
+    has succeeded and its results.json stands (the rows are then missing, as the log says)."""
+    def make(job: JobRow) -> list[ResultRecord]:
+        try:
+            return records(settings, job, results)
+        except Exception:
+            log.exception("job %s: its results could not be stored for the leaderboard", job.id)
+            return []
+    return make
 
 
 def record_results_many(settings: Settings, store: Store, jobs: list[tuple[str, dict[str, Any]]]) -> None:

@@ -44,7 +44,7 @@ from service.runner.spec import JobSpec, WorkerConfig
 from service.runner.units import Unit, UnitQueue, plan_units
 from service.runner.worker import CONTROL, Worker
 from service.settings import Settings
-from service.standings import record_results
+from service.standings import rows_of
 from service.status import FAILED, QUEUED, RUNNING, SUCCEEDED
 from service.store import JobRow, Store
 
@@ -343,9 +343,8 @@ class JobRun:
         self._sequential_totals(results)
         assert self.spec is not None and self.model is not None
         write_results(self.settings, self.job, self.model, results, self.spec.source, self._work())
-        finished = self._finish(SUCCEEDED)
+        finished = self._finish(SUCCEEDED, rows=rows_of(self.settings, results))  # the leaderboard's rows with it
         if finished:
-            record_results(self.settings, self.store, self.job.id, self.entries)  # the leaderboard's rows
             self._record_speed()
         raise Ended(SUCCEEDED if finished else self.store.get_job(self.job.id).status)
 
@@ -498,12 +497,13 @@ class JobRun:
         self.feed.refresh(self.totals)
         self.progress.close()
 
-    def _finish(self, status: str, error: str | None = None) -> bool:
-        """The job ends in `status`: its status, error and last progress in one write, before
-        anything else tells of the end (the log, results; the store's answer is never behind
-        them). False when the job was no longer running."""
+    def _finish(self, status: str, error: str | None = None,
+                rows: Callable[[JobRow], list[Any]] | None = None) -> bool:
+        """The job ends in `status`: its status, error, last progress and (succeeded) leaderboard
+        rows in one write, before anything else tells of the end (the log, results; the store's
+        answer is never behind them). False when the job was no longer running."""
         self.feed.refresh(self.totals)
-        return self.store.finish(self.job.id, status, error, progress=self.progress.close(write=False))
+        return self.store.finish(self.job.id, status, error, progress=self.progress.close(write=False), rows=rows)
 
     def _fail(self, message: str) -> str:
         """The job failed with `message`: the store keeps it as a client may read it (no server

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -10,9 +11,10 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from service.errors import Conflict, Missing
-from service.status import CANCELLED, FAILED, FINAL, QUEUED, RUNNING, JobStatus
+from service.status import CANCELLED, FAILED, FINAL, QUEUED, RUNNING, SUCCEEDED, JobStatus
 from service.store.db import Database, retried
 from service.store.models import JobCountRow, JobRow, JobTaskRow, SubmissionRow, now
+from service.store.results import ResultRecord, insert_results
 
 
 def samples_done(progress: dict[str, Any] | None) -> int:
@@ -205,9 +207,12 @@ class JobAccess(Database):
 
     @retried
     def finish(self, job_id: str, status: str, error: str | None = None,
-               progress: dict[str, Any] | None = None) -> bool:
-        """running -> succeeded/failed, with its error and last `progress` in the same write;
-        False when the job is no longer running (cancelled)."""
+               progress: dict[str, Any] | None = None,
+               rows: Callable[[JobRow], list[ResultRecord]] | None = None) -> bool:
+        """running -> succeeded/failed, with its error and last `progress` in the same write, and
+        for a succeeded job its leaderboard rows (`rows(job)`, made from the finished row) in the
+        same transaction: no succeeded job without its rows, whatever dies in between; False when
+        the job is no longer running (cancelled)."""
         t = now()
         with self.writing() as s:
             job = s.get(JobRow, job_id)
@@ -218,6 +223,9 @@ class JobAccess(Database):
                 job.progress = progress
             _count(s, status, 1, samples_done(job.progress))
             job.duration_s = (t - job.started_at).total_seconds() if job.started_at else None
+            if rows is not None and status == SUCCEEDED:
+                s.flush()
+                insert_results(s.connection(), job_id, rows(job))
             return True
 
     def finish_many(self, jobs: list[tuple[str, dict[str, Any] | None]], status: str) -> list[bool]:

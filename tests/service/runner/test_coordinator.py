@@ -267,3 +267,21 @@ def test_a_succeeded_jobs_answers_name_no_server_path(env) -> None:
     assert row["options"]["text_file"] == "docs/a.txt" and "text_file=docs/a.txt" in row["setting"]
     for url, r in answers.items():
         assert str(settings.home.parent) not in r.text, (url, r.text[:2000])
+
+
+def test_a_job_succeeds_with_its_leaderboard_rows_or_not_at_all(env) -> None:
+    """The rows are written in the transaction that marks the job succeeded: when they cannot be
+    written the job is not succeeded either (it is still running, and ends as its run decides)."""
+    settings, store, path = env
+    job_id = queue(store, path, [PASSKEY])
+    store.claim_next("t")
+
+    def broken(job: object) -> list:
+        raise RuntimeError("the database went away while the rows were written")
+
+    with pytest.raises(RuntimeError):
+        store.finish(job_id, SUCCEEDED, rows=broken)
+    assert store.get_job(job_id).status == "running" and store.stored_result(job_id, "passkey") is None
+    assert run_job(settings, job_id, store) == SUCCEEDED
+    job = store.get_job(job_id)
+    assert store.stored_result(job_id, "passkey").finished_at == job.finished_at
