@@ -203,9 +203,7 @@ flat (not done). The one-lineage view reads every current row of the lineage thr
 filtered page takes its columns from the matching rows' values: both cost in proportion to the
 lineage's rows (2,000 at 100,000 jobs). The rope and name-prefix filters, the sort by a
 non-headline column (a subquery per row) and the job list's per-task counts cost in proportion to
-the rows they match. On PostgreSQL the 100,000-job figures were taken while other jobs shared the
-2 cores (load 3-4): the 10,000-job PostgreSQL step, 68 ms for the first page here against 26 ms in
-the run before, shows how much of it is the machine.
+the rows they match.
 """
 
 
