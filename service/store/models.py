@@ -218,6 +218,8 @@ class TaskResultRow(Base):
         Index("ix_task_results_setting", "task", "setting_key", "current", "finished_at"),
         Index("ix_task_results_lineage_key", "task", "lineage_key", "lineage_current", "finished_at"),
         Index("ix_task_results_lineage", "task", "current", "lineage", "finished_at"),
+        # one lineage's page in the board's order (migration 0008)
+        Index("ix_task_results_lineage_rank", "task", "current", "lineage", "unranked", "rank", "checkpoint", "setting"),
         Index("ix_task_results_lineage_runs", "task", "lineage_current", "lineage", "finished_at"),
         Index("ix_task_results_checkpoint", "task", "current", "checkpoint", "finished_at"),
         Index("ix_task_results_schedule", "task", "current", "schedule", "finished_at"),
