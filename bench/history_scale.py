@@ -198,10 +198,10 @@ the view (0.5 ms at 10,000 rows, linear in them: about 5 ms expected at 100,000 
 measured; more on PostgreSQL,
 whose index-only scan visits the heap of a freshly loaded table); the page itself, its headline
 and its columns (the catalog) do not grow. A per-task count kept beside the catalog would make it
-flat (not done). The one-lineage view reads every current row of the lineage through
-`ix_task_results_lineage` and sorts them by rank (no index leads with lineage and rank), and a
-filtered page takes its columns from the matching rows' values: both cost in proportion to the
-lineage's rows (2,000 at 100,000 jobs). The rope and name-prefix filters, the sort by a
+flat (not done). The one-lineage page reads its 50 rows through `ix_task_results_lineage_rank` (migration
+0008: the lineage, then the board's order), but its `total` still counts the lineage's rows
+and a filtered page takes its columns from the matching rows' values: both cost in proportion
+to the lineage's rows (2,000 at 100,000 jobs). The rope and name-prefix filters, the sort by a
 non-headline column (a subquery per row) and the job list's per-task counts cost in proportion to
 the rows they match.
 """
