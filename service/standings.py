@@ -102,7 +102,7 @@ def record_results(settings: Settings, store: Store, job_id: str, results: dict[
     try:
         job = store.get_job(job_id)
         if job.status == SUCCEEDED:
-            store.save_results(job_id, records(settings, job, results))
+            store.save_results(job_id, rows_of(settings, results)(job))
     except Exception:
         log.exception("job %s: its results could not be stored for the leaderboard", job_id)
 

@@ -242,11 +242,11 @@ class JobRun:
 
     def _plan(self) -> None:
         """The workers' spec; tasks an earlier attempt finished are kept, the others' units queued."""
-        self.spec = job_spec(self.store, self.settings, self.job)
         for key in self.tasks:
             done = task_result(self.settings, self.job.id, key)
             if done.is_file():
                 self.entries[key] = json.loads(done.read_text())
+        self.spec = job_spec(self.store, self.settings, self.job, finished=frozenset(self.entries))
         left = {k: t for k, t in self.tasks.items() if k not in self.entries}
         units = plan_units(left, self.settings.unit_samples, self.size, self.settings.unit_tokens,
                            self.progress.plans)
@@ -285,7 +285,7 @@ class JobRun:
             self.ran.append(unit)
         worker.units.append(unit)
         folder = task_dir(self.settings, self.job.id, unit.key)
-        records = SampleLog(folder, f"{unit.stem}-next").records() if folder.is_dir() else []
+        records = SampleLog(folder, unit.stem).records()  # the files that can hold the unit's slice
         self._call(Call(worker, "run_unit", unit=unit), unit, records, self._batch_cap(unit))
 
     def _finish_task(self, worker: WorkerState, key: str) -> None:

@@ -7,8 +7,6 @@ import json
 from typing import Any
 
 from evaluators.registry import parse_task
-from evaluators.suite import task_keys
-from service.layout import task_result
 from service.runner.spec import JobSpec, JudgeSpec, WorkerConfig
 from service.settings import Settings
 from service.store import JobRow, Store
@@ -34,10 +32,10 @@ def model_key(job: JobRow, settings: Settings) -> tuple:
     return ("checkpoint", job.checkpoint_path, job.fingerprint, rope, job.backend, settings.device)
 
 
-def job_spec(store: Store, settings: Settings, job: JobRow) -> JobSpec:
+def job_spec(store: Store, settings: Settings, job: JobRow, finished: frozenset[str] = frozenset()) -> JobSpec:
     """The job as its workers need it: the served model's registration checked against today's
     allow-list, each judge its tasks name resolved (InvalidRequest when one is no longer
-    registered), the tasks an earlier attempt finished."""
+    registered), `finished` the task keys an earlier attempt finished (the coordinator read them)."""
     endpoint, source, checkpoint = None, {}, None
     if job.endpoint:
         row = store.get_endpoint(job.endpoint)
@@ -52,7 +50,6 @@ def job_spec(store: Store, settings: Settings, job: JobRow) -> JobSpec:
         ref = options.judge_ref() if options.needs_judge else None
         if ref and ref not in judges:
             judges[ref] = judge_spec(store, settings, ref)
-    finished = frozenset(k for k in task_keys(job.tasks) if task_result(settings, job.id, k).is_file())
     return JobSpec(id=job.id, attempt=job.attempts, tasks=job.tasks, checkpoint=checkpoint, rope=job.rope,
                    backend=job.backend, endpoint=endpoint, source=source, judges=judges, finished=finished)
 
