@@ -51,6 +51,7 @@ from checkpoints.engine.model_step import ModelStep
 from checkpoints.engine.prefix_cache import PrefixCache, PrefixStats, reuse_order
 from checkpoints.engine.prompt_lookup import DraftLength, PromptLookup
 from checkpoints.engine.scheduler import BATCH_PREFILL_MAX_TOKENS, Plan, Scheduler
+from checkpoints.engine.verify_width import StepTimes, choose_width
 from checkpoints.generate import CONTINUED, Generation
 from checkpoints.lm import Done, Prefilled
 from checkpoints.model import Decoder
@@ -178,6 +179,11 @@ class _Step:
     drafts: list[list[int]]
     verified: bool
 
+    @property
+    def tokens(self) -> int:
+        """Tokens the step computes: every row at the width of the longest draft plus one."""
+        return len(self.drafts) * (1 + max(map(len, self.drafts), default=0))
+
 
 @dataclass
 class _Running:
@@ -270,6 +276,7 @@ class Engine:
         self.stats = PrefixStats()  # prompt tokens asked for and served from the prefix cache, over all calls
         self.clock = EngineClock()  # seconds prefilling and decoding, drafted and kept tokens, over all calls
         self.draft_tokens = default_draft_tokens(model) if draft_tokens is None else draft_tokens
+        self.step_times = StepTimes()  # decoding steps' seconds by tokens computed: how wide a step verifies
         self.on_prefill: Prefilled | None = None
 
     @property
@@ -351,7 +358,9 @@ class Engine:
                 continue
             step = self._schedule(run)
             chosen = self._execute(run, step)
-            self.clock.decode_s += time.perf_counter() - stepping
+            seconds = time.perf_counter() - stepping
+            self.clock.decode_s += seconds
+            self.step_times.add(step.tokens, seconds)
             self.clock.decode_steps += 1
             self._update(run, step, chosen)
         return run.results  # type: ignore[return-value]
@@ -386,15 +395,19 @@ class Engine:
                 run.rows.append(row)
 
     def _schedule(self, run: _Running) -> _Step:
-        """What the next decoding step runs: each row's draft to verify, or a plain decode
-        step when no row has one. A step writes as many positions for every row as the
-        longest draft needs, so drafts stay within the room the fullest row has left."""
+        """What the next decoding step runs: each row's draft to verify, cut to the width that
+        gives the most expected tokens per second (`verify_width`), or a plain decode step when
+        no row has one or verifying does not pay. A step writes as many positions for every row
+        as the longest draft needs, so drafts stay within the room the fullest row has left."""
         if self.draft_tokens:
             batch = run.batch
             room = batch.capacity - batch.max_length - 1  # type: ignore[union-attr]
             drafts = [row.draft(room) for row in run.rows]
             if any(drafts):
-                return _Step(drafts, verified=True)
+                width = choose_width([len(d) for d in drafts], [r.draft_length.acceptance for r in run.rows],
+                                     self.step_times.fixed_tokens())
+                if width:
+                    return _Step([d[:width] for d in drafts], verified=True)
         return _Step([[] for _ in run.rows], verified=False)
 
     def _execute(self, run: _Running, step: _Step) -> list[list[int]]:

@@ -18,7 +18,8 @@ bench/results/ruler_e2e_cpu.md).
 `PromptLookup` keeps one row's tokens and finds the latest earlier occurrence of its last
 n-gram (n from `max_ngram` down to `min_ngram`); `DraftLength` is transformers' schedule
 of how many tokens to draft: two more after a step that kept them all, one fewer
-otherwise."""
+otherwise, and the row's acceptance rate, by which `verify_width` decides how many of the
+drafted tokens a step checks."""
 
 from __future__ import annotations
 
@@ -33,6 +34,10 @@ MAX_NGRAM = 3
 MIN_NGRAM = 2
 # The first draft length of a row (the most is the engine's `draft_tokens`).
 FIRST_DRAFT = 4
+# A row's acceptance rate weighs each earlier draft's outcome by this much less than the next
+# (the last five drafts or so count): a row that stops copying, or starts, is seen within a
+# few steps.
+ACCEPTANCE_DECAY = 0.8
 
 
 class PromptLookup:
@@ -91,13 +96,22 @@ class PromptLookup:
 class DraftLength:
     """How many tokens a row drafts next: `first` to start, two more after a step that kept
     its whole draft, one fewer after one that did not (transformers' "heuristic" schedule),
-    within [1, `most`]."""
+    within [1, `most`]; and the share of drafted tokens the row keeps, each given the ones
+    before it were kept (`acceptance`: kept tokens over kept tokens and misses, from an even
+    start of one each, recent drafts weighing most)."""
 
     def __init__(self, first: int = FIRST_DRAFT, most: int = DEFAULT_DRAFT_TOKENS) -> None:
         self.most = most
         self.now = max(1, min(first, most))
+        self.kept = self.missed = 0.0
+
+    @property
+    def acceptance(self) -> float:
+        return (self.kept + 1) / (self.kept + self.missed + 2)
 
     def after(self, drafted: int, kept: int) -> None:
         if drafted == 0:
             return
         self.now = min(self.now + 2, self.most) if kept == drafted else max(1, self.now - 1)
+        self.kept = ACCEPTANCE_DECAY * self.kept + kept
+        self.missed = ACCEPTANCE_DECAY * self.missed + (kept < drafted)

@@ -319,6 +319,24 @@ def test_prompt_lookup_changes_nothing_but_speed():
     assert plain.clock.drafted_tokens == plain.clock.kept_tokens == 0
 
 
+def test_a_step_verifies_only_as_wide_as_pays_for_itself():
+    """Where a step's time is all per token (the line the engine fits through its steps passes
+    through the origin), verifying a draft that is not certain to be kept costs more than it
+    saves: no step verifies. Where tokens cost nothing, every draft is verified whole. The
+    tokens are the same either way."""
+    model = _model("softmax", seed=4)
+    reqs = [GenerateRequest(p, max_new_tokens=24, stop_at_eos=False) for p in _repeating_prompts()]
+    want = Engine(model, TOK, max_batch=5, draft_tokens=0).generate_until(reqs)
+    for cost, drafted in ((lambda tokens: 0.001 * tokens, False), (lambda tokens: 0.05, True)):
+        engine = Engine(model, TOK, max_batch=5, draft_tokens=6)
+        engine.step_times.decay = 1.0  # the seeded line stays what the engine's own steps are fitted to
+        for tokens in (5, 35) * 500:
+            engine.step_times.add(tokens, cost(tokens))
+        got = engine.generate_until(reqs)
+        assert [g.token_ids for g in got] == [w.token_ids for w in want]
+        assert (engine.clock.drafted_tokens > 0) == drafted, engine.clock
+
+
 def test_prompt_lookup_is_on_where_the_step_verifies_in_one_call():
     assert Engine(_model("softmax"), TOK).draft_tokens > 0  # the streaming PyTorch backend
     reference = _model("softmax")

@@ -64,3 +64,17 @@ def test_the_draft_length_grows_while_drafts_are_kept() -> None:
     for _ in range(10):
         length.after(drafted=2, kept=0)
     assert length.now == 1
+
+
+def test_acceptance_follows_what_a_row_keeps_and_forgets_old_outcomes() -> None:
+    length = DraftLength(first=4, most=16)
+    assert length.acceptance == 0.5  # an even start
+    for _ in range(5):
+        length.after(drafted=4, kept=4)
+    assert length.acceptance > 0.9 and length.missed == 0  # every drafted token kept
+    for _ in range(12):
+        length.after(drafted=4, kept=0)  # the row stopped copying
+    assert length.acceptance < 0.3  # the last few drafts weigh most
+    for _ in range(4):
+        length.after(drafted=4, kept=4)  # and started again
+    assert length.acceptance > 0.75
