@@ -129,10 +129,11 @@ class Database:
     def upgrade(self, settings: Any = None) -> str:
         """Bring the database to this code's newest schema revision, in one transaction (on
         PostgreSQL under an advisory lock, so replicas starting together migrate once).
-        Returns that revision. `settings` (the service's) lets a revision read the results
-        folder: 0007 fills the stored leaderboard from the results of jobs already run. A database at a revision this code does not know (made by
-        a newer lctx) is refused with SchemaError; tables made before migrations existed
-        are adopted as the first revision, then upgraded."""
+        Returns that revision. `settings` (the service's) names the results folder: once an upgrade
+        through 0007 reaches the newest revision, the stored leaderboard is filled from the results
+        of jobs already run. A database at a revision this code does not know (made by a newer lctx)
+        is refused with SchemaError; tables made before migrations existed are adopted as the first
+        revision, then upgraded."""
         from alembic import command
         from alembic.runtime.migration import MigrationContext
 
@@ -155,7 +156,14 @@ class Database:
                 command.stamp(config, FIRST_REVISION)  # made by create_all before migrations existed
             elif current and not present:
                 command.stamp(config, "base", purge=True)  # every table dropped by hand: start afresh
+            config.attributes.pop("fill_results", None)
             command.upgrade(config, "head")
+            succeeded = config.attributes.pop("fill_results", None)
+            if succeeded is not None:  # 0007 ran: the leaderboard's rows of jobs already run, in the newest layout
+                from service.standings import fill
+
+                filled = fill(conn, settings)
+                log.info("the leaderboard: %d of %d succeeded jobs filled from their results", filled, succeeded)
         return head
 
     def create_all(self) -> None:
