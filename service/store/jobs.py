@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from service.errors import Conflict, Missing
 from service.status import CANCELLED, FAILED, FINAL, QUEUED, RUNNING, SUCCEEDED, JobStatus
 from service.store.db import Database, retried
-from service.store.models import JobCountRow, JobRow, JobTaskRow, SubmissionRow, now
+from service.store.models import JobCountRow, JobRow, JobTaskCountRow, JobTaskRow, SubmissionRow, now
 from service.store.results import ResultRecord, insert_results
 
 
@@ -26,10 +26,26 @@ def _task_rows(job: JobRow) -> list[JobTaskRow]:
     return [JobTaskRow(job_id=job.id, task=name) for name in dict.fromkeys(t["name"] for t in job.tasks)]
 
 
-def _count(s: Any, status: str, jobs: int, samples: int) -> None:
-    """A job entered (+1) or left (-1) a final status, with the samples it scored."""
+def _count(s: Any, status: str, jobs: int, samples: int, tasks: dict[str, int] | None = None) -> None:
+    """A job entered (+1) or left (-1) a final status, with the samples it scored; `tasks`: the
+    jobs of each task that moved (kept per task and status for the job list's task filter)."""
     s.execute(update(JobCountRow).where(JobCountRow.status == status)
               .values(jobs=JobCountRow.jobs + jobs, samples=JobCountRow.samples + samples))
+    moved = {t: n for t, n in (tasks or {}).items() if n}
+    if not moved:
+        return
+    known = set(s.scalars(select(JobTaskCountRow.task).where(JobTaskCountRow.status == status,
+                                                              JobTaskCountRow.task.in_(list(moved)))))
+    for task, n in moved.items():
+        if task in known:
+            s.execute(update(JobTaskCountRow).where(JobTaskCountRow.task == task, JobTaskCountRow.status == status)
+                      .values(jobs=JobTaskCountRow.jobs + n))
+        else:
+            s.add(JobTaskCountRow(task=task, status=status, jobs=n))
+
+
+def _tasks_of(job: JobRow, step: int = 1) -> dict[str, int]:
+    return {name: step for name in dict.fromkeys(t["name"] for t in job.tasks)}
 
 
 class JobAccess(Database):
@@ -112,8 +128,11 @@ class JobAccess(Database):
                   limit: int = 50, offset: int = 0, schedule: str | None = None) -> tuple[list[JobRow], int]:
         where = self._job_filter(status, checkpoint, task, schedule)
         with self.reading() as s:
-            total = (s.scalar(select(func.count()).select_from(JobRow).where(*where)) or 0) if where \
-                else sum(self.count_by_status().values())
+            if task and not (status or checkpoint or schedule):
+                total = sum(self._count_task(s, task).values())
+            else:
+                total = (s.scalar(select(func.count()).select_from(JobRow).where(*where)) or 0) if where \
+                    else sum(self.count_by_status().values())
             rows = s.scalars(select(JobRow).where(*where).order_by(JobRow.created_at.desc(), JobRow.id.desc())
                              .limit(limit).offset(offset))
             return list(rows), total
@@ -125,8 +144,21 @@ class JobAccess(Database):
         if not where:
             return {st: n for st, n in self.count_by_status().items() if n}
         with self.reading() as s:
+            if task and not (status or checkpoint or schedule):
+                return {st: n for st, n in self._count_task(s, task).items() if n}
             counts = s.execute(select(JobRow.status, func.count()).where(*where).group_by(JobRow.status)).all()
         return {str(st): int(n) for st, n in counts}
+
+    @staticmethod
+    def _count_task(s: Any, task: str) -> dict[str, int]:
+        """A task's jobs per status: the final ones kept, queued and running counted (few)."""
+        counts = dict(s.execute(select(JobTaskCountRow.status, JobTaskCountRow.jobs)
+                                .where(JobTaskCountRow.task == task)).all())
+        for status in (QUEUED, RUNNING):
+            counts[status] = s.scalar(select(func.count()).select_from(JobRow).where(  # read by status: few jobs
+                JobRow.status == status, select(JobTaskRow.job_id).where(
+                    JobTaskRow.job_id == JobRow.id, JobTaskRow.task == task).exists()))
+        return {str(st): int(n or 0) for st, n in counts.items()}
 
     @staticmethod
     def _job_filter(status: str | None, checkpoint: str | None, task: str | None, schedule: str | None) -> list:
@@ -221,7 +253,7 @@ class JobAccess(Database):
             job.status, job.error, job.finished_at = status, error, t
             if progress is not None:
                 job.progress = progress
-            _count(s, status, 1, samples_done(job.progress))
+            _count(s, status, 1, samples_done(job.progress), _tasks_of(job))
             job.duration_s = (t - job.started_at).total_seconds() if job.started_at else None
             if rows is not None and status == SUCCEEDED:
                 s.flush()
@@ -235,6 +267,7 @@ class JobAccess(Database):
         with self.writing() as s:
             found = {j.id: j for j in s.scalars(select(JobRow).where(JobRow.id.in_([i for i, _ in jobs])))}
             total = samples = 0
+            tasks: dict[str, int] = {}
             for job_id, progress in jobs:
                 job = found.get(job_id)
                 if job is None or job.status != RUNNING:
@@ -245,10 +278,12 @@ class JobAccess(Database):
                 if progress is not None:
                     job.progress = progress
                 total, samples = total + 1, samples + samples_done(job.progress)
+                for task in _tasks_of(job):
+                    tasks[task] = tasks.get(task, 0) + 1
                 job.duration_s = (t - job.started_at).total_seconds() if job.started_at else None
                 done.append(True)
             if total:
-                _count(s, status, total, samples)
+                _count(s, status, total, samples, tasks)
         return done
 
     def cancel(self, job_id: str) -> JobRow:
@@ -259,7 +294,7 @@ class JobAccess(Database):
             if job.status in FINAL:
                 raise Conflict(f"job {job_id} is already {job.status}; only queued or running jobs can be cancelled")
             job.status, job.finished_at = CANCELLED, now()
-            _count(s, CANCELLED, 1, samples_done(job.progress))
+            _count(s, CANCELLED, 1, samples_done(job.progress), _tasks_of(job))
             if job.started_at:
                 job.duration_s = (job.finished_at - job.started_at).total_seconds()
             return job
@@ -274,7 +309,7 @@ class JobAccess(Database):
                 raise Missing("job", job_id, label="")
             if job.status not in (FAILED, CANCELLED):
                 raise Conflict(f"job {job_id} is {job.status}; only failed or cancelled jobs can be resumed")
-            _count(s, job.status, -1, -samples_done(job.progress))
+            _count(s, job.status, -1, -samples_done(job.progress), _tasks_of(job, -1))
             job.status, job.owner, job.error, job.finished_at, job.duration_s = QUEUED, None, None, None, None
             return job
 

@@ -223,17 +223,64 @@ class TaskResultRow(Base):
         Index("ix_task_results_lineage_runs", "task", "lineage_current", "lineage", "finished_at"),
         Index("ix_task_results_checkpoint", "task", "current", "checkpoint", "finished_at"),
         Index("ix_task_results_schedule", "task", "current", "schedule", "finished_at"),
+        # a filter's page in the board's order: a range read that stops at its rows (migration 0009)
+        Index("ix_task_results_rope_rank", "task", "current", "rope", "unranked", "rank", "checkpoint", "setting"),
+        Index("ix_task_results_backend_rank", "task", "current", "backend", "unranked", "rank", "checkpoint",
+              "setting"),
+        Index("ix_task_results_schedule_rank", "task", "current", "schedule", "unranked", "rank", "checkpoint",
+              "setting"),
     )
 
 
 class ResultValueRow(Base):
-    """One column of a leaderboard row: a metric, or a series point `<series>.<axis>=<key>`."""
+    """One column of a leaderboard row: a metric, or a series point `<series>.<axis>=<key>`.
+    With its row's task, `current` flag, checkpoint and setting and its `rank` (the value, negated
+    where the catalog says higher is better: ascending is best first), so a board sorted by any
+    column is a walk of `ix_result_values_board` that stops at its page (migration 0009)."""
 
     __tablename__ = "result_values"
 
     result_id: Mapped[int] = mapped_column(ForeignKey("task_results.id", ondelete="CASCADE"), primary_key=True)
     column: Mapped[str] = mapped_column(String(200), primary_key=True)
     value: Mapped[float | None] = mapped_column(Float, nullable=True)
+    task: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    current: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    unranked: Mapped[bool | None] = mapped_column(Boolean, nullable=True)  # no value: sorted last
+    rank: Mapped[float | None] = mapped_column(Float, nullable=True)
+    checkpoint: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    setting: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+
+    __table_args__ = (Index("ix_result_values_board", "task", "column", "current", "unranked", "rank", "checkpoint",
+                            "setting", "result_id"),)
+
+
+class BoardCountRow(Base):
+    """How many rows of a task view hold a flag (`current`: per fingerprint; `lineage_current`:
+    per lineage), in the whole view (dimension and value '') or with one value of a fixed filter
+    (lineage, schedule, rope, backend, thinking); `column` '' counts the rows, a column's name
+    the rows that have it. Kept in the transaction that moves a flag: a page's `total` and
+    columns without counting its rows (migration 0009)."""
+
+    __tablename__ = "board_counts"
+
+    task: Mapped[str] = mapped_column(String(200), primary_key=True)
+    flag: Mapped[str] = mapped_column(String(16), primary_key=True)
+    dimension: Mapped[str] = mapped_column(String(16), primary_key=True)
+    value: Mapped[str] = mapped_column(String(1024), primary_key=True)
+    column: Mapped[str] = mapped_column(String(200), primary_key=True)
+    rows: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class JobTaskCountRow(Base):
+    """Jobs of a task in each final status, kept by the state changes that enter or leave it (as
+    `job_counts`): the job list filtered by a task counts its statuses without reading its jobs
+    (migration 0009)."""
+
+    __tablename__ = "job_task_counts"
+
+    task: Mapped[str] = mapped_column(String(64), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), primary_key=True)
+    jobs: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
 class ResultColumnRow(Base):

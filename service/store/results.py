@@ -10,15 +10,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, true, update
+from sqlalchemy import bindparam, delete, false, func, insert, select, text, true, tuple_, update
 from sqlalchemy.engine import Connection
 
 from service.store.db import Database
-from service.store.models import ResultColumnRow, ResultValueRow, TaskResultRow
+from service.store.models import BoardCountRow, ResultColumnRow, ResultValueRow, TaskResultRow
 
-T, V, C = TaskResultRow.__table__, ResultValueRow.__table__, ResultColumnRow.__table__
+COLLATION = text("SELECT datcollate FROM pg_database WHERE datname = current_database()")
+T, V, C, B = TaskResultRow.__table__, ResultValueRow.__table__, ResultColumnRow.__table__, BoardCountRow.__table__
 PER = {"fingerprint": ("setting_key", "current", "rows"), "lineage": ("lineage_key", "lineage_current", "lineage_rows")}
 NAME_SORTS = ("checkpoint", "setting", "finished_at", "job")  # sorts that are no value column
+DIMENSIONS = ("lineage", "schedule", "rope", "backend", "thinking")  # filters whose rows are counted as kept
+COUNT_BOUND = 1000  # a count of other filters' rows stops here: `total` is then "at least" (`total_exact` False)
 
 
 @dataclass
@@ -91,6 +94,7 @@ class BoardQuery:
 @dataclass
 class BoardPage:
     total: int
+    total_exact: bool
     headline: str | None
     columns: dict[str, Column]  # every column of the matching rows
     rows: list[ResultRecord] = field(default_factory=list)
@@ -115,16 +119,26 @@ def insert_results(conn: Connection, job_id: str, records: list[ResultRecord]) -
             lineage_key=rec.lineage_key, finished_at=rec.finished_at, trained_context=rec.trained_context,
             beyond_context=rec.beyond_context, headline=rec.headline, unranked=rec.rank is None, rank=rec.rank,
             **flags)).inserted_primary_key[0]
-        if rec.values:
-            conn.execute(insert(V), [{"result_id": result_id, "column": c, "value": v} for c, v in rec.values.items()])
         _catalog(conn, rec.task, rec.columns)
+        if rec.values:
+            better = {c.name: c.higher_is_better for c in rec.columns}
+            if set(rec.values) - set(better):
+                better = dict(conn.execute(select(C.c.name, C.c.higher_is_better).where(
+                    C.c.task == rec.task, C.c.name.in_(list(rec.values)))).all()) | better
+            conn.execute(insert(V), _value_rows(result_id, rec, flags["current"], better))
+        kept: dict[tuple[str, ...], int] = {}
         for flag, count, old in taken:
+            _tally_stored(conn, kept, flag, old, -1)
             for old_id in old:
                 conn.execute(update(T).where(T.c.id == old_id).values({flag: False}))
                 _count(conn, rec.task, old_id, count, -1)
+            if flag == "current" and old:
+                conn.execute(update(V).where(V.c.result_id.in_(old)).values(current=False))
+            _tally(kept, rec.task, flag, rec, rec.values, +1)
             if rec.values:
                 conn.execute(update(C).where(C.c.task == rec.task, C.c.name.in_(list(rec.values)))
                              .values({count: C.c[count] + 1}))
+        _move(conn, kept)
 
 
 def insert_results_many(conn: Connection, jobs: list[tuple[str, list[ResultRecord]]]) -> None:
@@ -149,6 +163,7 @@ def insert_results_many(conn: Connection, jobs: list[tuple[str, list[ResultRecor
     flags: list[dict[str, bool]] = []
     dropped: dict[str, list[int]] = {flag: [] for _, flag, _ in PER.values()}
     delta: dict[tuple[str, str], dict[str, int]] = {}
+    kept: dict[tuple[str, ...], int] = {}
 
     def move(task: str, names: Any, count: str, step: int) -> None:
         for name in names:
@@ -166,19 +181,24 @@ def insert_results_many(conn: Connection, jobs: list[tuple[str, list[ResultRecor
                 if isinstance(old, str):  # this batch's: it is inserted without the flag
                     flags[int(old)][flag] = False
                     move(rec.task, recs[int(old)][1].values, count, -1)
+                    _tally(kept, rec.task, flag, recs[int(old)][1], recs[int(old)][1].values, -1)
                 else:
                     dropped[flag].append(old)
             held[:] = [(str(n), rec.finished_at)]
             move(rec.task, rec.values, count, +1)
+            _tally(kept, rec.task, flag, rec, rec.values, +1)
     # the stored holders' columns, for their counts
     for _, flag, count in PER.values():
         ids = dropped[flag]
+        _tally_stored(conn, kept, flag, ids, -1)
         for i in range(0, len(ids), 500):
             rows = conn.execute(select(T.c.task, V.c.column).join(V, V.c.result_id == T.c.id)
                                 .where(T.c.id.in_(ids[i:i + 500]))).all()
             for task, column in rows:
                 move(task, [column], count, -1)
             conn.execute(update(T).where(T.c.id.in_(ids[i:i + 500])).values({flag: False}))
+            if flag == "current":
+                conn.execute(update(V).where(V.c.result_id.in_(ids[i:i + 500])).values(current=False))
     result_ids = conn.execute(insert(T).returning(T.c.id, sort_by_parameter_order=True), [dict(
         job_id=job_id, task=rec.task, checkpoint=rec.checkpoint, fingerprint=rec.fingerprint,
         lineage=rec.lineage, schedule=rec.schedule, rope=rec.rope, backend=rec.backend, thinking=rec.thinking,
@@ -186,10 +206,6 @@ def insert_results_many(conn: Connection, jobs: list[tuple[str, list[ResultRecor
         lineage_key=rec.lineage_key, finished_at=rec.finished_at, trained_context=rec.trained_context,
         beyond_context=rec.beyond_context, headline=rec.headline, unranked=rec.rank is None, rank=rec.rank,
         **flags[n]) for n, (job_id, rec) in enumerate(recs)]).scalars().all()
-    values = [{"result_id": rid, "column": c, "value": v} for rid, (_, rec) in zip(result_ids, recs, strict=True)
-              for c, v in rec.values.items()]
-    if values:
-        conn.execute(insert(V), values)
     newest: dict[tuple[str, str], Column] = {}  # each column's meaning: the last row's word, as one at a time
     for _, rec in recs:
         for c in rec.columns:
@@ -204,8 +220,16 @@ def insert_results_many(conn: Connection, jobs: list[tuple[str, list[ResultRecor
             fresh.append(dict(task=task, name=name, rows=0, lineage_rows=0, **info))
         elif any(getattr(old, k) != v for k, v in info.items()):
             conn.execute(update(C).where(C.c.task == task, C.c.name == name).values(**info))
+            _turn(conn, task, name, old.higher_is_better, c.higher_is_better)
     if fresh:
         conn.execute(insert(C), fresh)
+    # the values, ranked by their column's word once the batch is in (as one at a time leaves them)
+    words = {k: r.higher_is_better for k, r in known.items()} | {k: c.higher_is_better for k, c in newest.items()}
+    values = [v for rid, (_, rec), f in zip(result_ids, recs, flags, strict=True)
+              for v in _value_rows(rid, rec, f["current"], {c: words.get((rec.task, c)) for c in rec.values})]
+    if values:
+        conn.execute(insert(V), values)
+    _move(conn, kept)
     for (task, name), steps in delta.items():
         steps = {k: v for k, v in steps.items() if v}
         if steps:
@@ -224,6 +248,59 @@ def _catalog(conn: Connection, task: str, columns: list[Column]) -> None:
             conn.execute(insert(C).values(task=task, name=c.name, rows=0, lineage_rows=0, **info))
         elif any(getattr(old, k) != v for k, v in info.items()):
             conn.execute(update(C).where(C.c.task == task, C.c.name == c.name).values(**info))
+            _turn(conn, task, c.name, old.higher_is_better, c.higher_is_better)
+
+
+def _turn(conn: Connection, task: str, name: str, was: bool | None, now: bool | None) -> None:
+    """A column whose direction changed: its stored values' ranks turned, best first again."""
+    if (was is False) != (now is False):
+        conn.execute(update(V).where(V.c.task == task, V.c.column == name).values(rank=-V.c.rank))
+
+
+def _value_rows(result_id: int, rec: ResultRecord, current: bool, better: dict[str, bool | None]) -> list[dict]:
+    """A row's values as stored, each with what sorts the board by it (see ResultValueRow)."""
+    return [{"result_id": result_id, "column": c, "value": v, "task": rec.task, "current": current,
+             "unranked": v is None, "rank": None if v is None else v if better.get(c) is False else -v,
+             "checkpoint": rec.checkpoint, "setting": rec.setting} for c, v in rec.values.items()]
+
+
+def _tally(kept: dict[tuple[str, ...], int], task: str, flag: str, row: Any, columns: Any, step: int) -> None:
+    """A row (a record or a stored row) taking (+1) or losing (-1) a flag: the kept counts it moves,
+    the whole view's and each fixed filter's it has a value of, the rows and each column."""
+    for dimension in ("", *DIMENSIONS):
+        value = getattr(row, dimension) if dimension else ""
+        if value is None:
+            continue
+        for column in ("", *columns):
+            key = (task, flag, dimension, value, column)
+            kept[key] = kept.get(key, 0) + step
+
+
+def _tally_stored(conn: Connection, kept: dict[tuple[str, ...], int], flag: str, ids: list[int], step: int) -> None:
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        columns: dict[int, list[str]] = {}
+        for rid, column in conn.execute(select(V.c.result_id, V.c.column).where(V.c.result_id.in_(chunk))):
+            columns.setdefault(rid, []).append(column)
+        for r in conn.execute(select(T.c.id, T.c.task, *(T.c[d] for d in DIMENSIONS)).where(T.c.id.in_(chunk))):
+            _tally(kept, r.task, flag, r, columns.get(r.id, []), step)
+
+
+def _move(conn: Connection, kept: dict[tuple[str, ...], int]) -> None:
+    """The kept counts moved: a count not yet kept starts at its step."""
+    keys = [k for k, step in kept.items() if step]
+    cols = (B.c.task, B.c.flag, B.c.dimension, B.c.value, B.c.column)
+    known: set[tuple[str, ...]] = set()
+    for i in range(0, len(keys), 200):
+        known |= {tuple(r) for r in conn.execute(select(*cols).where(tuple_(*cols).in_(keys[i:i + 200])))}
+    names = ("task", "flag", "dimension", "value", "column")
+    fresh = [dict(zip(names, k, strict=True), rows=kept[k]) for k in keys if k not in known]
+    if fresh:
+        conn.execute(insert(B), fresh)
+    moved = [{f"k_{n}": v for n, v in zip(names, k, strict=True)} | {"k_step": kept[k]} for k in keys if k in known]
+    if moved:
+        conn.execute(update(B).where(*(c == bindparam(f"k_{n}") for c, n in zip(cols, names, strict=True)))
+                     .values(rows=B.c.rows + bindparam("k_step")), moved)
 
 
 def _count(conn: Connection, task: str, result_id: int, count: str, step: int) -> None:
@@ -272,10 +349,12 @@ class ResultAccess(Database):
     def _forget_job(conn: Connection, job_id: str) -> None:
         rows = conn.execute(select(T.c.id, T.c.task, T.c.setting_key, T.c.lineage_key, T.c.current,
                                    T.c.lineage_current).where(T.c.job_id == job_id)).all()
+        kept: dict[tuple[str, ...], int] = {}
         for r in rows:
             for _, flag, count in PER.values():
                 if getattr(r, flag):
                     _count(conn, r.task, r.id, count, -1)
+                    _tally_stored(conn, kept, flag, [r.id], -1)
         conn.execute(delete(V).where(V.c.result_id.in_([r.id for r in rows])))
         conn.execute(delete(T).where(T.c.job_id == job_id))
         for r in rows:
@@ -285,7 +364,11 @@ class ResultAccess(Database):
                                           .order_by(T.c.finished_at.desc(), T.c.id.desc()).limit(1)).scalar()
                     if newest is not None:
                         conn.execute(update(T).where(T.c.id == newest).values({flag: True}))
+                        if flag == "current":
+                            conn.execute(update(V).where(V.c.result_id == newest).values(current=True))
                         _count(conn, r.task, newest, count, +1)
+                        _tally_stored(conn, kept, flag, [newest], +1)
+        _move(conn, kept)
 
     def stored_result(self, job_id: str, task: str) -> ResultRecord | None:
         """A job's stored row of a task view (None: none stored), with its columns' meanings."""
@@ -324,43 +407,109 @@ class ResultAccess(Database):
 
     def board(self, q: BoardQuery) -> BoardPage:
         """One page of a task view's leaderboard: the matching rows' count, the headline (the
-        newest matching row's), every column of the matching rows and the page's rows."""
+        newest matching row's), every column of the matching rows and the page's rows. Each part
+        a read that stops at what the page shows, whatever the history's size: the count and the
+        columns kept (`board_counts`) for the whole view and for one fixed filter (lineage,
+        schedule, RoPE, backend, thinking), otherwise counted up to COUNT_BOUND (`total_exact`
+        False beyond) and each catalog column's presence probed; the page an index walk in the
+        asked order (a value column's through `ix_result_values_board`)."""
         _, flag, count = PER[q.per]
-        where = [T.c.task == q.task, T.c[flag] == true(), *self._filters(q)]
+        kept = self._kept(q)
         with self.read_engine.connect() as conn:
-            total = conn.execute(select(func.count()).select_from(T).where(*where)).scalar() or 0
+            where = [T.c.task == q.task, T.c[flag] == true(), *self._filters(conn, q)]
+            if kept is not None:
+                total = conn.execute(select(B.c.rows).where(
+                    B.c.task == q.task, B.c.flag == flag, B.c.dimension == kept[0], B.c.value == kept[1],
+                    B.c.column == "")).scalar() or 0
+                exact = True
+            else:
+                n = conn.execute(select(func.count()).select_from(
+                    select(T.c.id).where(*where).limit(COUNT_BOUND + 1).subquery())).scalar() or 0
+                total, exact = min(n, COUNT_BOUND), n <= COUNT_BOUND
             headline = conn.execute(select(T.c.headline).where(*where)
                                     .order_by(T.c.finished_at.desc(), T.c.id.desc()).limit(1)).scalar()
-            if q.filtered():
-                names = select(V.c.column).join(T, T.c.id == V.c.result_id).where(*where).distinct().subquery()
-                catalog = conn.execute(select(C).where(C.c.task == q.task, C.c.name.in_(select(names.c.column))))
+            if kept is not None and kept[0]:
+                names = select(B.c.column).where(B.c.task == q.task, B.c.flag == flag, B.c.dimension == kept[0],
+                                                 B.c.value == kept[1], B.c.column != "", B.c.rows > 0)
+                catalog = conn.execute(select(C).where(C.c.task == q.task, C.c.name.in_(names)))
+            elif q.filtered():
+                present = select(V.c.result_id).join(T, T.c.id == V.c.result_id).where(
+                    V.c.column == C.c.name, *where).exists()
+                catalog = conn.execute(select(C).where(C.c.task == q.task, C.c[count] > 0, present))
             else:
                 catalog = conn.execute(select(C).where(C.c.task == q.task, C.c[count] > 0))
             columns = {c.name: _column(c) for c in catalog}
-            order = self._order(q, headline, columns)
-            rows = conn.execute(select(T).where(*where).order_by(*order).limit(q.limit).offset(q.offset)).all()
+            if q.sort is not None and q.sort not in NAME_SORTS and q.per == "fingerprint":
+                ids = self._by_value(conn, q, where, columns)
+                found = {r.id: r for r in conn.execute(select(T).where(T.c.id.in_(ids)))} if ids else {}
+                rows = [found[i] for i in ids]
+            else:
+                order = self._order(q, headline, columns)
+                rows = conn.execute(select(T).where(*where).order_by(*order).limit(q.limit).offset(q.offset)).all()
             values: dict[int, dict[str, float | None]] = {r.id: {} for r in rows}
             if rows:
                 for rid, column, value in conn.execute(select(V.c.result_id, V.c.column, V.c.value)
                                                        .where(V.c.result_id.in_(list(values)))):
                     values[rid][column] = value
-        return BoardPage(total=total, headline=headline, columns=columns,
+        return BoardPage(total=total, total_exact=exact, headline=headline, columns=columns,
                          rows=[_record(r, values[r.id]) for r in rows])
 
     @staticmethod
-    def _filters(q: BoardQuery) -> list:
+    def _kept(q: BoardQuery) -> tuple[str, str] | None:
+        """The kept count a query's rows are: the whole view's ('', ''), or one fixed filter's
+        (dimension, value); None when other filters or several are asked."""
+        fixed = [(d, getattr(q, d)) for d in DIMENSIONS if getattr(q, d) is not None]
+        other = any(v is not None for v in (q.checkpoint, q.checkpoint_prefix, q.finished_after, q.finished_before))
+        if other or len(fixed) > 1:
+            return None
+        return fixed[0] if fixed else ("", "")
+
+    def _bytewise(self, conn: Connection) -> bool:
+        """Whether text compares by code point (SQLite; PostgreSQL under the C collation): a name
+        prefix is then also an index range."""
+        if not hasattr(self, "_bytewise_text"):
+            self._bytewise_text = conn.dialect.name == "sqlite" or conn.execute(COLLATION).scalar() in (
+                "C", "POSIX", "C.UTF-8", "C.utf8")
+        return self._bytewise_text
+
+    def _by_value(self, conn: Connection, q: BoardQuery, where: list, columns: dict[str, Column]) -> list[int]:
+        """The page's row ids sorted by a value column: its valued rows walked in the index's order
+        (rank, checkpoint, setting, id), then, past them, the rows without a value by name."""
+        sort = q.sort
+        better = columns[sort].higher_is_better if sort in columns else None
+        down = q.descending if q.descending is not None else better is not False
+        word = conn.execute(select(C.c.higher_is_better).where(C.c.task == q.task, C.c.name == sort)).scalar()
+        rank = V.c.rank.asc() if down == (word is not False) else V.c.rank.desc()  # rank: -value unless lower is better
+        valued = conn.execute(select(V.c.result_id).join(T, T.c.id == V.c.result_id).where(
+            V.c.task == q.task, V.c.column == sort, V.c.current == true(), V.c.unranked == false(), *where)
+            .order_by(rank, V.c.checkpoint, V.c.setting, V.c.result_id).limit(q.offset + q.limit)).scalars().all()
+        ids = list(valued[q.offset:])
+        if len(valued) < q.offset + q.limit:
+            has = select(V.c.result_id).where(V.c.result_id == T.c.id, V.c.column == sort, V.c.value.is_not(None))
+            ids += conn.execute(select(T.c.id).where(*where, ~has.exists())
+                                .order_by(T.c.checkpoint, T.c.setting, T.c.id)
+                                .offset(max(0, q.offset - len(valued))).limit(q.limit - len(ids))).scalars().all()
+        return ids
+
+    def _filters(self, conn: Connection, q: BoardQuery) -> list:
         where = []
         for name in ("checkpoint", "lineage", "schedule", "rope", "backend", "thinking"):
             if getattr(q, name) is not None:
                 where.append(T.c[name] == getattr(q, name))
         if q.checkpoint_prefix is not None:
-            where.append(T.c.checkpoint.startswith(q.checkpoint_prefix, autoescape=True))
+            prefix = q.checkpoint_prefix
+            where.append(T.c.checkpoint.startswith(prefix, autoescape=True))
+            if prefix and self._bytewise(conn):  # the same rows as an index range: names from prefix up to its next
+                where.append(T.c.checkpoint >= prefix)
+                after = ord(prefix[-1]) + 1
+                after = 0xE000 if 0xD800 <= after < 0xE000 else after  # no surrogates
+                if after <= 0x10FFFF:
+                    where.append(T.c.checkpoint < prefix[:-1] + chr(after))
         if q.finished_after is not None:
             where.append(T.c.finished_at >= q.finished_after)
         if q.finished_before is not None:
             where.append(T.c.finished_at < q.finished_before)
         return where
-
     @staticmethod
     def _order(q: BoardQuery, headline: str | None, columns: dict[str, Column]) -> list:
         """Values best first unless asked otherwise, rows without one last; names and times

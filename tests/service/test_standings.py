@@ -337,6 +337,19 @@ def test_job_counts_follow_every_change_of_status(tmp_path: Path) -> None:
         assert store.count_by_status()[CANCELLED] == 2 and store.samples_scored() == 4 + 4 + 2
         assert store.count_listed() == {k: v for k, v in scanned()[0].items() if v}
         assert store.list_jobs()[1] == 5
+        # per task: the final statuses kept (job_task_counts), as a scan of the task's jobs counts them
+        other = store.add_job(checkpoint="c", checkpoint_path="/m/c", fingerprint="f",
+                              tasks=[{"name": "graphwalks"}, {"name": "passkey"}, {"name": "passkey"}], rope=None,
+                              backend="auto", priority=0)
+        store.cancel(other.id)
+        store.resume(ids[3])
+        with store.reading() as s:
+            jobs = list(s.scalars(select(JobRow)))
+        for task in ("passkey", "graphwalks", "nosuchtask"):
+            mine = [j for j in jobs if task in {t["name"] for t in j.tasks}]
+            by_status = {st: n for st in store.count_by_status() if (n := sum(j.status == st for j in mine))}
+            assert store.count_listed(task=task) == by_status and store.list_jobs(task=task)[1] == len(mine), task
+            assert store.count_listed(task=task, status=FAILED) == {k: v for k, v in by_status.items() if k == FAILED}
     finally:
         store.close()
 
@@ -405,6 +418,9 @@ def stored_tables(store: Store, jobs: list[str], times: bool = True) -> dict[str
                              for r in rows("SELECT * FROM task_results ORDER BY id")],
             "result_values": rows('SELECT * FROM result_values ORDER BY result_id, "column"'),
             "result_columns": rows("SELECT * FROM result_columns ORDER BY task, name"),
+            "board_counts": rows('SELECT * FROM board_counts WHERE rows <> 0 ORDER BY task, flag, dimension, value, '
+                                 '"column"'),
+            "job_task_counts": rows("SELECT * FROM job_task_counts WHERE jobs <> 0 ORDER BY task, status"),
         }
     return out
 
@@ -443,8 +459,8 @@ def test_a_batch_stores_what_one_at_a_time_stores(request, tmp_path: Path, kind:
                         setting_key=f"s{rng.randint(0, 4)}", lineage_key=f"l{rng.randint(0, 2)}",
                         finished_at=NIGHT0 + timedelta(hours=rng.randint(0, 12)), trained_context=None,
                         beyond_context=[], headline="accuracy", rank=rank, values=values,
-                        columns=[Column(name=c, higher_is_better=True, unit=rng.choice(["fraction", "%"]), kind="metric")
-                                 for c in names]))
+                        columns=[Column(name=c, higher_is_better=True if c != "x" else rng.choice([True, False, None]),
+                                        unit=rng.choice(["fraction", "%"]), kind="metric") for c in names]))
                 batches.append((job.id, records))
             with store.write_engine.begin() as conn:
                 if path == "one":
@@ -458,6 +474,13 @@ def test_a_batch_stores_what_one_at_a_time_stores(request, tmp_path: Path, kind:
             store.close()
     assert tables[0] == tables[1]
     assert any(r["current"] for r in tables[0]["task_results"]) and any(not r["current"] for r in tables[0]["task_results"])
+    assert kept_counts(store)[0] == kept_counts(store)[1]
+    for kwargs in ({"sort": "x"}, {"sort": "x", "descending": False}, {"sort": "accuracy"}, {}):
+        from service.store.results import BoardQuery
+
+        q = BoardQuery(task="passkey", limit=500, **kwargs)  # "x" changed its direction: its ranks turned
+        page = store.board(q)
+        assert (page.total, sorted(page.columns), [r.job_id for r in page.rows]) == counted_board(store, q), kwargs
 
     tables = []
     for path in ("one", "many"):
@@ -498,3 +521,165 @@ def test_a_batch_stores_what_one_at_a_time_stores(request, tmp_path: Path, kind:
             store.close()
     assert tables[0] == tables[1]
     assert len(tables[0]["task_results"]) > 40 * 2 and tables[0]["job_counts"]
+
+
+def counted_board(store: Store, q: Any) -> tuple[int, list[str], list[str]]:
+    """A page as the board read it before migration 0009 (each count and column computed over the
+    matching rows, a value sort a subquery per row): (total, column names, row job ids)."""
+    from sqlalchemy import func, true
+
+    from service.store.results import PER, C, T, V
+
+    _, flag, count = PER[q.per]
+    where = [T.c.task == q.task, T.c[flag] == true()]
+    for name in ("checkpoint", "lineage", "schedule", "rope", "backend", "thinking"):
+        if getattr(q, name) is not None:
+            where.append(T.c[name] == getattr(q, name))
+    if q.checkpoint_prefix is not None:  # case-sensitive on both (SQLite's LIKE was not: 0009 made it so)
+        where.append(T.c.checkpoint.startswith(q.checkpoint_prefix, autoescape=True))
+        where.append(func.substr(T.c.checkpoint, 1, len(q.checkpoint_prefix)) == q.checkpoint_prefix)
+    if q.finished_after is not None:
+        where.append(T.c.finished_at >= q.finished_after)
+    if q.finished_before is not None:
+        where.append(T.c.finished_at < q.finished_before)
+    with store.read_engine.connect() as conn:
+        total = conn.execute(select(func.count()).select_from(T).where(*where)).scalar()
+        headline = conn.execute(select(T.c.headline).where(*where).order_by(T.c.finished_at.desc(), T.c.id.desc())
+                                .limit(1)).scalar()
+        if q.filtered():
+            names = select(V.c.column).join(T, T.c.id == V.c.result_id).where(*where).distinct().subquery()
+            catalog = conn.execute(select(C).where(C.c.task == q.task, C.c.name.in_(select(names.c.column))))
+        else:
+            catalog = conn.execute(select(C).where(C.c.task == q.task, C.c[count] > 0))
+        columns = {c.name: c for c in catalog}
+        ties = [T.c.checkpoint, T.c.setting, T.c.id]
+        if q.sort in ("checkpoint", "setting", "finished_at", "job"):
+            col = T.c.job_id if q.sort == "job" else T.c[q.sort]
+            down = q.descending if q.descending is not None else q.sort == "finished_at"
+            order = [col.desc() if down else col.asc(), *ties]
+        else:
+            sort = q.sort or headline
+            better = columns[sort].higher_is_better if sort in columns else None
+            if q.sort is None and better is None:
+                order = [T.c.finished_at.desc(), T.c.id.desc()]
+            elif q.sort is None:
+                best_first = q.descending is None or q.descending == better
+                order = [T.c.unranked.asc(), T.c.rank.asc() if best_first else T.c.rank.desc(), *ties]
+            else:
+                value = select(V.c.value).where(V.c.result_id == T.c.id, V.c.column == sort).scalar_subquery()
+                down = q.descending if q.descending is not None else better is not False
+                order = [value.is_(None).asc(), value.desc() if down else value.asc(), *ties]
+        jobs = conn.execute(select(T.c.job_id).where(*where).order_by(*order).limit(q.limit).offset(q.offset))
+        return total, sorted(columns), list(jobs.scalars())
+
+
+def kept_counts(store: Store) -> tuple[dict, dict]:
+    """board_counts as stored (zeros left out), and as a scan of the flagged rows makes them."""
+    from service.store.results import DIMENSIONS, _tally
+
+    with store.reading() as s:
+        stored = {(r.task, r.flag, r.dimension, r.value, r.column): r.rows
+                  for r in s.execute(text('SELECT * FROM board_counts')) if r.rows}
+        columns: dict[int, list[str]] = {}
+        for rid, column in s.execute(text('SELECT result_id, "column" FROM result_values')):
+            columns.setdefault(rid, []).append(column)
+        scanned: dict = {}
+        for r in s.execute(text(f"SELECT id, task, current, lineage_current, {', '.join(DIMENSIONS)} "
+                                "FROM task_results")):
+            for flag in ("current", "lineage_current"):
+                if getattr(r, flag):
+                    _tally(scanned, r.task, flag, r, columns.get(r.id, []), +1)
+    return stored, {k: v for k, v in scanned.items() if v}
+
+
+def test_kept_counts_equal_a_scan_of_the_rows(history) -> None:
+    stored, scanned = kept_counts(history[1])
+    assert stored == scanned and any(k[2] == "rope" for k in stored) and any(k[4] for k in stored)
+
+
+QUERIES = [
+    {}, {"per": "lineage"}, {"rope": "yarn:4"}, {"backend": "torch"}, {"schedule": "nightly"}, {"lineage": "runB"},
+    {"checkpoint": "runA-step00300"}, {"checkpoint_prefix": "runB-"}, {"checkpoint_prefix": "runb-"},
+    {"checkpoint_prefix": ""}, {"rope": "checkpoint", "backend": "auto"}, {"per": "lineage", "rope": "yarn:4"},
+    {"finished_after": NIGHT0 + timedelta(days=2), "finished_before": NIGHT0 + timedelta(days=4)},
+    {"sort": "accuracy.length=2048"}, {"sort": "accuracy.length=2048", "descending": False},
+    {"sort": "accuracy.length=2048", "descending": True}, {"sort": "accuracy"}, {"sort": "accuracy", "descending": False},
+    {"sort": "accuracy.length=2048", "rope": "yarn:4"}, {"sort": "accuracy.length=2048", "checkpoint_prefix": "runA-"},
+    {"sort": "accuracy.length=2048", "per": "lineage"}, {"sort": "nosuchcolumn"}, {"sort": "finished_at"},
+    {"sort": "finished_at", "descending": False, "lineage": "runA"}, {"sort": "checkpoint"}, {"descending": False},
+]
+
+
+@pytest.mark.parametrize("task", ["passkey", "graphwalks"])
+def test_each_query_path_answers_what_counting_answered(history, task: str) -> None:
+    """Every path of the board (kept counts, probed columns, the value walk and its tail of rows
+    without a value, the filter indexes, the prefix as a range) against the queries it replaced,
+    page by page across the boundary of the valued rows."""
+    from service.store.results import BoardQuery
+
+    _, store, _ = history
+    for kwargs in QUERIES:
+        whole = counted_board(store, BoardQuery(task=task, limit=5000, **kwargs))
+        for limit, offset in ((5000, 0), (7, 0), (7, 7), (5, max(0, whole[0] - 3)), (4, max(0, whole[0] - 30)), (3, 5000)):
+            q = BoardQuery(task=task, limit=limit, offset=offset, **kwargs)
+            page = store.board(q)
+            total, columns, jobs = counted_board(store, q)
+            assert (page.total, page.total_exact, sorted(page.columns), [r.job_id for r in page.rows]) == \
+                (total, True, columns, jobs), (kwargs, limit, offset)
+        if kwargs and task == "passkey" and kwargs != {"sort": "nosuchcolumn"}:
+            assert bool(whole[2]) == (kwargs != {"checkpoint_prefix": "runb-"}), kwargs  # names are case-sensitive
+
+
+def test_a_count_of_other_filters_stops_at_its_bound(history, monkeypatch) -> None:
+    """Beyond COUNT_BOUND matching rows a prefix's or a time range's `total` is the bound and says
+    so; a kept count (the whole view, one fixed filter) stays exact."""
+    from service.store import results
+
+    _, store, _ = history
+    monkeypatch.setattr(results, "COUNT_BOUND", 5)
+    prefix = leaderboard("passkey", store, checkpoint_prefix="runB-", limit=2)
+    assert (prefix.total, prefix.total_exact, len(prefix.rows)) == (5, False, 2)
+    one = leaderboard("passkey", store, checkpoint="runA-step00300")
+    assert one.total_exact and one.total == len(one.rows) <= 5
+    for kwargs in ({}, {"lineage": "runB"}, {"rope": "yarn:4"}):
+        board = leaderboard("passkey", store, limit=5000, **kwargs)
+        assert board.total_exact and board.total == len(board.rows) > 5, kwargs
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_migration_0009_fills_what_the_writes_keep(request, tmp_path: Path, kind: str) -> None:
+    """A store with history at 0008 (jobs finished, rerun, superseded, recorded twice, failed,
+    cancelled) upgraded to 0009 has the counts, value ranks and task counts that writing the same
+    history at 0009 kept: downgraded to 0008 (the tables and columns of 0009 gone), upgraded again."""
+    settings, store = fresh_store(request, tmp_path, kind)
+    try:
+        ids = seed_history(settings, store, nights=4)
+        store_results(settings, store, ids[5], {"passkey": passkey_entry(1, 7, (512, 1024))})  # recorded again
+        for end in (FAILED, CANCELLED):
+            job = store.add_job(checkpoint="x", checkpoint_path="/m/x", fingerprint="x" * 64,
+                                tasks=[{"name": "passkey"}, {"name": "graphwalks"}], rope=None, backend="auto",
+                                priority=0)
+            if end == FAILED:
+                assert store.claim_next("t").id == job.id and store.finish(job.id, FAILED)
+            else:
+                store.cancel(job.id)
+        before = stored_tables(store, ids + [r.id for r in store.list_jobs(limit=500)[0] if r.id not in ids])
+        assert kept_counts(store)[0] == kept_counts(store)[1]
+        config, _ = _alembic()
+        with store.write_engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.downgrade(config, "0008")
+            assert "board_counts" not in {r[0] for r in conn.execute(text(
+                "SELECT name FROM sqlite_master" if kind == "sqlite" else
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"))}
+        assert store.upgrade(settings) == "0009"
+        after = stored_tables(store, ids + [r.id for r in store.list_jobs(limit=500)[0] if r.id not in ids])
+        assert after == before and after["board_counts"] and after["job_task_counts"]
+        for kwargs in QUERIES:
+            from service.store.results import BoardQuery
+
+            q = BoardQuery(task="passkey", limit=9, offset=2, **kwargs)
+            page = store.board(q)
+            assert (page.total, sorted(page.columns), [r.job_id for r in page.rows]) == counted_board(store, q), kwargs
+    finally:
+        store.close()
