@@ -405,7 +405,12 @@ class Leaderboard(BaseModel):
     columns: list[str]
     headline: str | None = Field(None, description="the column rows are sorted by, best first")
     column_info: list[LeaderboardColumn] = Field(default_factory=list, description="per column, in order")
-    total: int = Field(0, description="rows that match the filters (the page holds `limit` at most)")
+    total: int = Field(0, description=(
+        "rows that match the filters (the page holds `limit` at most). Exact for the whole view and for one of "
+        "`lineage`, `schedule`, `rope`, `backend`, `thinking` alone (counts the service keeps); for other "
+        "filters (a name, a prefix, a time range, several at once) counted up to 1,000: beyond, `total` is "
+        "1,000 and `total_exact` false (at least that many match; page on while pages are full)"))
+    total_exact: bool = Field(True, description="false: `total` is a lower bound (more rows match)")
     limit: int = Field(100, description="rows per page")
     offset: int = Field(0, description="rows skipped before this page")
     rows: list[LeaderboardRow]

@@ -55,7 +55,7 @@ def leaderboard(
     backend: Filter = None,
     thinking: Filter = None,
     checkpoint_prefix: Annotated[str | None, Query(max_length=128, pattern=NO_NUL_PATTERN,
-                                                   description="checkpoints whose name starts so (one training run)")] = None,
+                                                   description="checkpoints whose name starts so, case-sensitive (one training run)")] = None,
     lineage: Annotated[str | None, Query(max_length=1024, pattern=NO_NUL_PATTERN,
                                          description="the folder the checkpoints lie in, as job paths show it "
                                                      "(a schedule's watch folder)")] = None,
@@ -76,7 +76,14 @@ def leaderboard(
     """One row per (checkpoint, RoPE setting, backend, scoring options, data revision): its latest results,
     a page at a time (`total`: the rows that match). Filter by `checkpoint` (name), `checkpoint_prefix`,
     `lineage`, `schedule`, `rope` (label as shown, e.g. `yarn:4`), `backend`, `thinking` (a reasoning
-    model's setting: the same checkpoint thinking and not, side by side) and the finishing time."""
+    model's setting: the same checkpoint thinking and not, side by side) and the finishing time.
+
+    A page costs what it shows, not the history's size: each order (any column, a name, the time) and
+    the lineage, schedule, RoPE and backend filters are index walks that stop at the page, and `total`
+    is a kept count, except for a name prefix, a time range or several filters at once, whose `total`
+    is counted up to 1,000 (`total_exact`). A lineage's curve over the nights is its rows sorted by
+    `finished_at`: it costs the points asked for (`limit`), so a long lineage is read newest first a
+    page at a time (the dashboard draws its newest 200 nights and says how many it has)."""
     _known(task)
     finished_after, finished_before = _naive(finished_after), _naive(finished_before)
     if finished_after and finished_before and finished_after >= finished_before:
@@ -92,7 +99,8 @@ def leaderboard(
     names = column_order({n: _info(c) for n, c in page.columns.items()})
     better = page.columns[page.headline].higher_is_better if page.headline in page.columns else None
     return Leaderboard(task=task, columns=names, headline=page.headline if better is not None else None,
-                       column_info=[_info(page.columns[c]) for c in names], total=page.total, limit=limit,
+                       column_info=[_info(page.columns[c]) for c in names], total=page.total,
+                       total_exact=page.total_exact, limit=limit,
                        offset=offset, rows=[LeaderboardRow(**_row(r, names)) for r in page.rows])
 
 

@@ -10,6 +10,7 @@ import { groupColumns, heatFor, unitOf } from "./columns.js";
 import { collator, fmt, h, noData, render, section, when } from "./dom.js";
 
 const PAGE = 50;
+const CURVE_NIGHTS = 200; // points of a nightly curve: its newest nights
 
 /** One page of a task's board, as the server sorts and pages it. */
 function boardQuery(task, state, extra = {}) {
@@ -94,11 +95,14 @@ function boardTable(task, board, state, reload, redraw) {
   });
   const last = state.offset + board.rows.length;
   const previous = h("button", { type: "button", class: "page-previous", disabled: state.offset === 0 }, "Previous");
-  const next = h("button", { type: "button", class: "page-next", disabled: last >= board.total }, "Next");
+  // a total that is a lower bound (`total_exact` false: an ad-hoc filter counted up to its bound): page on while full
+  const more = board.total_exact === false ? board.rows.length >= PAGE : last < board.total;
+  const next = h("button", { type: "button", class: "page-next", disabled: !more }, "Next");
   previous.addEventListener("click", () => reload({ offset: Math.max(0, state.offset - PAGE) }));
   next.addEventListener("click", () => reload({ offset: state.offset + PAGE }));
   const pager = h("div", { class: "buttons pager" }, previous,
-    h("span", { class: "muted page-range" }, `rows ${board.rows.length ? state.offset + 1 : 0}–${last} of ${board.total}`), next);
+    h("span", { class: "muted page-range" }, `rows ${board.rows.length ? state.offset + 1 : 0}–${last} of ${board.total_exact === false ? "at least " : ""}${board.total}`),
+    next);
   return [h("div", { class: "table-wrap" }, table), columnChooser(all, groups, state, redraw), pager,
     h("div", { class: "buttons" }, compare, note)].filter(Boolean);
 }
@@ -146,15 +150,18 @@ async function nightlyCharts(task, board, schedules) {
   const charts = [];
   for (const sch of schedules) {
     for (const watch of sch.watch) {
-      // the newest 1,000 nights of the lineage (the chart orders checkpoints by name)
+      // the newest CURVE_NIGHTS nights of the lineage: a fixed cost however long the run (the title says
+      // how many it has; the chart orders checkpoints by name)
       const params = new URLSearchParams({ task, lineage: watch, schedule: sch.name, sort: "finished_at", order: "desc",
-        limit: "1000" });
-      const inside = (await api(`/v1/leaderboard?${params}`)).rows;
+        limit: String(CURVE_NIGHTS) });
+      const answer = await api(`/v1/leaderboard?${params}`);
+      const inside = answer.rows;
       if (!inside.length) continue;
+      const shown = answer.total > inside.length ? ` (the newest ${inside.length} of ${answer.total} rows)` : "";
       const checkpoints = [...new Set(inside.map((r) => r.checkpoint))].sort(collator.compare);
       const settings = [...new Set(inside.map((r) => r.setting))];
       charts.push(lineChart({
-        title: `Nightly "${sch.name}" in ${watch}: ${task} ${board.headline} by checkpoint`,
+        title: `Nightly "${sch.name}" in ${watch}: ${task} ${board.headline} by checkpoint${shown}`,
         xLabel: "checkpoint (in name order: the training step)", yLabel: `${board.headline}${unit ? ` (${unit})` : ""}`,
         categories: checkpoints, yRange: unitRange(unit),
         series: settings.map((st) => ({ label: st, points: inside.filter((r) => r.setting === st)
