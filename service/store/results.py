@@ -441,11 +441,12 @@ class ResultAccess(Database):
             columns = {c.name: _column(c) for c in catalog}
             if q.sort is not None and q.sort not in NAME_SORTS and q.per == "fingerprint":
                 ids = self._by_value(conn, q, where, columns)
-                found = {r.id: r for r in conn.execute(select(T).where(T.c.id.in_(ids)))} if ids else {}
-                rows = [found[i] for i in ids]
-            else:
+            else:  # the ids first: what is sorted is narrow where the rows a filter matches are sorted
                 order = self._order(q, headline, columns)
-                rows = conn.execute(select(T).where(*where).order_by(*order).limit(q.limit).offset(q.offset)).all()
+                ids = conn.execute(select(T.c.id).where(*where).order_by(*order).limit(q.limit)
+                                   .offset(q.offset)).scalars().all()
+            found = {r.id: r for r in conn.execute(select(T).where(T.c.id.in_(ids)))} if ids else {}
+            rows = [found[i] for i in ids]
             values: dict[int, dict[str, float | None]] = {r.id: {} for r in rows}
             if rows:
                 for rid, column, value in conn.execute(select(V.c.result_id, V.c.column, V.c.value)
