@@ -156,14 +156,7 @@ class Database:
                 command.stamp(config, FIRST_REVISION)  # made by create_all before migrations existed
             elif current and not present:
                 command.stamp(config, "base", purge=True)  # every table dropped by hand: start afresh
-            config.attributes.pop("fill_results", None)
-            command.upgrade(config, "head")
-            succeeded = config.attributes.pop("fill_results", None)
-            if succeeded is not None:  # 0007 ran: the leaderboard's rows of jobs already run, in the newest layout
-                from service.standings import fill
-
-                filled = fill(conn, settings)
-                log.info("the leaderboard: %d of %d succeeded jobs filled from their results", filled, succeeded)
+            command.upgrade(config, "head")  # env.py fills the leaderboard's rows if 0007 ran
         return head
 
     def create_all(self) -> None:

@@ -5,8 +5,8 @@ columns (`result_values`) and each view's column catalog (`result_columns`); the
 order (created_at, id) indexed.
 
 Existing jobs are filled in: their tasks and counts from their rows, their leaderboard rows
-from their results.json (service/standings.fill, run by Store.upgrade once the newest revision
-is reached, so it writes that revision's layout; the service's settings name the results
+from their results.json (service/standings.fill, run by the migrations' env.py once the newest
+revision is reached, so it writes that revision's layout; the service's settings name the results
 folder: `lctx serve` passes them; a job whose results are gone is skipped and logged).
 
 Revision ID: 0007
@@ -136,7 +136,7 @@ def _fill() -> None:
             log.warning("%d succeeded jobs' leaderboard rows were not filled: the upgrade was not given the "
                         "service's settings (lctx serve gives them)", succeeded)
         return
-    # filled once the upgrade has reached the newest revision (Store.upgrade), by the code that
+    # filled once the upgrade has reached the newest revision (service/migrations/env.py), by the code that
     # writes the newest layout's rows (a later revision's tables and columns included)
     context.config.attributes["fill_results"] = succeeded
 
