@@ -206,18 +206,42 @@ def run_database(kind: str, sizes: list[int], repeats: int, browse: bool, tmp: P
 
 NOTES = """## What grows, and why
 
-Measured with the store's own calls on a 10,000-job SQLite history (the queries' times apart from
-HTTP): the first page is five indexed reads, but `total` is a COUNT over every current row of
-the view (0.5 ms at 10,000 rows, linear in them: about 5 ms expected at 100,000 on SQLite, not
-measured; more on PostgreSQL,
-whose index-only scan visits the heap of a freshly loaded table); the page itself, its headline
-and its columns (the catalog) do not grow. A per-task count kept beside the catalog would make it
-flat (not done). The one-lineage page reads its 50 rows through `ix_task_results_lineage_rank` (migration
-0008: the lineage, then the board's order), but its `total` still counts the lineage's rows
-and a filtered page takes its columns from the matching rows' values: both cost in proportion
-to the lineage's rows (2,000 at 100,000 jobs). The rope and name-prefix filters, the sort by a
-non-headline column (a subquery per row) and the job list's per-task counts cost in proportion to
-the rows they match.
+Since migration 0009 each part of a page is a read that stops at what the page shows. `total`
+and the page's columns are counts kept in `board_counts` (per view and flag, in the whole view
+and per lineage, schedule, RoPE, backend and thinking value, per column), moved in the
+transaction that moves a row's flag; the page is an index walk in its order: the board's rank,
+one index per lineage, RoPE, backend and schedule in that order, and for a sort by any other
+column `result_values`' copy of its row's task, flag, checkpoint and setting with the value's
+rank (`ix_result_values_board`). The job list filtered by a task reads its per-status counts
+from `job_task_counts`. So the first page, one lineage, the rope filter, the sort by a point and
+the job list by task no longer grow with the history (2.6-60x before 0009: the previous report,
+in git history). The machine was shared during this run (load above 2 from
+another job): the 1,000-job figures, a few milliseconds each, move by 2x between repeats, so a
+growth of about 2x on a figure of 3-12 ms is within that noise (`/metrics`, which reads the same
+few rows at every size, shows 1.98x on SQLite). Timed apart from HTTP (`Store.board`, SQLite,
+median of 5, quieter machine), 1,000 -> 100,000 jobs: first page 1.55 -> 1.75 ms, one lineage
+1.24 -> 1.71 ms, newest 20 nights of a lineage 1.24 -> 1.23 ms, rope filter 1.91 -> 1.80 ms,
+sorted by a point 2.25 -> 2.40 ms; a name prefix 1.49 -> 16.2 ms (10.0 ms with the page's ids
+sorted before its rows are read, a change made after the HTTP run above; see below).
+
+Still growing, by what the answer returns:
+
+- The lineage curve with `limit=1000` returns a point per night of the lineage: 20 at 1,000 jobs,
+  200 at 10,000, 1,000 at 100,000. Its cost per point is flat (the same curve cut to its newest
+  20 nights costs the same at every size), so it grows with the points returned, which is what
+  it asks for. The dashboard draws a fixed number, the newest 200 nights, and its title says how
+  many the lineage has; a client wanting the whole of a long run pages through it.
+- A name prefix (`checkpoint_prefix`) is ad hoc: no count or order is kept for it. Its rows are
+  an index range on the name (SQLite, and PostgreSQL under the C collation), but the page sorts
+  the rows the prefix matches by rank: 20 at 1,000 jobs, 2,000 at 100,000. Its `total` is
+  counted up to 1,000 and then says "at least" (`total_exact: false`), as large search pages
+  do, and its columns are probed one catalog column at a time (each probe stops at its first
+  matching row). The same holds for a time range, one checkpoint's name, and several filters at
+  once.
+
+PostgreSQL is analyzed (VACUUM ANALYZE) after each seeding step, as autovacuum does after a bulk
+load; without it the planner reads a small table's statistics for a large table and scans
+instead of walking the index (the runs before 0009 measured partly that).
 """
 
 
