@@ -10,6 +10,12 @@ does; process start excluded), BOS added by both. The generation loop alone comp
 `Engine.generate_until` with transformers' batched `generate` (batch 16, left
 padding) on the same token ids. Generated texts of both are compared.
 
+The floor: each workload's FLOPs (the linear layers of every prompt and generated token, the
+output projection of every token whose logits are read, causal attention) over the rate this
+machine's PyTorch reaches on one of the model's own GEMMs at the same threads (measured, not a
+datasheet peak). Neither implementation can be faster than that; the ratio to it says how
+much is left.
+
 Usage: python bench/eval_throughput.py [--rounds 3] [--threads 2] [--out bench/results]"""
 
 from __future__ import annotations
@@ -91,6 +97,32 @@ metadata:
 """)
 
 
+def workload_flops(prompts: int, tokens: int, new: int) -> float:
+    """FLOPs of greedy generation with a KV cache: every prompt token through the layers, the
+    last one's logits, then `new - 1` decoding tokens each through the layers and the output
+    projection; attention 2 * context * hidden FLOPs per token and layer for QK^T and as many for
+    PV (half the square in a causal prefill)."""
+    h, inter, layers, vocab = ARCH["hidden_size"], ARCH["intermediate_size"], ARCH["num_hidden_layers"], VOCAB
+    kv = h * ARCH["num_key_value_heads"] // ARCH["num_attention_heads"]
+    layer_macs = h * (h + 2 * kv) + h * h + 3 * h * inter  # q, k, v, o and the gated MLP, per token
+    prefill = tokens * 2 * layers * layer_macs + 2 * h * vocab + layers * 2 * tokens * tokens * h
+    decode = sum(2 * layers * layer_macs + 2 * h * vocab + layers * 4 * (tokens + t) * h for t in range(1, new))
+    return float(prompts * (prefill + decode))
+
+
+def gemm_rate(threads: int) -> float:
+    """FLOP/s of the model's MLP up-projection on 2,048 tokens (fp32, `threads`), best of 5."""
+    torch.set_num_threads(threads)
+    x, w = torch.randn(2048, ARCH["hidden_size"]), torch.randn(ARCH["hidden_size"], ARCH["intermediate_size"])
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(10):
+            torch.mm(x, w)
+        best = min(best, (time.perf_counter() - t0) / 10)
+    return 2 * x.shape[0] * x.shape[1] * w.shape[1] / best
+
+
 def run_lm_eval(impl: str, ckpt: Path, task: str, manager) -> tuple[float, list[str]]:
     import lm_eval
 
@@ -164,8 +196,10 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from lm_eval.tasks import TaskManager
 
+    rate = gemm_rate(args.threads)
     report: dict = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "threads": args.threads,
-                                "torch": torch.__version__, "python": platform.python_version()},
+                                "torch": torch.__version__, "python": platform.python_version(),
+                                "gemm_flops_per_s": rate},
                     "arch": ARCH, "hf_batch_size": HF_BATCH, "rounds": args.rounds, "workloads": {}}
     with tempfile.TemporaryDirectory() as tmp:
         ckpt, tasks = Path(tmp) / "ckpt", Path(tmp) / "tasks"
@@ -191,7 +225,8 @@ def main() -> None:
 
             tok = load_model(ckpt).tokenizer
             prompts = [[1, *tok.encode(t, add_special_tokens=False)] for t in rows]
-            entry = {**w, "end_to_end": {"seconds": times, "median_s": med,
+            flops = workload_flops(w["prompts"], w["tokens"], w["new"])
+            entry = {**w, "flops": flops, "floor_s": flops / rate, "end_to_end": {"seconds": times, "median_s": med,
                                          "speed_ratio_lctx_over_hf": med["hf"] / med["lctx"],
                                          "identical_texts": sum(a == b for a, b in zip(texts["lctx"], texts["hf"],
                                                                                        strict=True)),
@@ -205,13 +240,19 @@ def main() -> None:
     (args.out / "eval_throughput.json").write_text(json.dumps(report, indent=2) + "\n")
     lines = ["# Evaluation throughput: lctx engine vs lm-eval hf (batch 16)", "",
              f"CPU fp32, {args.threads} threads, random Llama (hidden 512, 4 layers, vocab 32000), "
-             f"medians of {args.rounds} alternating rounds; ratio = hf time / lctx time (> 1: lctx faster).", "",
-             "| workload | lctx e2e s | hf e2e s | e2e ratio | identical texts | lctx loop s | hf generate s | loop ratio | identical tokens |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             f"medians of {args.rounds} alternating rounds; ratio = hf time / lctx time (> 1: lctx faster). "
+             f"Floor: the workload's FLOPs at the {rate / 1e9:.0f} GFLOP/s this machine's PyTorch reaches on the "
+             "model's MLP GEMM (2,048 x 512 x 1,376, fp32) at the same threads.", "",
+             "| workload | GFLOP | floor s | lctx e2e s | hf e2e s | e2e ratio | lctx / floor | hf / floor | identical texts "
+             "| lctx loop s | hf generate s | loop ratio | identical tokens |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, e in report["workloads"].items():
         a, b = e["end_to_end"], e["generation_loop"]
-        lines.append(f"| {name} ({e['prompts']} x ~{e['tokens']} tok, {e['new']} new) | {a['median_s']['lctx']:.1f} | "
-                     f"{a['median_s']['hf']:.1f} | {a['speed_ratio_lctx_over_hf']:.2f}x | {a['identical_texts']}/{a['texts']} | "
+        lines.append(f"| {name} ({e['prompts']} x ~{e['tokens']} tok, {e['new']} new) | {e['flops'] / 1e9:.0f} | "
+                     f"{e['floor_s']:.1f} | {a['median_s']['lctx']:.1f} | "
+                     f"{a['median_s']['hf']:.1f} | {a['speed_ratio_lctx_over_hf']:.2f}x | "
+                     f"{a['median_s']['lctx'] / e['floor_s']:.1f}x | {a['median_s']['hf'] / e['floor_s']:.1f}x | "
+                     f"{a['identical_texts']}/{a['texts']} | "
                      f"{b['median_s']['lctx']:.1f} | {b['median_s']['hf']:.1f} | {b['speed_ratio_lctx_over_hf']:.2f}x | "
                      f"{b['identical_outputs']}/{b['outputs']} |")
     (args.out / "eval_throughput.md").write_text("\n".join(lines) + "\n")

@@ -325,12 +325,12 @@ def test_a_step_verifies_only_as_wide_as_pays_for_itself():
     saves: no step verifies. Where tokens cost nothing, every draft is verified whole. The
     tokens are the same either way."""
     model = _model("softmax", seed=4)
-    reqs = [GenerateRequest(p, max_new_tokens=24, stop_at_eos=False) for p in _repeating_prompts()]
-    want = Engine(model, TOK, max_batch=5, draft_tokens=0).generate_until(reqs)
+    reqs = [GenerateRequest(p, max_new_tokens=16, stop_at_eos=False) for p in _repeating_prompts()[:4]]
+    want = Engine(model, TOK, max_batch=4, draft_tokens=0).generate_until(reqs)
     for cost, drafted in ((lambda tokens: 0.001 * tokens, False), (lambda tokens: 0.05, True)):
-        engine = Engine(model, TOK, max_batch=5, draft_tokens=6)
+        engine = Engine(model, TOK, max_batch=4, draft_tokens=6)
         engine.step_times.decay = 1.0  # the seeded line stays what the engine's own steps are fitted to
-        for tokens in (5, 35) * 500:
+        for tokens in (4, 28) * 500:
             engine.step_times.add(tokens, cost(tokens))
         got = engine.generate_until(reqs)
         assert [g.token_ids for g in got] == [w.token_ids for w in want]
