@@ -1,0 +1,420 @@
+"""One paged KV pool (vLLM's block pool and KV-cache manager): every row's keys and
+values live in fixed-size blocks of one pool, found through the row's block table.
+
+- `BlockPool`: per layer and cached name (k, v, and whatever else a variant caches) one
+  tensor (blocks, block_size, H, D); a block id names the same block in every layer. A
+  free list and a reference count per block: a block returns to the free list when its
+  last reference goes. The tensors grow by doubling (never past `max_blocks` unless one
+  allocation needs more), so a CPU engine holds what it used, not a preallocated budget.
+- `BlockTable`: a row's blocks in position order; token p of the row is slot
+  `blocks[p // block_size] * block_size + p % block_size`. A row holds
+  ceil(length / block_size) blocks: rows of any length waste at most one partial block.
+- Sharing is by reference: `BlockPool.fork` hands a prefix's blocks to another table
+  (refcount + 1, no copy), copying only a partially filled last block, which the new row
+  will write into (copy on write, as vLLM does).
+- `PagedSeq`: one row as a KV cache (`length`, `layers[i].append`): what a prefill, a
+  log-likelihood's continuation and a one-sequence decode run on.
+- `PagedBatch`: the decoding batch (continuous batching) over the rows' tables: a row joins
+  by handing over its table (nothing copied) and leaves by releasing it (its blocks go back).
+
+The PyTorch backends read through the table by gathering (`gather`): the slots of a row's
+first n tokens, one `index_select` per entry and layer. Shapes: entries (B, H, T, D) as
+everywhere in `checkpoints.attention`; pool tensors (blocks, block_size, H, D)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+# Tokens per block: vLLM's default on CUDA. Small blocks waste little per row (at most
+# block_size - 1 slots) and make a prefix hit share all but one partial block.
+DEFAULT_BLOCK_SIZE = 16
+
+
+def blocks_for(tokens: int, block_size: int) -> int:
+    """Blocks that hold `tokens` tokens."""
+    return -(-tokens // block_size)
+
+
+@dataclass
+class BlockTable:
+    """A row's blocks in position order and the tokens it holds."""
+
+    blocks: list[int] = field(default_factory=list)
+    length: int = 0
+
+
+class BlockPool:
+    """Fixed-size blocks of every layer's KV entries, a free list and reference counts.
+    `max_blocks` caps how far the tensors grow by doubling (None: no cap)."""
+
+    def __init__(self, num_layers: int, device: torch.device | str = "cpu", block_size: int = DEFAULT_BLOCK_SIZE,
+                 max_blocks: int | None = None) -> None:
+        if block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {block_size}")
+        self.num_layers, self.device, self.block_size = num_layers, torch.device(device), block_size
+        self.max_blocks = max_blocks
+        self.layers: list[dict[str, torch.Tensor]] = [{} for _ in range(num_layers)]
+        self.refs: list[int] = []  # per block
+        self.free: list[int] = []  # a stack: the block freed last is reused first (warm in cache)
+
+    # --- blocks ------------------------------------------------------------------
+
+    @property
+    def capacity(self) -> int:
+        """Blocks the pool's tensors hold."""
+        return len(self.refs)
+
+    @property
+    def used_blocks(self) -> int:
+        return self.capacity - len(self.free)
+
+    def allocate(self, n: int) -> list[int]:
+        """n blocks off the free list (each with one reference), growing the pool if needed."""
+        if n > len(self.free):
+            self._grow(self.capacity + n - len(self.free))
+        out = [self.free.pop() for _ in range(n)]
+        for b in out:
+            self.refs[b] = 1
+        return out
+
+    def share(self, blocks: list[int]) -> None:
+        """One more reference to each of `blocks`."""
+        for b in blocks:
+            assert self.refs[b] > 0, f"block {b} is free"
+            self.refs[b] += 1
+
+    def release(self, blocks: list[int]) -> None:
+        """One reference fewer to each of `blocks`; a block whose last goes returns to the free list."""
+        for b in blocks:
+            assert self.refs[b] > 0, f"block {b} released twice"
+            self.refs[b] -= 1
+            if self.refs[b] == 0:
+                self.free.append(b)
+
+    def _grow(self, need: int) -> None:
+        """At least `need` blocks: double (within `max_blocks`), copying the tensors once."""
+        cap = max(need, 2 * self.capacity, 4)
+        if self.max_blocks is not None:
+            cap = max(need, min(cap, self.max_blocks))
+        old = self.capacity
+        for layer in self.layers:
+            for name, buf in layer.items():
+                grown = buf.new_empty(cap, *buf.shape[1:])
+                grown[:old] = buf
+                layer[name] = grown
+        self.refs.extend([0] * (cap - old))
+        self.free.extend(range(cap - 1, old - 1, -1))  # the lowest id on top
+
+    # --- rows ----------------------------------------------------------------------
+
+    def grow_to(self, table: BlockTable, tokens: int) -> list[int]:
+        """Blocks for `table` to hold `tokens` tokens (allocation as a row grows): the new ones."""
+        new = self.allocate(max(0, blocks_for(tokens, self.block_size) - len(table.blocks)))
+        table.blocks.extend(new)
+        return new
+
+    def fork(self, table: BlockTable, length: int) -> BlockTable:
+        """A table of the first `length` tokens of `table`, sharing its full blocks by
+        reference; a partially used last block is copied (the new row writes into it)."""
+        n = blocks_for(length, self.block_size)
+        full = length // self.block_size
+        shared = table.blocks[:full]
+        self.share(shared)
+        out = BlockTable(list(shared), length)
+        if n > full:
+            out.blocks.append(self.copy_block(table.blocks[full]))
+        return out
+
+    def copy_block(self, src: int) -> int:
+        """A fresh block holding what `src` holds (copy on write)."""
+        (dst,) = self.allocate(1)
+        for layer in self.layers:
+            for buf in layer.values():
+                buf[dst] = buf[src]
+        return dst
+
+    def free_table(self, table: BlockTable) -> None:
+        """The row is done: its references go (shared blocks stay with their other holders)."""
+        self.release(table.blocks)
+        table.blocks, table.length = [], 0
+
+    # --- entries -------------------------------------------------------------------
+
+    def storage(self, layer: int, name: str, like: torch.Tensor) -> torch.Tensor:
+        """Layer `layer`'s tensor of entry `name` (blocks, block_size, H, D), made at the first
+        write from an entry `like` (B, H, T, D): its heads, width and dtype."""
+        buf = self.layers[layer].get(name)
+        if buf is None:
+            assert self.capacity > 0, "allocate a block before the first write"
+            buf = torch.empty(self.capacity, self.block_size, like.shape[1], like.shape[3],
+                              dtype=like.dtype, device=self.device)
+            self.layers[layer][name] = buf
+        return buf
+
+    def flat(self, layer: int, name: str) -> torch.Tensor:
+        """Layer `layer`'s entry `name` as slots (blocks * block_size, H, D) (a view)."""
+        buf = self.layers[layer][name]
+        return buf.view(-1, *buf.shape[2:])
+
+    def slots(self, table: BlockTable, lo: int, hi: int) -> torch.Tensor:
+        """Slots of the row's tokens [lo, hi) (hi within its blocks), (hi - lo,) long on the device."""
+        bs = self.block_size
+        blocks = torch.tensor(table.blocks, dtype=torch.long)
+        pos = torch.arange(lo, hi)
+        return (blocks[pos // bs] * bs + pos % bs).to(self.device, non_blocking=True)
+
+    def bytes_per_token(self) -> int:
+        """Bytes one token takes over every layer and entry (0 before the first write)."""
+        return sum(buf[0, 0].numel() * buf.element_size() for layer in self.layers for buf in layer.values())
+
+    def bytes_per_block(self) -> int:
+        return self.block_size * self.bytes_per_token()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the pool's tensors hold (free blocks included)."""
+        return sum(buf.numel() * buf.element_size() for layer in self.layers for buf in layer.values())
+
+    def used_bytes(self) -> int:
+        """Bytes of the blocks some row or cached prefix holds."""
+        return self.used_blocks * self.bytes_per_block()
+
+
+def gather(flat: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    """The gather path: slots (B, S) of a pool entry's `flat` (slots, H, D) -> (B, H, S, D)
+    (a strided view of one fresh tensor), what the PyTorch attention reads."""
+    b, s = slots.shape
+    return flat.index_select(0, slots.reshape(-1)).view(b, s, *flat.shape[1:]).transpose(1, 2)
+
+
+class PagedSeqLayer:
+    """One layer of a `PagedSeq`: `append` writes t tokens into the row's blocks and returns
+    the row's whole entries gathered (1, H, length, D), as `LayerCache.append` does."""
+
+    def __init__(self, seq: PagedSeq, index: int) -> None:
+        self.seq, self.index = seq, index
+        self.length = seq.table.length
+
+    def append(self, **entries: torch.Tensor) -> dict[str, torch.Tensor]:
+        seq, pool = self.seq, self.seq.pool
+        t = next(iter(entries.values())).shape[2]
+        new_len = self.length + t
+        if new_len > seq.table.length:  # the first layer of this forward: room for its tokens
+            pool.grow_to(seq.table, new_len)
+            seq.table.length = new_len
+        write, read = seq.slots(self.length, new_len)
+        out = {}
+        for name, x in entries.items():
+            pool.storage(self.index, name, x)
+            flat = pool.flat(self.index, name)
+            flat[write] = x[0].transpose(0, 1).to(flat.dtype)  # (t, H, D)
+            out[name] = gather(flat, read[None])
+        self.length = new_len
+        return out
+
+
+class PagedSeq:
+    """One row in the pool as a KV cache (`length`, `layers[i].append`): a prompt's prefill
+    (from a cached prefix: its blocks by reference), a continuation, a one-sequence decode."""
+
+    def __init__(self, pool: BlockPool, table: BlockTable | None = None) -> None:
+        self.pool = pool
+        self.table = table if table is not None else BlockTable()
+        self.layers = [PagedSeqLayer(self, i) for i in range(pool.num_layers)]
+        self._slots: tuple[int, int, torch.Tensor, torch.Tensor] | None = None
+
+    def slots(self, lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Slots to write (tokens [lo, hi)) and to read (tokens [0, hi)): made by the first
+        layer of a forward, shared by the rest."""
+        if self._slots is None or self._slots[:2] != (lo, hi):
+            read = self.pool.slots(self.table, 0, hi)
+            self._slots = (lo, hi, read[lo:], read)
+        return self._slots[2], self._slots[3]
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length if self.layers else self.table.length
+
+    def entries(self) -> list[dict[str, torch.Tensor]]:
+        """Every layer's entries (1, H, length, D), gathered (a copy: tests and inspection)."""
+        read = self.pool.slots(self.table, 0, self.length)[None]
+        return [{name: gather(self.pool.flat(i, name), read) for name in self.pool.layers[i]}
+                for i in range(self.pool.num_layers)]
+
+    def fork(self) -> PagedSeq:
+        """Another row starting from this one's tokens: full blocks shared, the partial last one copied."""
+        return PagedSeq(self.pool, self.pool.fork(self.table, self.length))
+
+    def release(self) -> None:
+        self.pool.free_table(self.table)
+        self._slots = None
+        for layer in self.layers:
+            layer.length = 0
+
+    def bytes_per_token(self) -> int:
+        return self.pool.bytes_per_token()
+
+    @classmethod
+    def from_entries(cls, pool: BlockPool, entries: list[dict[str, torch.Tensor]]) -> PagedSeq:
+        """A row holding `entries` ((1, H, n, D) per layer and name: a padded prefill's row), copied in."""
+        seq = cls(pool)
+        for layer, kv in zip(seq.layers, entries, strict=True):
+            layer.append(**kv)
+        return seq
+
+
+class PagedBatchLayer:
+    """One layer of a `PagedBatch`: `append` writes t tokens per row at each row's own
+    length and returns every row's entries gathered (B, H, width, D) (`RaggedLayerCache`'s
+    contract: row b's keys are its first `lengths[b] + t`, the rest is never read)."""
+
+    def __init__(self, batch: PagedBatch, index: int) -> None:
+        self.batch, self.index = batch, index
+
+    def append(self, **entries: torch.Tensor) -> dict[str, torch.Tensor]:
+        batch, pool = self.batch, self.batch.pool
+        t = next(iter(entries.values())).shape[2]
+        write, read = batch.step_slots(self.index, t)
+        out = {}
+        for name, x in entries.items():
+            flat = pool.flat(self.index, name)
+            flat[write.reshape(-1)] = x.transpose(1, 2).reshape(-1, x.shape[1], x.shape[3]).to(flat.dtype)  # (B*t, H, D)
+            out[name] = gather(flat, read)
+        return out
+
+
+class PagedBatch:
+    """The decoding batch on the pool (continuous batching): rows of their own lengths,
+    each a block table. A row joins by handing over its `PagedSeq`'s table (no copy) and
+    leaves by releasing it; before a step `prepare(t)` gives every row blocks for its next
+    t tokens (allocation as a row grows). `lengths` (B,) long on the device beside
+    `host_lengths`; `table` (B, ceil(capacity / block_size)) long, the rows' blocks (0
+    past a row's last: never read).
+
+    `full_width`: a step's attention gets `capacity` keys per row and the slots are
+    computed on the device from `table` and `lengths` (both updated in place), so a
+    CUDA graph captured once replays until a row joins or leaves (`layout`)."""
+
+    def __init__(self, pool: BlockPool) -> None:
+        self.pool = pool
+        self.layers = [PagedBatchLayer(self, i) for i in range(pool.num_layers)]
+        self.tables: list[BlockTable] = []
+        self._host_lengths: list[int] = []
+        self._capacity = 0
+        self.lengths = torch.zeros(0, dtype=torch.long, device=pool.device)
+        self.table = torch.zeros(0, 0, dtype=torch.long, device=pool.device)
+        self._stale = False  # rows joined or left since `table` was built
+        self._step: tuple[int, torch.Tensor, torch.Tensor] | None = None  # (t, write, read) of this forward
+        self.full_width = False
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.tables)
+
+    @property
+    def max_length(self) -> int:
+        return max(self._host_lengths, default=0)
+
+    @property
+    def host_lengths(self) -> list[int]:
+        """`lengths` on the host (kept beside it: reading the device tensor would synchronise)."""
+        return list(self._host_lengths)
+
+    @property
+    def capacity(self) -> int:
+        """Tokens a row may reach (the most any joined row reserved): the table's width in tokens."""
+        return self._capacity
+
+    def join(self, seq: PagedSeq, reserve: int) -> None:
+        """Add `seq`'s row at the end of the batch; its table moves here (the seq is left
+        empty). `reserve` is the length this row may reach."""
+        table, seq.table = seq.table, BlockTable()
+        table.length = seq.length
+        self.tables.append(table)
+        self._host_lengths.append(table.length)
+        self._capacity = max(self._capacity, reserve, table.length)
+        self._stale = True
+
+    def keep(self, rows: list[int]) -> None:
+        """Keep only `rows` (indices into the batch), in that order: the others' blocks go back."""
+        kept = set(rows)
+        for i, table in enumerate(self.tables):
+            if i not in kept:
+                self.pool.free_table(table)
+        self.tables = [self.tables[i] for i in rows]
+        self._host_lengths = [self._host_lengths[i] for i in rows]
+        self._stale = True
+
+    def release(self) -> None:
+        """Every row's blocks back to the pool (a run that stopped part way)."""
+        self.keep([])
+
+    def prepare(self, t: int = 1) -> None:
+        """Before a step writing t tokens per row: blocks for every row's next t tokens
+        (written into `table` in place), and the table rebuilt if rows joined or left."""
+        if self._stale:
+            self._rebuild()
+        width = self.table.shape[1]
+        for b, (table, n) in enumerate(zip(self.tables, self._host_lengths, strict=True)):
+            start = len(table.blocks)
+            new = self.pool.grow_to(table, n + t)
+            if new:
+                if len(table.blocks) > width:
+                    self._capacity = max(self._capacity, n + t)
+                    self._rebuild()
+                    width = self.table.shape[1]
+                else:
+                    self.table[b, start : start + len(new)] = torch.tensor(new, dtype=torch.long).to(
+                        self.table.device, non_blocking=True)
+        self._step = None
+
+    def _rebuild(self) -> None:
+        bs = self.pool.block_size
+        width = max(blocks_for(self._capacity, bs), max((len(t.blocks) for t in self.tables), default=0), 1)
+        rows = torch.zeros(len(self.tables), width, dtype=torch.long)
+        for b, table in enumerate(self.tables):
+            rows[b, : len(table.blocks)] = torch.tensor(table.blocks, dtype=torch.long)
+        self.table = rows.to(self.pool.device)
+        self.lengths = torch.tensor(self._host_lengths, dtype=torch.long).to(self.pool.device)
+        self._stale = False
+        self._step = None
+
+    def step_slots(self, layer: int, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Slots this step writes (B, t) and reads (B, width), computed on the device by the
+        first layer of the forward (from `table` and `lengths`) and shared by the rest."""
+        if layer == 0 or self._step is None or self._step[0] != t:
+            self.prepare(t)  # nothing to do when the caller prepared (a CUDA graph's step)
+            bs = self.pool.block_size
+            width = self.capacity if self.full_width else self.max_length + t
+            pos = torch.arange(width, device=self.table.device)
+            read = self.table[:, pos // bs] * bs + pos % bs  # (B, width)
+            at = self.lengths[:, None] + torch.arange(t, device=self.table.device)  # (B, t)
+            write = self.table.gather(1, at // bs) * bs + at % bs
+            self._step = (t, write, read)
+        return self._step[1], self._step[2]
+
+    def advance(self, counts: list[int] | None = None) -> None:
+        """After a decode step: every row holds one more token (`lengths` in place: a captured
+        step reads it where it is); after a verifying step, row b holds `counts[b]` more."""
+        if counts is None:
+            self._host_lengths = [n + 1 for n in self._host_lengths]
+            self.lengths.add_(1)
+        else:
+            self._host_lengths = [n + c for n, c in zip(self._host_lengths, counts, strict=True)]
+            self.lengths.add_(torch.tensor(counts, dtype=torch.long).to(self.lengths.device, non_blocking=True))
+        for table, n in zip(self.tables, self._host_lengths, strict=True):
+            table.length = n
+        self._step = None
+
+    def layout(self) -> tuple:
+        """Where the step's tensors live: rows, capacity, the lengths', the table's and the
+        pool's addresses. Equal layouts can replay the same captured step."""
+        if self._stale:
+            self._rebuild()
+        return (self.batch_size, self.capacity, self.lengths.data_ptr(), self.table.data_ptr(),
+                *(buf.data_ptr() for layer in self.pool.layers for buf in layer.values()))
+
+    def bytes_per_token(self) -> int:
+        return self.pool.bytes_per_token()

@@ -1,0 +1,136 @@
+"""The paged KV pool: blocks come back when the last reference goes (no leak over many
+rows), ragged rows waste at most one partial block each, a fork shares full blocks and
+copies only a partial last one, and a row read through its table (the gather path) holds
+what a contiguous `KVCache` holds."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from checkpoints.attention.cache import KVCache, RaggedKVCache
+from checkpoints.attention.kv_pool import BlockPool, BlockTable, PagedBatch, PagedSeq, blocks_for
+
+H, D = 2, 4
+
+
+def _entries(n: int, seed: int, layers: int = 2) -> list[dict[str, torch.Tensor]]:
+    g = torch.Generator().manual_seed(seed)
+    return [{"k": torch.randn(1, H, n, D, generator=g), "v": torch.randn(1, H, n, D + 1, generator=g)}
+            for _ in range(layers)]
+
+
+def _seq(pool: BlockPool, n: int, seed: int) -> PagedSeq:
+    return PagedSeq.from_entries(pool, _entries(n, seed, pool.num_layers))
+
+
+def test_many_rows_of_random_lengths_leave_no_block_behind() -> None:
+    pool = BlockPool(2, block_size=4)
+    rng = random.Random(0)
+    live: list[PagedSeq] = []
+    for i in range(200):
+        live.append(_seq(pool, rng.randint(1, 23), seed=i))
+        if rng.random() < 0.3:
+            live.append(live[rng.randrange(len(live))].fork())
+        while len(live) > 6:
+            live.pop(rng.randrange(len(live))).release()
+    for seq in live:
+        seq.release()
+    assert pool.used_blocks == 0 and sorted(pool.free) == list(range(pool.capacity))
+    assert all(r == 0 for r in pool.refs)
+    assert pool.capacity <= 64  # 7 rows of at most 6 blocks: freed blocks were reused, not grown past
+
+
+def test_ragged_rows_waste_at_most_one_partial_block_each() -> None:
+    pool = BlockPool(1, block_size=8)
+    lengths = [1, 7, 8, 9, 30, 64, 65]
+    seqs = [_seq(pool, n, seed=n) for n in lengths]
+    assert pool.used_blocks == sum(blocks_for(n, 8) for n in lengths)
+    wasted = pool.used_blocks * 8 - sum(lengths)
+    assert wasted <= len(lengths) * 7
+    assert pool.used_bytes() == pool.used_blocks * 8 * pool.bytes_per_token()
+    for seq, n in zip(seqs, lengths, strict=True):
+        assert len(seq.table.blocks) * 8 - n < 8
+
+
+def test_a_fork_shares_full_blocks_and_copies_the_partial_last_one() -> None:
+    pool = BlockPool(2, block_size=4)
+    a = _seq(pool, 10, seed=1)  # blocks: 4 + 4 + 2 tokens
+    used = pool.used_blocks
+    b = a.fork()
+    assert b.table.blocks[:2] == a.table.blocks[:2] and b.table.blocks[2] != a.table.blocks[2]
+    assert pool.used_blocks == used + 1  # one copy: the partial block
+    assert [pool.refs[x] for x in a.table.blocks] == [2, 2, 1]
+    c = PagedSeq(pool, pool.fork(a.table, 8))  # a whole number of blocks: nothing copied
+    assert c.table.blocks == a.table.blocks[:2] and pool.used_blocks == used + 1
+    # b writes its own tokens into its copy; a's keys stay as they were
+    a_keys = a.entries()
+    for layer, kv in zip(b.layers, _entries(1, 7), strict=True):
+        layer.append(**kv)
+    assert all(torch.equal(a.entries()[i][k], a_keys[i][k]) for i in range(2) for k in ("k", "v"))
+    a.release()  # shared blocks stay: b and c hold them
+    assert [pool.refs[x] for x in c.table.blocks] == [2, 2]
+    b.release()
+    c.release()
+    assert pool.used_blocks == 0
+
+
+def test_a_paged_row_reads_what_a_contiguous_cache_holds() -> None:
+    pool = BlockPool(2, block_size=4)
+    seq, cache = PagedSeq(pool), KVCache(2)
+    for i, n in enumerate((5, 3, 1, 9)):  # chunks that straddle blocks
+        kv = _entries(n, seed=i)
+        for paged, plain, entries in zip(seq.layers, cache.layers, kv, strict=True):
+            got, want = paged.append(**entries), plain.append(**entries)
+            assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in got)
+    assert seq.length == cache.length == 18 and len(seq.table.blocks) == 5
+
+
+def test_a_paged_batch_steps_as_the_ragged_cache_steps() -> None:
+    """Rows join by reference, each step writes at each row's own length (across a block
+    boundary), the gathered keys equal RaggedKVCache's; leaving rows free their blocks."""
+    pool = BlockPool(2, block_size=4)
+    lengths = [3, 8, 1, 6]
+    seqs = [_seq(pool, n, seed=n) for n in lengths]
+    used = pool.used_blocks
+    batch, ragged = PagedBatch(pool), None
+    for seq, n in zip(seqs, lengths, strict=True):
+        plain = KVCache(2)
+        for layer, kv in zip(plain.layers, _entries(n, seed=n), strict=True):
+            layer.append(**kv)
+        ragged = ragged or RaggedKVCache(2, torch.device("cpu"))
+        ragged.join(plain, reserve=n + 8)
+        batch.join(seq, reserve=n + 8)
+    assert pool.used_blocks == used  # nothing copied on join
+    for step in range(5):
+        t = 1 if step % 2 == 0 else 2
+        new = _entries(t * len(lengths), seed=100 + step)
+        for i in range(2):
+            x = {k: v.view(H, len(lengths), t, -1).transpose(0, 1) for k, v in
+                 ((k, v[0]) for k, v in new[i].items())}
+            got, want = batch.layers[i].append(**x), ragged.layers[i].append(**x)
+            for name in got:
+                for b, n in enumerate(batch.host_lengths):
+                    assert torch.equal(got[name][b, :, : n + t], want[name][b, :, : n + t])
+        batch.advance([t] * len(lengths))
+        ragged.advance([t] * len(lengths))
+    assert batch.host_lengths == [n + 7 for n in lengths]
+    assert all(len(tb.blocks) == blocks_for(n + 7, 4) for tb, n in zip(batch.tables, lengths, strict=True))
+    batch.keep([2, 0])
+    assert pool.used_blocks == blocks_for(1 + 7, 4) + blocks_for(3 + 7, 4)
+    batch.release()
+    assert pool.used_blocks == 0
+
+
+def test_the_pool_grows_by_doubling_and_keeps_what_it_held() -> None:
+    pool = BlockPool(1, block_size=2, max_blocks=6)
+    a = _seq(pool, 3, seed=1)
+    before = a.entries()[0]
+    b = _seq(pool, 20, seed=2)  # needs 10 blocks: past max_blocks, since one allocation needs them
+    assert pool.capacity >= 12
+    after = a.entries()[0]
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    a.release()
+    b.release()
+    assert BlockTable().blocks == [] and pool.used_blocks == 0
