@@ -206,6 +206,9 @@ class RaggedKVCache:
         self._host_lengths = [self._host_lengths[i] for i in rows]
         self.lengths = self.lengths.index_select(0, index)
 
+    def prepare(self, t: int = 1) -> None:
+        """Nothing to allocate before a step (`PagedBatch.prepare`'s twin): rows are `capacity` wide."""
+
     def advance(self, counts: list[int] | None = None) -> None:
         """After a decode step: every row holds one more token (`lengths` in place: a captured
         step reads it where it is); after a verifying step, row b holds `counts[b]` more (the

@@ -4,7 +4,7 @@ values live in fixed-size blocks of one pool, found through the row's block tabl
 - `BlockPool`: per layer and cached name (k, v, and whatever else a variant caches) one
   tensor (blocks, block_size, H, D); a block id names the same block in every layer. A
   free list and a reference count per block: a block returns to the free list when its
-  last reference goes. The tensors grow by doubling (never past `max_blocks` unless one
+  last reference goes. The tensors grow by doubling (never past `max_bytes` unless one
   allocation needs more), so a CPU engine holds what it used, not a preallocated budget.
 - `BlockTable`: a row's blocks in position order; token p of the row is slot
   `blocks[p // block_size] * block_size + p % block_size`. A row holds
@@ -47,14 +47,15 @@ class BlockTable:
 
 class BlockPool:
     """Fixed-size blocks of every layer's KV entries, a free list and reference counts.
-    `max_blocks` caps how far the tensors grow by doubling (None: no cap)."""
+    `max_bytes` caps how far the tensors grow by doubling (None: no cap; an allocation that
+    needs more still gets it: the engine admits its first row whatever the budget)."""
 
     def __init__(self, num_layers: int, device: torch.device | str = "cpu", block_size: int = DEFAULT_BLOCK_SIZE,
-                 max_blocks: int | None = None) -> None:
+                 max_bytes: int | None = None) -> None:
         if block_size < 1:
             raise ValueError(f"block_size must be >= 1, got {block_size}")
         self.num_layers, self.device, self.block_size = num_layers, torch.device(device), block_size
-        self.max_blocks = max_blocks
+        self.max_bytes = max_bytes
         self.layers: list[dict[str, torch.Tensor]] = [{} for _ in range(num_layers)]
         self.refs: list[int] = []  # per block
         self.free: list[int] = []  # a stack: the block freed last is reused first (warm in cache)
@@ -94,14 +95,15 @@ class BlockPool:
                 self.free.append(b)
 
     def _grow(self, need: int) -> None:
-        """At least `need` blocks: double (within `max_blocks`), copying the tensors once."""
+        """At least `need` blocks: double (within `max_bytes`), copying the tensors once."""
         cap = max(need, 2 * self.capacity, 4)
-        if self.max_blocks is not None:
-            cap = max(need, min(cap, self.max_blocks))
+        per_block = self.bytes_per_block()
+        if self.max_bytes is not None and per_block:
+            cap = max(need, min(cap, self.max_bytes // per_block))
         old = self.capacity
         for layer in self.layers:
             for name, buf in layer.items():
-                grown = buf.new_empty(cap, *buf.shape[1:])
+                grown = buf.new_zeros(cap, *buf.shape[1:])
                 grown[:old] = buf
                 layer[name] = grown
         self.refs.extend([0] * (cap - old))
@@ -144,11 +146,14 @@ class BlockPool:
 
     def storage(self, layer: int, name: str, like: torch.Tensor) -> torch.Tensor:
         """Layer `layer`'s tensor of entry `name` (blocks, block_size, H, D), made at the first
-        write from an entry `like` (B, H, T, D): its heads, width and dtype."""
+        write from an entry `like` (B, H, T, D): its heads, width and dtype. Zeros, as new
+        blocks are: a slot past a row's length is masked, never read, but a masked weight
+        times a NaN value would still be NaN (SDPA with a float mask), so a slot holds a
+        finite value from the start (zeros, or what an earlier row wrote)."""
         buf = self.layers[layer].get(name)
         if buf is None:
             assert self.capacity > 0, "allocate a block before the first write"
-            buf = torch.empty(self.capacity, self.block_size, like.shape[1], like.shape[3],
+            buf = torch.zeros(self.capacity, self.block_size, like.shape[1], like.shape[3],
                               dtype=like.dtype, device=self.device)
             self.layers[layer][name] = buf
         return buf
@@ -336,6 +341,7 @@ class PagedBatch:
         self._host_lengths.append(table.length)
         self._capacity = max(self._capacity, reserve, table.length)
         self._stale = True
+        self._lengths_from_host()
 
     def keep(self, rows: list[int]) -> None:
         """Keep only `rows` (indices into the batch), in that order: the others' blocks go back."""
@@ -346,6 +352,11 @@ class PagedBatch:
         self.tables = [self.tables[i] for i in rows]
         self._host_lengths = [self._host_lengths[i] for i in rows]
         self._stale = True
+        self._lengths_from_host()
+
+    def _lengths_from_host(self) -> None:
+        """`lengths` anew after a join or a leave (the step's RoPE reads it before any append)."""
+        self.lengths = torch.tensor(self._host_lengths, dtype=torch.long).to(self.pool.device)
 
     def release(self) -> None:
         """Every row's blocks back to the pool (a run that stopped part way)."""
@@ -377,7 +388,6 @@ class PagedBatch:
         for b, table in enumerate(self.tables):
             rows[b, : len(table.blocks)] = torch.tensor(table.blocks, dtype=torch.long)
         self.table = rows.to(self.pool.device)
-        self.lengths = torch.tensor(self._host_lengths, dtype=torch.long).to(self.pool.device)
         self._stale = False
         self._step = None
 

@@ -6,12 +6,14 @@ requests in, results out in the same order.
   the longest prefix already in the prefix cache (`checkpoints.engine.prefix_cache`:
   a token-id radix tree of KV entries, LRU under the memory budget) and
   prefilling only the rest; short prompts prefill together in one right-padded
-  forward instead (batched prefill). Decoding runs batched over a ragged KV
-  cache (`RaggedKVCache`): every row keeps its own length and positions, no row
-  attends to another row's padding, finished rows leave the batch at once and
-  waiting rows join it (continuous batching). The batch grows while its KV
-  cache, every row as wide as the widest row's full length (prompt + max new
-  tokens), and the prefix cache together fit the memory budget. A row whose last
+  forward instead (batched prefill). Every row's keys and values live in one
+  paged KV pool (`checkpoints.attention.kv_pool`: fixed-size blocks, a block
+  table per row); decoding runs batched over the rows' tables (`PagedBatch`):
+  every row keeps its own length and positions, no row attends to another row's
+  padding, finished rows leave the batch at once (their blocks back to the pool)
+  and waiting rows join it (continuous batching) by handing over their tables.
+  The batch grows while the blocks its rows may reach (each its own prompt + max
+  new tokens) and the prefix cache together fit the memory budget. A row whose last
   tokens occurred earlier in its text drafts what followed them then, and one step
   verifies the draft (`checkpoints.engine.prompt_lookup`): the same greedy tokens, fewer steps.
 - `loglikelihood`: log p(continuation | context) and whether greedy decoding
@@ -46,7 +48,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from checkpoints.attention.backend import Backend
-from checkpoints.attention.cache import KVCache, RaggedKVCache
+from checkpoints.attention.kv_pool import BlockPool, PagedBatch, PagedSeq, blocks_for
 from checkpoints.engine.model_step import ModelStep
 from checkpoints.engine.prefix_cache import PrefixCache, PrefixStats, reuse_order
 from checkpoints.engine.prompt_lookup import DraftLength, PromptLookup
@@ -188,13 +190,13 @@ class _Step:
 @dataclass
 class _Running:
     """What one `generate_until` call holds between steps: its requests, the scheduler's plan
-    of those not yet admitted, the decoding rows and their ragged cache, the results so far."""
+    of those not yet admitted, the decoding rows and their batch on the pool, the results so far."""
 
     requests: Sequence[GenerateRequest]
     plan: Plan
     done: Done | None
+    batch: PagedBatch
     rows: list[_Row] = field(default_factory=list)
-    batch: RaggedKVCache | None = None
     bytes_per_token: int = 0
     results: list[Generation | None] = field(default_factory=list)
 
@@ -268,11 +270,14 @@ class Engine:
         self.tokenizer = tokenizer
         self.step = ModelStep(model, chunk_size, cuda_graphs)
         budget = memory_budget if memory_budget is not None else default_memory_budget(model.device)
+        # Every row's KV and every cached prefix in one paged pool, grown as used up to the budget.
+        self.pool = BlockPool(len(model.layers), model.device, max_bytes=budget)
         exact = not model.rotary.depends_on_length  # a prefix's keys do not depend on what follows
-        self.prefix = PrefixCache(int(budget * PREFIX_CACHE_SHARE)) if prefix_cache and exact else None
+        self.prefix = PrefixCache(int(budget * PREFIX_CACHE_SHARE), self.pool) if prefix_cache and exact else None
         if batch_prefill_tokens is None:
             batch_prefill_tokens = default_batch_prefill_tokens(model.device)
-        self.scheduler = Scheduler(budget, max_batch, self.prefix, batch_prefill_tokens if exact else 0)
+        self.scheduler = Scheduler(budget, max_batch, self.prefix, batch_prefill_tokens if exact else 0,
+                                   block_size=self.pool.block_size)
         self.stats = PrefixStats()  # prompt tokens asked for and served from the prefix cache, over all calls
         self.clock = EngineClock()  # seconds prefilling and decoding, drafted and kept tokens, over all calls
         self.draft_tokens = default_draft_tokens(model) if draft_tokens is None else draft_tokens
@@ -348,21 +353,24 @@ class Engine:
         if self.model.rotary.depends_on_length:
             # Dynamic NTK / LongRoPE tables follow each sequence's length: one row at a time.
             return [self._generate_alone(i, req, done) for i, req in enumerate(requests)]
-        run = _Running(requests, self.scheduler.plan([r.prompt_ids for r in requests]), done)
-        while run.busy():
-            started = time.perf_counter()
-            self._admit(run)
-            stepping = time.perf_counter()
-            self.clock.prefill_s += stepping - started
-            if not run.rows:
-                continue
-            step = self._schedule(run)
-            chosen = self._execute(run, step)
-            seconds = time.perf_counter() - stepping
-            self.clock.decode_s += seconds
-            self.step_times.add(step.tokens, seconds)
-            self.clock.decode_steps += 1
-            self._update(run, step, chosen)
+        run = _Running(requests, self.scheduler.plan([r.prompt_ids for r in requests]), done, PagedBatch(self.pool))
+        try:
+            while run.busy():
+                started = time.perf_counter()
+                self._admit(run)
+                stepping = time.perf_counter()
+                self.clock.prefill_s += stepping - started
+                if not run.rows:
+                    continue
+                step = self._schedule(run)
+                chosen = self._execute(run, step)
+                seconds = time.perf_counter() - stepping
+                self.clock.decode_s += seconds
+                self.step_times.add(step.tokens, seconds)
+                self.clock.decode_steps += 1
+                self._update(run, step, chosen)
+        finally:
+            run.batch.release()  # rows of a run stopped part way give their blocks back
         return run.results  # type: ignore[return-value]
 
     def _admit(self, run: _Running) -> None:
@@ -370,28 +378,28 @@ class Engine:
         budget beside the prefix cache): each group prefilled (one prompt from its cached
         prefix, or short prompts padded together), its rows' first tokens picked; a row that
         ends there never joins."""
+        bs = self.pool.block_size
         while True:
-            width = run.batch.capacity if run.batch is not None else 0
-            group, width = self.scheduler.next_group(run.plan, run.requests, len(run.rows), width,
-                                                     run.bytes_per_token)
+            reserved = sum(blocks_for(r.reserve, bs) * bs for r in run.rows)
+            group, reserved = self.scheduler.next_group(run.plan, run.requests, len(run.rows), reserved,
+                                                        run.bytes_per_token)
             if not group:
                 return
             if len(group) == 1:
                 index = group[0]
-                started = [self._start(index, run.requests[index], run.bytes_per_token * (len(run.rows) + 1) * width)]
+                started = [self._start(index, run.requests[index], run.bytes_per_token * reserved)]
             else:
                 started = self._start_batch(group, run.requests)
-            for row, cache in started:
+            for row, seq in started:
                 if row.first_step(self.tokenizer):
+                    seq.release()
                     run.finish(row, self.tokenizer)
                     continue
-                run.bytes_per_token = run.bytes_per_token or cache.bytes_per_token()
+                run.bytes_per_token = run.bytes_per_token or seq.bytes_per_token()
                 if self.draft_tokens:  # only rows that decode in the batch draft
                     row.lookup = PromptLookup(row.request.prompt_ids)
                     row.draft_length = DraftLength(most=self.draft_tokens)
-                if run.batch is None:
-                    run.batch = RaggedKVCache.empty_like(cache)
-                run.batch.join(cache, reserve=row.reserve)
+                run.batch.join(seq, reserve=row.reserve)
                 run.rows.append(row)
 
     def _schedule(self, run: _Running) -> _Step:
@@ -401,7 +409,7 @@ class Engine:
         as the longest draft needs, so drafts stay within the room the fullest row has left."""
         if self.draft_tokens:
             batch = run.batch
-            room = batch.capacity - batch.max_length - 1  # type: ignore[union-attr]
+            room = batch.capacity - batch.max_length - 1
             drafts = [row.draft(room) for row in run.rows]
             if any(drafts):
                 width = choose_width([len(d) for d in drafts], [r.draft_length.acceptance for r in run.rows],
@@ -440,17 +448,18 @@ class Engine:
             else:
                 keep.append(i)
         if step.verified:
-            run.batch.advance(taken)  # type: ignore[union-attr]
+            run.batch.advance(taken)
         if len(keep) < len(run.rows):
-            run.batch.keep(keep)  # type: ignore[union-attr]
+            run.batch.keep(keep)  # the finished rows' blocks go back to the pool
             run.rows = [run.rows[i] for i in keep]
 
     def _generate_alone(self, index: int, req: GenerateRequest, done: Done | None) -> Generation:
-        row, cache = self._start(index, req, 0)
+        row, seq = self._start(index, req, 0)
         finished = row.first_step(self.tokenizer)
         while not finished:
-            logits = self.step.decode_alone(row.tokens[-1], cache)
+            logits = self.step.decode_alone(row.tokens[-1], seq)
             finished = row.step(pick(logits, [row.blocked()])[0], self.tokenizer)
+        seq.release()
         result = row.result(self.tokenizer)
         if done is not None:
             done(index, result)
@@ -461,20 +470,21 @@ class Engine:
         rule = StopRule.of(req, self.tokenizer.eos_ids, getattr(self.tokenizer, "decode_stream", None))
         return _Row(index=index, request=req, logits=logits.float(), rule=rule)
 
-    def _start(self, index: int, req: GenerateRequest, batch_bytes: int) -> tuple[_Row, KVCache]:
-        """Prefill one prompt, from its longest cached prefix (at least its last token runs,
-        for its logits); its KV entries then go into the prefix cache, which keeps at most
-        what the budget leaves beside `batch_bytes` of decoding batch."""
+    def _start(self, index: int, req: GenerateRequest, batch_bytes: int) -> tuple[_Row, PagedSeq]:
+        """Prefill one prompt into the pool, from its longest cached prefix (its blocks by
+        reference; at least its last token runs, for its logits); its blocks then go into
+        the prefix cache (by reference), which keeps at most what the budget leaves beside
+        `batch_bytes` of decoding batch."""
         ids = req.prompt_ids
         self.stats.prompt_tokens += len(ids)
         if self.prefix is None:
-            cache = self.step.new_cache()
-            return self._row(index, req, self.step.prefill(ids, cache, self.on_prefill)), cache
-        cache = self.prefix.load(ids[:-1], len(self.model.layers), capacity=len(ids))
-        self._reused(cache.length)
-        logits = self.step.prefill(ids[cache.length:], cache, self.on_prefill)
-        self.prefix.insert(ids, cache.entries(len(ids)), limit=self.memory_budget - batch_bytes)
-        return self._row(index, req, logits), cache
+            seq = PagedSeq(self.pool)
+            return self._row(index, req, self.step.prefill(ids, seq, self.on_prefill)), seq
+        seq = self.prefix.load(ids[:-1])
+        self._reused(seq.length)
+        logits = self.step.prefill(ids[seq.length:], seq, self.on_prefill)
+        self.prefix.insert(ids, seq, limit=self.memory_budget - batch_bytes)
+        return self._row(index, req, logits), seq
 
     def _reused(self, tokens: int) -> None:
         """Prompt tokens the prefix cache served: counted for progress like prefilled ones (a
@@ -483,15 +493,16 @@ class Engine:
         if tokens and self.on_prefill is not None:
             self.on_prefill(tokens)
 
-    def _start_batch(self, indices: list[int], requests: Sequence[GenerateRequest]) -> list[tuple[_Row, KVCache]]:
+    def _start_batch(self, indices: list[int], requests: Sequence[GenerateRequest]) -> list[tuple[_Row, PagedSeq]]:
         """Short prompts prefilled together (`ModelStep.prefill_padded`); each row then keeps
-        its own first len(prompt) cache entries."""
+        its own first len(prompt) cache entries, copied into the pool."""
         prompts = [requests[i].prompt_ids for i in indices]
         logits, cache = self.step.prefill_padded(prompts)  # (B, V)
         self.stats.prompt_tokens += sum(map(len, prompts))
         if self.on_prefill is not None:
             self.on_prefill(sum(map(len, prompts)))
-        return [(self._row(i, requests[i], logits[b]), cache.row(b, len(prompts[b])))
+        return [(self._row(i, requests[i], logits[b]),
+                 PagedSeq.from_entries(self.pool, cache.row(b, len(prompts[b])).entries()))
                 for b, i in enumerate(indices)]
 
     # --- log-likelihoods --------------------------------------------------------
@@ -525,7 +536,10 @@ class Engine:
             shared = self._prefilled(context[:-1])
             for i in by_context[context]:
                 cont = requests[i].continuation_ids
-                answer(i, _scored(self.step.continuation(shared.fork(), context, cont), cont))
+                fork = shared.fork()  # the context's full blocks shared, its partial last one copied
+                answer(i, _scored(self.step.continuation(fork, context, cont), cont))
+                fork.release()
+            shared.release()
         short.sort(key=lambda i: -len(requests[i].context_ids) - len(requests[i].continuation_ids))
         sizes = [len(requests[i].context_ids) + len(requests[i].continuation_ids) for i in short]
         for group in self.scheduler.short_groups(sizes):
@@ -534,21 +548,21 @@ class Engine:
                 answer(j, result)
         return results  # type: ignore[return-value]
 
-    def _prefilled(self, ids: tuple[int, ...]) -> KVCache:
-        """A cache holding `ids` (a context minus its last token), from the prefix cache
-        as far as it reaches."""
+    def _prefilled(self, ids: tuple[int, ...]) -> PagedSeq:
+        """A row of the pool holding `ids` (a context minus its last token), from the prefix
+        cache as far as it reaches (the caller releases it)."""
         self.stats.prompt_tokens += len(ids)
         if self.prefix is None:
-            cache = self.step.new_cache()
+            seq = PagedSeq(self.pool)
             if ids:
-                self.step.prefill(ids, cache, self.on_prefill)
-            return cache
-        cache = self.prefix.load(ids, len(self.model.layers), capacity=len(ids))
-        self._reused(cache.length)
-        if cache.length < len(ids):
-            self.step.prefill(ids[cache.length:], cache, self.on_prefill)
-            self.prefix.insert(ids, cache.entries())
-        return cache
+                self.step.prefill(ids, seq, self.on_prefill)
+            return seq
+        seq = self.prefix.load(ids)
+        self._reused(seq.length)
+        if seq.length < len(ids):
+            self.step.prefill(ids[seq.length:], seq, self.on_prefill)
+            self.prefix.insert(ids, seq)
+        return seq
 
     def _continuations_batch(self, requests: Sequence[LoglikelihoodRequest]) -> list[tuple[float, bool]]:
         """Score short requests in one right-padded forward of context + continuation[:-1],

@@ -3,11 +3,13 @@ decoding): a step of a 16-layer model launches some 600 kernels, and launching t
 Python costs more than running them at batch 8, so the step is captured once and then
 replayed as one launch.
 
-A graph replays fixed addresses and shapes. The ragged batch is made `full_width` (the
-attention reads the whole buffers; keys past a row's length are never read), its
-`lengths` advance in place, the RoPE tables and ALiBi slopes already live on the device,
-and the step's tokens are copied into a buffer the graph reads. What is left to change is
-the batch's `layout` (a row joining or leaving reallocates the buffers): a new layout runs
+A graph replays fixed addresses and shapes. The batch is made `full_width` (the attention
+reads every row's `capacity` keys; keys past a row's length are never read), its `lengths`
+advance in place, a row's new blocks are written into its block table in place before the
+step (`PagedBatch.prepare`: the slots are computed in the graph from the table), the RoPE
+tables and ALiBi slopes already live on the device, and the step's tokens are copied into a
+buffer the graph reads. What is left to change is the batch's `layout` (a row joining or
+leaving rebuilds the table, the pool growing moves its tensors): a new layout runs
 one step eagerly, which compiles and tunes whatever it reaches (a capture cannot), and
 captures on its next step; a graph is replayed only on the layout it was captured on.
 
@@ -23,6 +25,7 @@ from collections.abc import Sequence
 import torch
 
 from checkpoints.attention.cache import RaggedKVCache
+from checkpoints.attention.kv_pool import PagedBatch
 from checkpoints.model import Decoder
 from checkpoints.sampler import to_device
 
@@ -49,9 +52,10 @@ class DecodeGraphs:
         self._tokens: torch.Tensor | None = None
         self._logits: torch.Tensor | None = None
 
-    def __call__(self, tokens: Sequence[int], cache: RaggedKVCache) -> torch.Tensor:
+    def __call__(self, tokens: Sequence[int], cache: PagedBatch | RaggedKVCache) -> torch.Tensor:
         """Logits (B, V) of one step of every row; the cache advances."""
         cache.full_width = True
+        cache.prepare(1)  # blocks for this step's token, on the host, before any replay
         layout = cache.layout()
         if layout != self._layout:
             self.release()
@@ -67,7 +71,7 @@ class DecodeGraphs:
         cache.advance()
         return self._logits.clone()
 
-    def _capture(self, tokens: Sequence[int], cache: RaggedKVCache) -> None:
+    def _capture(self, tokens: Sequence[int], cache: PagedBatch | RaggedKVCache) -> None:
         """Capture the step on this layout, reading `self._tokens` (set to `tokens`)."""
         self._tokens = to_device(tokens, self.model.device).clone()
         graph = torch.cuda.CUDAGraph()

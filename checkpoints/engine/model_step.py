@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import torch
 
 from checkpoints.attention.cache import KVCache, RaggedKVCache
+from checkpoints.attention.kv_pool import PagedBatch, PagedSeq
 from checkpoints.engine.cuda_graphs import DecodeGraphs, graphs_wanted
 from checkpoints.generate import DEFAULT_CHUNK, default_prefill_chunk, prefill, token_logprobs
 from checkpoints.lm import Prefilled
@@ -37,10 +38,7 @@ class ModelStep:
     def device(self) -> torch.device:
         return self.model.device
 
-    def new_cache(self) -> KVCache:
-        return self.model.new_cache()
-
-    def prefill(self, ids: Sequence[int], cache: KVCache, on_prefill: Prefilled | None = None) -> torch.Tensor:
+    def prefill(self, ids: Sequence[int], cache: KVCache | PagedSeq, on_prefill: Prefilled | None = None) -> torch.Tensor:
         """`ids` run into `cache` (which may hold a prefix already), chunk by chunk; the
         last position's logits (V,). `on_prefill(tokens)` after each chunk."""
         return prefill(self.model, ids, cache, self.prefill_chunk, on_prefill)
@@ -54,13 +52,13 @@ class ModelStep:
         logits, _ = self.model(ids, cache, logits_for=last)  # (B, 1, V)
         return logits[:, 0], cache
 
-    def decode(self, tokens: Sequence[int], batch: RaggedKVCache) -> torch.Tensor:
+    def decode(self, tokens: Sequence[int], batch: PagedBatch | RaggedKVCache) -> torch.Tensor:
         """One token of every row of the ragged batch: logits (B, V)."""
         if self.graphs is not None:
             return self.graphs(tokens, batch)
         return self.model.decode_step(to_device(tokens, self.device), batch)
 
-    def verify(self, inputs: Sequence[Sequence[int]], batch: RaggedKVCache) -> torch.Tensor:
+    def verify(self, inputs: Sequence[Sequence[int]], batch: PagedBatch | RaggedKVCache) -> torch.Tensor:
         """Row b's `inputs[b]` (its last token, then a drafted continuation, right-padded: one
         width) after its cached tokens: logits (B, width, V) at every input. The lengths do not
         advance: the engine advances each row by the inputs it keeps."""
@@ -68,13 +66,13 @@ class ModelStep:
         flat = to_device([t for row in inputs for t in row], self.device)
         return self.model.ragged_logits(flat.view(len(inputs), width), batch)
 
-    def decode_alone(self, token: int, cache: KVCache) -> torch.Tensor:
+    def decode_alone(self, token: int, cache: KVCache | PagedSeq) -> torch.Tensor:
         """One token of one sequence whose RoPE table follows its length (dynamic NTK,
         LongRoPE: no shared batch): logits (1, V)."""
         logits, _ = self.model(to_device([token], self.device)[None], cache, logits_for="last")
         return logits[:, -1]
 
-    def continuation(self, cache: KVCache, context: Sequence[int], cont: Sequence[int]) -> torch.Tensor:
+    def continuation(self, cache: KVCache | PagedSeq, context: Sequence[int], cont: Sequence[int]) -> torch.Tensor:
         """Logits (len(cont), V) predicting `cont` after `context`, whose all-but-last tokens
         `cache` holds: the last context token and the continuation minus its last token run."""
         tail = torch.tensor([[context[-1], *cont[:-1]]], dtype=torch.long, device=self.device)

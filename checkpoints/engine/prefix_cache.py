@@ -2,12 +2,21 @@
 token-id radix tree so a later prompt that starts the same way prefills only
 its new tokens (SGLang's RadixAttention, vLLM's automatic prefix caching).
 
-Each edge of the tree is a run of token ids with its KV entries for every layer
-((1, H, n, D) per named entry: k, v, and whatever else a variant caches); a
-path from the root spells a cached prefix. A lookup walks the longest path
-matching a prompt (ending inside an edge is fine: its first tokens are used);
-an insertion splits an edge where a new prompt leaves it. Entries are evicted
-least recently used, leaves first, to stay under `capacity` bytes.
+Each edge of the tree is a run of token ids with references to the blocks of the
+paged KV pool (`checkpoints.attention.kv_pool`) that hold its keys and values in
+every layer; a path from the root spells a cached prefix. A lookup walks the
+longest path matching a prompt (ending inside an edge is fine: its first tokens
+are used) and hands back a row whose block table references those blocks:
+nothing is copied but a partially used last block, which the new row writes
+into (copy on write). An insertion references the blocks the prompt's row
+filled and splits an edge where a new prompt leaves it (a block straddling the
+cut is referenced by both halves). Edges are evicted least recently used,
+leaves first, to stay under `capacity` bytes of referenced blocks; a block goes
+back to the pool when its last holder, edge or row, lets it go.
+
+Block j of an edge's sequence holds the tokens before the edge's start too, and
+they equal the path's (the row that filled it had the path's tokens), so a
+lookup takes each block from the deepest edge on the path that reaches into it.
 
 Reuse is exact because the K/V of position t depend only on tokens 0..t: true
 of every attention variant here (per-query terms such as ssmax's log n, tra/tda's
@@ -25,17 +34,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import torch
-
-from checkpoints.attention.cache import KVCache
-
-Entries = list[dict[str, torch.Tensor]]  # per layer: name -> (1, H, n, D)
+from checkpoints.attention.kv_pool import BlockPool, BlockTable, PagedSeq, blocks_for
 
 
 @dataclass(eq=False)
 class _Node:
     tokens: tuple[int, ...]  # the edge from the parent
-    kv: Entries
+    start: int  # absolute position of the edge's first token
+    blocks: list[int]  # the pool blocks holding positions [start, start + len(tokens)), one reference each
     parent: _Node | None
     children: dict[int, _Node] = field(default_factory=dict)  # first token of the child's edge -> child
     last_used: int = 0
@@ -61,16 +67,6 @@ class PrefixStats:
                 "reused_fraction": round(self.reused_fraction, 6)}
 
 
-def _nbytes(kv: Entries) -> int:
-    return sum(x.numel() * x.element_size() for layer in kv for x in layer.values())
-
-
-def _slice(kv: Entries, lo: int, hi: int) -> Entries:
-    """Tokens [lo, hi) of every entry, as fresh tensors (a view would keep the whole
-    edge's memory alive after the rest is evicted)."""
-    return [{name: x[:, :, lo:hi].clone() for name, x in layer.items()} for layer in kv]
-
-
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     """Length of the longest common prefix of two token sequences."""
     n = min(len(a), len(b))
@@ -87,13 +83,13 @@ def reuse_order(prompts: Sequence[Sequence[int]]) -> list[int]:
 
 
 class PrefixCache:
-    """Radix tree of prefilled KV entries under a byte budget (`capacity`)."""
+    """Radix tree of prefilled KV blocks of `pool` under a byte budget (`capacity`)."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, pool: BlockPool) -> None:
         if capacity < 0:
             raise ValueError(f"prefix cache capacity must be >= 0 bytes, got {capacity}")
-        self.capacity = capacity
-        self.root = _Node((), [], None)
+        self.capacity, self.pool = capacity, pool
+        self.root = _Node((), 0, [], None)
         self.nbytes = 0
         self._clock = 0
         self.last_bytes = 0  # the entries of the prompt inserted last (what the next one likely shares)
@@ -119,44 +115,52 @@ class PrefixCache:
         """Length of the longest cached prefix of `ids` (no side effects)."""
         return sum(used for _, used in self._walk(ids))
 
-    def load(self, ids: Sequence[int], num_layers: int, capacity: int = 0) -> KVCache:
-        """A single-row KVCache holding the longest cached prefix of `ids` (possibly
-        empty), with room for `capacity` tokens; marks its entries recently used."""
+    def load(self, ids: Sequence[int]) -> PagedSeq:
+        """A row holding the longest cached prefix of `ids` (possibly empty) by reference to
+        the cached blocks (a partially used last block copied: the row writes into it);
+        marks its edges recently used."""
         self._clock += 1
         path = self._walk(ids)
-        cache = KVCache(num_layers)
-        if not path:
-            return cache
         for node, _ in path:
             node.last_used = self._clock
         length = sum(used for _, used in path)
-        for i, layer in enumerate(cache.layers):
-            parts: dict[str, list[torch.Tensor]] = {}
-            for node, used in path:
-                for name, x in node.kv[i].items():
-                    parts.setdefault(name, []).append(x[:, :, :used])
-            layer.preload({name: torch.cat(xs, dim=2) for name, xs in parts.items()}, max(capacity, length))
-        return cache
+        bs = self.pool.block_size
+        blocks: list[int] = []
+        for node, used in path:  # each block from the deepest edge reaching into it
+            first = node.start // bs
+            for j in range(first, blocks_for(node.start + used, bs)):
+                block = node.blocks[j - first]
+                if j < len(blocks):
+                    blocks[j] = block
+                else:
+                    blocks.append(block)
+        table = BlockTable(blocks, length)
+        return PagedSeq(self.pool, self.pool.fork(table, length)) if blocks else PagedSeq(self.pool)
 
     # --- insertion and eviction ------------------------------------------------
 
-    def insert(self, ids: Sequence[int], kv: Entries, limit: int | None = None) -> None:
-        """Store the KV entries `kv` ((1, H, len(ids), D) per layer and name) of `ids`,
-        sharing what is already cached; then evict down to min(capacity, limit) bytes."""
+    def insert(self, ids: Sequence[int], seq: PagedSeq, limit: int | None = None) -> None:
+        """Keep `ids`, whose keys and values `seq` holds (its first len(ids) tokens), by
+        reference to its blocks, sharing what is already cached; then evict down to
+        min(capacity, limit) bytes."""
         ids = tuple(ids)
         budget = self.capacity if limit is None else min(self.capacity, limit)
         self._clock += 1
-        self.last_bytes = len(ids) * self._bytes_per_token(kv) if ids else 0
+        per_token = self.pool.bytes_per_token()
+        self.last_bytes = len(ids) * per_token
         node, pos = self.root, 0
         while pos < len(ids):
             node.last_used = self._clock
             child = node.children.get(ids[pos])
             if child is None:
                 rest = ids[pos:]
-                if len(rest) * self._bytes_per_token(kv) > budget:
+                if len(rest) * per_token > budget:
                     break  # could never stay: do not evict everything else for it
-                leaf = _Node(rest, _slice(kv, pos, len(ids)), node, last_used=self._clock)
-                leaf.nbytes = _nbytes(leaf.kv)
+                bs = self.pool.block_size
+                blocks = seq.table.blocks[pos // bs : blocks_for(len(ids), bs)]
+                self.pool.share(blocks)
+                leaf = _Node(rest, pos, blocks, node, last_used=self._clock)
+                leaf.nbytes = len(blocks) * self.pool.bytes_per_block()
                 node.children[rest[0]] = leaf
                 self.nbytes += leaf.nbytes
                 node = leaf
@@ -170,17 +174,24 @@ class PrefixCache:
         self.evict(budget)
 
     def _split(self, node: _Node, at: int) -> _Node:
-        """Cut `node`'s edge after `at` tokens: a new parent holds the first part."""
+        """Cut `node`'s edge after `at` tokens: a new parent holds the first part (a block
+        straddling the cut is held by both)."""
         parent = node.parent
         assert parent is not None
-        head = _Node(node.tokens[:at], _slice(node.kv, 0, at), parent, last_used=node.last_used)
-        node.kv = _slice(node.kv, at, len(node.tokens))
-        node.tokens = node.tokens[at:]
+        bs, cut = self.pool.block_size, node.start + at
+        first = node.start // bs
+        head = _Node(node.tokens[:at], node.start, node.blocks[: blocks_for(cut, bs) - first], parent,
+                     last_used=node.last_used)
+        node.blocks = node.blocks[cut // bs - first :]
+        if cut % bs:
+            self.pool.share([node.blocks[0]])
+        node.tokens, node.start = node.tokens[at:], cut
         node.parent = head
         head.children[node.tokens[0]] = node
         parent.children[head.tokens[0]] = head
         before = node.nbytes
-        head.nbytes, node.nbytes = _nbytes(head.kv), _nbytes(node.kv)
+        per_block = self.pool.bytes_per_block()
+        head.nbytes, node.nbytes = len(head.blocks) * per_block, len(node.blocks) * per_block
         self.nbytes += head.nbytes + node.nbytes - before
         return head
 
@@ -193,10 +204,13 @@ class PrefixCache:
             victim = min(leaves, key=lambda n: n.last_used)
             assert victim.parent is not None
             del victim.parent.children[victim.tokens[0]]
+            self.pool.release(victim.blocks)
             self.nbytes -= victim.nbytes
 
     def clear(self) -> None:
-        self.root = _Node((), [], None)
+        for node in self._nodes():
+            self.pool.release(node.blocks)
+        self.root = _Node((), 0, [], None)
         self.nbytes = 0
         self.last_bytes = 0
 
@@ -207,10 +221,6 @@ class PrefixCache:
             out.append(node)
             stack.extend(node.children.values())
         return out
-
-    @staticmethod
-    def _bytes_per_token(kv: Entries) -> int:
-        return sum(x[:, :, :1].numel() * x.element_size() for layer in kv for x in layer.values())
 
     @property
     def cached_tokens(self) -> int:

@@ -2,8 +2,9 @@
 when. It orders a request list (prompts sharing prefixes next to each other, for the
 prefix cache; else longest first, so the memory peak comes early; short prompts last, in
 padded groups of similar length) and admits the next prefill group into the decoding
-batch while the batch's KV cache, every row as wide as the widest row's full length,
-and the prefix cache fit the memory budget (evicting cached prefixes to make room).
+batch while the blocks of the paged KV pool its rows may reach (each row its own prompt
+plus max new tokens, rounded up to whole blocks) and the prefix cache fit the memory
+budget (evicting cached prefixes to make room).
 It holds no tensors and runs no model: `model_step.ModelStep` does the forwards and
 `sampler` the token choice and stop rule."""
 
@@ -31,12 +32,14 @@ class Plan:
 
 class Scheduler:
     """`memory_budget` (bytes) bounds the decoding batch's KV cache plus the prefix cache;
-    `max_batch` the rows; prompts up to `batch_prefill_tokens` prefill in padded groups (0: never)."""
+    `max_batch` the rows; prompts up to `batch_prefill_tokens` prefill in padded groups (0: never);
+    `block_size`: the pool's, a row reserves whole blocks."""
 
     def __init__(self, memory_budget: int, max_batch: int, prefix: PrefixCache | None,
-                 batch_prefill_tokens: int) -> None:
+                 batch_prefill_tokens: int, block_size: int = 1) -> None:
         self.memory_budget, self.max_batch = memory_budget, max_batch
         self.prefix, self.batch_prefill_tokens = prefix, batch_prefill_tokens
+        self.block_size = block_size
 
     def short(self, n: int) -> bool:
         """Whether a prompt of n tokens prefills in a padded batch."""
@@ -63,35 +66,40 @@ class Scheduler:
         return Plan(deque([i for i in order if i not in batched] + sorted(batched, key=lambda i: -len(prompts[i]))),
                     batched)
 
-    def next_group(self, plan: Plan, requests: Sequence[GenerateRequest], rows: int, width: int,
+    def reserve(self, req: GenerateRequest) -> int:
+        """Tokens of pool a row of `req` may reach: its prompt and every new token, in whole blocks."""
+        bs = self.block_size
+        return -(-(len(req.prompt_ids) + req.most_new_tokens) // bs) * bs
+
+    def next_group(self, plan: Plan, requests: Sequence[GenerateRequest], rows: int, reserved: int,
                    bytes_per_token: int) -> tuple[list[int], int]:
-        """The next prefill group to join a decoding batch of `rows` rows `width` tokens wide
-        (one prompt, or short prompts that prefill in one padded forward), taken from
-        `plan.waiting`, and the batch's width with it; no group when the batch is full or
-        the next request does not fit the budget beside it."""
+        """The next prefill group to join a decoding batch of `rows` rows that may reach
+        `reserved` tokens of pool together (one prompt, or short prompts that prefill in one
+        padded forward), taken from `plan.waiting`, and the batch's reserved tokens with it;
+        no group when the batch is full or the next request does not fit the budget beside it.
+        Each row counts its own length: rows of different lengths waste no memory."""
         group: list[int] = []
         waiting = plan.waiting
         while waiting and rows + len(group) < self.max_batch:
-            req = requests[waiting[0]]
-            wider = max(width, len(req.prompt_ids) + req.most_new_tokens)
-            if (rows or group) and not self.make_room(rows + len(group) + 1, wider, bytes_per_token):
+            more = reserved + self.reserve(requests[waiting[0]])
+            if (rows or group) and not self.make_room(more, bytes_per_token):
                 break
             if group and not self._joins(group, waiting[0], plan.batched, requests):
                 break
             group.append(waiting.popleft())
-            width = wider
+            reserved = more
             if group[-1] not in plan.batched:
                 break
-        return group, width
+        return group, reserved
 
-    def make_room(self, rows: int, width: int, bytes_per_token: int) -> bool:
-        """Whether a decoding batch of `rows` rows `width` tokens wide fits the budget beside
+    def make_room(self, tokens: int, bytes_per_token: int) -> bool:
+        """Whether a decoding batch reaching `tokens` tokens of pool fits the budget beside
         the prefix cache, evicting cached prefixes to make it fit. The cache gives way, least
         recently used first, down to the entries of the prompt it took last (the one the next
         prompt in reuse order shares most): one more decoding row saves a whole step per token
         for every row, older prefixes only some prefill (bench/results/eval_cost.md measured a
         batch halved by the cache)."""
-        room = self.memory_budget - bytes_per_token * rows * width
+        room = self.memory_budget - bytes_per_token * tokens
         if self.prefix is None or self.prefix.nbytes <= room:
             return room >= 0
         if room < self.prefix.last_bytes:

@@ -14,7 +14,7 @@ import time
 import torch
 
 from checkpoints.attention.backend import Backend
-from checkpoints.attention.cache import RaggedKVCache
+from checkpoints.attention.kv_pool import BlockPool, PagedBatch, PagedSeq
 from checkpoints.model import Decoder
 
 WARM_PROMPT = 256  # tokens of the warm-up prompt: a few query tiles, one key bucket
@@ -28,13 +28,14 @@ def warm_up(model: Decoder, prompt: int = WARM_PROMPT) -> float:
         return 0.0
     start = time.perf_counter()
     ids = torch.zeros(1, prompt, dtype=torch.long, device=model.device)
-    first, second = model.new_cache(), model.new_cache()
+    pool = BlockPool(len(model.layers), model.device)  # the engine's layout: rows in a paged pool
+    first, second = PagedSeq(pool), PagedSeq(pool)
     model(ids, first, logits_for="last")
     model(ids[:, : prompt // 2 + 1], second, logits_for="last")
     if model.rotary.depends_on_length:  # decoded one sequence at a time (engine.py): a one-token forward
         model(ids[:, :1], first, logits_for="last")
     else:
-        batch = RaggedKVCache.empty_like(first)
+        batch = PagedBatch(pool)
         batch.join(first, reserve=prompt + 2)
         batch.join(second, reserve=prompt + 2)
         model.decode_step(torch.zeros(2, dtype=torch.long, device=model.device), batch)

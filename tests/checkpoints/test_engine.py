@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from checkpoints.attention.cache import RaggedKVCache
+from checkpoints.attention.kv_pool import BlockPool, PagedBatch, PagedSeq
 from checkpoints.attention.registry import available_variants
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.generate import greedy_generate, loglikelihood, prefill, token_logprobs
@@ -71,17 +71,19 @@ def test_batched_generation_equals_one_at_a_time(variant, backend, config):
         assert gen.stop_reason == want.stop_reason and gen.prompt_tokens == want.prompt_tokens
 
 
-def _ragged_batch(model: Decoder, prompts: list[list[int]], room: int) -> tuple[list, RaggedKVCache]:
-    """Each prompt prefilled alone, and a ragged batch of copies of them (`room` tokens each beyond
-    its prompt)."""
-    singles = []
+def _ragged_batch(model: Decoder, prompts: list[list[int]], room: int) -> tuple[list, PagedBatch]:
+    """Each prompt prefilled alone, and the engine's decoding batch of forks of them in a paged
+    pool (`room` tokens each beyond its prompt; blocks of 8: rows end inside blocks and at their ends)."""
+    pool = BlockPool(len(model.layers), model.device, block_size=8)
+    singles, batch = [], PagedBatch(pool)
     for p in prompts:
         cache = model.new_cache()
         prefill(model, p, cache)
         singles.append(cache)
-    batch = RaggedKVCache.empty_like(singles[0])
-    for p, cache in zip(prompts, singles, strict=True):
-        batch.join(cache.fork(), reserve=len(p) + room)
+        seq = PagedSeq(pool)
+        prefill(model, p, seq)
+        batch.join(seq.fork(), reserve=len(p) + room)
+        seq.release()
     return singles, batch
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from checkpoints.attention.kv_pool import DEFAULT_BLOCK_SIZE, BlockPool, PagedSeq
 from checkpoints.attention.registry import available_variants
 from checkpoints.config import RopeScaling
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest
@@ -44,12 +45,13 @@ def test_prefill_from_a_cached_prefix_equals_a_full_prefill(variant, backend):
     model = _model(variant)
     model.backend = backend
     prompts = _needle_prompts()
-    cache = PrefixCache(1 << 30)
+    pool = BlockPool(len(model.layers), block_size=4)  # small blocks: hits end inside blocks and at their ends
+    cache = PrefixCache(1 << 30, pool)
     with torch.inference_mode():
         for ids in prompts:
-            kv = cache.load(ids[:-1], len(model.layers), capacity=len(ids))
+            kv = cache.load(ids[:-1])  # the cached blocks by reference
             got = prefill(model, ids[kv.length:], kv)
-            cache.insert(ids, kv.entries())
+            cache.insert(ids, kv)
             want = prefill(model, ids, model.new_cache())
             torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
             # The next step reads the cached keys too.
@@ -59,7 +61,10 @@ def test_prefill_from_a_cached_prefix_equals_a_full_prefill(variant, backend):
             step_got, _ = model(nxt, kv, logits_for="last")
             step_want, _ = model(nxt, fresh, logits_for="last")
             torch.testing.assert_close(step_got, step_want, atol=1e-4, rtol=1e-4)
+            kv.release()
     assert cache.match(prompts[0]) == len(prompts[0])
+    cache.clear()
+    assert pool.used_blocks == 0  # the last holder gone, every block is back
 
 
 @pytest.mark.parametrize("variant", available_variants())
@@ -107,25 +112,26 @@ def test_cached_loglikelihood_equals_the_single_function():
 def test_lru_eviction_keeps_recent_prefixes_under_the_budget():
     model = _model("softmax")
     a, b, c = _needle_prompts()[:3]
+    pool = BlockPool(len(model.layers), block_size=1)  # blocks of one token: the budget counts tokens
     with torch.inference_mode():
         kvs = {}
         for name, ids in (("a", a), ("b", b), ("c", c)):
-            kv = model.new_cache()
-            prefill(model, ids, kv)
-            kvs[name] = kv.entries()
-    per_token = model.new_cache()
-    prefill(model, [1], per_token)
-    one = per_token.bytes_per_token()
-    cache = PrefixCache(capacity=len(a) * one + 5 * one)  # a whole prompt and a little more
+            kvs[name] = PagedSeq(pool)
+            prefill(model, ids, kvs[name])
+    one = pool.bytes_per_token()
+    cache = PrefixCache(len(a) * one + 5 * one, pool)  # a whole prompt and a little more
     cache.insert(a, kvs["a"])
     cache.insert(b, kvs["b"])  # shares a's first tokens, then over budget: a's tail (older) goes
     assert cache.nbytes <= cache.capacity
     assert cache.match(b) == len(b) and cache.match(a) < len(a)
-    cache.load(b, len(model.layers))  # b used again
+    cache.load(b).release()  # b used again
     cache.insert(c, kvs["c"])
     assert cache.nbytes <= cache.capacity and cache.match(c) == len(c)
     cache.insert(a, kvs["a"], limit=0)
     assert cache.nbytes == 0 and cache.match(a) == 0
+    for kv in kvs.values():
+        kv.release()
+    assert pool.used_blocks == 0
 
 
 def test_tiny_budget_evicts_but_changes_no_output():
@@ -152,7 +158,7 @@ def test_the_prefix_cache_gives_way_to_the_decoding_batch():
     probe = model.new_cache()
     with torch.inference_mode():
         prefill(model, [1], probe)
-    width = max(map(len, prompts)) + 8
+    width = -(-(max(map(len, prompts)) + 8) // DEFAULT_BLOCK_SIZE) * DEFAULT_BLOCK_SIZE  # rows reserve whole blocks
     budget = 5 * width * probe.bytes_per_token()
     steps, step = [0], model.decode_step
 
@@ -224,3 +230,39 @@ def test_shared_prompts_reuse_the_cache_and_unique_short_ones_prefill_in_a_batch
     for req, gen in zip(reqs, engine.generate_until(reqs), strict=True):
         assert gen.token_ids == _single(model, req).token_ids
     assert engine.stats.reused_tokens >= 41 + 56  # the repeated depth-40 prompt and one of 55/70
+
+
+def test_a_hit_references_the_cached_blocks_and_copies_at_most_a_partial_one():
+    """No model: rows of random entries. A prefix hit's table is the cached blocks (one
+    more reference each); only a hit ending inside a block copies that block."""
+    pool = BlockPool(2, block_size=4)
+    cache = PrefixCache(1 << 30, pool)
+    g = torch.Generator().manual_seed(0)
+    ids = list(range(1, 19))  # 18 tokens: 4 full blocks and a partial one
+    row = PagedSeq.from_entries(pool, [{"k": torch.randn(1, 2, 18, 3, generator=g),
+                                        "v": torch.randn(1, 2, 18, 3, generator=g)} for _ in range(2)])
+    cache.insert(ids, row)
+    row.release()
+    held = pool.used_blocks
+    whole = cache.load(ids[:16])  # ends at a block's end: nothing copied
+    assert pool.used_blocks == held and whole.table.blocks == cache.load(ids[:16]).table.blocks
+    part = cache.load(ids[:14])  # ends inside block 3: that one block copied
+    assert pool.used_blocks == held + 1 and part.table.blocks[:3] == whole.table.blocks[:3]
+    assert all(torch.equal(a, b) for x, y in zip(part.entries(), whole.entries(), strict=True)
+               for a, b in ((x[n], y[n][:, :, :14]) for n in x))
+    other = cache.load([*ids[:6], 99, 98])  # leaves the path inside block 1
+    assert other.length == 6 and other.table.blocks[0] == whole.table.blocks[0]
+
+
+def test_the_engine_gives_every_block_back():
+    """After generate_until and loglikelihood only the prefix cache holds blocks; cleared, none."""
+    model = _model("softmax", seed=7)
+    prompts = _needle_prompts(seed=7)
+    engine = Engine(model, TOK, max_batch=3, batch_prefill_tokens=8)
+    engine.generate_until([GenerateRequest(p, max_new_tokens=5, stop_at_eos=False) for p in prompts] +
+                          [GenerateRequest([5, 6], max_new_tokens=3, stop_at_eos=False)])
+    engine.loglikelihood([LoglikelihoodRequest(p[:-3], p[-3:]) for p in prompts])
+    held = {b for node in engine.prefix._nodes() for b in node.blocks}
+    assert engine.pool.used_blocks == len(held) > 0
+    engine.clear_prefix_cache()
+    assert engine.pool.used_blocks == 0

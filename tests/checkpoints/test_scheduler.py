@@ -16,23 +16,29 @@ def test_without_a_prefix_cache_long_prompts_run_first_and_short_ones_last_in_gr
     requests = reqs(10, 100, 12, 50, 3)
     plan = s.plan([r.prompt_ids for r in requests])
     assert list(plan.waiting) == [1, 3, 2, 0, 4] and plan.batched == {0, 2, 4}
-    first, width = s.next_group(plan, requests, rows=0, width=0, bytes_per_token=1)
-    assert first == [1] and width == 104  # a long prompt prefills alone
-    assert s.next_group(plan, requests, rows=1, width=104, bytes_per_token=1)[0] == [3]
-    assert s.next_group(plan, requests, rows=2, width=104, bytes_per_token=1)[0] == [2, 0, 4]  # one padded forward
+    first, reserved = s.next_group(plan, requests, rows=0, reserved=0, bytes_per_token=1)
+    assert first == [1] and reserved == 104  # a long prompt prefills alone
+    group, reserved = s.next_group(plan, requests, rows=1, reserved=104, bytes_per_token=1)
+    assert group == [3] and reserved == 104 + 54  # each row reserves its own length, not the widest
+    assert s.next_group(plan, requests, rows=2, reserved=158, bytes_per_token=1) == ([2, 0, 4], 158 + 16 + 14 + 7)
 
 
 def test_admission_stops_at_the_row_cap_and_at_the_memory_budget() -> None:
     requests = reqs(100, 100, 100, 100)
     capped = Scheduler(memory_budget=1 << 30, max_batch=2, prefix=None, batch_prefill_tokens=0)
     plan = capped.plan([r.prompt_ids for r in requests])
-    assert capped.next_group(plan, requests, rows=2, width=104, bytes_per_token=1) == ([], 104)
+    assert capped.next_group(plan, requests, rows=2, reserved=208, bytes_per_token=1) == ([], 208)
     # 3 rows of 104 tokens at 10 bytes a token fit 3,200 bytes; a fourth does not
     tight = Scheduler(memory_budget=3200, max_batch=8, prefix=None, batch_prefill_tokens=0)
     plan = tight.plan([r.prompt_ids for r in requests])
-    assert tight.next_group(plan, requests, rows=2, width=104, bytes_per_token=10)[0] == [0]
-    assert tight.next_group(plan, requests, rows=3, width=104, bytes_per_token=10)[0] == []
+    assert tight.next_group(plan, requests, rows=2, reserved=208, bytes_per_token=10)[0] == [0]
+    assert tight.next_group(plan, requests, rows=3, reserved=312, bytes_per_token=10)[0] == []
     assert len(plan.waiting) == 3  # what was not admitted waits
+
+
+def test_rows_reserve_whole_blocks_of_their_own_length() -> None:
+    s = Scheduler(memory_budget=1 << 30, max_batch=8, prefix=None, batch_prefill_tokens=0, block_size=16)
+    assert [s.reserve(r) for r in reqs(1, 12, 13, 100)] == [16, 16, 32, 112]
 
 
 def test_short_groups_stay_within_the_padded_token_bound() -> None:

@@ -124,10 +124,12 @@ def test_a_paged_batch_steps_as_the_ragged_cache_steps() -> None:
 
 
 def test_the_pool_grows_by_doubling_and_keeps_what_it_held() -> None:
-    pool = BlockPool(1, block_size=2, max_blocks=6)
+    pool = BlockPool(1, block_size=2)
+    _seq(pool, 1, seed=0).release()
+    pool.max_bytes = 6 * pool.bytes_per_block()
     a = _seq(pool, 3, seed=1)
     before = a.entries()[0]
-    b = _seq(pool, 20, seed=2)  # needs 10 blocks: past max_blocks, since one allocation needs them
+    b = _seq(pool, 20, seed=2)  # needs 10 blocks: past max_bytes, since one allocation needs them
     assert pool.capacity >= 12
     after = a.entries()[0]
     assert all(torch.equal(before[k], after[k]) for k in before)
