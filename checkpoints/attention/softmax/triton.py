@@ -15,7 +15,10 @@ no visible key output exactly zero. Inputs may be strided (views are fine).
 Under `TRITON_INTERPRET=1` (CPU tests) a single configuration with large
 tiles is used; on CUDA a few configurations are autotuned.
 
-The file reads: kernels, launchers (`prefill`, `decode`, `attention`,
+The decode kernel has a paged twin (`decode_paged`: the keys and values read through
+a block table from `checkpoints.attention.kv_pool`'s pool, vLLM's paged attention).
+
+The file reads: kernels, launchers (`prefill`, `decode`, `decode_paged`, `attention`,
 `row_stats`), then the family's public function `family_attention`, the twin
 of `chunked.family_attention`."""
 
@@ -219,6 +222,73 @@ def _decode_kernel(
 
 
 @triton.jit
+def _stream_pages(q, K, V, Table, stb, b, hk, skh, sks, skd, svh, svs, svd, offs_d, offs_dv, kmask_d, vmask_d,
+                  lo, hi, PAGE, qpos, slope, window, qk_scale, m_i, l_i, acc, HAS_BIAS: tl.constexpr,
+                  SIGNED: tl.constexpr, HAS_WINDOW: tl.constexpr, PRECISION: tl.constexpr, BLOCK_N: tl.constexpr,
+                  SOFTCAP: tl.constexpr, softcap):
+    """`_stream_keys` over a paged row: key n of row b is slot `Table[b, n // PAGE] * PAGE +
+    n % PAGE` of the pool (K, V: (slots, Hkv, D)); keys [lo, hi) with the causal mask at hi."""
+    for start_n in range(lo, hi, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        page = tl.load(Table + b * stb + offs_n // PAGE, mask=offs_n < hi, other=0)
+        slot = page.to(tl.int64) * PAGE + offs_n % PAGE
+        k_ptrs = K + hk * skh + offs_d[:, None] * skd + slot[None, :] * sks
+        a, sign = _logits(q, k_ptrs, offs_n, qpos, hi, slope, window, kmask_d,
+                          HAS_BIAS, SIGNED, HAS_WINDOW, True, PRECISION, qk_scale, SOFTCAP, softcap)
+        v_ptrs = V + hk * svh + offs_dv[None, :] * svd + slot[:, None] * svs
+        m_i, l_i, acc = _online_step(a, sign, v_ptrs, vmask_d & (offs_n[:, None] < hi), m_i, l_i, acc,
+                                     SIGNED, PRECISION)
+    return m_i, l_i, acc
+
+
+@tc.autotune(tc.configs(decode=True, rows=None, interpret_tile=64), _KEY)
+@tc.jit_any_length
+def _paged_decode_kernel(
+    Q, K, V, Table, Opart, Mpart, Lpart, Slopes, Qpos,
+    sqb, sqh, sqd, sks, skh, skd, svs, svh, svd, stb, PAGE,
+    Hkv, GROUPS, S, window, qk_scale, softcap, keys_per_split, SPLITS, LEN_BUCKET,
+    D: tl.constexpr, DV: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_H: tl.constexpr,
+    HAS_BIAS: tl.constexpr, SIGNED: tl.constexpr, HAS_WINDOW: tl.constexpr, SOFTCAP: tl.constexpr,
+    PRECISION: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """`_decode_kernel` (ragged) reading the keys and values through the block table:
+    row b's query sits at Qpos[b] and sees its keys 0..Qpos[b], found in the pool by
+    `Table[b]` (vLLM's paged attention). S is the widest row's key count (the splits' range)."""
+    pid_bk = tl.program_id(0)
+    split = tl.program_id(1)
+    b = pid_bk // Hkv
+    hk = pid_bk % Hkv
+    q_offset = tl.load(Qpos + b)
+    offs_h = tl.arange(0, BLOCK_H)
+    h = hk * GROUPS + offs_h
+    hmask = offs_h < GROUPS
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    q = tl.load(Q + b * sqb + h[:, None] * sqh + offs_d[None, :] * sqd,
+                mask=hmask[:, None] & (offs_d[None, :] < D), other=0.0)
+    qpos = tl.zeros([BLOCK_H], tl.int32) + q_offset
+    slope = 0.0
+    if HAS_BIAS:
+        slope = tl.load(Slopes + h, mask=hmask, other=0.0).to(tl.float32)[:, None] * 1.4426950408889634
+    kmask_d = offs_d[:, None] < D
+    vmask_d = offs_dv[None, :] < DV
+    m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_H], tl.float32)
+    acc = tl.zeros([BLOCK_H, BLOCK_DV], tl.float32)
+    lo = split * keys_per_split
+    hi = tl.minimum(tl.minimum(lo + keys_per_split, S), q_offset + 1)
+    if HAS_WINDOW:
+        lo = tl.maximum(lo, ((q_offset - window + 1) // BLOCK_N) * BLOCK_N)
+    m_i, l_i, acc = _stream_pages(q, K, V, Table, stb, b, hk, skh, sks, skd, svh, svs, svd, offs_d, offs_dv,
+                                  kmask_d, vmask_d, lo, hi, PAGE, qpos, slope, window, qk_scale, m_i, l_i, acc,
+                                  HAS_BIAS, SIGNED, HAS_WINDOW, PRECISION, BLOCK_N, SOFTCAP, softcap)
+    row = (b * Hkv * GROUPS + h) * SPLITS + split
+    tl.store(Opart + row[:, None] * DV + offs_dv[None, :], acc, mask=hmask[:, None] & vmask_d)
+    tl.store(Mpart + row, m_i, mask=hmask)
+    tl.store(Lpart + row, l_i, mask=hmask)
+
+
+@triton.jit
 def _weights(q, k_ptrs, offs_n, qpos, S, slope, window, kmask_d, m, l,
              HAS_BIAS: tl.constexpr, SIGNED: tl.constexpr, HAS_WINDOW: tl.constexpr,
              PRECISION: tl.constexpr, qk_scale, SOFTCAP: tl.constexpr, softcap):
@@ -352,6 +422,11 @@ def decode(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, 
         _cap(softcap), per_split, splits, tc.length_bucket(s), BLOCK_H=tc.pow2(groups), SIGNED=signed,
         RAGGED=ragged, **meta,
     )
+    return _reduce_splits(q, opart, mpart, lpart, out)
+
+
+def _reduce_splits(q, opart, mpart, lpart, out):
+    """Flash-decoding's reduction of the key splits' partial (acc, m, l) into the output."""
     m = mpart.amax(-1)
     m_safe = torch.where(m == float("-inf"), 0.0, m)
     r = torch.exp2(mpart - m_safe[..., None])  # 0 for empty splits
@@ -362,6 +437,38 @@ def decode(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, 
         out.copy_(res)
         res = out
     return res, m[:, :, None], l[:, :, None]
+
+
+def decode_paged(q, k_pool, v_pool, table, positions, *, scale, slopes=None, window=None, signed=False,
+                 softcap=None, splits=None, out=None):
+    """`decode` of a ragged batch whose keys and values live in a paged pool
+    (`checkpoints.attention.kv_pool`), read through the block table, nothing gathered:
+    q (B, Hq, 1, D); k_pool (blocks, block_size, Hkv, D), v_pool (blocks, block_size, Hkv, Dv);
+    table (B, W) long, row b's blocks in position order; positions (B,) long: row b's query
+    sits at positions[b] and sees its first positions[b] + 1 keys. Its naive twin is `decode`
+    on the rows gathered (`kv_pool.gather`). Returns (out (B, Hq, 1, Dv), m, l (B, Hq, 1))."""
+    b, hq, t, _ = q.shape
+    if t != 1:
+        raise ValueError(f"decode_paged takes one query token, got {t}")
+    page, hkv = k_pool.shape[1], k_pool.shape[2]
+    s = table.shape[1] * page  # keys a row's table can reach
+    k, v = k_pool.view(-1, *k_pool.shape[2:]), v_pool.view(-1, *v_pool.shape[2:])  # (slots, Hkv, D)
+    meta, slopes_t = _common(q, k.transpose(0, 1)[None], v.transpose(0, 1)[None], slopes, window, softcap)
+    splits = splits or tc.decode_splits(b, hkv, s)
+    per_split = triton.cdiv(max(s, 1), splits)
+    groups = hq // hkv
+    opart = torch.full((b, hq, splits, v.shape[-1]), float("nan"), device=q.device)
+    mpart = torch.full((b, hq, splits), float("nan"), device=q.device)
+    lpart = torch.full_like(mpart, float("nan"))
+    qs = q[:, :, 0]
+    qpos = positions.to(device=q.device, dtype=torch.int32).contiguous()
+    table = table.to(q.device).contiguous()
+    _paged_decode_kernel[(b * hkv, splits)](
+        q, k, v, table, opart, mpart, lpart, slopes_t, qpos, qs.stride(0), qs.stride(1), qs.stride(2),
+        *k.stride(), *v.stride(), table.stride(0), page, hkv, groups, s, window or 0, scale * tc.LOG2E,
+        _cap(softcap), per_split, splits, tc.length_bucket(s), BLOCK_H=tc.pow2(groups), SIGNED=signed, **meta,
+    )
+    return _reduce_splits(q, opart, mpart, lpart, out)
 
 
 def attention(q, k, v, q_offset, *, scale, slopes=None, window=None, signed=False, softcap=None, out=None):

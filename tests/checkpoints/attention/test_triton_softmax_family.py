@@ -182,3 +182,36 @@ def test_decode_with_a_position_per_row_equals_each_row_alone(window, position):
     for b, p in enumerate(positions.tolist()):
         want, _ = softmax_reference(q[b:b + 1], k[b:b + 1, :, :p + 1], v[b:b + 1, :, :p + 1], p, 0.25, window, slopes)
         assert_close(out[b:b + 1], want)
+
+
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("signed,position,window,softcap", [
+    (False, "rope", None, None), (True, "alibi", None, None), (False, "nape", 9, None), (False, "rope", None, 2.0)])
+def test_paged_decode_reads_through_the_block_table_as_the_gather_path(splits, signed, position, window, softcap):
+    """`decode_paged` (keys and values found through each row's block table) against its
+    naive twin: the rows gathered from the pool (`kv_pool.gather`), then `decode`. Rows of
+    odd lengths (one key, inside a block, across several), shuffled blocks, GQA."""
+    from checkpoints.attention.kv_pool import gather
+
+    g = torch.Generator().manual_seed(11)
+    page, hq, hkv, d, dv = 4, 4, 2, 32, 16
+    lengths = [1, 6, 13, 29]  # keys each row's query sees (its position + 1)
+    width = -(-max(lengths) // page)
+    blocks = torch.randperm(len(lengths) * width + 3, generator=g)  # rows' blocks scattered over the pool
+    table = blocks[: len(lengths) * width].view(len(lengths), width)
+    k_pool = torch.randn(len(blocks), page, hkv, d, generator=g).to(DEVICE)
+    v_pool = torch.randn(len(blocks), page, hkv, dv, generator=g).to(DEVICE)
+    q = torch.randn(len(lengths), hq, 1, d, generator=g).to(DEVICE) * 2
+    positions = torch.tensor([n - 1 for n in lengths])
+    pos = torch.arange(width * page)
+    slots = (table[:, pos // page] * page + pos % page).to(DEVICE)
+    k, v = gather(k_pool.view(-1, hkv, d), slots), gather(v_pool.view(-1, hkv, dv), slots)
+    kw = dict(scale=1 / math.sqrt(d), slopes=alibi_slopes(hq, position), window=window, signed=signed,
+              softcap=softcap, splits=splits)
+    want, m_want, l_want = tk.decode(q, k, v, positions.to(DEVICE), **kw)
+    out = torch.full_like(want, float("nan"))
+    got, m, l = tk.decode_paged(q, k_pool, v_pool, table.to(DEVICE), positions, out=out, **kw)
+    assert got is out
+    assert_close(got, want)
+    torch.testing.assert_close(m, m_want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(l, l_want, rtol=1e-5, atol=1e-5)
