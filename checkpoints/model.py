@@ -201,6 +201,7 @@ class Decoder(nn.Module):
         if self.rotary.depends_on_length:
             raise ValueError(f"{self.rotary.scaling.type} RoPE depends on each sequence's length: "
                              "decode its rows one at a time (forward with a KVCache)")
+        cache.prepare(tokens.shape[1])  # a paged batch: blocks for these tokens, the table current
         ctx = AttentionContext(
             rotary=self.rotary,
             local_rotary=self.local_rotary,
@@ -209,6 +210,7 @@ class Decoder(nn.Module):
             block_size=self.block_size,
             row_positions=cache.lengths,
             host_row_positions=cache.host_lengths,
+            pages=cache.table if isinstance(cache, PagedBatch) else None,
         )
         x = self.embed_tokens(tokens)  # (B, T, hidden)
         for block, layer_cache in zip(self.layers, cache.layers, strict=True):

@@ -59,6 +59,10 @@ class AttentionContext:
     # the device copy back.
     row_positions: torch.Tensor | None = None
     host_row_positions: list[int] | None = None
+    # The decoding batch's block table (B, W) when its rows live in the paged KV pool
+    # (`checkpoints.attention.kv_pool`): a layer that `reads_pages` gets the pool's tensors
+    # (blocks, block_size, H, D) as k and v and reads them through it; the others get gathered rows.
+    pages: torch.Tensor | None = None
 
     # cos/sin of this pass's positions per (rotary, dim, dtype, device): every layer rotates q
     # and k at the same positions, so the tables are built once per pass, never compared.
@@ -283,13 +287,19 @@ class AttentionLayer(nn.Module):
         or weights): what lets a CUDA graph capture the decode step."""
         return False
 
+    def reads_pages(self, ctx: AttentionContext, queries: int) -> bool:
+        """Whether this ragged step of `queries` tokens per row reads the paged pool through
+        `ctx.pages` (a kernel that takes the block table) instead of gathered rows."""
+        return False
+
     def forward(self, x: torch.Tensor, ctx: AttentionContext, cache: LayerCache | None) -> torch.Tensor:
         """x: (B, T, hidden) -> (B, T, hidden)."""
         b, t, _ = x.shape
         q, k = self.queries_keys(x, ctx)
         v = self.split_heads(self.v_proj(x), self.num_kv_heads)
         if cache is not None:
-            kv = cache.append(k=k, v=v)
+            paged = ctx.pages is not None and self.reads_pages(ctx, t)
+            kv = cache.write(k=k, v=v) if paged else cache.append(k=k, v=v)  # pool tensors, or rows
             k, v = kv["k"], kv["v"]
         out = self.finish(self.attend(ctx, q=q, k=k, v=v), x)  # (B, Hq, T, Dv)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))

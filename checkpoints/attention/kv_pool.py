@@ -278,16 +278,25 @@ class PagedBatchLayer:
     def __init__(self, batch: PagedBatch, index: int) -> None:
         self.batch, self.index = batch, index
 
-    def append(self, **entries: torch.Tensor) -> dict[str, torch.Tensor]:
-        batch, pool = self.batch, self.batch.pool
+    def _store(self, entries: dict[str, torch.Tensor]) -> int:
+        """Write t tokens per row at each row's own length (slots from the batch); t."""
+        pool = self.batch.pool
         t = next(iter(entries.values())).shape[2]
-        write, read = batch.step_slots(self.index, t)
-        out = {}
+        write = self.batch.write_slots(self.index, t).reshape(-1)
         for name, x in entries.items():
             flat = pool.flat(self.index, name)
-            flat[write.reshape(-1)] = x.transpose(1, 2).reshape(-1, x.shape[1], x.shape[3]).to(flat.dtype)  # (B*t, H, D)
-            out[name] = gather(flat, read)
-        return out
+            flat[write] = x.transpose(1, 2).reshape(-1, x.shape[1], x.shape[3]).to(flat.dtype)  # (B*t, H, D)
+        return t
+
+    def append(self, **entries: torch.Tensor) -> dict[str, torch.Tensor]:
+        read = self.batch.read_slots(self._store(entries))
+        return {name: gather(self.batch.pool.flat(self.index, name), read) for name in entries}
+
+    def write(self, **entries: torch.Tensor) -> dict[str, torch.Tensor]:
+        """`append` without the gather: the pool's tensors (blocks, block_size, H, D), for a
+        kernel that reads them through the batch's `table` (`decode_paged`)."""
+        self._store(entries)
+        return {name: self.batch.pool.layers[self.index][name] for name in entries}
 
 
 class PagedBatch:
@@ -311,7 +320,8 @@ class PagedBatch:
         self.lengths = torch.zeros(0, dtype=torch.long, device=pool.device)
         self.table = torch.zeros(0, 0, dtype=torch.long, device=pool.device)
         self._stale = False  # rows joined or left since `table` was built
-        self._step: tuple[int, torch.Tensor, torch.Tensor] | None = None  # (t, write, read) of this forward
+        self._write: torch.Tensor | None = None  # this step's slots (`write_slots`, `read_slots`)
+        self._read: torch.Tensor | None = None
         self.full_width = False
 
     @property
@@ -379,7 +389,7 @@ class PagedBatch:
                 else:
                     self.table[b, start : start + len(new)] = torch.tensor(new, dtype=torch.long).to(
                         self.table.device, non_blocking=True)
-        self._step = None
+        self._write = self._read = None
 
     def _rebuild(self) -> None:
         bs = self.pool.block_size
@@ -389,21 +399,28 @@ class PagedBatch:
             rows[b, : len(table.blocks)] = torch.tensor(table.blocks, dtype=torch.long)
         self.table = rows.to(self.pool.device)
         self._stale = False
-        self._step = None
+        self._write = self._read = None
 
-    def step_slots(self, layer: int, t: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Slots this step writes (B, t) and reads (B, width), computed on the device by the
-        first layer of the forward (from `table` and `lengths`) and shared by the rest."""
-        if layer == 0 or self._step is None or self._step[0] != t:
+    def write_slots(self, layer: int, t: int) -> torch.Tensor:
+        """Slots this step writes (B, t), computed on the device (from `table` and `lengths`)
+        by the first layer of the forward and shared by the rest."""
+        if layer == 0 or self._write is None or self._write.shape[1] != t:
             self.prepare(t)  # nothing to do when the caller prepared (a CUDA graph's step)
+            bs = self.pool.block_size
+            at = self.lengths[:, None] + torch.arange(t, device=self.table.device)  # (B, t)
+            self._write = self.table.gather(1, at // bs) * bs + at % bs
+            self._read = None
+        return self._write
+
+    def read_slots(self, t: int) -> torch.Tensor:
+        """Slots of every row's keys this step (B, width): the gather path's index, made once a
+        step by the first layer that gathers (width: `capacity` when `full_width`)."""
+        if self._read is None:
             bs = self.pool.block_size
             width = self.capacity if self.full_width else self.max_length + t
             pos = torch.arange(width, device=self.table.device)
-            read = self.table[:, pos // bs] * bs + pos % bs  # (B, width)
-            at = self.lengths[:, None] + torch.arange(t, device=self.table.device)  # (B, t)
-            write = self.table.gather(1, at // bs) * bs + at % bs
-            self._step = (t, write, read)
-        return self._step[1], self._step[2]
+            self._read = self.table[:, pos // bs] * bs + pos % bs
+        return self._read
 
     def advance(self, counts: list[int] | None = None) -> None:
         """After a decode step: every row holds one more token (`lengths` in place: a captured
@@ -416,7 +433,7 @@ class PagedBatch:
             self.lengths.add_(torch.tensor(counts, dtype=torch.long).to(self.lengths.device, non_blocking=True))
         for table, n in zip(self.tables, self._host_lengths, strict=True):
             table.length = n
-        self._step = None
+        self._write = self._read = None
 
     def layout(self) -> tuple:
         """Where the step's tensors live: rows, capacity, the lengths', the table's and the

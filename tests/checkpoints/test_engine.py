@@ -346,3 +346,29 @@ def test_prompt_lookup_is_on_where_the_step_verifies_in_one_call():
     assert Engine(reference, TOK).draft_tokens == 0
     with pytest.raises(ValueError, match="draft_tokens must be >= 0"):
         Engine(_model("softmax"), TOK, draft_tokens=-1)
+
+
+@pytest.mark.parametrize("variant,reads_pages", [("softmax", True), ("diff", False)])
+def test_a_triton_decode_step_reads_the_pool_through_the_block_table(variant, reads_pages, monkeypatch):
+    """On Triton a one-token step of a one-softmax variant runs `decode_paged` on the pool's
+    tensors (nothing gathered); diff, whose terms split the keys, reads gathered rows."""
+    from checkpoints.attention import kv_pool
+    from checkpoints.attention.softmax import triton as kernels
+
+    model = _on_device(_model(variant), "triton")
+    calls = {"gather": 0, "paged": 0}
+    gather, paged = kv_pool.gather, kernels.decode_paged
+
+    def counted(name, fn):
+        def run(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+        return run
+
+    with torch.inference_mode():
+        _, batch = _ragged_batch(model, _prompts(seed=2)[:3], room=2)
+        monkeypatch.setattr(kv_pool, "gather", counted("gather", gather))
+        monkeypatch.setattr(kernels, "decode_paged", counted("paged", paged))
+        model.decode_step(torch.arange(7, 10, device=model.device), batch)
+    layers = len(model.layers)
+    assert calls == ({"gather": 0, "paged": layers} if reads_pages else {"gather": 2 * layers, "paged": 0})

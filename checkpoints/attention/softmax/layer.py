@@ -66,6 +66,11 @@ class SoftmaxFamilyLayer(AttentionLayer):
         if ctx.collect_stats or ctx.return_weights or not self.one_call_ragged_step(ctx.backend):
             return None
         q, k, v = t["q"], t["k"], t["v"]
+        if ctx.pages is not None and self.reads_pages(ctx, q.shape[2]):  # k, v: the pool's tensors
+            from checkpoints.attention.softmax import triton as kernels
+
+            out, _, _ = kernels.decode_paged(q, k, v, ctx.pages, ctx.row_positions, **self.logits(q.device)._asdict())
+            return self.combine([out])
         if ctx.backend is Backend.TRITON and q.shape[2] == 1:  # the decode kernel takes one query per row
             from checkpoints.attention.softmax import triton as kernels
 
@@ -82,6 +87,13 @@ class SoftmaxFamilyLayer(AttentionLayer):
         if type(self).scale_queries is not SoftmaxFamilyLayer.scale_queries:
             return False
         return backend is Backend.TRITON or (backend is Backend.TORCH and not self.signed)
+
+    def reads_pages(self, ctx: AttentionContext, queries: int) -> bool:
+        """On Triton, a one-token step of a one-softmax variant (not diff, whose terms split
+        the keys; not ssmax) runs `decode_paged` on the pool: nothing gathered."""
+        return (ctx.backend is Backend.TRITON and queries == 1 and not ctx.collect_stats
+                and not ctx.return_weights and self.one_call_ragged_step(ctx.backend)
+                and type(self).terms is SoftmaxFamilyLayer.terms)
 
     def triton(self, q_offset: int, collect_stats: bool, q: torch.Tensor, k: torch.Tensor,
                v: torch.Tensor) -> tuple[torch.Tensor, RowStats | None]:
