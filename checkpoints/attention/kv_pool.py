@@ -17,8 +17,8 @@ values live in fixed-size blocks of one pool, found through the row's block tabl
 - `PagedBatch`: the decoding batch (continuous batching) over the rows' tables: a row joins
   by handing over its table (nothing copied) and leaves by releasing it (its blocks go back).
 
-The PyTorch backends read through the table by gathering (`gather`): the slots of a row's
-first n tokens, one `index_select` per entry and layer. Shapes: entries (B, H, T, D) as
+The PyTorch backends read through the table by gathering (`gather`): the rows' blocks, one
+`index_select` of whole blocks per entry and layer (a block's tokens are contiguous). Shapes: entries (B, H, T, D) as
 everywhere in `checkpoints.attention`; pool tensors (blocks, block_size, H, D)."""
 
 from __future__ import annotations
@@ -187,11 +187,14 @@ class BlockPool:
         return self.used_blocks * self.bytes_per_block()
 
 
-def gather(flat: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-    """The gather path: slots (B, S) of a pool entry's `flat` (slots, H, D) -> (B, H, S, D)
-    (a strided view of one fresh tensor), what the PyTorch attention reads."""
-    b, s = slots.shape
-    return flat.index_select(0, slots.reshape(-1)).view(b, s, *flat.shape[1:]).transpose(1, 2)
+def gather(buf: torch.Tensor, blocks: torch.Tensor, width: int) -> torch.Tensor:
+    """The gather path: the rows' blocks (B, nb) of a pool entry's `buf` (blocks, block_size,
+    H, D) -> their first `width` tokens (B, H, width, D) (a strided view of one fresh tensor:
+    whole blocks copied), what the PyTorch attention reads."""
+    b, nb = blocks.shape
+    whole = buf.view(buf.shape[0], -1)  # a block as one row: index_select copies it in one piece
+    rows = whole.index_select(0, blocks.reshape(-1)).view(b, nb * buf.shape[1], *buf.shape[2:])
+    return rows[:, :width].transpose(1, 2)
 
 
 class PagedSeqLayer:
@@ -215,7 +218,7 @@ class PagedSeqLayer:
             pool.storage(self.index, name, x)
             flat = pool.flat(self.index, name)
             flat[write] = x[0].transpose(0, 1).to(flat.dtype)  # (t, H, D)
-            out[name] = gather(flat, read[None])
+            out[name] = gather(pool.layers[self.index][name], read, new_len)
         self.length = new_len
         return out
 
@@ -231,11 +234,12 @@ class PagedSeq:
         self._slots: tuple[int, int, torch.Tensor, torch.Tensor] | None = None
 
     def slots(self, lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Slots to write (tokens [lo, hi)) and to read (tokens [0, hi)): made by the first
-        layer of a forward, shared by the rest."""
+        """Slots to write (tokens [lo, hi)) and the blocks to read (1, nb) (tokens [0, hi)):
+        made by the first layer of a forward, shared by the rest."""
         if self._slots is None or self._slots[:2] != (lo, hi):
-            read = self.pool.slots(self.table, 0, hi)
-            self._slots = (lo, hi, read[lo:], read)
+            blocks = self.table.blocks[: blocks_for(hi, self.pool.block_size)]
+            read = torch.tensor([blocks], dtype=torch.long).to(self.pool.device, non_blocking=True)
+            self._slots = (lo, hi, self.pool.slots(self.table, lo, hi), read)
         return self._slots[2], self._slots[3]
 
     @property
@@ -244,8 +248,8 @@ class PagedSeq:
 
     def entries(self) -> list[dict[str, torch.Tensor]]:
         """Every layer's entries (1, H, length, D), gathered (a copy: tests and inspection)."""
-        read = self.pool.slots(self.table, 0, self.length)[None]
-        return [{name: gather(self.pool.flat(i, name), read) for name in self.pool.layers[i]}
+        _, read = self.slots(self.length, self.length)
+        return [{name: gather(buf, read, self.length) for name, buf in self.pool.layers[i].items()}
                 for i in range(self.pool.num_layers)]
 
     def fork(self) -> PagedSeq:
@@ -289,8 +293,8 @@ class PagedBatchLayer:
         return t
 
     def append(self, **entries: torch.Tensor) -> dict[str, torch.Tensor]:
-        read = self.batch.read_slots(self._store(entries))
-        return {name: gather(self.batch.pool.flat(self.index, name), read) for name in entries}
+        blocks, width = self.batch.read_blocks(self._store(entries))
+        return {name: gather(self.batch.pool.layers[self.index][name], blocks, width) for name in entries}
 
     def write(self, **entries: torch.Tensor) -> dict[str, torch.Tensor]:
         """`append` without the gather: the pool's tensors (blocks, block_size, H, D), for a
@@ -320,8 +324,7 @@ class PagedBatch:
         self.lengths = torch.zeros(0, dtype=torch.long, device=pool.device)
         self.table = torch.zeros(0, 0, dtype=torch.long, device=pool.device)
         self._stale = False  # rows joined or left since `table` was built
-        self._write: torch.Tensor | None = None  # this step's slots (`write_slots`, `read_slots`)
-        self._read: torch.Tensor | None = None
+        self._write: torch.Tensor | None = None  # this step's slots (`write_slots`)
         self.full_width = False
 
     @property
@@ -389,7 +392,7 @@ class PagedBatch:
                 else:
                     self.table[b, start : start + len(new)] = torch.tensor(new, dtype=torch.long).to(
                         self.table.device, non_blocking=True)
-        self._write = self._read = None
+        self._write = None
 
     def _rebuild(self) -> None:
         bs = self.pool.block_size
@@ -399,7 +402,7 @@ class PagedBatch:
             rows[b, : len(table.blocks)] = torch.tensor(table.blocks, dtype=torch.long)
         self.table = rows.to(self.pool.device)
         self._stale = False
-        self._write = self._read = None
+        self._write = None
 
     def write_slots(self, layer: int, t: int) -> torch.Tensor:
         """Slots this step writes (B, t), computed on the device (from `table` and `lengths`)
@@ -409,18 +412,13 @@ class PagedBatch:
             bs = self.pool.block_size
             at = self.lengths[:, None] + torch.arange(t, device=self.table.device)  # (B, t)
             self._write = self.table.gather(1, at // bs) * bs + at % bs
-            self._read = None
         return self._write
 
-    def read_slots(self, t: int) -> torch.Tensor:
-        """Slots of every row's keys this step (B, width): the gather path's index, made once a
-        step by the first layer that gathers (width: `capacity` when `full_width`)."""
-        if self._read is None:
-            bs = self.pool.block_size
-            width = self.capacity if self.full_width else self.max_length + t
-            pos = torch.arange(width, device=self.table.device)
-            self._read = self.table[:, pos // bs] * bs + pos % bs
-        return self._read
+    def read_blocks(self, t: int) -> tuple[torch.Tensor, int]:
+        """The gather path's blocks (B, nb) (a view of `table`) and the keys a row reads this
+        step: the longest row's after the step's t tokens, or `capacity` when `full_width`."""
+        width = self.capacity if self.full_width else self.max_length + t
+        return self.table[:, : blocks_for(width, self.pool.block_size)], width
 
     def advance(self, counts: list[int] | None = None) -> None:
         """After a decode step: every row holds one more token (`lengths` in place: a captured
@@ -433,7 +431,7 @@ class PagedBatch:
             self.lengths.add_(torch.tensor(counts, dtype=torch.long).to(self.lengths.device, non_blocking=True))
         for table, n in zip(self.tables, self._host_lengths, strict=True):
             table.length = n
-        self._write = self._read = None
+        self._write = None
 
     def layout(self) -> tuple:
         """Where the step's tensors live: rows, capacity, the lengths', the table's and the

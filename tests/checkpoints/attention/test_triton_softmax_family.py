@@ -203,9 +203,7 @@ def test_paged_decode_reads_through_the_block_table_as_the_gather_path(splits, s
     v_pool = torch.randn(len(blocks), page, hkv, dv, generator=g).to(DEVICE)
     q = torch.randn(len(lengths), hq, 1, d, generator=g).to(DEVICE) * 2
     positions = torch.tensor([n - 1 for n in lengths])
-    pos = torch.arange(width * page)
-    slots = (table[:, pos // page] * page + pos % page).to(DEVICE)
-    k, v = gather(k_pool.view(-1, hkv, d), slots), gather(v_pool.view(-1, hkv, dv), slots)
+    k, v = gather(k_pool, table.to(DEVICE), width * page), gather(v_pool, table.to(DEVICE), width * page)
     kw = dict(scale=1 / math.sqrt(d), slopes=alibi_slopes(hq, position), window=window, signed=signed,
               softcap=softcap, splits=splits)
     want, m_want, l_want = tk.decode(q, k, v, positions.to(DEVICE), **kw)
