@@ -59,6 +59,7 @@ class BlockPool:
         self.layers: list[dict[str, torch.Tensor]] = [{} for _ in range(num_layers)]
         self.refs: list[int] = []  # per block
         self.free: list[int] = []  # a stack: the block freed last is reused first (warm in cache)
+        self.peak_blocks = 0  # the most blocks held at once (bench/kv_memory.py reports it)
 
     # --- blocks ------------------------------------------------------------------
 
@@ -78,6 +79,7 @@ class BlockPool:
         out = [self.free.pop() for _ in range(n)]
         for b in out:
             self.refs[b] = 1
+        self.peak_blocks = max(self.peak_blocks, self.used_blocks)
         return out
 
     def share(self, blocks: list[int]) -> None:
