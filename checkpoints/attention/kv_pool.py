@@ -4,8 +4,10 @@ values live in fixed-size blocks of one pool, found through the row's block tabl
 - `BlockPool`: per layer and cached name (k, v, and whatever else a variant caches) one
   tensor (blocks, block_size, H, D); a block id names the same block in every layer. A
   free list and a reference count per block: a block returns to the free list when its
-  last reference goes. The tensors grow by doubling (never past `max_bytes` unless one
-  allocation needs more), so a CPU engine holds what it used, not a preallocated budget.
+  last reference goes. On the CPU the tensors grow by doubling (never past `max_bytes`
+  unless one allocation needs more), so an engine holds what it used, not its budget; on
+  CUDA they take `max_bytes` at once when the first row's size per token is known (vLLM
+  preallocates: doubling a pool near its budget would hold 1.5x the budget while copying).
 - `BlockTable`: a row's blocks in position order; token p of the row is slot
   `blocks[p // block_size] * block_size + p % block_size`. A row holds
   ceil(length / block_size) blocks: rows of any length waste at most one partial block.
@@ -48,14 +50,16 @@ class BlockTable:
 class BlockPool:
     """Fixed-size blocks of every layer's KV entries, a free list and reference counts.
     `max_bytes` caps how far the tensors grow by doubling (None: no cap; an allocation that
-    needs more still gets it: the engine admits its first row whatever the budget)."""
+    needs more still gets it: the engine admits its first row whatever the budget).
+    `preallocate` (default: on CUDA) grows straight to `max_bytes` once a block's size is known."""
 
     def __init__(self, num_layers: int, device: torch.device | str = "cpu", block_size: int = DEFAULT_BLOCK_SIZE,
-                 max_bytes: int | None = None) -> None:
+                 max_bytes: int | None = None, preallocate: bool | None = None) -> None:
         if block_size < 1:
             raise ValueError(f"block_size must be >= 1, got {block_size}")
         self.num_layers, self.device, self.block_size = num_layers, torch.device(device), block_size
         self.max_bytes = max_bytes
+        self.preallocate = self.device.type == "cuda" if preallocate is None else preallocate
         self.layers: list[dict[str, torch.Tensor]] = [{} for _ in range(num_layers)]
         self.refs: list[int] = []  # per block
         self.free: list[int] = []  # a stack: the block freed last is reused first (warm in cache)
@@ -101,7 +105,8 @@ class BlockPool:
         cap = max(need, 2 * self.capacity, 4)
         per_block = self.bytes_per_block()
         if self.max_bytes is not None and per_block:
-            cap = max(need, min(cap, self.max_bytes // per_block))
+            budget = self.max_bytes // per_block
+            cap = max(need, budget if self.preallocate else min(cap, budget))
         old = self.capacity
         for layer in self.layers:
             for name, buf in layer.items():

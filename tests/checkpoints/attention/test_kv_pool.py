@@ -136,3 +136,17 @@ def test_the_pool_grows_by_doubling_and_keeps_what_it_held() -> None:
     a.release()
     b.release()
     assert BlockTable().blocks == [] and pool.used_blocks == 0
+
+
+def test_a_preallocating_pool_takes_its_budget_once_a_block_has_a_size() -> None:
+    """CUDA's way (vLLM preallocates): no doubling copy of a pool near its budget."""
+    pool = BlockPool(1, block_size=2, preallocate=True)
+    first = _seq(pool, 1, seed=0)  # the first block: its size becomes known at the first write
+    pool.max_bytes = 40 * pool.bytes_per_block()
+    more = _seq(pool, 20, seed=1)  # 10 more blocks than the 4 made at first: straight to 40
+    assert pool.capacity == 40 and pool.used_blocks == 11
+    assert all(torch.equal(a, b) for a, b in zip(more.entries()[0].values(), _entries(20, 1, 1)[0].values(),
+                                                  strict=True))
+    first.release()
+    more.release()
+    assert pool.used_blocks == 0
