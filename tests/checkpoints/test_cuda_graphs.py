@@ -1,6 +1,7 @@
 """Decode steps as CUDA graphs (issue #41 item 3). On the CPU: what a graph relies on,
-checked on the eager step it captures (the full-width ragged batch gives the same logits,
-lengths advance in place, a layout changes exactly when a row joins or leaves, which
+checked on the eager step it captures (the full-width paged batch gives the same logits,
+lengths advance in place, a new block goes into the table in place, a layout changes
+exactly when a row joins or leaves, which
 models can be captured). On a GPU: the engine's greedy generations with graphs equal
 those without, for every capturable variant, rows leaving at different steps included,
 and a replayed step passes CUDA's sync check."""
@@ -10,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from checkpoints.attention.cache import RaggedKVCache
+from checkpoints.attention.kv_pool import BlockPool, PagedBatch, PagedSeq
 from checkpoints.attention.registry import available_variants
 from checkpoints.engine import Engine, GenerateRequest
 from checkpoints.engine.cuda_graphs import DecodeGraphs, graphs_wanted
@@ -24,15 +25,15 @@ ON_GPU = pytest.mark.integration
 CAPTURABLE = {"softmax", "cog", "diff", "gated", "intg"}
 
 
-def _batch(model, lengths: list[int], full_width: bool, seed: int = 0) -> RaggedKVCache:
-    """A ragged batch of rows prefilled with random prompts of `lengths`."""
+def _batch(model, lengths: list[int], full_width: bool, seed: int = 0) -> PagedBatch:
+    """The engine's decoding batch (a paged pool of 8-token blocks) of rows prefilled with
+    random prompts of `lengths`."""
     gen = torch.Generator().manual_seed(seed)
-    batch = None
+    batch = PagedBatch(BlockPool(len(model.layers), model.device, block_size=8))
     for n in lengths:
-        cache = model.new_cache()
-        model(torch.randint(0, 259, (1, n), generator=gen).to(model.device), cache)
-        batch = batch or RaggedKVCache.empty_like(cache)
-        batch.join(cache, reserve=max(lengths) + 8)
+        seq = PagedSeq(batch.pool)
+        model(torch.randint(0, 259, (1, n), generator=gen).to(model.device), seq)
+        batch.join(seq, reserve=max(lengths) + 8)
     batch.full_width = full_width
     return batch
 
@@ -55,17 +56,19 @@ def test_a_full_width_batch_decodes_as_the_trimmed_one(variant: str) -> None:
 @torch.inference_mode()
 def test_lengths_advance_in_place_and_the_layout_changes_only_with_the_rows() -> None:
     model = variant_model("softmax")
-    batch = _batch(model, [4, 6], True)
+    batch = _batch(model, [4, 7], True)
     lengths, layout = batch.lengths, batch.layout()
     model.decode_step(torch.tensor([1, 2]), batch)
-    assert batch.lengths is lengths and lengths.tolist() == [5, 7]
+    assert batch.lengths is lengths and lengths.tolist() == [5, 8]
     assert batch.layout() == layout  # a step changes nothing a graph holds
+    model.decode_step(torch.tensor([1, 2]), batch)  # row 1 takes a new block: written into the table in place
+    assert batch.layout() == layout and len(batch.tables[1].blocks) == 2
     batch.keep([1])
     assert batch.layout() != layout
     layout = batch.layout()
-    cache = model.new_cache()
-    model(torch.randint(0, 259, (1, 3)), cache)
-    batch.join(cache, reserve=20)
+    seq = PagedSeq(batch.pool)
+    model(torch.randint(0, 259, (1, 3)), seq)
+    batch.join(seq, reserve=20)
     assert batch.layout() != layout
 
 

@@ -18,7 +18,7 @@ import torch
 
 import checkpoints
 from checkpoints import hostsync
-from checkpoints.attention.cache import RaggedKVCache
+from checkpoints.attention.kv_pool import BlockPool, PagedBatch, PagedSeq
 from checkpoints.attention.registry import available_variants
 from checkpoints.engine import Engine, GenerateRequest
 from checkpoints.sampler import pick
@@ -82,16 +82,17 @@ def test_a_forward_pass_reads_nothing_back(variant: str, backend: str, on_an_acc
     for layers in (1, 3) if backend == "torch" else (1,):  # whatever the number of layers
         model = variant_model(variant, num_layers=layers)
         model.backend = backend
-        cache = model.new_cache()
+        pool = BlockPool(len(model.layers), block_size=8)  # the engine's rows: a paged pool
+        cache = PagedSeq(pool)
         ids = torch.randint(0, 259, (1, 37))
         with counting_reads() as prefill:
             model(ids[:, :20], cache, logits_for="last")  # the first chunk
             model(ids[:, 20:], cache, logits_for="last")  # a later one, after cached tokens
         assert not prefill, (variant, layers, dict(prefill))
 
-        batch = RaggedKVCache.empty_like(cache)
+        batch = PagedBatch(pool)
         batch.join(cache, reserve=48)
-        other = model.new_cache()
+        other = PagedSeq(pool)
         model(ids[:, :9], other)
         batch.join(other, reserve=48)  # two rows of different lengths
         with counting_reads() as decode:
@@ -159,9 +160,9 @@ def test_a_cuda_decode_step_passes_the_sync_debug_mode(variant: str) -> None:
     """CUDA's own check: a decode step (Triton kernels) with synchronising calls made errors."""
     model = variant_model(variant, num_layers=2).cuda()
     model.backend = "triton"
-    cache = model.new_cache()
+    cache = PagedSeq(BlockPool(len(model.layers), "cuda"))
     model(torch.randint(0, 259, (1, 37), device="cuda"), cache)
-    batch = RaggedKVCache.empty_like(cache)
+    batch = PagedBatch(cache.pool)
     batch.join(cache, reserve=48)
     tokens = torch.tensor([5], device="cuda")
     torch.cuda.synchronize()
