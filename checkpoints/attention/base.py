@@ -268,13 +268,14 @@ class AttentionLayer(nn.Module):
         sees another row's room in the cache and every position-dependent term (ssmax's
         log n, tra/tda's tau_i, ALiBi) uses the row's own positions. Tensors named q* are
         queries, the rest keys."""
-        fast = self.ragged_step(ctx, **t)
-        if fast is not None:
-            return fast
-        single = replace(ctx, row_positions=None)
+        if all(isinstance(x, torch.Tensor) for x in t.values()):  # rows of the pool are read one by one
+            fast = self.ragged_step(ctx, **t)
+            if fast is not None:
+                return fast
+        single = replace(ctx, row_positions=None, pages=None)
         outs = []
         for b, n in enumerate(ctx.row_key_lengths(t["q"].shape[2])):
-            row = {name: x[b : b + 1] if name.startswith("q") else x[b : b + 1, :, :n] for name, x in t.items()}
+            row = {name: x[b : b + 1] if name.startswith("q") else _row(x, b, n) for name, x in t.items()}
             outs.append(self.attend(single, **row))
         return torch.cat(outs, dim=0)
 
@@ -292,14 +293,30 @@ class AttentionLayer(nn.Module):
         `ctx.pages` (a kernel that takes the block table) instead of gathered rows."""
         return False
 
+    def cached(self, ctx: AttentionContext, cache: LayerCache, queries: int, **entries: torch.Tensor) -> dict:
+        """Write this step's entries (B, H, T, D) into `cache`; what attention then reads:
+        the cache's entries (a sequence's, or a batch's rows gathered (B, H, width, D)); in a
+        step of the paged decoding batch, the pool's tensors for a kernel that `reads_pages`,
+        and on the PyTorch backends the rows one by one (`PagedRows`: views of the pool,
+        attended row by row: nothing gathered)."""
+        if ctx.pages is None:
+            return cache.append(**entries)
+        if self.reads_pages(ctx, queries):
+            return cache.write(**entries)
+        return cache.append(**entries) if ctx.backend is Backend.TRITON else cache.rows(**entries)
+
     def forward(self, x: torch.Tensor, ctx: AttentionContext, cache: LayerCache | None) -> torch.Tensor:
         """x: (B, T, hidden) -> (B, T, hidden)."""
         b, t, _ = x.shape
         q, k = self.queries_keys(x, ctx)
         v = self.split_heads(self.v_proj(x), self.num_kv_heads)
         if cache is not None:
-            paged = ctx.pages is not None and self.reads_pages(ctx, t)
-            kv = cache.write(k=k, v=v) if paged else cache.append(k=k, v=v)  # pool tensors, or rows
+            kv = self.cached(ctx, cache, t, k=k, v=v)
             k, v = kv["k"], kv["v"]
         out = self.finish(self.attend(ctx, q=q, k=k, v=v), x)  # (B, Hq, T, Dv)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+
+
+def _row(x: Any, b: int, n: int) -> torch.Tensor:
+    """Row b's first n keys (1, H, n, D) of a batch's entry: a tensor's slice, or a paged row."""
+    return x[b : b + 1, :, :n] if isinstance(x, torch.Tensor) else x.row(b, n)

@@ -62,7 +62,8 @@ class BlockPool:
         self.preallocate = self.device.type == "cuda" if preallocate is None else preallocate
         self.layers: list[dict[str, torch.Tensor]] = [{} for _ in range(num_layers)]
         self.refs: list[int] = []  # per block
-        self.free: list[int] = []  # a stack: the block freed last is reused first (warm in cache)
+        self._free = bytearray()  # per block: 1 while free (a run of n free blocks is one `find`)
+        self._free_count = 0
         self.peak_blocks = 0  # the most blocks held at once (bench/kv_memory.py reports it)
 
     # --- blocks ------------------------------------------------------------------
@@ -73,18 +74,51 @@ class BlockPool:
         return len(self.refs)
 
     @property
-    def used_blocks(self) -> int:
-        return self.capacity - len(self.free)
+    def free(self) -> list[int]:
+        """The free blocks' ids, ascending."""
+        return [b for b, f in enumerate(self._free) if f]
 
-    def allocate(self, n: int) -> list[int]:
-        """n blocks off the free list (each with one reference), growing the pool if needed."""
-        if n > len(self.free):
-            self._grow(self.capacity + n - len(self.free))
-        out = [self.free.pop() for _ in range(n)]
+    @property
+    def used_blocks(self) -> int:
+        return self.capacity - self._free_count
+
+    def allocate(self, n: int, after: int | None = None) -> list[int]:
+        """n blocks (each with one reference), consecutive where the pool allows: the n blocks
+        right `after` a row's last block when they are free (the row's run grows in place),
+        else the lowest free run of n, else (within `max_bytes`) a grown pool's free tail;
+        only a pool that may not grow hands out scattered blocks. A row whose blocks are
+        consecutive is read as a view of the pool (`PagedSeq.row_start`): nothing gathered."""
+        if n == 0:
+            return []
+        run = b"\x01" * n
+        start = -1
+        if after is not None and self._free.find(run, after + 1, after + 1 + n) == after + 1:
+            start = after + 1
+        if start < 0:
+            start = self._free.find(run)
+        if start < 0 and (n > self._free_count or self._may_grow(self.capacity + n)):
+            self._grow(self.capacity + n)
+            start = self._free.find(run)
+        if start >= 0:
+            out = list(range(start, start + n))
+            self._free[start : start + n] = bytes(n)
+        else:  # no run of n anywhere: the lowest free blocks
+            out, at = [], 0
+            while len(out) < n:
+                at = self._free.find(1, at)
+                out.append(at)
+                self._free[at] = 0
+        self._free_count -= n
         for b in out:
             self.refs[b] = 1
         self.peak_blocks = max(self.peak_blocks, self.used_blocks)
         return out
+
+    def _may_grow(self, blocks: int) -> bool:
+        """Whether the tensors may grow to `blocks` for a consecutive run (within `max_bytes`;
+        a pool without a cap grows only when it has too few free blocks)."""
+        per_block = self.bytes_per_block()
+        return self.max_bytes is not None and per_block > 0 and blocks * per_block <= self.max_bytes
 
     def share(self, blocks: list[int]) -> None:
         """One more reference to each of `blocks`."""
@@ -93,12 +127,13 @@ class BlockPool:
             self.refs[b] += 1
 
     def release(self, blocks: list[int]) -> None:
-        """One reference fewer to each of `blocks`; a block whose last goes returns to the free list."""
+        """One reference fewer to each of `blocks`; a block whose last goes is free again."""
         for b in blocks:
             assert self.refs[b] > 0, f"block {b} released twice"
             self.refs[b] -= 1
             if self.refs[b] == 0:
-                self.free.append(b)
+                self._free[b] = 1
+                self._free_count += 1
 
     def _grow(self, need: int) -> None:
         """At least `need` blocks: double (within `max_bytes`), copying the tensors once."""
@@ -110,17 +145,19 @@ class BlockPool:
         old = self.capacity
         for layer in self.layers:
             for name, buf in layer.items():
-                grown = buf.new_zeros(cap, *buf.shape[1:])
+                grown = _blocks(cap, self.block_size, buf.shape[2], buf.shape[3], buf.dtype, buf.device)
                 grown[:old] = buf
                 layer[name] = grown
         self.refs.extend([0] * (cap - old))
-        self.free.extend(range(cap - 1, old - 1, -1))  # the lowest id on top
+        self._free.extend(b"\x01" * (cap - old))
+        self._free_count += cap - old
 
     # --- rows ----------------------------------------------------------------------
 
     def grow_to(self, table: BlockTable, tokens: int) -> list[int]:
         """Blocks for `table` to hold `tokens` tokens (allocation as a row grows): the new ones."""
-        new = self.allocate(max(0, blocks_for(tokens, self.block_size) - len(table.blocks)))
+        new = self.allocate(max(0, blocks_for(tokens, self.block_size) - len(table.blocks)),
+                            after=table.blocks[-1] if table.blocks else None)
         table.blocks.extend(new)
         return new
 
@@ -160,8 +197,7 @@ class BlockPool:
         buf = self.layers[layer].get(name)
         if buf is None:
             assert self.capacity > 0, "allocate a block before the first write"
-            buf = torch.zeros(self.capacity, self.block_size, like.shape[1], like.shape[3],
-                              dtype=like.dtype, device=self.device)
+            buf = _blocks(self.capacity, self.block_size, like.shape[1], like.shape[3], like.dtype, self.device)
             self.layers[layer][name] = buf
         return buf
 
@@ -169,6 +205,15 @@ class BlockPool:
         """Layer `layer`'s entry `name` as slots (blocks * block_size, H, D) (a view)."""
         buf = self.layers[layer][name]
         return buf.view(-1, *buf.shape[2:])
+
+    def row(self, layer: int, name: str, start: int | None, blocks: torch.Tensor, n: int) -> torch.Tensor:
+        """A row's first n tokens of layer `layer`'s entry `name` (1, H, n, D): a view of the
+        pool when its blocks are consecutive from slot `start`, else its `blocks` (1, nb)
+        gathered (a copy of that row only)."""
+        buf = self.layers[layer][name]
+        if start is not None:
+            return _heads(buf)[None, :, start : start + n]
+        return gather(buf, blocks, n)
 
     def slots(self, table: BlockTable, lo: int, hi: int) -> torch.Tensor:
         """Slots of the row's tokens [lo, hi) (hi within its blocks), (hi - lo,) long on the device."""
@@ -194,19 +239,45 @@ class BlockPool:
         return self.used_blocks * self.bytes_per_block()
 
 
+def _blocks(n: int, block_size: int, heads: int, dim: int, dtype: torch.dtype,
+            device: torch.device) -> torch.Tensor:
+    """A pool entry's tensor of n zero blocks, (n, block_size, H, D) over memory laid out
+    head-major (H, n, block_size, D): within a head, consecutive blocks are consecutive
+    tokens, so a row whose blocks are consecutive reads as a (1, H, T, D) view whose tokens
+    are contiguous per head, the layout SDPA reads fastest (a token-major view makes it
+    copy or stride)."""
+    return torch.zeros(heads, n, block_size, dim, dtype=dtype, device=device).permute(1, 2, 0, 3)
+
+
+def _heads(buf: torch.Tensor) -> torch.Tensor:
+    """A pool entry (blocks, block_size, H, D) as its memory (H, blocks * block_size, D) (a view)."""
+    return buf.permute(2, 0, 1, 3).reshape(buf.shape[2], -1, buf.shape[3])
+
+
+def run_start(blocks: list[int], n: int, block_size: int) -> int | None:
+    """The first slot of a row's first n blocks when they are consecutive (the row reads as
+    a view of the pool), else None (the row is gathered)."""
+    if not blocks[:n]:
+        return None
+    first = blocks[0]
+    return first * block_size if blocks[:n] == list(range(first, first + n)) else None
+
+
 def gather(buf: torch.Tensor, blocks: torch.Tensor, width: int) -> torch.Tensor:
     """The gather path: the rows' blocks (B, nb) of a pool entry's `buf` (blocks, block_size,
     H, D) -> their first `width` tokens (B, H, width, D) (a strided view of one fresh tensor:
-    whole blocks copied), what the PyTorch attention reads."""
+    whole blocks copied), what a kernel without a block table reads (Triton's, on CUDA)."""
     b, nb = blocks.shape
-    whole = buf.view(buf.shape[0], -1)  # a block as one row: index_select copies it in one piece
-    rows = whole.index_select(0, blocks.reshape(-1)).view(b, nb * buf.shape[1], *buf.shape[2:])
-    return rows[:, :width].transpose(1, 2)
+    h = buf.shape[2]
+    per_head = buf.permute(2, 0, 1, 3)  # (H, blocks, block_size, D), the memory's order
+    rows = per_head.index_select(1, blocks.reshape(-1)).view(h, b, nb * buf.shape[1], buf.shape[3])
+    return rows[:, :, :width].transpose(0, 1)
 
 
 class PagedSeqLayer:
     """One layer of a `PagedSeq`: `append` writes t tokens into the row's blocks and returns
-    the row's whole entries gathered (1, H, length, D), as `LayerCache.append` does."""
+    the row's whole entries (1, H, length, D), as `LayerCache.append` does: a view of the
+    pool when the row's blocks are consecutive, else gathered."""
 
     def __init__(self, seq: PagedSeq, index: int) -> None:
         self.seq, self.index = seq, index
@@ -219,13 +290,13 @@ class PagedSeqLayer:
         if new_len > seq.table.length:  # the first layer of this forward: room for its tokens
             pool.grow_to(seq.table, new_len)
             seq.table.length = new_len
-        write, read = seq.slots(self.length, new_len)
+        write, start, read = seq.slots(self.length, new_len)
         out = {}
         for name, x in entries.items():
             pool.storage(self.index, name, x)
             flat = pool.flat(self.index, name)
             flat[write] = x[0].transpose(0, 1).to(flat.dtype)  # (t, H, D)
-            out[name] = gather(pool.layers[self.index][name], read, new_len)
+            out[name] = pool.row(self.index, name, start, read, new_len)
         self.length = new_len
         return out
 
@@ -238,16 +309,19 @@ class PagedSeq:
         self.pool = pool
         self.table = table if table is not None else BlockTable()
         self.layers = [PagedSeqLayer(self, i) for i in range(pool.num_layers)]
-        self._slots: tuple[int, int, torch.Tensor, torch.Tensor] | None = None
+        self._slots: tuple[int, int, torch.Tensor, int | None, torch.Tensor] | None = None
 
-    def slots(self, lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Slots to write (tokens [lo, hi)) and the blocks to read (1, nb) (tokens [0, hi)):
+    def slots(self, lo: int, hi: int) -> tuple[torch.Tensor, int | None, torch.Tensor]:
+        """Slots to write (tokens [lo, hi)), the first slot of tokens [0, hi) when their
+        blocks are consecutive (read as a view) and those blocks (1, nb) (else gathered):
         made by the first layer of a forward, shared by the rest."""
         if self._slots is None or self._slots[:2] != (lo, hi):
-            blocks = self.table.blocks[: blocks_for(hi, self.pool.block_size)]
+            nb = blocks_for(hi, self.pool.block_size)
+            blocks = self.table.blocks[:nb]
             read = torch.tensor([blocks], dtype=torch.long).to(self.pool.device, non_blocking=True)
-            self._slots = (lo, hi, self.pool.slots(self.table, lo, hi), read)
-        return self._slots[2], self._slots[3]
+            start = run_start(blocks, nb, self.pool.block_size)
+            self._slots = (lo, hi, self.pool.slots(self.table, lo, hi), start, read)
+        return self._slots[2:]
 
     @property
     def length(self) -> int:
@@ -255,7 +329,7 @@ class PagedSeq:
 
     def entries(self) -> list[dict[str, torch.Tensor]]:
         """Every layer's entries (1, H, length, D), gathered (a copy: tests and inspection)."""
-        _, read = self.slots(self.length, self.length)
+        _, _, read = self.slots(self.length, self.length)
         return [{name: gather(buf, read, self.length) for name, buf in self.pool.layers[i].items()}
                 for i in range(self.pool.num_layers)]
 
@@ -272,19 +346,38 @@ class PagedSeq:
     def bytes_per_token(self) -> int:
         return self.pool.bytes_per_token()
 
+    def extend(self, entries: list[dict[str, torch.Tensor]]) -> PagedSeq:
+        """`entries` ((1, H, n, D) per layer and name: a padded prefill's row) copied in after
+        what the row holds; the row."""
+        for layer, kv in zip(self.layers, entries, strict=True):
+            layer.append(**kv)
+        return self
+
     @classmethod
     def from_entries(cls, pool: BlockPool, entries: list[dict[str, torch.Tensor]]) -> PagedSeq:
-        """A row holding `entries` ((1, H, n, D) per layer and name: a padded prefill's row), copied in."""
-        seq = cls(pool)
-        for layer, kv in zip(seq.layers, entries, strict=True):
-            layer.append(**kv)
-        return seq
+        """A row holding `entries` ((1, H, n, D) per layer and name), copied in."""
+        return cls(pool).extend(entries)
+
+
+class PagedRows:
+    """One entry of a decoding batch read row by row (the PyTorch backends' read): `row(b, n)`
+    is row b's first n tokens (1, H, n, D), a view of the pool when the row's blocks are
+    consecutive (as the pool allocates them), else that row gathered."""
+
+    def __init__(self, batch: PagedBatch, layer: int, name: str, t: int) -> None:
+        self.batch, self.layer, self.name, self.t = batch, layer, name, t
+
+    def row(self, b: int, n: int) -> torch.Tensor:
+        start, blocks = self.batch.row_reads(self.t)[b]
+        return self.batch.pool.row(self.layer, self.name, start, blocks, n)
 
 
 class PagedBatchLayer:
     """One layer of a `PagedBatch`: `append` writes t tokens per row at each row's own
-    length and returns every row's entries gathered (B, H, width, D) (`RaggedLayerCache`'s
-    contract: row b's keys are its first `lengths[b] + t`, the rest is never read)."""
+    length and returns every row's entries gathered (B, H, width, D): row b's keys are its
+    first `lengths[b] + t`, the rest is never read. `rows` returns them row by row
+    (`PagedRows`: views, nothing gathered); `write` the pool's tensors (a kernel that reads
+    through the block table)."""
 
     def __init__(self, batch: PagedBatch, index: int) -> None:
         self.batch, self.index = batch, index
@@ -302,6 +395,15 @@ class PagedBatchLayer:
     def append(self, **entries: torch.Tensor) -> dict[str, torch.Tensor]:
         blocks, width = self.batch.read_blocks(self._store(entries))
         return {name: gather(self.batch.pool.layers[self.index][name], blocks, width) for name in entries}
+
+    def rows(self, **entries: torch.Tensor) -> dict[str, torch.Tensor | PagedRows]:
+        """`append` read row by row (`PagedRows`), for attention that runs a row at a time
+        (the PyTorch backends); gathered as `append` when the batch is `full_width` (a
+        captured step's shapes cannot follow each row's length)."""
+        if self.batch.full_width:
+            return self.append(**entries)
+        t = self._store(entries)
+        return {name: PagedRows(self.batch, self.index, name, t) for name in entries}
 
     def write(self, **entries: torch.Tensor) -> dict[str, torch.Tensor]:
         """`append` without the gather: the pool's tensors (blocks, block_size, H, D), for a
@@ -332,6 +434,7 @@ class PagedBatch:
         self.table = torch.zeros(0, 0, dtype=torch.long, device=pool.device)
         self._stale = False  # rows joined or left since `table` was built
         self._write: torch.Tensor | None = None  # this step's slots (`write_slots`)
+        self._reads: tuple[int, list[tuple[int | None, torch.Tensor | None]]] | None = None  # `row_reads`
         self.full_width = False
 
     @property
@@ -361,6 +464,7 @@ class PagedBatch:
         self._host_lengths.append(table.length)
         self._capacity = max(self._capacity, reserve, table.length)
         self._stale = True
+        self._reads = None
         self._lengths_from_host()
 
     def keep(self, rows: list[int]) -> None:
@@ -372,6 +476,7 @@ class PagedBatch:
         self.tables = [self.tables[i] for i in rows]
         self._host_lengths = [self._host_lengths[i] for i in rows]
         self._stale = True
+        self._reads = None
         self._lengths_from_host()
 
     def _lengths_from_host(self) -> None:
@@ -400,6 +505,7 @@ class PagedBatch:
                     self.table[b, start : start + len(new)] = torch.tensor(new, dtype=torch.long).to(
                         self.table.device, non_blocking=True)
         self._write = None
+        self._reads = None
 
     def _rebuild(self) -> None:
         bs = self.pool.block_size
@@ -410,6 +516,22 @@ class PagedBatch:
         self.table = rows.to(self.pool.device)
         self._stale = False
         self._write = None
+        self._reads = None
+
+    def row_reads(self, t: int) -> list[tuple[int | None, torch.Tensor | None]]:
+        """Per row, how a step of t tokens reads it: (first slot, None) when its blocks up to
+        its length + t are consecutive (a view), else (None, those blocks (1, nb)) (gathered).
+        Made by the first read of a step, shared by every layer and entry."""
+        if self._reads is None or self._reads[0] != t:
+            bs, reads = self.pool.block_size, []
+            for table, n in zip(self.tables, self._host_lengths, strict=True):
+                nb = blocks_for(n + t, bs)
+                start = run_start(table.blocks, nb, bs)
+                blocks = None if start is not None else torch.tensor([table.blocks[:nb]], dtype=torch.long).to(
+                    self.pool.device, non_blocking=True)
+                reads.append((start, blocks))
+            self._reads = (t, reads)
+        return self._reads[1]
 
     def write_slots(self, layer: int, t: int) -> torch.Tensor:
         """Slots this step writes (B, t), computed on the device (from `table` and `lengths`)
@@ -439,6 +561,7 @@ class PagedBatch:
         for table, n in zip(self.tables, self._host_lengths, strict=True):
             table.length = n
         self._write = None
+        self._reads = None
 
     def layout(self) -> tuple:
         """Where the step's tensors live: rows, capacity, the lengths', the table's and the

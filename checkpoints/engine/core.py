@@ -478,13 +478,22 @@ class Engine:
         ids = req.prompt_ids
         self.stats.prompt_tokens += len(ids)
         if self.prefix is None:
-            seq = PagedSeq(self.pool)
+            seq = self._reserved(PagedSeq(self.pool), req)
             return self._row(index, req, self.step.prefill(ids, seq, self.on_prefill)), seq
-        seq = self.prefix.load(ids[:-1])
+        seq = self._reserved(self.prefix.load(ids[:-1]), req)
         self._reused(seq.length)
         logits = self.step.prefill(ids[seq.length:], seq, self.on_prefill)
         self.prefix.insert(ids, seq, limit=self.memory_budget - batch_bytes)
         return self._row(index, req, logits), seq
+
+    def _reserved(self, seq: PagedSeq, req: GenerateRequest) -> PagedSeq:
+        """`seq` with blocks for every token its row may reach (the scheduler's reserve, and
+        the positions a verifying step may write past it), taken as one run of consecutive
+        blocks where the pool has one: the row then reads as a view of the pool at every step
+        (`PagedRows`) instead of being gathered."""
+        tokens = len(req.prompt_ids) + req.most_new_tokens + self.draft_tokens
+        self.pool.grow_to(seq.table, tokens)
+        return seq
 
     def _reused(self, tokens: int) -> None:
         """Prompt tokens the prefix cache served: counted for progress like prefilled ones (a
@@ -502,7 +511,7 @@ class Engine:
         if self.on_prefill is not None:
             self.on_prefill(sum(map(len, prompts)))
         return [(self._row(i, requests[i], logits[b]),
-                 PagedSeq.from_entries(self.pool, cache.row(b, len(prompts[b])).entries()))
+                 self._reserved(PagedSeq(self.pool), requests[i]).extend(cache.row(b, len(prompts[b])).entries()))
                 for b, i in enumerate(indices)]
 
     # --- log-likelihoods --------------------------------------------------------

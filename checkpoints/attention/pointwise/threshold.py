@@ -90,7 +90,7 @@ class _ThresholdBase(AttentionLayer):
             t_in[f"q{sfx}"], t_in[f"k{sfx}"] = self.project(x, ctx, sfx)
         t_in["v"] = self.split_heads(self.v_proj(x), self.num_kv_heads)
         if cache is not None:
-            stored = cache.append(**{name: x_ for name, x_ in t_in.items() if not name.startswith("q")})
+            stored = self.cached(ctx, cache, t, **{name: x_ for name, x_ in t_in.items() if not name.startswith("q")})
             t_in.update(stored)
         out = self.attend(ctx, **t_in)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))

@@ -1,7 +1,8 @@
 """The paged KV pool: blocks come back when the last reference goes (no leak over many
 rows), ragged rows waste at most one partial block each, a fork shares full blocks and
-copies only a partial last one, and a row read through its table (the gather path) holds
-what a contiguous `KVCache` holds."""
+copies only a partial last one, a row's blocks are consecutive where the pool allows (read
+as a view of the pool), and a row read through its table (a view, row by row, or gathered)
+holds what a contiguous `KVCache` holds."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import random
 
 import torch
 
-from checkpoints.attention.cache import KVCache, RaggedKVCache
+from checkpoints.attention.cache import KVCache
 from checkpoints.attention.kv_pool import BlockPool, BlockTable, PagedBatch, PagedSeq, blocks_for
 
 H, D = 2, 4
@@ -87,39 +88,90 @@ def test_a_paged_row_reads_what_a_contiguous_cache_holds() -> None:
     assert seq.length == cache.length == 18 and len(seq.table.blocks) == 5
 
 
-def test_a_paged_batch_steps_as_the_ragged_cache_steps() -> None:
+def _batch_step(t: int, rows: int, seed: int) -> list[dict[str, torch.Tensor]]:
+    """Per layer, t new tokens for each of `rows` rows: (B, H, t, D) entries."""
+    return [{k: v[0].view(H, rows, t, -1).transpose(0, 1) for k, v in layer.items()}
+            for layer in _entries(t * rows, seed=seed)]
+
+
+def test_a_paged_batch_steps_as_each_row_alone_steps() -> None:
     """Rows join by reference, each step writes at each row's own length (across a block
-    boundary), the gathered keys equal RaggedKVCache's; leaving rows free their blocks."""
+    boundary); what a row reads (gathered, or row by row: `PagedRows`) equals what its own
+    contiguous cache holds; leaving rows free their blocks."""
     pool = BlockPool(2, block_size=4)
     lengths = [3, 8, 1, 6]
     seqs = [_seq(pool, n, seed=n) for n in lengths]
     used = pool.used_blocks
-    batch, ragged = PagedBatch(pool), None
+    batch, alone = PagedBatch(pool), []
     for seq, n in zip(seqs, lengths, strict=True):
         plain = KVCache(2)
         for layer, kv in zip(plain.layers, _entries(n, seed=n), strict=True):
             layer.append(**kv)
-        ragged = ragged or RaggedKVCache(2, torch.device("cpu"))
-        ragged.join(plain, reserve=n + 8)
+        alone.append(plain)
         batch.join(seq, reserve=n + 8)
     assert pool.used_blocks == used  # nothing copied on join
     for step in range(5):
         t = 1 if step % 2 == 0 else 2
-        new = _entries(t * len(lengths), seed=100 + step)
-        for i in range(2):
-            x = {k: v.view(H, len(lengths), t, -1).transpose(0, 1) for k, v in
-                 ((k, v[0]) for k, v in new[i].items())}
-            got, want = batch.layers[i].append(**x), ragged.layers[i].append(**x)
-            for name in got:
-                for b, n in enumerate(batch.host_lengths):
-                    assert torch.equal(got[name][b, :, : n + t], want[name][b, :, : n + t])
+        for i, x in enumerate(_batch_step(t, len(lengths), seed=100 + step)):
+            read = batch.layers[i].rows if step % 4 == 1 else batch.layers[i].append
+            got = read(**x)
+            for b, n in enumerate(batch.host_lengths):
+                want = alone[b].layers[i].append(**{k: v[b : b + 1] for k, v in x.items()})
+                for name in got:
+                    row = got[name].row(b, n + t) if step % 4 == 1 else got[name][b : b + 1, :, : n + t]
+                    assert torch.equal(row, want[name])
         batch.advance([t] * len(lengths))
-        ragged.advance([t] * len(lengths))
     assert batch.host_lengths == [n + 7 for n in lengths]
     assert all(len(tb.blocks) == blocks_for(n + 7, 4) for tb, n in zip(batch.tables, lengths, strict=True))
     batch.keep([2, 0])
     assert pool.used_blocks == blocks_for(1 + 7, 4) + blocks_for(3 + 7, 4)
     batch.release()
+    assert pool.used_blocks == 0
+
+
+def test_the_pool_hands_out_consecutive_blocks_and_a_row_grows_in_place() -> None:
+    """A row's blocks are one run where the pool allows (the blocks after its last, else the
+    lowest free run, else a grown pool's tail within max_bytes); scattered only when it may not grow."""
+    pool = BlockPool(1, block_size=2)
+    a, b = _seq(pool, 4, seed=0), _seq(pool, 6, seed=1)  # a: blocks 0-1, b: 2-4
+    assert a.table.blocks == [0, 1] and b.table.blocks == [2, 3, 4]
+    pool.grow_to(b.table, 10)  # the blocks after b's last are free: b's run grows in place
+    assert b.table.blocks == [2, 3, 4, 5, 6]
+    a.release()
+    c = _seq(pool, 3, seed=2)  # the lowest free run of two: a's old blocks
+    assert c.table.blocks == [0, 1]
+    pool.max_bytes = 64 * pool.bytes_per_block()
+    pool.grow_to(c.table, 6)  # block 2 is b's: c's third block comes from elsewhere (c is two runs now)
+    assert c.table.blocks[2] != 2
+    d = _seq(pool, 8, seed=3)  # four in a row: past the held blocks
+    assert pool.capacity <= 64 and d.table.blocks == list(range(d.table.blocks[0], d.table.blocks[0] + 4))
+    pool.max_bytes = pool.capacity * pool.bytes_per_block()  # no growth left: scattered blocks
+    for seq in (b, c, d):
+        seq.release()
+    held = [_seq(pool, 2, seed=4 + i) for i in range(pool.capacity)]  # every block, one each
+    for seq in held[::2]:
+        seq.release()  # every other block free: no run of two anywhere
+    e = _seq(pool, 4, seed=9)
+    assert len(e.table.blocks) == 2 and e.table.blocks[1] - e.table.blocks[0] > 1
+    assert torch.equal(e.entries()[0]["k"], _entries(4, 9, 1)[0]["k"])
+
+
+def test_a_row_of_consecutive_blocks_is_read_as_a_view_and_a_fragmented_one_is_gathered() -> None:
+    pool = BlockPool(2, block_size=4)
+    a = PagedSeq(pool)
+    for i, n in enumerate((5, 3, 9)):
+        for layer, kv in zip(a.layers, _entries(n, seed=i), strict=True):
+            got = layer.append(**kv)
+    storage = pool.layers[1]["k"].untyped_storage().data_ptr()
+    assert got["k"].untyped_storage().data_ptr() == storage  # a view of the pool: nothing copied
+    fork = a.fork()  # shared full blocks, then its own copy of the partial one: not a run
+    fork_blocks = fork.table.blocks
+    assert fork_blocks[:4] == a.table.blocks[:4] and fork_blocks[4] != a.table.blocks[4]
+    got = fork.layers[0].append(**_entries(1, seed=5)[0])
+    assert got["k"].untyped_storage().data_ptr() != pool.layers[0]["k"].untyped_storage().data_ptr()
+    assert torch.equal(got["k"][:, :, :17], a.entries()[0]["k"])
+    a.release()
+    fork.release()
     assert pool.used_blocks == 0
 
 
