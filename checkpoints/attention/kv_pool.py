@@ -211,9 +211,7 @@ class BlockPool:
         pool when its blocks are consecutive from slot `start`, else its `blocks` (1, nb)
         gathered (a copy of that row only)."""
         buf = self.layers[layer][name]
-        if start is not None:
-            return _heads(buf)[None, :, start : start + n]
-        return gather(buf, blocks, n)
+        return _heads(buf)[None, :, start : start + n] if start is not None else gather(buf, blocks, n)
 
     def slots(self, table: BlockTable, lo: int, hi: int) -> torch.Tensor:
         """Slots of the row's tokens [lo, hi) (hi within its blocks), (hi - lo,) long on the device."""
@@ -365,11 +363,13 @@ class PagedRows:
     consecutive (as the pool allocates them), else that row gathered."""
 
     def __init__(self, batch: PagedBatch, layer: int, name: str, t: int) -> None:
-        self.batch, self.layer, self.name, self.t = batch, layer, name, t
+        self.buf = batch.pool.layers[layer][name]
+        self.heads = _heads(self.buf)  # (H, slots, D)
+        self.reads = batch.row_reads(t)
 
     def row(self, b: int, n: int) -> torch.Tensor:
-        start, blocks = self.batch.row_reads(self.t)[b]
-        return self.batch.pool.row(self.layer, self.name, start, blocks, n)
+        start, blocks = self.reads[b]
+        return self.heads[None, :, start : start + n] if start is not None else gather(self.buf, blocks, n)
 
 
 class PagedBatchLayer:

@@ -305,8 +305,8 @@ def family_attention(
         # Plain causal softmax with nothing to measure: the fused kernel is the fast path.
         # It wants v as wide as q (diff's v is 2d wide): run it on each slice of v.
         def sdpa(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-            outs = [softmax_sdpa_streaming(q, k, part, q_offset, scale=logits.scale)
-                    for part in v.split(q.shape[-1], -1)]
+            parts = (v,) if v.shape[-1] == q.shape[-1] else v.split(q.shape[-1], -1)
+            outs = [softmax_sdpa_streaming(q, k, part, q_offset, scale=logits.scale) for part in parts]
             return outs[0] if len(outs) == 1 else torch.cat(outs, -1)
 
         return [sdpa(q, k) for _, q, k in terms], None
