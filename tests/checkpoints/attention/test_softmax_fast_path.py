@@ -1,5 +1,6 @@
 """The model's CPU hot path for plain softmax (fused SDPA + log-sum-exp merge)
-against the dense reference: chunked prefill offsets, decode, GQA."""
+against the dense reference: chunked prefill offsets, decode, a verifying step's few queries
+(one masked call), GQA."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from checkpoints.attention.softmax.chunked import softmax_sdpa_streaming
 from checkpoints.attention.softmax.reference import softmax_reference
 
 
-@pytest.mark.parametrize("t, s", [(1, 1), (1, 130), (63, 63), (37, 130), (64, 200)])
+@pytest.mark.parametrize("t, s", [(1, 1), (1, 130), (5, 130), (17, 17), (17, 40), (63, 63), (37, 130), (64, 200)])
 @pytest.mark.parametrize("gqa", [1, 4])
 def test_fast_path_matches_reference(t: int, s: int, gqa: int) -> None:
     g = torch.Generator().manual_seed(t * 1000 + s)
