@@ -24,7 +24,7 @@ def table(prof, rows: int = 22) -> str:
 
 
 def main() -> None:
-    from checkpoints.attention.cache import RaggedKVCache
+    from checkpoints.attention.kv_pool import BlockPool, PagedBatch, PagedSeq
     from checkpoints.engine.cuda_graphs import DecodeGraphs
     from checkpoints.generate import DEFAULT_CHUNK, prefill
     from checkpoints.loading import load_model
@@ -52,16 +52,17 @@ def main() -> None:
                 wall = time.perf_counter() - t0
             report.append(f"## prefill of {args.n} tokens in chunks of {chunk}: {wall:.3f} s wall (profiled)\n"
                           + table(prof))
-        caches = []
+        pool = BlockPool(len(model.layers), model.device)
+        seqs = []
         for b in range(args.batch):
-            cache = model.new_cache()
-            prefill(model, ids[b : b + args.cache], cache, DEFAULT_CHUNK)
-            caches.append(cache)
+            seq = PagedSeq(pool)
+            prefill(model, ids[b : b + args.cache], seq, DEFAULT_CHUNK)
+            seqs.append(seq)
         tokens = list(range(5, 5 + args.batch))
         for graphed in (False, True):
-            batch = RaggedKVCache.empty_like(caches[0])
-            for cache in caches:
-                batch.join(cache.fork(), reserve=args.cache + 64)
+            batch = PagedBatch(pool)
+            for seq in seqs:
+                batch.join(seq.fork(), reserve=args.cache + 64)
             graphs = DecodeGraphs(model)
 
             def step(graphs=graphs, batch=batch, graphed=graphed):

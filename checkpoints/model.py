@@ -18,7 +18,7 @@ from torch import nn
 
 from checkpoints.attention.backend import Backend
 from checkpoints.attention.base import AttentionContext
-from checkpoints.attention.cache import KVCache, RaggedKVCache
+from checkpoints.attention.cache import KVCache
 from checkpoints.attention.kv_pool import PagedBatch, PagedSeq
 from checkpoints.attention.registry import build_attention
 from checkpoints.attention.softmax.reference import softcap_logits
@@ -180,7 +180,7 @@ class Decoder(nn.Module):
         """The final norm, the LM head and the final softcap: fp32 logits."""
         return softcap_logits(self.lm_head(self.norm(x)).float(), self.config.final_logit_softcapping)
 
-    def decode_step(self, tokens: torch.Tensor, cache: PagedBatch | RaggedKVCache) -> torch.Tensor:
+    def decode_step(self, tokens: torch.Tensor, cache: PagedBatch) -> torch.Tensor:
         """One decode step of a ragged batch: tokens (B,), row b's after its
         `cache.lengths[b]` cached tokens -> next-token logits (B, V) fp32. Every
         row uses its own positions and keys (see `AttentionLayer.attend_rows`)."""
@@ -188,12 +188,12 @@ class Decoder(nn.Module):
         cache.advance()
         return logits
 
-    def decode_logits(self, tokens: torch.Tensor, cache: PagedBatch | RaggedKVCache) -> torch.Tensor:
+    def decode_logits(self, tokens: torch.Tensor, cache: PagedBatch) -> torch.Tensor:
         """`decode_step` without advancing the cache's lengths: the part a CUDA graph
         captures (`checkpoints.engine.cuda_graphs`); the new keys are written, not yet counted."""
         return self.ragged_logits(tokens[:, None], cache)[:, 0]
 
-    def ragged_logits(self, tokens: torch.Tensor, cache: PagedBatch | RaggedKVCache) -> torch.Tensor:
+    def ragged_logits(self, tokens: torch.Tensor, cache: PagedBatch) -> torch.Tensor:
         """tokens (B, T), row b's after its `cache.lengths[b]` cached tokens -> logits
         (B, T, V) fp32, each position seeing only its own row's tokens up to it: a decode
         step (T = 1) or the verification of drafted tokens (the engine's prompt lookup).

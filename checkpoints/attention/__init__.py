@@ -5,7 +5,8 @@ Shared pieces, one module each (none imports a variant):
     backend.py        Backend: the one list of backend names (no torch)
     base.py           AttentionContext, AttentionLayer and its one dispatch
     registry.py       variant name -> layer class; build_attention
-    cache.py          KVCache / LayerCache: named (B, H, T, D) buffers
+    cache.py          KVCache / LayerCache: named (B, H, T, D) buffers (one sequence, a padded batch)
+    kv_pool.py        the paged KV pool: blocks, block tables, the engine's rows and batch
     masks.py          the causal (and sliding-window) mask
     gqa.py            grouped-query layouts: expand_kv, group_rows, ...
     position.py       NoPE / ALiBi / NAPE slopes and bias

@@ -24,7 +24,6 @@ from collections.abc import Sequence
 
 import torch
 
-from checkpoints.attention.cache import RaggedKVCache
 from checkpoints.attention.kv_pool import PagedBatch
 from checkpoints.model import Decoder
 from checkpoints.sampler import to_device
@@ -52,7 +51,7 @@ class DecodeGraphs:
         self._tokens: torch.Tensor | None = None
         self._logits: torch.Tensor | None = None
 
-    def __call__(self, tokens: Sequence[int], cache: PagedBatch | RaggedKVCache) -> torch.Tensor:
+    def __call__(self, tokens: Sequence[int], cache: PagedBatch) -> torch.Tensor:
         """Logits (B, V) of one step of every row; the cache advances."""
         cache.full_width = True
         cache.prepare(1)  # blocks for this step's token, on the host, before any replay
@@ -71,7 +70,7 @@ class DecodeGraphs:
         cache.advance()
         return self._logits.clone()
 
-    def _capture(self, tokens: Sequence[int], cache: PagedBatch | RaggedKVCache) -> None:
+    def _capture(self, tokens: Sequence[int], cache: PagedBatch) -> None:
         """Capture the step on this layout, reading `self._tokens` (set to `tokens`)."""
         self._tokens = to_device(tokens, self.model.device).clone()
         graph = torch.cuda.CUDAGraph()

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-from checkpoints.attention.cache import KVCache, RaggedKVCache
+from checkpoints.attention.cache import KVCache
 from checkpoints.attention.kv_pool import PagedBatch, PagedSeq
 from checkpoints.engine.cuda_graphs import DecodeGraphs, graphs_wanted
 from checkpoints.generate import DEFAULT_CHUNK, default_prefill_chunk, prefill, token_logprobs
@@ -52,13 +52,13 @@ class ModelStep:
         logits, _ = self.model(ids, cache, logits_for=last)  # (B, 1, V)
         return logits[:, 0], cache
 
-    def decode(self, tokens: Sequence[int], batch: PagedBatch | RaggedKVCache) -> torch.Tensor:
+    def decode(self, tokens: Sequence[int], batch: PagedBatch) -> torch.Tensor:
         """One token of every row of the ragged batch: logits (B, V)."""
         if self.graphs is not None:
             return self.graphs(tokens, batch)
         return self.model.decode_step(to_device(tokens, self.device), batch)
 
-    def verify(self, inputs: Sequence[Sequence[int]], batch: PagedBatch | RaggedKVCache) -> torch.Tensor:
+    def verify(self, inputs: Sequence[Sequence[int]], batch: PagedBatch) -> torch.Tensor:
         """Row b's `inputs[b]` (its last token, then a drafted continuation, right-padded: one
         width) after its cached tokens: logits (B, width, V) at every input. The lengths do not
         advance: the engine advances each row by the inputs it keeps."""
