@@ -268,10 +268,9 @@ class AttentionLayer(nn.Module):
         sees another row's room in the cache and every position-dependent term (ssmax's
         log n, tra/tda's tau_i, ALiBi) uses the row's own positions. Tensors named q* are
         queries, the rest keys."""
-        if all(isinstance(x, torch.Tensor) for x in t.values()):  # rows of the pool are read one by one
-            fast = self.ragged_step(ctx, **t)
-            if fast is not None:
-                return fast
+        fast = self.ragged_step(ctx, **t)  # rows of the paged pool (`PagedRows`) too, when the variant can
+        if fast is not None:
+            return fast
         single = replace(ctx, row_positions=None, pages=None)
         outs = []
         for b, n in enumerate(ctx.row_key_lengths(t["q"].shape[2])):
@@ -280,7 +279,8 @@ class AttentionLayer(nn.Module):
         return torch.cat(outs, dim=0)
 
     def ragged_step(self, ctx: AttentionContext, **t: torch.Tensor) -> torch.Tensor | None:
-        """The whole ragged decode step in one call, or None to run it row by row."""
+        """The whole ragged decode step in one call, or None to run it row by row. Keys may
+        be rows of the paged pool (`PagedRows`, not tensors: `row(b, n)` is row b's)."""
         return None
 
     def one_call_ragged_step(self, backend: Backend) -> bool:

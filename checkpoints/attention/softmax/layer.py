@@ -63,9 +63,13 @@ class SoftmaxFamilyLayer(AttentionLayer):
         backend each unsigned term is one masked SDPA call (one query per row, or the
         several of a draft being verified: on Triton too, whose decode kernel takes one
         query per row). Otherwise None: row by row."""
-        if ctx.collect_stats or ctx.return_weights or not self.one_call_ragged_step(ctx.backend):
+        if ctx.collect_stats or ctx.return_weights:
             return None
         q, k, v = t["q"], t["k"], t["v"]
+        if not isinstance(k, torch.Tensor):  # rows of the paged pool (`PagedRows`): views, one row at a time
+            return self.paged_rows_step(ctx, q, k, v)
+        if not self.one_call_ragged_step(ctx.backend):
+            return None
         if ctx.pages is not None and self.reads_pages(ctx, q.shape[2]):  # k, v: the pool's tensors
             from checkpoints.attention.softmax import triton as kernels
 
@@ -82,6 +86,20 @@ class SoftmaxFamilyLayer(AttentionLayer):
             return self.combine([chunked.ragged_decode_sdpa(tq, tk, v, ctx.row_positions, **kw)
                                  for _, tq, tk in self.terms(0, q, k)])
         return None
+
+    def paged_rows_step(self, ctx: AttentionContext, q: torch.Tensor, k: Any, v: Any) -> torch.Tensor:
+        """A ragged step over rows of the paged pool on the PyTorch backends: each row's
+        terms on its own keys (a view of the pool), as `chunked` runs one sequence's step
+        (its own positions: ssmax's log n, ALiBi, windows), without `attend`'s dispatch
+        around every row."""
+        t = q.shape[2]
+        logits = self.logits(q.device)
+        outs = []
+        for b, n in enumerate(ctx.row_key_lengths(t)):
+            out, _ = chunked.family_attention(self.terms(n - t, q[b : b + 1], k.row(b, n)), v.row(b, n), n - t,
+                                              logits, block=ctx.block_size)
+            outs.append(self.combine(out))
+        return torch.cat(outs)
 
     def one_call_ragged_step(self, backend: Backend) -> bool:
         if type(self).scale_queries is not SoftmaxFamilyLayer.scale_queries:
