@@ -96,8 +96,9 @@ class BlockPool:
             start = after + 1
         if start < 0:
             start = self._free.find(run)
-        if start < 0 and (n > self._free_count or self._may_grow(self.capacity + n)):
-            self._grow(self.capacity + n)
+        tail = len(self._free) - len(self._free.rstrip(b"\x01"))  # free blocks at the end: a run's start
+        if start < 0 and (n > self._free_count or self._may_grow(self.capacity + n - tail)):
+            self._grow(self.capacity + n - tail)
             start = self._free.find(run)
         if start >= 0:
             out = list(range(start, start + n))
