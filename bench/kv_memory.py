@@ -265,7 +265,8 @@ def decode_cost(before: Path, rounds: int = 3) -> list[str]:
             "as with main's contiguous batch (RaggedKVCache), its decoding steps 1.42-1.45x. Now each pool entry is "
             "laid out head-major, the pool hands a row consecutive blocks (the engine reserves its prompt + new "
             "tokens as one run at its prefill), and the PyTorch backends attend row by row over views of the pool "
-            "(`PagedRows`); only a fragmented row (a prefix-cache hit's shared blocks) is gathered, alone.", "",
+            "(`PagedRows`); a prefix-cache hit is copied into the row's run at its prefill, and only a row the "
+            "pool could give no run is gathered, alone.", "",
             f"16 prompts of 128-255 tokens, 64 new tokens each, random Llama (hidden 512, 4 layers, 8/4 heads), "
             f"fp32, one thread, prefix cache off; medians of {rounds} alternating fresh processes per run; before: "
             f"commit {commit} (main before the pool). Identical tokens in every process: {same}. "

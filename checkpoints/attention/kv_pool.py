@@ -2,15 +2,18 @@
 values live in fixed-size blocks of one pool, found through the row's block table.
 
 - `BlockPool`: per layer and cached name (k, v, and whatever else a variant caches) one
-  tensor (blocks, block_size, H, D); a block id names the same block in every layer. A
-  free list and a reference count per block: a block returns to the free list when its
-  last reference goes. On the CPU the tensors grow by doubling (never past `max_bytes`
-  unless one allocation needs more), so an engine holds what it used, not its budget; on
-  CUDA they take `max_bytes` at once when the first row's size per token is known (vLLM
-  preallocates: doubling a pool near its budget would hold 1.5x the budget while copying).
+  tensor (blocks, block_size, H, D), laid out head-major in memory (H, blocks * block_size,
+  D); a block id names the same block in every layer. Free blocks (a bytearray: a run of n
+  is one `find`) and a reference count per block: a block is free again when its last
+  reference goes. Blocks are handed out consecutive where the pool allows (`allocate`). On
+  the CPU the tensors grow by doubling (never past `max_bytes` unless one allocation needs
+  more), so an engine holds what it used, not its budget; on CUDA they take `max_bytes` at
+  once when the first row's size per token is known (vLLM preallocates: doubling a pool
+  near its budget would hold 1.5x the budget while copying).
 - `BlockTable`: a row's blocks in position order; token p of the row is slot
   `blocks[p // block_size] * block_size + p % block_size`. A row holds
-  ceil(length / block_size) blocks: rows of any length waste at most one partial block.
+  ceil(length / block_size) blocks: rows of any length waste at most one partial block
+  (the engine reserves a generating row's blocks up to its reserve at its prefill).
 - Sharing is by reference: `BlockPool.fork` hands a prefix's blocks to another table
   (refcount + 1, no copy), copying only a partially filled last block, which the new row
   will write into (copy on write, as vLLM does).
@@ -19,9 +22,12 @@ values live in fixed-size blocks of one pool, found through the row's block tabl
 - `PagedBatch`: the decoding batch (continuous batching) over the rows' tables: a row joins
   by handing over its table (nothing copied) and leaves by releasing it (its blocks go back).
 
-The PyTorch backends read through the table by gathering (`gather`): the rows' blocks, one
-`index_select` of whole blocks per entry and layer (a block's tokens are contiguous). Shapes: entries (B, H, T, D) as
-everywhere in `checkpoints.attention`; pool tensors (blocks, block_size, H, D)."""
+Reading: a row whose blocks are consecutive is a (1, H, T, D) view of the pool (tokens
+contiguous per head); the PyTorch backends read a decoding batch row by row that way
+(`PagedRows`), gathering only a row that is not one run (`PagedSeq.own_run` makes one). Triton's kernels without a block
+table read the rows gathered into one batch (`gather`: one `index_select` of whole blocks
+per entry and layer); `decode_paged` reads the pool through the table. Shapes: entries
+(B, H, T, D) as everywhere in `checkpoints.attention`; pool tensors (blocks, block_size, H, D)."""
 
 from __future__ import annotations
 
@@ -331,6 +337,23 @@ class PagedSeq:
         _, _, read = self.slots(self.length, self.length)
         return [{name: gather(buf, read, self.length) for name, buf in self.pool.layers[i].items()}
                 for i in range(self.pool.num_layers)]
+
+    def own_run(self, tokens: int) -> None:
+        """The row's blocks as one run of its own with room for `tokens`: its blocks (shared
+        ones too) copied into a fresh run, then let go. A row that will be read at many steps
+        (a decoding row on the PyTorch backends) is then a view of the pool at every one,
+        for one copy now instead of a gather per step."""
+        pool, old = self.pool, self.table.blocks
+        new = pool.allocate(blocks_for(max(tokens, self.table.length), pool.block_size))
+        if old:
+            src = torch.tensor(old, dtype=torch.long, device=pool.device)
+            dst = torch.tensor(new[: len(old)], dtype=torch.long, device=pool.device)
+            for layer in pool.layers:
+                for buf in layer.values():
+                    buf[dst] = buf.index_select(0, src)
+        pool.release(old)
+        self.table.blocks = new
+        self._slots = None
 
     def fork(self) -> PagedSeq:
         """Another row starting from this one's tokens: full blocks shared, the partial last one copied."""

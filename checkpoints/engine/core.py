@@ -490,9 +490,15 @@ class Engine:
         """`seq` with blocks for every token its row may reach (the scheduler's reserve, and
         the positions a verifying step may write past it), taken as one run of consecutive
         blocks where the pool has one: the row then reads as a view of the pool at every step
-        (`PagedRows`) instead of being gathered."""
+        (`PagedRows`) instead of being gathered. On the PyTorch backends a prefix-cache hit
+        is copied into that run (one copy of the prefix, within the reserve the scheduler
+        counts for the row anyway, instead of a gather of the row at every step); Triton's
+        decode kernel reads through the table, so there the row keeps the shared blocks."""
         tokens = len(req.prompt_ids) + req.most_new_tokens + self.draft_tokens
-        self.pool.grow_to(seq.table, tokens)
+        if seq.table.blocks and self.model.resolved_backend is not Backend.TRITON:
+            seq.own_run(tokens)
+        else:
+            self.pool.grow_to(seq.table, tokens)
         return seq
 
     def _reused(self, tokens: int) -> None:

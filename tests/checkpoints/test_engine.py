@@ -376,17 +376,21 @@ def test_a_triton_decode_step_reads_the_pool_through_the_block_table(variant, re
 
 @pytest.mark.parametrize("variant", ["softmax", "diff", "tda", "entmax"])
 def test_the_pytorch_backend_reads_each_decoding_row_as_a_view_of_the_pool(variant, monkeypatch):
-    """The engine reserves a row's blocks as one run at its prefill, so on the PyTorch
-    backend every decoding step (plain and verifying) reads each row as a view of the pool:
-    nothing gathered; the tokens are each prompt's greedy decode alone."""
+    """The engine reserves a row's blocks as one run at its prefill (a prefix-cache hit's
+    blocks copied into it), so on the PyTorch backend every decoding step (plain and
+    verifying) reads each row as a view of the pool: nothing gathered; the tokens are each
+    prompt's greedy decode alone."""
     from checkpoints.attention import kv_pool
 
     model = _model(variant)
     calls = []
     gather = kv_pool.gather
     monkeypatch.setattr(kv_pool, "gather", lambda *a, **k: calls.append(1) or gather(*a, **k))
-    reqs = [GenerateRequest(p, max_new_tokens=9, stop_at_eos=False) for p in _prompts(seed=4)]
+    shared = _prompts(seed=5)[3][:40]  # a prefix the prefix cache serves from the second prompt on
+    reqs = [GenerateRequest(shared + p, max_new_tokens=9, stop_at_eos=False) for p in _prompts(seed=4)]
+    engine = Engine(model, TOK, batch_prefill_tokens=0)
     with torch.inference_mode():
-        got = Engine(model, TOK, prefix_cache=False, batch_prefill_tokens=0).generate_until(reqs)
+        got = engine.generate_until(reqs)
+    assert engine.stats.reused_tokens >= 40 * (len(reqs) - 1)
     assert not calls
     assert [g.token_ids for g in got] == [_single(model, r).token_ids for r in reqs]

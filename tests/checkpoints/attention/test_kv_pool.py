@@ -202,3 +202,19 @@ def test_a_preallocating_pool_takes_its_budget_once_a_block_has_a_size() -> None
     first.release()
     more.release()
     assert pool.used_blocks == 0
+
+
+def test_own_run_copies_a_shared_row_into_one_run_of_its_own() -> None:
+    pool = BlockPool(2, block_size=4)
+    a = _seq(pool, 10, seed=1)
+    b = a.fork()  # two shared blocks, then its own copy of the partial one
+    want = b.entries()
+    b.own_run(20)
+    first = b.table.blocks[0]
+    assert b.table.blocks == list(range(first, first + 5)) and b.length == 10
+    assert [pool.refs[x] for x in a.table.blocks] == [1, 1, 1]  # a's blocks are a's alone again
+    got = b.entries()
+    assert all(torch.equal(got[i][k], want[i][k]) for i in range(2) for k in ("k", "v"))
+    a.release()
+    b.release()
+    assert pool.used_blocks == 0
