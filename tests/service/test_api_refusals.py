@@ -198,8 +198,8 @@ def test_schedules_over_http(api: httpx.Client, models: Path) -> None:
 
 def test_leaderboard_without_results_is_empty(api: httpx.Client) -> None:
     assert api.get("/v1/leaderboard", params={"task": "passkey"}).json() == {
-        "task": "passkey", "columns": [], "headline": None, "column_info": [], "rows": [], "total": 0, "limit": 100,
-        "offset": 0}
+        "task": "passkey", "columns": [], "headline": None, "column_info": [], "rows": [], "total": 0, "total_exact": True,
+        "limit": 100, "offset": 0}
     assert api.get("/v1/leaderboard").status_code == 422  # task is required
 
 
