@@ -174,6 +174,34 @@ def _prefill_kernel(
     tl.store(L + row, l_i, mask=offs_m < T)
 
 
+@triton.jit
+def _group_query(Q, Slopes, b, hk, q_offset, sqb, sqh, sqd, GROUPS, D, BLOCK_D: tl.constexpr,
+                 BLOCK_DV: tl.constexpr, BLOCK_H: tl.constexpr, HAS_BIAS: tl.constexpr):
+    """A decode kernel's rows: the query heads of kv group `hk` of sequence b (their mask), the
+    feature offsets, the queries, their position and ALiBi slope (log2 units)."""
+    offs_h = tl.arange(0, BLOCK_H)
+    h = hk * GROUPS + offs_h
+    hmask = offs_h < GROUPS
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    q = tl.load(Q + b * sqb + h[:, None] * sqh + offs_d[None, :] * sqd,
+                mask=hmask[:, None] & (offs_d[None, :] < D), other=0.0)
+    qpos = tl.zeros([BLOCK_H], tl.int32) + q_offset
+    slope = 0.0
+    if HAS_BIAS:
+        slope = tl.load(Slopes + h, mask=hmask, other=0.0).to(tl.float32)[:, None] * 1.4426950408889634
+    return h, hmask, offs_d, offs_dv, q, qpos, slope
+
+
+@triton.jit
+def _store_split(Opart, Mpart, Lpart, b, h, hmask, split, Hkv, GROUPS, SPLITS, offs_dv, vmask_d, DV, m_i, l_i, acc):
+    """A decode kernel's split: its unnormalised output, running max and sum for the combine."""
+    row = (b * Hkv * GROUPS + h) * SPLITS + split
+    tl.store(Opart + row[:, None] * DV + offs_dv[None, :], acc, mask=hmask[:, None] & vmask_d)
+    tl.store(Mpart + row, m_i, mask=hmask)
+    tl.store(Lpart + row, l_i, mask=hmask)
+
+
 @tc.autotune(tc.configs(decode=True, rows=None, interpret_tile=64), _KEY)
 @tc.jit_any_length
 def _decode_kernel(
@@ -193,17 +221,8 @@ def _decode_kernel(
     hk = pid_bk % Hkv
     if RAGGED:
         q_offset = tl.load(Qpos + b)
-    offs_h = tl.arange(0, BLOCK_H)
-    h = hk * GROUPS + offs_h
-    hmask = offs_h < GROUPS
-    offs_d = tl.arange(0, BLOCK_D)
-    offs_dv = tl.arange(0, BLOCK_DV)
-    q = tl.load(Q + b * sqb + h[:, None] * sqh + offs_d[None, :] * sqd,
-                mask=hmask[:, None] & (offs_d[None, :] < D), other=0.0)
-    qpos = tl.zeros([BLOCK_H], tl.int32) + q_offset
-    slope = 0.0
-    if HAS_BIAS:
-        slope = tl.load(Slopes + h, mask=hmask, other=0.0).to(tl.float32)[:, None] * 1.4426950408889634
+    h, hmask, offs_d, offs_dv, q, qpos, slope = _group_query(Q, Slopes, b, hk, q_offset, sqb, sqh, sqd, GROUPS, D,
+                                                             BLOCK_D, BLOCK_DV, BLOCK_H, HAS_BIAS)
     kbase, vbase, kmask_d, vmask_d = _kv_tiles(K, V, b, hk, skb, skh, skd, svb, svh, svd, offs_d, offs_dv, D, DV)
     m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_H], tl.float32)
@@ -215,10 +234,7 @@ def _decode_kernel(
     m_i, l_i, acc = _stream_keys(q, kbase, vbase, kmask_d, vmask_d, lo, hi, hi, sks, svs, qpos, slope, window,
                                  qk_scale, m_i, l_i, acc, HAS_BIAS, SIGNED, HAS_WINDOW, True, PRECISION, BLOCK_N,
                                  SOFTCAP, softcap)
-    row = (b * Hkv * GROUPS + h) * SPLITS + split
-    tl.store(Opart + row[:, None] * DV + offs_dv[None, :], acc, mask=hmask[:, None] & vmask_d)
-    tl.store(Mpart + row, m_i, mask=hmask)
-    tl.store(Lpart + row, l_i, mask=hmask)
+    _store_split(Opart, Mpart, Lpart, b, h, hmask, split, Hkv, GROUPS, SPLITS, offs_dv, vmask_d, DV, m_i, l_i, acc)
 
 
 @triton.jit
@@ -259,17 +275,8 @@ def _paged_decode_kernel(
     b = pid_bk // Hkv
     hk = pid_bk % Hkv
     q_offset = tl.load(Qpos + b)
-    offs_h = tl.arange(0, BLOCK_H)
-    h = hk * GROUPS + offs_h
-    hmask = offs_h < GROUPS
-    offs_d = tl.arange(0, BLOCK_D)
-    offs_dv = tl.arange(0, BLOCK_DV)
-    q = tl.load(Q + b * sqb + h[:, None] * sqh + offs_d[None, :] * sqd,
-                mask=hmask[:, None] & (offs_d[None, :] < D), other=0.0)
-    qpos = tl.zeros([BLOCK_H], tl.int32) + q_offset
-    slope = 0.0
-    if HAS_BIAS:
-        slope = tl.load(Slopes + h, mask=hmask, other=0.0).to(tl.float32)[:, None] * 1.4426950408889634
+    h, hmask, offs_d, offs_dv, q, qpos, slope = _group_query(Q, Slopes, b, hk, q_offset, sqb, sqh, sqd, GROUPS, D,
+                                                             BLOCK_D, BLOCK_DV, BLOCK_H, HAS_BIAS)
     kmask_d = offs_d[:, None] < D
     vmask_d = offs_dv[None, :] < DV
     m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
@@ -282,10 +289,7 @@ def _paged_decode_kernel(
     m_i, l_i, acc = _stream_pages(q, K, V, Table, stb, b, hk, skh, sks, skd, svh, svs, svd, offs_d, offs_dv,
                                   kmask_d, vmask_d, lo, hi, PAGE, qpos, slope, window, qk_scale, m_i, l_i, acc,
                                   HAS_BIAS, SIGNED, HAS_WINDOW, PRECISION, BLOCK_N, SOFTCAP, softcap)
-    row = (b * Hkv * GROUPS + h) * SPLITS + split
-    tl.store(Opart + row[:, None] * DV + offs_dv[None, :], acc, mask=hmask[:, None] & vmask_d)
-    tl.store(Mpart + row, m_i, mask=hmask)
-    tl.store(Lpart + row, l_i, mask=hmask)
+    _store_split(Opart, Mpart, Lpart, b, h, hmask, split, Hkv, GROUPS, SPLITS, offs_dv, vmask_d, DV, m_i, l_i, acc)
 
 
 @triton.jit
