@@ -79,6 +79,22 @@ def tiny_checkpoint(path: Path, seed: int = 0, **config: object) -> Path:
 KILL_MID_UNIT_BATCH = 1
 
 
+def new_postgres_database(server_url: str, prefix: str) -> str:
+    """The URL of a new, empty database `<prefix>_<random>` on the PostgreSQL server at `server_url`
+    (the session's `postgres_url`), for a test that needs a database of its own."""
+    import uuid
+
+    from sqlalchemy import create_engine, make_url, text
+
+    server = make_url(server_url)
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    admin.dispose()
+    return server.set(database=name).render_as_string(hide_password=False)
+
+
 def make_settings(tmp: Path, **overrides: object) -> Settings:
     fields = dict(home=tmp / "var", checkpoint_roots=[tmp / "models"], executor=False, scheduler=False,
                   poll_interval=0.1)

@@ -9,18 +9,17 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine, make_url, text
+from sqlalchemy import create_engine, text
 
 from service.errors import SchemaError
 from service.store import Base, Store
 from service.store.db import FIRST_REVISION, _alembic
-from tests.helpers import free_port
+from tests.helpers import free_port, new_postgres_database
 
 # The layout `Base.metadata.create_all` made before migrations existed, as it printed it
 # (CreateTable / CreateIndex compiled for each dialect): a database of that day.
@@ -60,13 +59,7 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """An empty database: a file on SQLite, a new database on the session's PostgreSQL."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'lctx.db'}"
-    server = make_url(request.getfixturevalue("postgres_url"))
-    name = f"migrations_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f"CREATE DATABASE {name}"))
-    admin.dispose()
-    return server.set(database=name).render_as_string(hide_password=False)
+    return new_postgres_database(request.getfixturevalue("postgres_url"), "migrations")
 
 
 def head() -> str:

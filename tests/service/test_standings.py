@@ -9,7 +9,6 @@ reads against a scan of every job."""
 from __future__ import annotations
 
 import logging
-import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 from alembic import command
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, make_url, select, text, update
+from sqlalchemy import select, text, update
 
 from checkpoints.jsonfiles import write_json_atomic
 from evaluators.graphwalks.evaluator import typed as graphwalks_typed
@@ -32,7 +31,7 @@ from service.status import CANCELLED, FAILED, QUEUED, SUCCEEDED
 from service.store import JobRow, Store
 from service.store.db import _alembic
 from service.store.jobs import samples_done
-from tests.helpers import make_settings, store_results
+from tests.helpers import make_settings, new_postgres_database, store_results
 
 NIGHT0 = datetime(2026, 1, 1, 3, 0)
 
@@ -131,19 +130,7 @@ def seed_history(settings: Settings, store: Store, nights: int = 12) -> list[str
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def history(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """One seeded history per database, read by the module's tests (none of them writes)."""
-    tmp = tmp_path_factory.mktemp("history")
-    overrides = {}
-    if request.param == "postgres":
-        server = make_url(request.getfixturevalue("postgres_url"))
-        name = f"standings_{uuid.uuid4().hex[:12]}"
-        admin = create_engine(server, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(text(f"CREATE DATABASE {name}"))
-        admin.dispose()
-        overrides["database_url"] = server.set(database=name).render_as_string(hide_password=False)
-    settings = make_settings(tmp, **overrides)
-    store = Store(settings.database)
-    store.create_all()
+    settings, store = fresh_store(request, tmp_path_factory.mktemp("history"), request.param, "standings")
     ids = seed_history(settings, store)
     yield settings, store, ids
     store.close()
@@ -382,17 +369,11 @@ def test_recording_a_job_twice_leaves_one_set_of_rows(tmp_path: Path) -> None:
         store.close()
 
 
-def fresh_store(request: pytest.FixtureRequest, tmp: Path, kind: str) -> tuple[Settings, Store]:
+def fresh_store(request: pytest.FixtureRequest, tmp: Path, kind: str, prefix: str = "batch") -> tuple[Settings, Store]:
     """An empty store on SQLite, or on a database of its own in the session's PostgreSQL."""
     overrides = {}
     if kind == "postgres":
-        server = make_url(request.getfixturevalue("postgres_url"))
-        name = f"batch_{uuid.uuid4().hex[:12]}"
-        admin = create_engine(server, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(text(f"CREATE DATABASE {name}"))
-        admin.dispose()
-        overrides["database_url"] = server.set(database=name).render_as_string(hide_password=False)
+        overrides["database_url"] = new_postgres_database(request.getfixturevalue("postgres_url"), prefix)
     settings = make_settings(tmp, **overrides)
     store = Store(settings.database)
     store.create_all()
