@@ -53,6 +53,18 @@ def task_flag(task: dict[str, Any]) -> str:
     return ":".join([spelled[0], *(f"{k}={v}" for k, v in list(zip(task, spelled, strict=True))[1:])])
 
 
+JSON_HELP = "print the API's JSON answer instead of a table"
+TABLE_WIDTH = 120  # columns `lctx leaderboard` fits by default (`--wide`: every column)
+
+
+def suite_flags() -> list[str]:
+    """The fields of a schedule's suite besides its tasks (service.schemas.Suite): the same flags as
+    `lctx submit`'s."""
+    from service.schemas import Suite  # pydantic only; imported when the parser is built
+
+    return [name for name in Suite.model_fields if name != "tasks"]
+
+
 def job_flags() -> dict[str, tuple[Callable[[str], Any], list[Any] | None, str]]:
     """`lctx submit`'s flags for the request's fields besides the checkpoint and tasks:
     name -> (parser, choices, help), read from `JobCreate` (a field added there gets a flag)."""
@@ -190,6 +202,36 @@ def _number(value: float | None, signed: bool = False) -> str:
     return f"{value:+.3f}" if signed else f"{value:.3f}"
 
 
+def fitting_columns(board: dict[str, Any], width: int) -> list[str]:
+    """The columns a `width`-character table has room for: the headline, then the other metrics and
+    the per-length points, then the rest (a depth decile's points, say) while they fit, in the
+    board's order. Each column takes its name's width or a value's (7), plus the two-space gap."""
+    cols: list[str] = board["columns"]
+    headline = board.get("headline")
+
+    def rank(c: str) -> int:
+        return 0 if c == headline else 1 if (".length=" in c or "." not in c) else 2
+
+    def name_width(key: str) -> int:
+        return max([len(key), *(len(str(r.get(key, ""))) for r in board["rows"])])
+
+    used = name_width("checkpoint") + 2 + name_width("setting")
+    chosen: set[str] = set()
+    for c in sorted(cols, key=rank):  # stable: the board's order within a rank
+        need = 2 + max(len(column_header(c, headline)), 7)
+        if used + need > width and chosen:
+            break
+        chosen.add(c)
+        used += need
+    return [c for c in cols if c in chosen]
+
+
+def column_header(column: str, headline: str | None) -> str:
+    """A column's name in a table: the headline metric's points without its name (`length=512` for
+    `accuracy.length=512` when accuracy is the headline), the rest as they are."""
+    return column.removeprefix(f"{headline}.") if headline else column
+
+
 def _leaderboard(args: argparse.Namespace) -> int:
     with _client(args) as c:
         board = c.leaderboard(args.task, checkpoint=args.checkpoint, rope=args.rope, backend=args.backend,
@@ -208,8 +250,12 @@ def _leaderboard(args: argparse.Namespace) -> int:
         beyond = ".length=" in column and length.isdigit() and int(length) in row.get("beyond_context", [])
         return _number(row["values"][column]) + (" †" if beyond else "")
 
-    _table(["checkpoint", "setting", *cols], [[r["checkpoint"], r["setting"], *(cell(r, k) for k in cols)]
-                                              for r in board["rows"]])
+    shown_cols = cols if args.wide else fitting_columns(board, TABLE_WIDTH)
+    _table(["checkpoint", "setting", *(column_header(c, board.get("headline")) for c in shown_cols)], [[r["checkpoint"], r["setting"], *(cell(r, k) for k in shown_cols)]
+                                                    for r in board["rows"]])
+    if len(shown_cols) < len(cols):
+        print(f"{len(cols) - len(shown_cols)} more columns ({', '.join(c for c in cols if c not in shown_cols)[:80]}"
+              "...): --wide shows them, --json gives every value")
     if any(r.get("beyond_context") for r in board["rows"]):
         print("† beyond the model's context (trained, or reached by its RoPE scaling): extrapolation")
     shown = board.get("offset", 0) + len(board["rows"])
@@ -355,6 +401,38 @@ def _schedules_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _schedules_add(args: argparse.Namespace) -> int:
+    if args.file:
+        body = json.loads(Path(args.file).read_text())
+    else:
+        if not args.task:
+            raise ValueError(f"give at least one --task (e.g. --task {TASK_EXAMPLE}) or --file")
+        if not args.watch:
+            raise ValueError("give at least one --watch folder (inside the server's checkpoint roots) or --file")
+        suite = {"tasks": [parse_task(t) for t in args.task],
+                 **{name: getattr(args, name) for name in suite_flags() if getattr(args, name) is not None}}
+        body = {"name": args.name, "cron": args.cron, "watch": args.watch, "suite": suite}
+    with _client(args) as c:
+        row = c.add_schedule(body)
+    if args.json:
+        print(row.model_dump_json(indent=2))
+        return 0
+    print(f"schedule {row.name}: cron {row.cron}, next run {row.next_run_at.isoformat(timespec='minutes')}, "
+          f"watching {', '.join(row.watch)}")
+    if row.plan is not None:
+        print("each checkpoint's job:")
+        for line in plan_lines(row.plan):
+            print(f"  {line}")
+    return 0
+
+
+def _schedules_remove(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        c.delete_schedule(args.name)
+    print(f"schedule {args.name} removed (the jobs it submitted stay)")
+    return 0
+
+
 def _schedules_list(args: argparse.Namespace) -> int:
     with _client(args) as c:
         rows = c.schedules()
@@ -387,25 +465,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_submit)
 
     p = sub.add_parser("status", help="one job, or the list of jobs")
-    p.add_argument("job", nargs="?")
-    p.add_argument("--status", choices=[s.value for s in JobStatus])
-    p.add_argument("--checkpoint")
-    p.add_argument("--task", dest="filter_task")
-    p.add_argument("--limit", type=int, default=20)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("job", nargs="?", help="a job id (default: list the newest jobs)")
+    p.add_argument("--status", choices=[s.value for s in JobStatus], help="only jobs in this state")
+    p.add_argument("--checkpoint", help="only jobs of this registered checkpoint")
+    p.add_argument("--task", dest="filter_task", help="only jobs that run this task")
+    p.add_argument("--limit", type=int, default=20, help="jobs to list (default 20)")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     _client_args(p)
     p.set_defaults(func=_status)
 
     for name, text in (("cancel", "cancel a queued or running job (what it recorded is kept)"),
                        ("resume", "queue a failed or cancelled job again: it goes on from what it recorded")):
         p = sub.add_parser(name, help=text)
-        p.add_argument("job")
-        p.add_argument("--json", action="store_true")
+        p.add_argument("job", help="the job id")
+        p.add_argument("--json", action="store_true", help=JSON_HELP)
         _client_args(p)
         p.set_defaults(func=_cancel_or_resume)
 
     p = sub.add_parser("results", help="results JSON of a job (or its samples)")
-    p.add_argument("job")
+    p.add_argument("job", help="the job id")
     p.add_argument("--samples", action="store_true", help="per-sample records, one JSON per line")
     _client_args(p)
     p.set_defaults(func=_results)
@@ -413,9 +491,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("leaderboard", help="one task's results: a row per checkpoint and setting")
     p.add_argument("task", help="task (`lctx eval --help` lists them) or task/key (one part of a task's result, "
                    "e.g. a dataset)")
-    p.add_argument("--checkpoint")
+    p.add_argument("--checkpoint", help="only this registered checkpoint's rows")
     p.add_argument("--rope", help="only this RoPE setting, as shown (yarn:4, none, checkpoint)")
-    p.add_argument("--backend", choices=[b.value for b in Backend])
+    p.add_argument("--backend", choices=[b.value for b in Backend], help="only rows run on this attention backend")
     p.add_argument("--thinking", help="only this thinking setting of a reasoning model (on, off, default, low, ...)")
     p.add_argument("--prefix", help="only checkpoints whose name starts so (one training run)")
     p.add_argument("--lineage", help="only checkpoints in this folder (a schedule's watch folder, as job paths show it)")
@@ -424,14 +502,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sort", help="a column (default: the headline, best first), or checkpoint, finished_at")
     p.add_argument("--limit", type=int, default=100, help="rows to show (default 100)")
     p.add_argument("--offset", type=int, default=0, help="rows to skip (the next page)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--wide", action="store_true", help=f"every column (default: the columns that fit "
+                   f"{TABLE_WIDTH} characters, the headline and the lengths first)")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     _client_args(p)
     p.set_defaults(func=_leaderboard)
 
     p = sub.add_parser("compare", help="two or more jobs on one task, with differences from the first per column")
     p.add_argument("jobs", nargs="+", help="job ids; the first is the baseline")
     p.add_argument("--task", required=True, help="task (or task/key) to compare on")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     _client_args(p)
     p.set_defaults(func=_compare)
 
@@ -448,30 +528,51 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("checkpoints", help="register and list checkpoints")
     csub = p.add_subparsers(dest="checkpoints_command", required=True, metavar="ACTION")
     a = csub.add_parser("add", help="register a checkpoint directory under a name")
-    a.add_argument("name")
-    a.add_argument("path")
+    a.add_argument("name", help="the name jobs and the leaderboard use (letters, digits, . _ -)")
+    a.add_argument("path", help="the checkpoint folder on the server, inside its checkpoint roots (a path "
+                   "relative to the first root, or absolute)")
     _client_args(a)
     a.set_defaults(func=_checkpoints_add)
     ls = csub.add_parser("list", help="registered checkpoints")
     _client_args(ls)
     ls.set_defaults(func=_checkpoints_list)
 
-    p = sub.add_parser("schedules", help="list schedules; run one now")
+    p = sub.add_parser("schedules", help="nightly evaluations: add, list, run now, remove")
     ssub = p.add_subparsers(dest="schedules_command", required=True, metavar="ACTION")
+    a = ssub.add_parser("add", help="a schedule: when its cron comes due, each new checkpoint (by fingerprint) in "
+                        "its watch folders is evaluated with its suite; the answer says what each job costs")
+    a.add_argument("name", help="the schedule's name (letters, digits, . _ -)")
+    a.add_argument("--cron", default="0 2 * * *", help="when it runs, a cron expression in the server's time "
+                   "zone (default '0 2 * * *': every night at 02:00)")
+    a.add_argument("--watch", action="append", metavar="DIR", help="a folder of checkpoints on the server, inside "
+                   "its checkpoint roots; repeatable")
+    a.add_argument("--task", action="append", help=f"task and options, repeatable: {TASK_EXAMPLE}")
+    for name in suite_flags():
+        kind, choices, text = job_flags()[name]
+        a.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, choices=choices,
+                       help=text.replace("%", "%%"))
+    a.add_argument("--file", help="JSON body of POST /v1/schedules instead of the flags")
+    a.add_argument("--json", action="store_true", help=JSON_HELP)
+    _client_args(a)
+    a.set_defaults(func=_schedules_add)
     ls = ssub.add_parser("list", help="the schedules, their cron and next run")
     _client_args(ls)
     ls.set_defaults(func=_schedules_list)
     r = ssub.add_parser("run", help="tick a schedule now (its cron unchanged): each checkpoint its watch folders "
                         "hold, with the job submitted or why it was skipped")
-    r.add_argument("name")
-    r.add_argument("--json", action="store_true")
+    r.add_argument("name", help="the schedule's name (`lctx schedules list`)")
+    r.add_argument("--json", action="store_true", help=JSON_HELP)
     _client_args(r)
     r.set_defaults(func=_schedules_run)
+    rm = ssub.add_parser("remove", help="delete a schedule (the jobs it submitted stay)")
+    rm.add_argument("name", help="the schedule's name (`lctx schedules list`)")
+    _client_args(rm)
+    rm.set_defaults(func=_schedules_remove)
 
     p = sub.add_parser("endpoints", help="register and list served models (OpenAI-compatible servers)")
     esub = p.add_subparsers(dest="endpoints_command", required=True, metavar="ACTION")
     a = esub.add_parser("add", help="register a served model: the server is probed, what it supports recorded")
-    a.add_argument("name")
+    a.add_argument("name", help="the name jobs use in place of a checkpoint (letters, digits, . _ -)")
     a.add_argument("base_url", help="API root, e.g. http://127.0.0.1:8001/v1 (its host must be in the service's "
                    "LCTX_ENDPOINT_HOSTS; default loopback)")
     add_endpoint_flags(a, required=("served_model",), help_of={

@@ -424,7 +424,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _model_flags(m)
     m.add_argument("--tasks", required=True, help="comma-separated lm-eval task names")
     m.add_argument("--limit", type=float, help="examples per task (or a fraction)")
-    m.add_argument("--num-fewshot", type=int)
+    m.add_argument("--num-fewshot", type=int, help="demonstrations per prompt (default: the task's)")
     m.add_argument("--max-length", type=int, help="context budget (default: the model's context)")
     m.add_argument("--output-path", help="write lm-eval's usual results layout here")
     m.add_argument("--log-samples", action="store_true", help="also save per-sample outputs")

@@ -33,7 +33,21 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         module.register(sub)
+    _describe(parser)
     return parser
+
+
+def _describe(parser: argparse.ArgumentParser) -> None:
+    """Give every subcommand without a description its one-line help as one: `lctx schedules run
+    --help` says what the command does, not only its usage."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        helps = {choice.dest: choice.help for choice in action._choices_actions}
+        for name, sub in action.choices.items():
+            if not sub.description and helps.get(name):
+                sub.description = helps[name]
+            _describe(sub)
 
 
 def exit_status(error: BaseException) -> int:

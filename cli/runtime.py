@@ -117,13 +117,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_inspect)
 
     g = sub.add_parser("generate", help="greedy generation from a checkpoint")
-    g.add_argument("--checkpoint", required=True)
-    g.add_argument("--prompt", required=True)
+    g.add_argument("--checkpoint", required=True, help="checkpoint directory (lctx or Hugging Face safetensors)")
+    g.add_argument("--prompt", required=True, help="the text to continue (no chat template is applied)")
     g.add_argument("--rope", type=rope_argument, help="RoPE override, e.g. yarn:4, ntk:8 or a JSON object")
-    g.add_argument("--max-new-tokens", type=int, default=32)
+    g.add_argument("--max-new-tokens", type=int, default=32, help="most tokens to generate (default 32)")
     g.add_argument("--stop", action="append", help="stop string (repeatable)")
-    g.add_argument("--backend", default="auto", choices=[b.value for b in Backend])
-    g.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"])
-    g.add_argument("--device", default="cpu")
+    g.add_argument("--backend", default="auto", choices=[b.value for b in Backend],
+                   help="attention path (default auto: Triton on a GPU, the chunked PyTorch path on the CPU)")
+    g.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
+                   help="weights and activations (default: the checkpoint's)")
+    g.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     g.add_argument("--chunk-size", type=int, default=4096, help="prefill chunk in tokens")
     g.set_defaults(func=_generate)

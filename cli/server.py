@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -77,10 +78,35 @@ def _claim_replica(settings: Any) -> None:
         store.close()
 
 
+# The settings a user commonly sets on the command line (flag -> the LCTX_ variable it sets). Secrets
+# (the token, a database URL with its password) stay in the environment: a command line is visible to
+# every user of the machine in `ps`.
+SETTING_FLAGS: dict[str, str] = {
+    "home": "LCTX_HOME",
+    "data_dir": "LCTX_DATA_DIR",
+    "checkpoint_root": "LCTX_CHECKPOINT_ROOTS",
+    "results_dir": "LCTX_RESULTS_DIR",
+    "max_job_seconds": "LCTX_MAX_JOB_SECONDS",
+    "max_running_jobs": "LCTX_MAX_RUNNING_JOBS",
+}
+
+
+def apply_setting_flags(args: argparse.Namespace, environ: dict[str, str] | None = None) -> None:
+    """Put the flags given into the environment as their LCTX_ variables, before any settings are
+    read: the dispatcher and its workers are other processes and read the same environment."""
+    environ = os.environ if environ is None else environ
+    for attribute, variable in SETTING_FLAGS.items():
+        value = getattr(args, attribute, None)
+        if value is None:
+            continue
+        environ[variable] = ",".join(value) if isinstance(value, list) else str(value)
+
+
 def _serve(args: argparse.Namespace) -> int:
     from service.serverlock import ServerLock
     from service.settings import get_settings
 
+    apply_setting_flags(args)
     settings = get_settings()
     settings = settings.model_copy(update={"host": args.host or settings.host, "port": args.port or settings.port})
     settings.prepare()
@@ -148,6 +174,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="start the API (SQLite, results and checkpoints under ./var by default)")
     p.add_argument("--host", help="bind address (default LCTX_HOST or 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default LCTX_PORT or 8000)")
-    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
+                   help="uvicorn's log level (default info)")
+    p.add_argument("--home", help="root of the embedded defaults: database, results, checkpoints "
+                   "(sets LCTX_HOME; default ./var)")
+    p.add_argument("--data-dir", help="local benchmark files the jobs' data-backed tasks read "
+                   "(sets LCTX_DATA_DIR; none by default: such jobs are refused, naming the files)")
+    p.add_argument("--checkpoint-root", action="append", metavar="DIR",
+                   help="a folder checkpoints may lie in; repeat for several (sets LCTX_CHECKPOINT_ROOTS; "
+                   "default <home>/checkpoints)")
+    p.add_argument("--results-dir", help="where results/<job>/ are written (sets LCTX_RESULTS_DIR; "
+                   "default <home>/results)")
+    p.add_argument("--max-job-seconds", type=float, help="refuse jobs estimated to take longer "
+                   "(sets LCTX_MAX_JOB_SECONDS; default no cap)")
+    p.add_argument("--max-running-jobs", type=int, help="jobs run at once (sets LCTX_MAX_RUNNING_JOBS)")
     p.set_defaults(func=_serve)
 

@@ -100,6 +100,14 @@ class Client:
     def schedules(self) -> list[ScheduleOut]:
         return [ScheduleOut.model_validate(s) for s in self.request("GET", "/v1/schedules").json()]
 
+    def add_schedule(self, body: dict[str, Any]) -> ScheduleOut:
+        """POST /v1/schedules: a cron, watch folders and a suite; refused as a job of the suite would be."""
+        return ScheduleOut.model_validate(self.request("POST", "/v1/schedules", json=body).json())
+
+    def delete_schedule(self, name: str) -> None:
+        """DELETE /v1/schedules/{name}: the jobs it submitted stay."""
+        self.request("DELETE", f"/v1/schedules/{name}")
+
     def run_schedule(self, name: str) -> ScheduleRun:
         """POST /v1/schedules/{name}/run: the schedule ticked now; what it submitted or skipped."""
         return ScheduleRun.model_validate(self.request("POST", f"/v1/schedules/{name}/run", timeout=None).json())

@@ -10,7 +10,8 @@ from evaluators.registry import Scored, Scorer
 
 
 def arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pred-dir", required=True)
+    p.add_argument("--pred-dir", required=True, help="folder of pred.py's <dataset>.jsonl files (pred, answers, "
+                   "all_classes, length per line)")
     p.add_argument("--e", action="store_true", help="LongBench-E: scores per length bucket")
 
 

@@ -15,7 +15,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
                                                  "quality or contract_nli")
     p.add_argument("--predictions", required=True, help="JSON object {id: prediction}")
     p.add_argument("--data-dir", required=True, help="folder holding <task>/<split>.jsonl")
-    p.add_argument("--split", default="validation")
+    p.add_argument("--split", default="validation", help="the split the predictions are of (default validation)")
     p.add_argument("--out", help="also write the metrics to this file")
 
 
