@@ -13,6 +13,8 @@ API schema and the CLI's client commands stay free of torch."""
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
@@ -347,12 +349,19 @@ class JudgeOptions(TaskOptions):
         return [] if self.judge else [f"{self.task}: needs a judge and none is given; {JUDGE_HOWTO}"]
 
 
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """` (did you mean 'trials'?)` for a misspelt name, or "" when nothing is close (difflib's ratio)."""
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def describe_error(cls: type[TaskOptions], err: ValidationError) -> str:
     """One line per problem, naming the field: `lengths.0: Input should be greater than 0`."""
     unknown = [str(e["loc"][0]) for e in err.errors() if e["type"] == "extra_forbidden"]
     lines = []
     if unknown:
-        lines.append(f"unknown options {sorted(unknown)}; it accepts {sorted(cls.model_fields)}")
+        hints = "".join(did_you_mean(u, cls.model_fields) for u in sorted(unknown))
+        lines.append(f"unknown options {sorted(unknown)}{hints}; it accepts {sorted(cls.model_fields)}")
     for e in err.errors():
         if e["type"] == "extra_forbidden":
             continue

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evaluators.errors import EvaluatorError
-from evaluators.options import TaskOptions, parse_options
+from evaluators.options import TaskOptions, did_you_mean, parse_options
 from evaluators.results import RESULT_KEY, TaskResult
 
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ def evaluator_classes() -> dict[str, type[Evaluator]]:
 
 def unknown_task(name: str) -> str:
     """The one wording of a task name that is not registered (CLI, API, leaderboard)."""
-    return f"unknown task {name!r}; available: {', '.join(sorted(registry()))}"
+    return f"unknown task {name!r}{did_you_mean(name, registry())}; available: {', '.join(sorted(registry()))}"
 
 
 def evaluator_class(name: str) -> type[Evaluator]:

@@ -28,7 +28,7 @@ from service.paths import client_error
 from service.redact import install_log_redaction
 from service.runner.supervisor import DispatcherSupervisor
 from service.schedules import Scheduler, ensure_configured_schedule
-from service.schemas import errors
+from service.schemas import errors, validation_hint
 from service.settings import Settings, get_settings
 from service.store import Store
 
@@ -171,7 +171,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
+        errors = [{**{k: v for k, v in e.items() if k in ("loc", "msg", "type")}, "msg": validation_hint(e, request.url.path)}
+                  for e in exc.errors()]
         return JSONResponse({"detail": errors, "code": "invalid"}, status_code=422)
 
     @app.exception_handler(OperationalError)

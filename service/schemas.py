@@ -20,7 +20,7 @@ from pydantic import (
 from checkpoints.attention.backend import Backend as AttentionBackend
 from checkpoints.thinking import Thinking
 from clients.endpoint.options import NO_NUL_PATTERN, EndpointOptions
-from evaluators.options import TaskOptions
+from evaluators.options import TaskOptions, did_you_mean
 from evaluators.registry import Task, registry
 from service.labels import job_rope_label, own_rope_label, rope_label
 from service.names import NAME_PATTERN
@@ -448,3 +448,29 @@ class Comparison(BaseModel):
     columns: list[str]
     column_info: list[LeaderboardColumn]
     rows: list[ComparisonRow]
+
+
+def validation_hint(error: dict[str, Any], path: str) -> str:
+    """A 422's message with a did-you-mean for a misspelt option, field or task name: `trails` ->
+    `trials`, `paskey` -> `passkey`, `checkpont` -> `checkpoint`."""
+    message = str(error.get("msg", ""))
+    loc = [str(p) for p in error.get("loc", ())]
+    if error.get("type") == "unknown_task":
+        name = error.get("input", {}).get("name") if isinstance(error.get("input"), dict) else None
+        return message + (did_you_mean(str(name), TASK_MODELS) if name is not None else "")
+    if error.get("type") != "extra_forbidden" or not loc:
+        return message
+    field = loc[-1]
+    if len(loc) >= 4 and loc[-4] == "tasks" and loc[-2] in TASK_MODELS:  # body.tasks.0.<task>.<option>
+        model: type[BaseModel] | None = TASK_MODELS[loc[-2]]
+    else:
+        body = {"/v1/jobs": JobCreate, "/v1/schedules": ScheduleCreate, "/v1/checkpoints": CheckpointCreate}
+        model = next((m for prefix, m in body.items() if path.startswith(prefix)), None)
+        if model is not None and loc[1:-1] == ["suite"]:
+            model = Suite
+        elif loc[1:-1]:  # somewhere deeper: no model to suggest from
+            model = None
+    if model is None:
+        return message
+    hint = did_you_mean(field, [f for f in model.model_fields if f != "name" or model not in TASK_MODELS.values()])
+    return f"{message}: {field!r}{hint}"

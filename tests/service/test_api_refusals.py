@@ -223,3 +223,24 @@ def test_api_on_postgresql(tmp_path: Path, models: Path, postgres_url: str) -> N
         assert c.post(f"/v1/jobs/{ids[0]}/cancel").json()["status"] == "cancelled"
         assert c.get("/v1/jobs/a%00b").status_code == 422  # NUL never reaches PostgreSQL
         assert 'lctx_jobs{status="cancelled"} 1.0' in c.get("/metrics").text
+
+
+def test_misspelt_options_fields_and_tasks_get_a_did_you_mean(api: httpx.Client) -> None:
+    """A typo is answered with the name it was likely meant as, not only "Extra inputs are not permitted"."""
+    cases = [({"checkpoint": "x", "tasks": [{"name": "passkey", "trails": 5}]}, "did you mean 'trials'?"),
+             ({"checkpoint": "x", "tasks": [{"name": "paskey"}]}, "did you mean 'passkey'?"),
+             ({"checkpont": "x", "tasks": [{"name": "passkey"}]}, "did you mean 'checkpoint'?")]
+    for body, hint in cases:
+        r = api.post("/v1/jobs", json=body, params={"dry_run": "true"})
+        assert r.status_code == 422 and hint in r.json()["detail"][0]["msg"], r.text
+    r = api.post("/v1/jobs", json={"checkpoint": "x", "tasks": [{"name": "passkey", "zzzz": 1}]})
+    assert r.status_code == 422 and "did you mean" not in r.text  # nothing close: no guess
+
+
+def test_the_cli_and_lctx_eval_suggest_too() -> None:
+    from evaluators.errors import EvaluatorError
+    from evaluators.registry import parse_task, unknown_task
+
+    assert "did you mean 'needle'?" in unknown_task("neddle")
+    with pytest.raises(EvaluatorError, match="did you mean 'trials'"):
+        parse_task({"name": "passkey", "trails": 5})
