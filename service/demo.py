@@ -134,7 +134,8 @@ def install_real_model(settings: Settings, announce: Callable[[str], None] = pri
                 announce(f"real model {REAL_MODEL}: checking the cached conversion in {target}")
             else:
                 announce(f"real model {REAL_MODEL}: converting SmolLM2-135M-Instruct (GGUF Q4_1 -> float32) into "
-                         f"{target} in the background (about a minute); the toy demos are ready now")
+                         f"{target} in the background (about a minute; `real model ... ready` follows); the toy demo "
+                         "checkpoints can take jobs meanwhile")
             convert_real_model(target)
             info = checkpoint_info(target, [target.parent])
             store = Store(settings.database)

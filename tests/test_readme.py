@@ -71,3 +71,27 @@ def test_demo_parameter_counts_are_the_checkpoints_own() -> None:
     assert {name for name, _ in rows} == {p.name for p in (REPO / "demo" / "checkpoints").iterdir() if p.is_dir()}
     for name, count in rows:
         assert inspect_checkpoint(REPO / "demo" / "checkpoints" / name).parameters == int(count.replace(",", "")), name
+
+
+def _task_list(text: str, start: str, end: str) -> str:
+    """The lowercase letters and digits of the text from `start` to `end` (a sentence listing tasks)."""
+    part = text[text.index(start):]
+    part = part[:part.index(end) + len(end)]
+    return re.sub(r"[^a-z0-9]", "", part.lower())
+
+
+def test_the_readme_and_the_guide_name_every_registered_task() -> None:
+    """A task added to the registry is named where a new user looks for what lctx runs: the README's
+    opening, the guide's home page and the evaluators page's title (AA-LCR, MRCR v2 were missing)."""
+    from evaluators.registry import registry
+
+    lists = {
+        "README.md": _task_list(README, "measures it against context length", "diagnostics."),
+        "docs/index.md": _task_list((REPO / "docs" / "index.md").read_text(encoding="utf-8"),
+                                    "measures retrieval and understanding", "diagnostics"),
+        "docs/guide/evaluators.md": _task_list((REPO / "docs" / "guide" / "evaluators.md").read_text(encoding="utf-8"),
+                                               "# Evaluators", "\n"),
+    }
+    for where, text in lists.items():
+        missing = [name for name in registry() if re.sub(r"[^a-z0-9]", "", name) not in text]
+        assert not missing, f"{where} does not name the tasks {missing}"
