@@ -10,5 +10,6 @@ from evaluators.registry import Task
 REGISTER = (
     Task(MrcrV2Options, "evaluators.mrcr_v2.evaluator:MrcrV2Evaluator",
          "MRCR v2 (DeepMind): reproduce the i-th of 2/4/8 identical requests after a hash, run_evaluation.py's "
-         "mrcr_v2_metric per needle count, \"up to 128K\" (cumulative) and \"at\" each length (pointwise)"),
+         "mrcr_v2_metric per needle count, \"up to 128K\" (cumulative) and \"at\" each length (pointwise)",
+         scorer="evaluators.mrcr_v2.score:SCORER"),
 )
