@@ -24,8 +24,8 @@ from evaluators.errors import EvaluatorError
 from evaluators.judges import JUDGMENTS_DIR, Judge, Judging, JudgmentCache
 
 OUTPUTS = ("result.json", "judged", JUDGMENTS_DIR)
-LAYOUT = ("one JSON object per line with question_id, question, answer, document_category and response (or "
-          "beyond_context: true); lctx's samples.jsonl records are read as they are")
+LAYOUT = ("one JSON object per line with question_id (text or a whole number), question, answer, document_category "
+          "and response (or beyond_context: true); lctx's samples.jsonl records are read as they are")
 
 
 def row_of(item: dict[str, Any], where: str) -> dict[str, Any]:
@@ -34,7 +34,10 @@ def row_of(item: dict[str, Any], where: str) -> dict[str, Any]:
     if answer is None and isinstance(item.get("references"), list) and item["references"]:
         answer = item["references"][0]
     response = item.get("response", item.get("prediction"))
-    row = {"question_id": item.get("question_id"), "question": item.get("question"), "answer": answer,
+    question_id = item.get("question_id")
+    if isinstance(question_id, int) and not isinstance(question_id, bool):  # the card's CSV numbers them: 1, 2, ...
+        question_id = str(question_id)
+    row = {"question_id": question_id, "question": item.get("question"), "answer": answer,
            "document_category": item.get("document_category"), "repeat": item.get("repeat", 0),
            "beyond_context": bool(item.get("beyond_context")), "response": response}
     missing = [k for k in ("question_id", "question", "answer", "document_category") if not isinstance(row[k], str)]

@@ -251,3 +251,14 @@ def test_lctx_score_aa_lcr_with_a_local_judge(tmp_path: Path, capsys: pytest.Cap
     assert [r["judgment"]["cached"] for r in judged[:2]] == [True, True]
     (pred / "bad.jsonl").write_text(json.dumps({"question_id": "1"}) + "\n")
     assert main(argv) != 0 and "lacks question, answer, document_category" in capsys.readouterr().err
+
+
+def test_a_numeric_question_id_is_read_as_the_cards_csv_numbers_them() -> None:
+    from evaluators.aa_lcr.scoring import row_of
+
+    line = {"question_id": 1, "question": "q", "answer": "a", "document_category": "Legal", "response": "a"}
+    assert row_of(line, "m.jsonl:1")["question_id"] == "1"
+    with pytest.raises(EvaluatorError, match="lacks question_id"):
+        row_of({**line, "question_id": True}, "m.jsonl:1")  # a flag is no id
+    with pytest.raises(EvaluatorError, match="lacks question_id"):
+        row_of({**line, "question_id": 1.5}, "m.jsonl:1")
