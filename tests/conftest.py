@@ -9,8 +9,9 @@ Two tiers: a test that starts a server, Ray, PostgreSQL, a browser or transforme
 model, or trains, is marked `integration` (by its module's `pytestmark`, its own mark, or here:
 any test using one of INTEGRATION_FIXTURES, and on a machine without a GPU any test of a Triton
 kernel, which the interpreter runs), and so is a test that takes seconds for another reason. `make test` runs both tiers, `make test-fast`
-(`-m "not integration"`) the rest, and an unmarked test whose call runs longer than
-UNMARKED_CALL_LIMIT_S fails, naming the marker."""
+(`-m "not integration"`) the rest. An unmarked test whose call takes more than UNMARKED_CPU_LIMIT_S of CPU
+(and UNMARKED_CALL_LIMIT_S of wall time) fails in CI, naming the marker, and is reported elsewhere: the CPU
+time of the test's own process tree, so other work on the machine fails nothing."""
 
 import os
 from pathlib import Path
@@ -32,10 +33,16 @@ from tests.helpers import PG_BIN, Postgres, TransformersServer, tiny_checkpoint 
 
 # Fixtures that start Ray, PostgreSQL, a model server or load the real model: their tests are integration tests.
 INTEGRATION_FIXTURES = frozenset({"ray_cluster", "postgres_url", "real_model", "transformers_server", "standin_model"})
-# The most seconds an unmarked test's call (not its fixtures) may take. Only a call that also used half
-# of it in CPU time (this process and the children it waited for) fails: a loaded machine fails no test.
-UNMARKED_CALL_LIMIT_S = 8.0
+# The most CPU seconds an unmarked test's call (not its fixtures) may take: this process and the children it
+# waited for, so the load of other work on the machine does not count (its wall time does not either: on a
+# 2-core machine at load 6 a 3 s test takes 20 s). About 8 s on a quiet machine, with room for torch's two
+# threads. CI (LCTX_STRICT_TEST_TIME=1, set by .ci/run) fails a test over it; elsewhere it is reported at the
+# end of the run, so a developer's loaded machine fails nothing.
+UNMARKED_CPU_LIMIT_S = 12.0
+UNMARKED_CALL_LIMIT_S = 8.0  # and a call over it in CPU seconds must also take this long in wall time
+STRICT_TEST_TIME = os.environ.get("LCTX_STRICT_TEST_TIME") == "1"
 _call_cpu = pytest.StashKey[float]()  # CPU seconds of the test's call
+_slow_unmarked: list[str] = []  # reported at the end when not strict
 
 
 def _interpreted_triton(item: pytest.Item) -> bool:
@@ -73,13 +80,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if call.when != "call" or not report.passed or item.get_closest_marker("integration"):
         return report
     cpu = item.stash.get(_call_cpu, 0.0)
-    if call.duration > UNMARKED_CALL_LIMIT_S and cpu > UNMARKED_CALL_LIMIT_S / 2:
-        report.outcome = "failed"
-        report.longrepr = (f"{item.nodeid} took {call.duration:.1f} s ({cpu:.1f} s of CPU), more than the "
-                           f"{UNMARKED_CALL_LIMIT_S:.0f} s an unmarked test may take: make it faster, or mark it "
-                           f"@pytest.mark.integration (it starts a server, Ray, a browser or transformers, trains, "
-                           f"or takes seconds for another reason: say which beside the mark; tests/conftest.py)")
+    if cpu > UNMARKED_CPU_LIMIT_S and call.duration > UNMARKED_CALL_LIMIT_S:
+        message = (f"{item.nodeid} took {cpu:.1f} s of CPU ({call.duration:.1f} s of wall time), more than the "
+                   f"{UNMARKED_CPU_LIMIT_S:.0f} s an unmarked test may take: make it faster, or mark it "
+                   f"@pytest.mark.integration (it starts a server, Ray, a browser or transformers, trains, "
+                   f"or takes seconds for another reason: say which beside the mark; tests/conftest.py)")
+        if STRICT_TEST_TIME:
+            report.outcome = "failed"
+            report.longrepr = message
+        else:
+            _slow_unmarked.append(message)
     return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _slow_unmarked:
+        terminalreporter.section("unmarked tests over the CPU limit (CI fails them: LCTX_STRICT_TEST_TIME=1)")
+        for line in _slow_unmarked:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")
