@@ -188,11 +188,14 @@ class PasskeyEvaluator(_Retrieval):
             "truncated": False, "over_target": len(ids) > target, **trial})
 
     def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
+        """Accuracy overall, per length, and per depth decile within each length: a decile
+        pooled over lengths mixes lengths the model reads and lengths it does not, and reads as a
+        depth effect that is not there."""
         by_length: dict[int, list] = defaultdict(list)
-        by_decile: dict[int, list] = defaultdict(list)
+        cells: dict[int, dict[int, list]] = defaultdict(lambda: defaultdict(list))
         for r in records:
             by_length[r["length"]].append(r)
-            by_decile[r["depth_decile"]].append(r)
+            cells[r["length"]][r["depth_decile"]].append(r)
         lengths = {}
         for n in sorted(by_length):
             lengths[str(n)] = _accuracy(by_length[n])
@@ -200,12 +203,15 @@ class PasskeyEvaluator(_Retrieval):
             if over:
                 # The protocol's fixed blocks alone are longer than this target.
                 lengths[str(n)]["over_target"] = over
-        return self.typed(_accuracy(records)["accuracy"], lengths,
-                          {str(d): _accuracy(by_decile[d]) for d in sorted(by_decile)})
+        deciles = [series("accuracy", "depth_decile", "fraction", True,
+                          _points({str(d): _accuracy(cells[n][d]) for d in sorted(cells[n])}), length=n)
+                   for n in sorted(cells)]
+        return retrieval_result(self.name, _accuracy(records)["accuracy"], lengths, deciles, {})
 
     @classmethod
     def typed(cls, accuracy: float | None, by_length: dict[str, dict[str, Any]],
               by_decile: dict[str, dict[str, Any]]) -> TaskResult:
+        """Version 1's layout: deciles pooled over every length (the only form its entries hold)."""
         deciles = series("accuracy", "depth_decile", "fraction", True, _points(by_decile))
         return retrieval_result(cls.name, accuracy, by_length, [deciles], {})
 

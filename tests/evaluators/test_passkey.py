@@ -179,7 +179,12 @@ def test_passkey_runs_aggregates_and_resumes(tmp_path: Path) -> None:
     assert accuracy.value == sum(r["score"] for r in records) / 6 and accuracy.n == 6 and accuracy.higher_is_better
     assert typed(result).headline == "accuracy" and "passkey accuracy" in typed(result).summary
     assert result["model"]["backend"] and result["evaluator_version"] == "2" and result["seed"] == 1
-    assert sum(p.n for p in points(result, "accuracy", "depth_decile").values()) == 6
+    for n in (260, 300):  # the deciles within each length, never pooled over lengths
+        deciles = points(result, "accuracy", "depth_decile", length=n)
+        assert sum(p.n for p in deciles.values()) == 3
+        for d, p in deciles.items():
+            cell = [r["score"] for r in records if r["length"] == n and r["depth_decile"] == d]
+            assert p.n == len(cell) and p.value == sum(cell) / len(cell)
     assert (tmp_path / "out" / "plots" / "passkey.png").is_file()
     # The four samples of the second run share the intro and the garbage up to their needles.
     reuse = result["prefix_cache"]

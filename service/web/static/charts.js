@@ -68,8 +68,13 @@ export function axisDomain(axis) {
   return null;
 }
 
+/** Points resting on fewer samples than this are drawn hollow and no line joins them: a line through
+ * a cell of two samples reads as a trend that is not there. */
+export const MIN_JOINED_N = 5;
+
 /**
- * A line chart. `series`: [{label, points: [{x, y}]}]; x numeric (log2 scale when it spans
+ * A line chart. `series`: [{label, points: [{x, y, n?}]}] (`n`: the samples behind a point, shown
+ * beside it; see MIN_JOINED_N); x numeric (log2 scale when it spans
  * 4x or more; linear on `xDomain`, see axisDomain, when given) or categorical (`categories`
  * in order). `yRange` fixes the value axis.
  */
@@ -131,15 +136,19 @@ export function lineChart({ title, xLabel, yLabel, series, categories = null, yR
     "text-anchor": "middle" }, yLabel));
 
   const legend = h("ul", { class: "legend" });
+  let anyThin = false;
   series.forEach((se, i) => {
     const st = seriesStyle(i);
     const pts = se.points.filter((p) => p.y != null && Number.isFinite(p.y));
     const g = s("g", { class: "series" });
     // On a fixed axis the line breaks where a step has no value (a decile with no samples).
+    // A point of a handful of samples stands alone: hollow, unjoined.
+    const thin = (p) => p.n != null && p.n < MIN_JOINED_N;
     const runs = [];
     for (const p of pts) {
       const run = runs[runs.length - 1];
-      if (run && !(xDomain && p.x - run[run.length - 1].x > xDomain.step)) run.push(p);
+      if (thin(p)) runs.push([]);
+      else if (run && run.length && !(xDomain && p.x - run[run.length - 1].x > xDomain.step)) run.push(p);
       else runs.push([p]);
     }
     for (const run of runs.filter((r) => r.length > 1)) {
@@ -148,9 +157,15 @@ export function lineChart({ title, xLabel, yLabel, series, categories = null, yR
     }
     for (const p of pts) {
       const mk = marker(st.marker, xOf(p.x), yOf(p.y), st.colour);
-      mk.append(s("title", {}, `${se.label}: ${axisLabel(p.x)} → ${fmt(p.y)}`));
+      if (thin(p)) { mk.setAttribute("fill", "#fff"); mk.setAttribute("stroke", st.colour); mk.setAttribute("stroke-width", 2); }
+      mk.append(s("title", {}, `${se.label}: ${axisLabel(p.x)} → ${fmt(p.y)}${p.n != null ? ` (n=${p.n})` : ""}`));
       g.append(mk);
+      if (p.n != null && series.length <= 4) {  // the samples behind each point, in sight (few lines: room)
+        g.append(s("text", { class: "n-label", x: xOf(p.x), y: yOf(p.y) - 8 - 10 * (i % 2), "text-anchor": "middle",
+          fill: st.colour }, `n=${p.n}`));
+      }
     }
+    if (pts.some(thin)) anyThin = true;
     svg.append(g);
     const key = s("svg", { width: 34, height: 14, "aria-hidden": "true" },
       s("line", { x1: 1, x2: 33, y1: 7, y2: 7, stroke: st.colour, "stroke-width": 2, "stroke-dasharray": st.dash || null }),
@@ -159,6 +174,10 @@ export function lineChart({ title, xLabel, yLabel, series, categories = null, yR
   });
   fig.insertBefore(svg, fig.firstChild.nextSibling);
   fig.append(legend);
+  if (anyThin) {
+    fig.append(h("p", { class: "muted chart-note" }, `hollow points rest on fewer than ${MIN_JOINED_N} samples `
+      + "and are not joined: read them as single observations"));
+  }
   return fig;
 }
 

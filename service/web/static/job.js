@@ -91,7 +91,7 @@ function seriesCharts(task, result, job) {
     const categories = numeric ? null : [...new Set(list.flatMap((se) => se.points.map((p) => String(p.key))))];
     const series = list.map((se) => ({
       label: Object.keys(se.at).length ? Object.entries(se.at).map(([k, v]) => `${k}=${v}`).join(" ") : se.name,
-      points: se.points.map((p) => ({ x: numeric ? p.key : String(p.key), y: p.value })),
+      points: se.points.map((p) => ({ x: numeric ? p.key : String(p.key), y: p.value, n: p.n })),
     }));
     const axis = list[0].axis.replace("_", " ");
     charts.push(lineChart({
