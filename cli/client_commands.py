@@ -401,6 +401,35 @@ def _schedules_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _upload(args: argparse.Namespace) -> int:
+    """OUT's results.json, each task's samples and the fingerprint the run recorded, sent as
+    they are: the service checks them (the weights are the checkpoint's, the tasks its own)."""
+    from evaluators.suite import RESULTS_FILE, task_folder, task_keys
+
+    out = Path(args.out)
+    results, marker = out / RESULTS_FILE, out / "checkpoint.json"
+    if not results.is_file():
+        raise ValueError(f"{results} does not exist: upload the folder a finished `lctx eval --out OUT` wrote")
+    if not marker.is_file():
+        raise ValueError(f"{marker} does not exist: it says which weights the run loaded; upload a folder `lctx "
+                         "eval --checkpoint` wrote (a run on a served model has no weights to register)")
+    document = json.loads(results.read_text(encoding="utf-8"))
+    keys = task_keys(document.get("tasks") or [])
+    samples = {}
+    for key in keys:
+        path = task_folder(out, key) / "samples.jsonl"
+        if not path.is_file():
+            raise ValueError(f"{path} does not exist: the run's samples of {key} are needed")
+        samples[key] = path.read_text(encoding="utf-8")
+    body = {"checkpoint": args.checkpoint, "fingerprint": json.loads(marker.read_text())["fingerprint"],
+            "results": document, "samples": samples, **({"rope": args.rope} if args.rope else {})}
+    with _client(args) as c:
+        job = c.upload(body)
+    print(f"recorded job {job.id} ({job.checkpoint}, {', '.join(keys)}; ran elsewhere): the leaderboard and the "
+          "dashboard show it")
+    return 0
+
+
 def _schedules_add(args: argparse.Namespace) -> int:
     if args.file:
         body = json.loads(Path(args.file).read_text())
@@ -507,6 +536,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     _client_args(p)
     p.set_defaults(func=_leaderboard)
+
+    p = sub.add_parser("upload", help="record a finished `lctx eval --out OUT` run in the service as a job of a "
+                       "registered checkpoint (marked as run elsewhere): the leaderboard and the dashboard show it")
+    p.add_argument("out", help="the folder `lctx eval --out` wrote (results.json, checkpoint.json, a folder per task)")
+    p.add_argument("--checkpoint", required=True, help="the registered checkpoint the run evaluated (its fingerprint "
+                   "must be the run's)")
+    p.add_argument("--rope", help="the RoPE override the run used, for a results.json written before lctx upload "
+                   "existed (newer runs record it)")
+    _client_args(p)
+    p.set_defaults(func=_upload)
 
     p = sub.add_parser("compare", help="two or more jobs on one task, with differences from the first per column")
     p.add_argument("jobs", nargs="+", help="job ids; the first is the baseline")

@@ -269,6 +269,8 @@ def _eval(args: argparse.Namespace) -> int:
             bar.close()
     document = suite_document(loaded.describe_run(), specs, results, started, **source)
     document["seconds"] = {key: round(value, 4) for key, value in seconds.items()}  # each task's own: its entry
+    # The run as a job would request it: `lctx upload` records it in the service under this setting.
+    document["request"] = {"rope": getattr(args, "rope", None), "backend": getattr(args, "backend", "auto")}
     write_json_atomic(out / RESULTS_FILE, document)
     print_table([row for key, entry in results.items() for row in summary_rows(key, entry)])
     print("\n".join(f"{key}: {task_result(entry).summary}" for key, entry in results.items()))

@@ -97,6 +97,10 @@ class Client:
         body = {**({"checkpoint": checkpoint} if checkpoint is not None else {}), "tasks": tasks, **fields}
         return JobOut.model_validate(self.request("POST", "/v1/jobs", json=body).json())
 
+    def upload(self, body: dict[str, Any]) -> JobOut:
+        """POST /v1/uploads: a local run's results and samples recorded as a job."""
+        return JobOut.model_validate(self.request("POST", "/v1/uploads", json=body, timeout=None).json())
+
     def schedules(self) -> list[ScheduleOut]:
         return [ScheduleOut.model_validate(s) for s in self.request("GET", "/v1/schedules").json()]
 

@@ -211,6 +211,8 @@ class JobState(_Out):
     finished_at: datetime | None
     duration_s: float | None
     endpoint: str | None = Field(None, description="the registered endpoint the job ran on (None: a checkpoint)")
+    ran_elsewhere: bool = Field(False, description="the job was run outside this service (`lctx eval`) and its "
+                                "results recorded here with `lctx upload`")
     warnings: list[str] = Field(default_factory=list, description="what is wrong with the job's data but does not "
                                 "stop it (files from before a benchmark's fix), found at submission: answered by the "
                                 "submission only (empty elsewhere); the results' data.warnings say what the run found")
@@ -329,6 +331,21 @@ class ScheduleCreate(_Strict):
     watch: Annotated[list[Annotated[str, Field(min_length=1, max_length=4096, pattern=NO_NUL_PATTERN)]],
                      Field(min_length=1, max_length=32)]
     suite: Suite
+
+
+class UploadCreate(_Strict):
+    """A run made elsewhere (`lctx eval --out OUT`), recorded as a job of a registered checkpoint
+    (`lctx upload OUT`): OUT/results.json and each task's samples.jsonl, as the run wrote them."""
+
+    checkpoint: Name = Field(description="the registered checkpoint the run evaluated")
+    fingerprint: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description=(
+        "the fingerprint of the weights the run loaded (OUT/checkpoint.json): it must be the registered "
+        "checkpoint's"))]
+    results: dict[str, Any] = Field(description="OUT/results.json as `lctx eval` wrote it")
+    samples: dict[str, Annotated[str, Field(max_length=1 << 30)]] = Field(
+        description="each task key's samples.jsonl (OUT/<task>/samples.jsonl), as text")
+    rope: Rope = Field(None, description="the RoPE override the run used, for a results.json that does not record "
+                       "it (written before `lctx upload` existed); default: the one it records")
 
 
 class ScheduleOut(_Out):

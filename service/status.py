@@ -18,3 +18,6 @@ class JobStatus(StrEnum):
 QUEUED, RUNNING, SUCCEEDED = JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.SUCCEEDED
 FAILED, CANCELLED = JobStatus.FAILED, JobStatus.CANCELLED
 FINAL = (SUCCEEDED, FAILED, CANCELLED)  # a job in one of these never changes again
+
+# A job's `owner` (the replica that ran it) when it ran outside the service and `lctx upload` recorded it.
+UPLOADED = "uploaded"

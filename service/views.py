@@ -15,6 +15,7 @@ from evaluators.registry import task_options
 from service.paths import client_error, client_path, client_text
 from service.schemas import CheckpointOut, EndpointOut, JobOut, JobState, ScheduleOut
 from service.settings import Settings
+from service.status import UPLOADED
 from service.store import CheckpointRow, EndpointRow, JobRow, ScheduleRow
 
 
@@ -33,7 +34,8 @@ def client_task(task: dict[str, Any], settings: Settings) -> dict[str, Any]:
 def job_out(row: JobRow, settings: Settings) -> JobOut:
     """The job's stored request and its state, with server paths made relative."""
     state = {name: getattr(row, name) for name in JobState.model_fields
-             if name not in ("warnings", "plan")}  # the submission's own answers
+             if name not in ("warnings", "plan", "ran_elsewhere")}  # the submission's own answers
+    state["ran_elsewhere"] = row.owner == UPLOADED
     job = JobOut.model_validate({**row.request, **state})
     where = job.checkpoint_path if row.endpoint else client_path(job.checkpoint_path, settings)  # an endpoint's URL
     return job.model_copy(update={"checkpoint_path": where,

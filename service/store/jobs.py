@@ -17,6 +17,11 @@ from service.store.models import JobCountRow, JobRow, JobTaskCountRow, JobTaskRo
 from service.store.results import ResultRecord, insert_results
 
 
+def new_job_id() -> str:
+    """A job's id: 16 hex digits."""
+    return uuid.uuid4().hex[:16]
+
+
 def samples_done(progress: dict[str, Any] | None) -> int:
     """Samples a job's progress says were scored, over its tasks."""
     return sum(int(p.get("done", 0)) for p in (progress or {}).values() if isinstance(p, dict))
@@ -53,11 +58,11 @@ class JobAccess(Database):
 
     @staticmethod
     def _new_job(checkpoint: str, checkpoint_path: str, fingerprint: str, schedule: str | None = None,
-                 endpoint: str | None = None, **request: Any) -> JobRow:
+                 endpoint: str | None = None, job_id: str | None = None, **request: Any) -> JobRow:
         """A queued job; `request` is the suite (tasks, rope, backend, priority, ...), kept whole;
         `endpoint` names the served model it runs on (`checkpoint` is then the endpoint's name)."""
         return JobRow(
-            id=uuid.uuid4().hex[:16],
+            id=job_id or new_job_id(),
             checkpoint=checkpoint,
             checkpoint_path=checkpoint_path,
             fingerprint=fingerprint,
@@ -89,6 +94,25 @@ class JobAccess(Database):
                 s.add(rows[-1])
                 s.add_all(_task_rows(rows[-1]))
         return rows
+
+    def add_finished_job(self, started_at: datetime, finished_at: datetime, owner: str,
+                         progress: dict[str, Any], rows: Callable[[JobRow], list[ResultRecord]],
+                         **fields: Any) -> JobRow:
+        """A job that ran elsewhere (`lctx upload`: a local `lctx eval`), inserted succeeded with its
+        leaderboard rows in one transaction, as `finish` stores a job that ran here. `owner` says
+        where it ran; `progress` its tasks' samples; `fields` are `add_job`'s (a `job_id` chosen
+        beforehand: its files are written first)."""
+        with self.writing() as s:
+            row = self._new_job(**fields)
+            row.status, row.owner, row.progress, row.attempts = SUCCEEDED, owner, progress, 1
+            row.started_at, row.finished_at = started_at, finished_at
+            row.duration_s = max(0.0, (finished_at - started_at).total_seconds())
+            s.add(row)
+            s.add_all(_task_rows(row))
+            s.flush()
+            _count(s, SUCCEEDED, 1, samples_done(progress), _tasks_of(row))
+            insert_results(s.connection(), row.id, rows(row))
+        return row
 
     @retried
     def add_job_once(self, fingerprint: str, suite_hash: str, **fields: Any) -> JobRow | None:

@@ -22,6 +22,7 @@ function facts(job) {
     ["Tasks", job.tasks.map((t) => t.name).join(", ")],
     ["Priority", job.priority],
     ["Schedule", job.schedule || "–"],
+    ...(job.ran_elsewhere ? [["Ran", "elsewhere (lctx eval), recorded with lctx upload"]] : []),
     ["Created", when(job.created_at)], ["Started", when(job.started_at)], ["Finished", when(job.finished_at)],
     ["Duration", duration(job.duration_s)], ["Attempts", job.attempts],
   ];
