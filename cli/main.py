@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "cli.runtime",
     "cli.evaluate",
     "cli.server",
+    "cli.operate",
     "cli.client_commands",
     "cli.train",
 )

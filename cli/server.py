@@ -88,6 +88,8 @@ SETTING_FLAGS: dict[str, str] = {
     "results_dir": "LCTX_RESULTS_DIR",
     "max_job_seconds": "LCTX_MAX_JOB_SECONDS",
     "max_running_jobs": "LCTX_MAX_RUNNING_JOBS",
+    "retention_days": "LCTX_RETENTION_DAYS",
+    "retention_keep": "LCTX_RETENTION_KEEP",
 }
 
 

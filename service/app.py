@@ -108,7 +108,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             store.close()
             raise
         app.state.store = store
-        app.state.metrics = Metrics(store)
+        app.state.metrics = Metrics(store, settings.results)
         dispatcher = DispatcherSupervisor(settings, store, app.state.metrics) if settings.executor else None
         app.state.dispatcher = dispatcher
         app.state.scheduler = Scheduler(

@@ -39,6 +39,14 @@ class Conflict(ServiceError):
     code = "conflict"
 
 
+class Gone(ServiceError):
+    """What the service kept once and let go of on purpose (per-sample records pruned by the
+    retention policy): the message says when and what is still there."""
+
+    status = 410
+    code = "gone"
+
+
 class Forbidden(ServiceError):
     """A path outside the configured roots."""
 

@@ -58,6 +58,7 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     what = {400: "the body is not JSON", 401: "missing or wrong bearer token",
             403: "a path outside the configured roots", 404: "no such resource (or a path that does not exist)",
             409: "the resource's state does not allow it (a name taken, a job not ended)",
+            410: "pruned by the retention policy (a job's samples or plots; its results are kept)",
             413: "the body is larger than LCTX_MAX_BODY_MB", 415: "the body is not application/json",
             422: "invalid request: the message names the field and what is allowed",
             503: "the database or Ray is not ready; retry shortly"}
@@ -211,6 +212,9 @@ class JobState(_Out):
     finished_at: datetime | None
     duration_s: float | None
     endpoint: str | None = Field(None, description="the registered endpoint the job ran on (None: a checkpoint)")
+    disk: dict[str, Any] | None = Field(None, description=(
+        "in `GET /v1/jobs/{id}` of an ended job: the bytes its results take, as {total, samples, plots, results, "
+        "tasks: {key: {samples, plots, results}}} (samples: per-sample records, what retention prunes)"))
     ran_elsewhere: bool = Field(False, description="the job was run outside this service (`lctx eval`) and its "
                                 "results recorded here with `lctx upload`")
     warnings: list[str] = Field(default_factory=list, description="what is wrong with the job's data but does not "

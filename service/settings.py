@@ -69,6 +69,15 @@ class Settings(BaseSettings):
     endpoint_key_names: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="further variables an endpoint's api_key_env may name (comma-separated, e.g. "
         "VLLM_API_KEY); a setting of the service or a variable Ray, the hub or libpq read stops the start")
+    retention_days: float | None = Field(None, gt=0, description="retention: per-sample records and plots of jobs "
+                                         "finished more than this many days ago are pruned by `lctx prune` (results, "
+                                         "leaderboard rows and curves are kept); unset: kept by age")
+    retention_keep: int | None = Field(None, ge=1, description="retention: the newest this many jobs of each lineage "
+                                       "(a checkpoint folder's runs, or one served model) keep their samples "
+                                       "whatever their age; with retention_days unset, only these and the kept ones "
+                                       "below keep samples")
+    retention_keep_marks: bool = Field(True, description="retention: each lineage's first and last job and the best "
+                                       "of each task view keep their samples whatever the policy")
     max_body_mb: float = Field(4.0, gt=0, le=1024, description="largest request body the API reads, in MiB "
                                "(413 beyond it); with LCTX_API_TOKEN, a write without the token is refused before its body is read")
     host: str = Field("127.0.0.1", description="bind address of `lctx serve`")

@@ -34,7 +34,7 @@ def client_task(task: dict[str, Any], settings: Settings) -> dict[str, Any]:
 def job_out(row: JobRow, settings: Settings) -> JobOut:
     """The job's stored request and its state, with server paths made relative."""
     state = {name: getattr(row, name) for name in JobState.model_fields
-             if name not in ("warnings", "plan", "ran_elsewhere")}  # the submission's own answers
+             if name not in ("warnings", "plan", "ran_elsewhere", "disk")}  # the submission's own answers
     state["ran_elsewhere"] = row.owner == UPLOADED
     job = JobOut.model_validate({**row.request, **state})
     where = job.checkpoint_path if row.endpoint else client_path(job.checkpoint_path, settings)  # an endpoint's URL

@@ -8,8 +8,10 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 
 from service.api.deps import DispatcherDep, JobId, Read, SettingsDep, StoreDep, Write, cluster_gpus
+from service.disk import disk_of
 from service.names import NAME_PATTERN
 from service.schemas import NO_NUL_PATTERN, TASK_PATTERN, JobCreate, JobList, JobOut, JobPlan, Status, errors
+from service.status import FINAL
 from service.submission import data_warnings, submit
 from service.views import job_out
 
@@ -65,7 +67,11 @@ async def get_job(job_id: JobId, store: StoreDep, settings: SettingsDep) -> Resp
     under a millisecond (SQLite WAL readers never wait for writers), less than the
     thread-pool hop a sync endpoint costs; and the body is serialised once, without
     FastAPI re-validating it."""
-    return Response(job_out(store.get_job(job_id), settings).model_dump_json(), media_type="application/json")
+    job = store.get_job(job_id)
+    out = job_out(job, settings)
+    if job.status in FINAL:  # what its files take (a handful of directory entries; none while it runs)
+        out = out.model_copy(update={"disk": disk_of(settings, job.id)})
+    return Response(out.model_dump_json(), media_type="application/json")
 
 
 @router.post("/{job_id}/cancel", dependencies=Write, response_model=JobOut)

@@ -19,13 +19,14 @@ from service.layout import job_dir, job_results, task_dir, task_plots
 from service.names import NAME_PATTERN
 from service.paths import child
 from service.prompts import find_record, rebuild_prompt
+from service.retention import pruned, refuse_if_pruned
 from service.runner.results import partial_results
 from service.schemas import NO_NUL_PATTERN, TASK_PATTERN, SamplePrompt, errors
 from service.status import CANCELLED, FAILED, SUCCEEDED
 from service.store import JobRow
 from service.views import client_results
 
-router = APIRouter(prefix="/v1/jobs/{job_id}", tags=["results"], responses=errors(404, 409))
+router = APIRouter(prefix="/v1/jobs/{job_id}", tags=["results"], responses=errors(404, 409, 410))
 
 
 @router.get("/results", dependencies=Read, responses={200: {"content": {"application/json": {}}}})
@@ -38,6 +39,9 @@ def get_results(job_id: JobId, store: StoreDep, settings: SettingsDep) -> Respon
     path = job_results(settings, job.id)
     if job.status == SUCCEEDED and path.is_file():
         body = _plot_urls(client_results(json.loads(path.read_bytes()), settings, folder), job.id)
+        record = pruned(settings, job.id)
+        if record is not None:  # its samples and plots are gone: said, and the plots not offered
+            body = {**body, "pruned": record, "plots": []}
     elif job.status in (FAILED, CANCELLED):
         body = client_results(partial_results(settings, job), settings, folder)
     else:
@@ -81,6 +85,7 @@ def get_samples(job_id: JobId, store: StoreDep, settings: SettingsDep,
                 task: Annotated[str | None, Query(pattern=TASK_PATTERN)] = None) -> StreamingResponse:
     """Per-sample records as JSON lines, streamed; available while the job runs."""
     job = store.get_job(job_id)
+    refuse_if_pruned(settings, job.id, "per-sample records")
     keys = task_keys(job.tasks) if task is None else [_task_key(job, task)[0]]
     dirs = [task_dir(settings, job.id, k) for k in keys]
     return StreamingResponse(_sample_files(dirs), media_type="application/x-ndjson")
@@ -95,6 +100,7 @@ def get_prompt(job_id: JobId, task: Annotated[str, Query(pattern=TASK_PATTERN, e
     it hides and where (passkey and needle samples; available while the job runs)."""
     job = store.get_job(job_id)
     _, spec = _task_key(job, task)
+    refuse_if_pruned(settings, job.id, "per-sample records")
     record = find_record(task_dir(settings, job.id, task), sample)
     prompt, needle = rebuild_prompt(spec, record, settings.data_dir)
     return SamplePrompt(task=task, id=sample, prompt=prompt, needle=needle, needle_start=prompt.find(needle))
@@ -110,4 +116,5 @@ def get_plot(job_id: JobId, name: Annotated[str, PathParam(pattern=NAME_PATTERN)
         path = child(plots, f"{name}.png", "plot name")
         if path.is_file():
             return FileResponse(path, media_type="image/png")
+    refuse_if_pruned(settings, job.id, "plots")
     raise NotFound(f"job {job.id} has no plot {name!r}; the results JSON lists its plots")
