@@ -207,6 +207,10 @@ def check_bounds(spec: TaskOptions, settings: Settings, where: str) -> None:
                                  f"{settings.max_length} (LCTX_MAX_LENGTH); ask for at most {settings.max_length}")
 
 
+SERVICE_DATA_DIR = ("(the service's data directory: start it with `lctx serve --data-dir DIR` or LCTX_DATA_DIR=DIR; "
+                    "a client cannot set it)")
+
+
 def check_data(spec: TaskOptions, settings: Settings, where: str) -> None:
     """A data-backed task's files are in the data directory and hold something, or the job
     is refused now with the paths looked for and where to get them (not failed after its
@@ -214,7 +218,11 @@ def check_data(spec: TaskOptions, settings: Settings, where: str) -> None:
     SCROLLS) may go on without their files (not with empty ones)."""
     problems = spec.data_problems(settings.data_dir.absolute() if settings.data_dir else None, hub=settings.hub_data)
     if problems:
-        raise InvalidRequest(f"{where}: " + "; ".join(problems))
+        # The evaluators name `lctx eval`'s flag and the variable; a client of this service sets neither:
+        # the service's data directory is its own setting.
+        text = "; ".join(problems).replace("(--data-dir or LCTX_DATA_DIR)", SERVICE_DATA_DIR).replace(
+            "--data-dir or LCTX_DATA_DIR", SERVICE_DATA_DIR.strip("()"))
+        raise InvalidRequest(f"{where}: {text}")
 
 
 def check_backend(backend: str, settings: Settings, cluster_gpus: int | None) -> None:

@@ -244,3 +244,10 @@ def test_the_cli_and_lctx_eval_suggest_too() -> None:
     assert "did you mean 'needle'?" in unknown_task("neddle")
     with pytest.raises(EvaluatorError, match="did you mean 'trials'"):
         parse_task({"name": "passkey", "trails": 5})
+
+
+def test_a_missing_data_directory_names_the_services_setting(api: httpx.Client, models: Path) -> None:
+    """A client cannot pass --data-dir: the refusal names how the service gets one."""
+    assert api.post("/v1/checkpoints", json={"name": "tiny", "path": "tiny"}).status_code == 201
+    r = api.post("/v1/jobs", params={"dry_run": "true"}, json={"checkpoint": "tiny", "tasks": [{"name": "mrcr_v2"}]})
+    assert r.status_code == 422 and "lctx serve --data-dir" in r.text and "(--data-dir or" not in r.text, r.text
