@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 
 from pydantic import StrictBool
 
-from evaluators.aa_lcr.files import CSV_FILE, DATA_DIR, HOWTO, missing_documents, read_questions
+from evaluators.aa_lcr.files import CSV_FILE, DATA_DIR, HOWTO, document_problems, read_questions
 from evaluators.errors import EvaluatorError
 from evaluators.options import (
     FilePath,
@@ -78,11 +78,11 @@ class AaLcrOptions(ThinkingOptions, JudgeOptions):
                 known = sorted({q.document_category for q in read_questions(root / CSV_FILE)})
                 return missing + [f"no question of the categories {', '.join(self.categories)} in {root / CSV_FILE} "
                                   f"(it has {', '.join(known)})"]
-        absent = missing_documents(root, questions)
+        absent, outside = document_problems(root, questions)
         if absent:
             listed = ", ".join(absent[:20]) + (f" and {len(absent) - 20} more" if len(absent) > 20 else "")
             missing.append(f"missing documents under {root / 'lcr'}: {listed}; {HOWTO}")
-        return missing
+        return missing + outside[:5]
 
     def planned_samples(self) -> int | None:
         return self.limit * self.repeats if self.limit else None
