@@ -8,7 +8,14 @@ from typing import ClassVar, Literal
 
 from pydantic import StrictBool
 
-from evaluators.aa_lcr.files import CSV_FILE, DATA_DIR, HOWTO, document_problems, read_questions
+from evaluators.aa_lcr.files import (
+    CSV_FILE,
+    DATA_DIR,
+    HOWTO,
+    document_paths,
+    document_problems,
+    read_questions,
+)
 from evaluators.errors import EvaluatorError
 from evaluators.options import (
     FilePath,
@@ -55,6 +62,24 @@ class AaLcrOptions(ThinkingOptions, JudgeOptions):
 
     def data_files(self, data_dir: Path) -> list[Path]:
         return [Path(data_dir) / DATA_DIR / CSV_FILE]
+
+    def text_files(self, data_dir: Path) -> list[Path]:
+        """The CSV and the documents of the selected questions that are there and inside their sets
+        (those missing or outside are `missing_files`' to name)."""
+        out = super().text_files(data_dir)
+        root = Path(data_dir) / DATA_DIR
+        try:
+            questions = read_questions(root / CSV_FILE)
+        except EvaluatorError:
+            return out
+        if self.categories is not None:
+            questions = [q for q in questions if q.document_category in self.categories]
+        for q in questions[: self.limit] if self.limit else questions:
+            try:
+                out += document_paths(root, q)
+            except EvaluatorError:  # missing or outside (OutsideSet): missing_files says so
+                continue
+        return out
 
     def missing_files(self, data_dir: Path | None) -> list[str]:
         """The CSV, every document its questions name (in the selected categories), and the
