@@ -14,6 +14,7 @@ its behaviour is chosen by the model name asked for.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -183,3 +184,27 @@ def test_the_limit_follows_the_request(server) -> None:
             return (await c.get("/chat/completions")).status_code  # GET of a POST route: answered, bounded
 
     assert asyncio.run(get()) == 405
+
+
+def test_a_run_records_the_overrun_and_a_judge_never_claims_more_than_its_budget(server, tokenizer_dir,
+                                                                                 tmp_path: Path) -> None:
+    """The record of a sample whose answer was cut says so; a judge's think block beyond its budget
+    is cut, its thinking tokens the budget at most, in the judgment and in the cache."""
+    from evaluators.judges import Judge, Judging, JudgmentCache
+    from evaluators.registry import parse_task
+    from evaluators.suite import run_task
+
+    srv, _ = server
+    chatty = engine(srv, tokenizer_dir, "chatty")
+    task = parse_task({"name": "passkey", "lengths": [128], "trials": 1, "max_new_tokens": 8})
+    run_task(chatty.served, task, tmp_path / "out", engine=chatty)
+    (record,) = [json.loads(line) for line in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
+    assert record["prediction"] == "word wor" and "cut to 8" in record["server_overrun"]
+    judged = engine(srv, tokenizer_dir, "overthink")
+    judge = Judge("j", "f" * 64, "endpoint", judged.served, judged, {"served_model": "overthink"})
+    judging = Judging(judge, JudgmentCache(tmp_path / "cache"), max_new_tokens=8, thinking_budget=64)
+    (judgment,) = judging.ask([[{"role": "user", "content": "CORRECT or INCORRECT?"}]])
+    assert judgment["thinking_tokens"] == 64 and judgment["answer"] == "7" and "think block" in judgment["overrun"]
+    assert len(judgment["thinking"]) == 64
+    again = Judging(judge, JudgmentCache(tmp_path / "cache"), max_new_tokens=8, thinking_budget=64)
+    assert again.ask([[{"role": "user", "content": "CORRECT or INCORRECT?"}]])[0]["cached"] is True
