@@ -101,10 +101,17 @@ REPLY_FIELDS: dict[str, tuple[type, ...]] = {"answer": (str,), "thinking": (str,
                                              "overrun": (str, type(None))}
 
 
-def reply_problem(reply: Any, thinking_budget: int | None = None) -> str | None:
+# Characters a cached reply's text may hold per token of its budget (a token is a few characters;
+# generous), beyond a fixed room: a 50 MB think block cached by an older version is not copied on.
+CHARS_PER_TOKEN = 32
+CHARS_SLACK = 4096
+
+
+def reply_problem(reply: Any, thinking_budget: int | None = None, max_new_tokens: int | None = None) -> str | None:
     """Why a cached entry is not a judge's reply (None: it is): not an object, a field missing,
     unknown or of another type (an answer that is a number or an object), negative thinking
-    tokens, or more thinking tokens than `thinking_budget` allows."""
+    tokens, or, for the judging asking, more thinking tokens than `thinking_budget` allows or
+    text far longer than its budgets could make (`CHARS_PER_TOKEN`)."""
     if not isinstance(reply, dict):
         return f"the reply is a {type(reply).__name__}, not an object"
     missing = [k for k in ("answer", "stop_reason") if k not in reply]
@@ -119,6 +126,10 @@ def reply_problem(reply: Any, thinking_budget: int | None = None) -> str | None:
     tokens = reply.get("thinking_tokens", 0)
     if tokens < 0 or (thinking_budget is not None and tokens > thinking_budget):
         return f"thinking_tokens {tokens} is outside 0..{thinking_budget if thinking_budget is not None else ''}"
+    for key, budget in (("answer", max_new_tokens), ("thinking", thinking_budget)):
+        text = reply.get(key) or ""
+        if budget is not None and len(text) > CHARS_SLACK + CHARS_PER_TOKEN * budget:
+            return f"its {key} is {len(text):,} characters, more than a budget of {budget} tokens makes"
     return None
 
 
@@ -303,7 +314,7 @@ class Judging:
         budget = self._generation["thinking_budget"]
         for key in dict.fromkeys(keys):
             entry = self.cache.get(key)
-            problem = reply_problem(entry, budget) if entry is not None else None
+            problem = reply_problem(entry, budget, self.max_new_tokens) if entry is not None else None
             if problem is not None:  # e.g. more thinking than this judging allows: never recorded as said
                 self.cache.drop(key, problem)
         for i, key in enumerate(keys):

@@ -37,6 +37,8 @@ def test_a_reply_that_is_not_one_is_named(reply: object, why: str) -> None:
 def test_thinking_beyond_the_budget_is_not_a_reply() -> None:
     assert reply_problem({**GOOD, "thinking": "x", "thinking_tokens": 52_428_800}, 2048) is not None
     assert reply_problem({**GOOD, "thinking": "x", "thinking_tokens": 2048}, 2048) is None
+    assert "thinking is 52,428,800 characters" in reply_problem({**GOOD, "thinking": "x" * (50 << 20)}, 2048, 16)
+    assert "answer is" in reply_problem({**GOOD, "answer": "CORRECT" * 100_000}, 2048, 16)
 
 
 def judged(judge: Judge, model: Path, data: Path, out: Path, cache: Path) -> tuple[dict, dict, Judging]:
