@@ -166,7 +166,7 @@ def local_file_problems(options: TaskOptions, data_dir: Path | None) -> list[str
 def json_objects(path: Path, what: str = "a record") -> list[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line of a JSONL file; an EvaluatorError naming
     the file and line for one that is not a JSON object."""
-    problem = text_problem(path, SNIFF_BYTES)
+    problem = text_file_problem(path, sniff=0) or text_problem(path, SNIFF_BYTES)
     if problem:
         raise EvaluatorError(f"{path.name} cannot be read as JSONL: {problem}; write one JSON object per line")
     try:
