@@ -156,7 +156,7 @@ def read_completion(answer: dict[str, Any], chat: bool) -> Completion:
         if not isinstance(message, dict):
             raise Unusable(f"choices[0].message is {type(message).__name__}, not an object: {shown(answer)}")
         # vLLM's reasoning parser (`reasoning`; `reasoning_content` before 2026, and SGLang's)
-        reasoning = message.get("reasoning") or message.get("reasoning_content") or None
+        reasoning = message.get("reasoning") or message.get("reasoning_content")
         if reasoning is not None and not isinstance(reasoning, str):
             raise Unusable(f"choices[0].message's reasoning is {type(reasoning).__name__}, not text: {shown(answer)}")
         where, text = "choices[0].message.content", message.get("content")
