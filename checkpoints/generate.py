@@ -46,6 +46,7 @@ class Generation:
     thinking: str | None = None
     thinking_tokens: int = 0
     thinking_truncated: bool = False
+    overrun: str | None = None  # a served model's answer beyond the budgets asked, cut to them (what it sent)
 
     @classmethod
     def of(cls, rule: StopRule, tokens: list[int], reason: str, cut: str | None, prompt_tokens: int,

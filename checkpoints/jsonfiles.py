@@ -1,17 +1,21 @@
 """JSON files the way every layer writes and reads them: JSONL records (read strictly,
-naming the file and line of a bad one, or leniently, skipping a line a crash cut short),
-appended durably, and JSON documents replaced atomically. The one place these rules live;
-it sits at the bottom (no lctx import) so the train log, the sample logs, the data
-loaders and the service all use it."""
+naming the file and line of a bad one, or leniently, skipping with a warning a line a crash
+cut short or that is not UTF-8), appended durably as ASCII (a write cut anywhere leaves bad
+JSON, never half a character), and JSON documents replaced atomically. The one place these
+rules live; it sits at the bottom (no lctx import) so the train log, the sample logs, the
+data loaders and the service all use it."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("lctx.jsonfiles")
 
 
 class BadRecord(ValueError):
@@ -19,24 +23,28 @@ class BadRecord(ValueError):
 
 
 def records(path: Path, strict: bool = True, what: str = "a record") -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for each non-blank line. Strict: BadRecord for a line that is
-    not a JSON object. Lenient: such lines are skipped (a line being written, or cut short by
-    a crash: its sample runs again)."""
-    with Path(path).open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
+    """(line number, object) for each non-blank line, each line decoded on its own (one line
+    that is not UTF-8 spoils no other). Strict: BadRecord for a line that is not a JSON
+    object. Lenient: such lines are skipped with a warning naming file and line (a line being
+    written, cut short by a crash, or written by something else: its sample runs again)."""
+    with Path(path).open("rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            if not raw.strip():
                 continue
             try:
-                rec = json.loads(line)
+                rec = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                problem = f"not UTF-8 (byte {e.start}: {e.reason})"
             except json.JSONDecodeError as e:
-                if strict:
-                    raise BadRecord(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
-                continue
-            if not isinstance(rec, dict):
-                if strict:
-                    raise BadRecord(f"{path}:{lineno}: {what} must be a JSON object, got {type(rec).__name__}")
-                continue
-            yield lineno, rec
+                problem = f"not valid JSON ({e.msg})"
+            else:
+                if isinstance(rec, dict):
+                    yield lineno, rec
+                    continue
+                problem = f"{what} must be a JSON object, got {type(rec).__name__}"
+            if strict:
+                raise BadRecord(f"{path}:{lineno}: {problem}")
+            log.warning("%s:%d skipped: %s", path, lineno, problem)
 
 
 def append_record(path: Path, record: dict[str, Any]) -> None:
@@ -48,11 +56,12 @@ def append_records(path: Path, records: list[dict[str, Any]]) -> None:
     """Append records as lines with one write and one fsync; a partial last line left by a
     crash is ended first, so the new records start on a fresh line. A write that fails (the
     disk full) is cut back to where it began, so no torn line stays behind, and the error
-    names the file."""
+    names the file. Lines are ASCII (`json_line`): a write cut short by kill -9 or a power
+    loss leaves a line that is bad JSON, which readers skip, never a torn character."""
     if not records:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = "".join(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in records).encode()
+    line = "".join(json_line(r) for r in records).encode("ascii")
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         start = os.lseek(fd, 0, os.SEEK_END)
@@ -68,6 +77,11 @@ def append_records(path: Path, records: list[dict[str, Any]]) -> None:
             raise OSError(e.errno, e.strerror, str(path)) from e
     finally:
         os.close(fd)
+
+
+def json_line(record: dict[str, Any]) -> str:
+    """One record as a JSONL line: ASCII only (other characters escaped), no NaN, newline-ended."""
+    return json.dumps(record, ensure_ascii=True, allow_nan=False) + "\n"
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from checkpoints import jsonfiles
-from evaluators.datafiles import LONGBENCH_HOWTO, SCROLLS_HOWTO, longbench_file, no_text, scrolls_file
+from evaluators.datafiles import (
+    LONGBENCH_HOWTO,
+    SCROLLS_HOWTO,
+    longbench_file,
+    no_text,
+    scrolls_file,
+    text_file_problem,
+)
 from evaluators.errors import EvaluatorError
 from evaluators.provenance import note_hub
 
@@ -59,9 +66,10 @@ def text_problem(path: Path, limit: int | None = None) -> str | None:
 
 def read_text(path: Path, what: str) -> str:
     """A text option's file as a string; an EvaluatorError naming the option and saying why
-    when it is binary or not UTF-8 (never decoded with replacement characters: garbage in
-    would be scored as if it were text)."""
-    problem = text_problem(path)
+    when it is larger than LCTX_MAX_TEXT_FILE_BYTES or sparse (asked before a byte is read),
+    binary or not UTF-8 (never decoded with replacement characters: garbage in would be scored
+    as if it were text)."""
+    problem = text_file_problem(path) or text_problem(path)
     if problem:
         raise EvaluatorError(f"{what} {path.name} cannot be read as text: {problem}; give a UTF-8 text file")
     return path.read_text(encoding="utf-8")
@@ -79,11 +87,13 @@ def option_path(value: str, data_dir: Path | None) -> Path:
     return path
 
 
-def file_option_problem(path: Path, name: str, folder: bool = False) -> str | None:
+def file_option_problem(path: Path, name: str, folder: bool = False, max_bytes: int | None = None) -> str | None:
     """Why the path a file option resolved to cannot serve its task (None: it can), `name`
     being how the option gave it; read as far as it takes to know: the path exists, is a file
     (or a folder where the option takes one, `folder`: of .txt files, one at least with text),
-    each file is UTF-8 text (its first bytes: a model.safetensors given as text is refused),
+    each file at most `max_bytes` (LCTX_MAX_TEXT_FILE_BYTES) with no sparse hole (asked of the
+    file system, nothing read: `text_file_problem`), UTF-8 text (its first bytes: a
+    model.safetensors given as text is refused),
     a .jsonl starts with a JSON object, and what is read holds more than whitespace. The one
     check of every file option of every task: the service runs it at submission (on the path
     confined to its roots), `lctx eval` before the model loads. The message says what to do."""
@@ -99,7 +109,7 @@ def file_option_problem(path: Path, name: str, folder: bool = False) -> str | No
         files = [path]
     for f in files:
         where = f"{name}/{f.name}" if f != path else name
-        problem = text_problem(f, SNIFF_BYTES)
+        problem = text_file_problem(f, max_bytes, 0) or text_problem(f, SNIFF_BYTES)
         if problem:
             return f"{where}: {problem}; {TEXT_HOWTO}"
         if f.suffix == ".jsonl":
@@ -156,7 +166,7 @@ def local_file_problems(options: TaskOptions, data_dir: Path | None) -> list[str
 def json_objects(path: Path, what: str = "a record") -> list[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line of a JSONL file; an EvaluatorError naming
     the file and line for one that is not a JSON object."""
-    problem = text_problem(path, SNIFF_BYTES)
+    problem = text_file_problem(path, sniff=0) or text_problem(path, SNIFF_BYTES)
     if problem:
         raise EvaluatorError(f"{path.name} cannot be read as JSONL: {problem}; write one JSON object per line")
     try:

@@ -10,7 +10,9 @@ first-class part of a task run (docs/protocols/judges.md).
 - `JudgmentCache`: the judge's answers on disk by (judge identity, how it generates, the
   prompt), so a rerun, a resumed job or a repeat whose answer is the same asks nothing twice.
   Each writing process appends to a file of its own (appends of several workers to one file
-  would interleave); every file of the folder is read.
+  would interleave); every file of the folder is read, as data: an entry that is not a reply
+  (`reply_problem`: an answer that is a number, a field missing, thinking beyond the budget)
+  is skipped and logged, and its prompt asked again.
 - `Judging`: a task's judge with its budgets and the cache. `ask(prompts)` gives each prompt
   its `judgment`, the sample record's field: the judge's name (`name@identity`), its
   settings (never a key), its raw answer and think block, whether the cache answered.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import secrets
@@ -40,6 +43,8 @@ from evaluators.errors import EvaluatorError
 if TYPE_CHECKING:
     from checkpoints.lm import LM, ModelSource
     from evaluators.options import TaskOptions
+
+log = logging.getLogger("lctx.judges")
 
 JUDGMENTS_DIR = "judgments"  # the cache's folder: in a run's folder (`lctx eval`) or the service's results
 Messages = Sequence[dict[str, str]]
@@ -79,11 +84,53 @@ class JudgeReply:
     thinking_tokens: int = 0
     stop_reason: str = "eos"
     error: str | None = None  # why it was not asked (its prompt does not fit the judge's context)
+    overrun: str | None = None  # what the judge's server sent beyond the budgets asked (cut here)
 
     def as_dict(self) -> dict[str, Any]:
-        out = {"answer": self.text, "thinking": self.thinking, "thinking_tokens": self.thinking_tokens,
-               "stop_reason": self.stop_reason}
+        out: dict[str, Any] = {"answer": self.text, "thinking": self.thinking, "thinking_tokens": self.thinking_tokens,
+                               "stop_reason": self.stop_reason}
+        if self.overrun:
+            out["overrun"] = self.overrun
         return {**out, "error": self.error} if self.error else out
+
+
+# A cached reply's fields and the types each may have (JudgeReply.as_dict without `error`:
+# a reply the judge was not asked for is never cached); `answer` and `stop_reason` required.
+REPLY_FIELDS: dict[str, tuple[type, ...]] = {"answer": (str,), "thinking": (str, type(None)),
+                                             "thinking_tokens": (int,), "stop_reason": (str,),
+                                             "overrun": (str, type(None))}
+
+
+# Characters a cached reply's text may hold per token of its budget (a token is a few characters;
+# generous), beyond a fixed room: a 50 MB think block cached by an older version is not copied on.
+CHARS_PER_TOKEN = 32
+CHARS_SLACK = 4096
+
+
+def reply_problem(reply: Any, thinking_budget: int | None = None, max_new_tokens: int | None = None) -> str | None:
+    """Why a cached entry is not a judge's reply (None: it is): not an object, a field missing,
+    unknown or of another type (an answer that is a number or an object), negative thinking
+    tokens, or, for the judging asking, more thinking tokens than `thinking_budget` allows or
+    text far longer than its budgets could make (`CHARS_PER_TOKEN`)."""
+    if not isinstance(reply, dict):
+        return f"the reply is a {type(reply).__name__}, not an object"
+    missing = [k for k in ("answer", "stop_reason") if k not in reply]
+    if missing:
+        return f"no {', '.join(missing)}"
+    for key, value in reply.items():
+        types = REPLY_FIELDS.get(key)
+        if types is None:
+            return f"unknown field {key!r}"
+        if not isinstance(value, types) or isinstance(value, bool):
+            return f"{key} is {type(value).__name__}, not {' or '.join(t.__name__ for t in types)}"
+    tokens = reply.get("thinking_tokens", 0)
+    if tokens < 0 or (thinking_budget is not None and tokens > thinking_budget):
+        return f"thinking_tokens {tokens} is outside 0..{thinking_budget if thinking_budget is not None else ''}"
+    for key, budget in (("answer", max_new_tokens), ("thinking", thinking_budget)):
+        text = reply.get(key) or ""
+        if budget is not None and len(text) > CHARS_SLACK + CHARS_PER_TOKEN * budget:
+            return f"its {key} is {len(text):,} characters, more than a budget of {budget} tokens makes"
+    return None
 
 
 @dataclass
@@ -176,13 +223,16 @@ class Judge:
                 done = pool.submit(self.engine.generate_until, [r for _, r in requests]).result()
             for (i, _), generation in zip(requests, done, strict=True):
                 replies[i] = JudgeReply(generation.text, getattr(generation, "thinking", None),
-                                        getattr(generation, "thinking_tokens", 0), generation.stop_reason)
+                                        getattr(generation, "thinking_tokens", 0), generation.stop_reason,
+                                        overrun=getattr(generation, "overrun", None))
         return replies
 
 
 class JudgmentCache:
     """Judge replies on disk under `folder`, by key (`Judging.key`). Entries written by any
-    process are read when the cache opens; this process appends to its own file."""
+    process are read when the cache opens, as data: a line that is not JSON or not UTF-8, or
+    an entry that is not a reply (`reply_problem`), is skipped with a warning, so its prompt
+    is asked again; this process appends to its own file."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
@@ -191,13 +241,23 @@ class JudgmentCache:
         self._lock = threading.Lock()
         if self.folder.is_dir():
             for path in sorted(self.folder.glob("*.jsonl")):
-                for _, rec in jsonfiles.records(path, strict=False):  # a line cut by a crash: asked again
-                    if isinstance(rec.get("key"), str) and isinstance(rec.get("reply"), dict):
+                for lineno, rec in jsonfiles.records(path, strict=False):  # a line cut by a crash: asked again
+                    problem = "no key" if not isinstance(rec.get("key"), str) else reply_problem(rec.get("reply"))
+                    if problem is None:
                         self._entries[rec["key"]] = rec["reply"]
+                    else:
+                        log.warning("%s:%d: not a judge reply (%s): skipped, its prompt is asked again", path,
+                                    lineno, problem)
 
     def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:
             return self._entries.get(key)
+
+    def drop(self, key: str, why: str) -> None:
+        """Forget an entry that does not fit the judging asking for it (logged): it is asked again."""
+        with self._lock:
+            if self._entries.pop(key, None) is not None:
+                log.warning("judgment cache entry %s skipped (%s): asked again", key[:12], why)
 
     def put(self, key: str, reply: dict[str, Any]) -> None:
         with self._lock:
@@ -251,6 +311,12 @@ class Judging:
         keys = [self.key(p) for p in prompts]
         fresh: dict[str, int] = {}  # key -> the first prompt asking it
         failed: dict[str, dict[str, Any]] = {}
+        budget = self._generation["thinking_budget"]
+        for key in dict.fromkeys(keys):
+            entry = self.cache.get(key)
+            problem = reply_problem(entry, budget, self.max_new_tokens) if entry is not None else None
+            if problem is not None:  # e.g. more thinking than this judging allows: never recorded as said
+                self.cache.drop(key, problem)
         for i, key in enumerate(keys):
             if key not in fresh and self.cache.get(key) is None:
                 fresh[key] = i

@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from checkpoints.thinking import DEFAULT_THINKING_BUDGET, Thinking
-from evaluators.datafiles import no_text
+from evaluators.datafiles import TEXT_SUFFIXES, no_text, text_file_problem
 from evaluators.errors import EvaluatorError
 
 MAX_LENGTH = 10_000_000  # tokens: a target length beyond this is a typo, not a plan
@@ -274,12 +274,21 @@ class TaskOptions(BaseModel):
         listed = ", ".join(map(str, missing[:20])) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
         return [f"missing data files: {listed}; {self.data_howto}"]
 
-    def data_problems(self, data_dir: Path | None, hub: bool = False) -> list[str]:
+    def text_files(self, data_dir: Path) -> list[Path]:
+        """The text files of the data directory the task reads whole (haystacks, documents,
+        JSON/JSONL/CSV data): checked at submission for what would fail later (`data_problems`).
+        Default: `data_files` with a text suffix; tasks that read more (AA-LCR's documents,
+        BABILong's books) add them."""
+        return [p for p in self.data_files(data_dir) if p.suffix.lower() in TEXT_SUFFIXES]
+
+    def data_problems(self, data_dir: Path | None, hub: bool = False, max_text_bytes: int | None = None) -> list[str]:
         """Why the data these options read cannot serve the task (empty: it can): files that
         are missing (`missing_files`; not counted with `hub` for a task the Hugging Face hub
-        serves) and files there that hold nothing (empty or only whitespace: `data_files`, the
-        files the loaders open). The one check of a task's data files: the service refuses a
-        submission, `lctx eval` a run, when this is not empty."""
+        serves), files there that hold nothing (empty or only whitespace: `data_files`, the
+        files the loaders open), and text files (`text_files`) larger than `max_text_bytes`
+        (LCTX_MAX_TEXT_FILE_BYTES), sparse or with NUL bytes in their first bytes, read no
+        further than that (`text_file_problem`). The one check of a task's data files: the
+        service refuses a submission, `lctx eval` a run, when this is not empty."""
         problems = [] if hub and self.hub_data else self.missing_files(data_dir)
         if data_dir is None:
             return problems
@@ -287,6 +296,10 @@ class TaskOptions(BaseModel):
         if empty:
             howto = self.data_howto or "put the benchmark's own file there again"
             problems.append(f"data files that hold nothing: {', '.join(empty)}; {howto}")
+        for path in dict.fromkeys(self.text_files(data_dir)):
+            why = text_file_problem(path, max_text_bytes) if path.is_file() else None
+            if why:
+                problems.append(f"data file {path}: {why}")
         return problems
 
 

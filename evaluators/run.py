@@ -178,8 +178,10 @@ class TaskRun:
         planner = ThinkPlanner(evaluator, loaded)
 
         def finished(built: Built, response: Any) -> None:
+            overrun = getattr(response, "overrun", None)  # a served model's answer cut to its budgets
             self.record(built.sample, {**built.record, **ThinkPlanner.record(built, response),
-                                       **evaluator.score(built, response)})
+                                       **evaluator.score(built, response),
+                                       **({"server_overrun": overrun} if overrun else {})})
             self.check_stop()  # a cancel lands mid-batch; every answered sample is already recorded
 
         engine = self.engine = self.engine or Engine(loaded.model, loaded.tokenizer)

@@ -9,7 +9,6 @@ once however often a unit was re-run. No torch: the API reads these files too.""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -125,22 +124,22 @@ def merge_units(folder: Path) -> int:
     units = [f for f in units if f != main]
     if not units:
         return 0
-    lines: list[str] = []
+    lines: list[str] = []  # each a JSONL line, ASCII (jsonfiles.json_line)
     seen: set[tuple[Any, Any, Any]] = set()
     if main.is_file():
         for _, rec in jsonfiles.records(main, strict=False):
             seen.add(_key(rec))
-            lines.append(json.dumps(rec, ensure_ascii=False, allow_nan=False))
+            lines.append(jsonfiles.json_line(rec))
     added = 0
     for f in units:
         for _, rec in jsonfiles.records(f, strict=False):  # a line a dying worker cut short is skipped
             if _key(rec) not in seen:
                 seen.add(_key(rec))
-                lines.append(json.dumps(rec, ensure_ascii=False, allow_nan=False))
+                lines.append(jsonfiles.json_line(rec))
                 added += 1
     tmp = main.with_name(f".{main.name}.{os.getpid()}.tmp")
     with tmp.open("w", encoding="utf-8") as out:
-        out.write("".join(line + "\n" for line in lines))
+        out.write("".join(lines))
         out.flush()
         os.fsync(out.fileno())
     os.replace(tmp, main)

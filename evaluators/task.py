@@ -63,6 +63,7 @@ class Fields(TypedDict, total=False, extra_items=Any):
     thinking_truncated: bool
     thinking_budget: int
     error: str  # the run's: the sample's output was not finite (kept out of the scores)
+    server_overrun: str  # a served model sent more than the budgets asked: what it sent (the answer was cut to them)
 
 
 class Record(Fields):

@@ -15,6 +15,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from checkpoints.requests import DEFAULT_MAX_BATCH
+from evaluators.datafiles import DEFAULT_MAX_TEXT_FILE_BYTES
 from service.names import NAME_PATTERN
 from service.secrets import check_key_variable, known_secrets, reserved_reason
 
@@ -55,6 +56,11 @@ class Settings(BaseSettings):
                             "(prompt lengths, budgets, generated tokens); 1M fits 8B models on 80 GB GPUs; lower it on CPU nodes")
     max_samples_per_job: int = Field(200_000, ge=1, description="most samples one job may plan (lengths x trials, "
                                      "summed over its tasks; data-backed tasks count their `limit`)")
+    max_text_file_bytes: int = Field(DEFAULT_MAX_TEXT_FILE_BYTES, ge=1, description="largest text file a job may "
+                                     "read whole (a haystack or text option, a data file, an AA-LCR document), in "
+                                     "bytes: a larger one, or one with a sparse hole or NUL bytes in its first "
+                                     "bytes, is refused at submission naming the file and this limit (the size is "
+                                     "asked of the file system, nothing is read); workers read it again")
     max_job_seconds: float | None = Field(None, gt=0, description="most seconds a job's work may take by its "
                                           "estimate at submission (its samples and tokens at the speed this "
                                           "service's jobs measured, or a stated rule before any is measured); a "

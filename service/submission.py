@@ -216,7 +216,8 @@ def check_data(spec: TaskOptions, settings: Settings, where: str) -> None:
     is refused now with the paths looked for and where to get them (not failed after its
     other tasks ran). With LCTX_HUB_DATA, tasks the Hugging Face hub serves (LongBench,
     SCROLLS) may go on without their files (not with empty ones)."""
-    problems = spec.data_problems(settings.data_dir.absolute() if settings.data_dir else None, hub=settings.hub_data)
+    problems = spec.data_problems(settings.data_dir.absolute() if settings.data_dir else None, hub=settings.hub_data,
+                                  max_text_bytes=settings.max_text_file_bytes)
     if problems:
         # The evaluators name `lctx eval`'s flag and the variable; a client of this service sets neither:
         # the service's data directory is its own setting.
@@ -254,7 +255,7 @@ def confine_files(task: dict[str, Any], settings: Settings, where: str) -> None:
                     "the first checkpoint root (no data directory is configured)"
                 raise InvalidRequest(f"{where}.{key}: {given} does not exist (a relative path is taken relative "
                                      f"to {relative}); put the file there or fix the path")
-            problem = file_option_problem(path, given, key in options.folder_options())
+            problem = file_option_problem(path, given, key in options.folder_options(), settings.max_text_file_bytes)
             if problem:
                 raise InvalidRequest(f"{where}.{key}: {problem}")
 

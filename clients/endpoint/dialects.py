@@ -129,14 +129,22 @@ def dialect(name: str) -> Dialect:
 async def prompt_logprobs(client: Client, method: str, model: str, ids: Sequence[int],
                           tokenizer: Tokenizer) -> Logprobs:
     """Ask the server for the prompt log-probabilities of `ids` by `method` (SCORING_METHODS)."""
+    from clients.endpoint.client import Unusable, shown
+
     row = dialect(method)
     path, body, root = row.request(model, ids)
-    answer = await client.post(path, body, root=root)
-    try:
-        return row.read(answer, ids, tokenizer)
-    except (KeyError, IndexError, TypeError, AttributeError) as e:
-        raise EndpointError(f"{client.spec.base_url}: the {method} prompt log-probabilities are not in the documented "
-                            f"shape ({type(e).__name__}: {e})") from None
+
+    def read(answer: dict[str, Any]) -> Logprobs:
+        """The values, or `Unusable` (retried as a server error) naming what is not as documented."""
+        try:
+            return row.read(answer, ids, tokenizer)
+        except EndpointError as e:
+            raise Unusable(f"{e}: {shown(answer)}") from None
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
+            raise Unusable(f"the {method} prompt log-probabilities are not in the documented shape "
+                           f"({type(e).__name__}: {e}): {shown(answer)}") from None
+
+    return await client.post(path, body, root=root, read=read)
 
 
 # A served model's thinking switch per setting of the `thinking` option, as the chat request's fields.

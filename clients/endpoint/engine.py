@@ -17,7 +17,12 @@ requests on it.
   haystack prefix go out together while the server's prefix cache holds it.
 - `done(i, result)` runs the moment each request is answered, so the caller records every
   finished sample before a failure (`EndpointUnavailable`, after the client's retries)
-  propagates."""
+  propagates.
+- What comes back is data: an answer of the wrong shape (`content` a list, a number, null
+  where text is needed: `read_completion`) is a server error, retried, then named; an answer
+  or a think block longer than the budget asked for is cut to it and the generation says so
+  (`overrun`, the record's `server_overrun`), so no record holds or claims more than the
+  budget allowed."""
 
 from __future__ import annotations
 
@@ -33,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from checkpoints.errors import EndpointError
 from checkpoints.lm import Done
 from checkpoints.tokenizer import Tokenizer
-from clients.endpoint.client import LOOPBACK_HOSTS, Client, check_base_url
+from clients.endpoint.client import LOOPBACK_HOSTS, Client, Unusable, check_base_url, shown
 from clients.endpoint.dialects import SCORING_METHODS, prompt_logprobs, thinking_fields
 from clients.endpoint.options import EndpointSpec
 from clients.endpoint.probe import Capabilities, probe
@@ -120,6 +125,62 @@ def connect(spec: EndpointSpec, allowed_hosts: Sequence[str] = LOOPBACK_HOSTS) -
         context = context_of(spec.tokenizer) if spec.tokenizer else capabilities.max_model_len
         spec = replace(spec, context_length=context)
     return ServedModel(spec, capabilities, tokenizer or ServerTokenizer(spec))
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What lctx reads of a completion answer, each part checked for its type."""
+
+    text: str  # the answer's text ("" where the server sent null and may: thinking used the budget)
+    reasoning: str | None  # a chat server's reasoning field
+    finish: str | None
+    stopped: bool  # vLLM's `stop_reason`: a stop string or token ended it
+    model: str | None
+    reasoning_tokens: int | None  # usage.completion_tokens_details.reasoning_tokens, as the server counts
+
+
+def read_completion(answer: dict[str, Any], chat: bool) -> Completion:
+    """A completions or chat completions answer read as the OpenAI API documents it; `Unusable`
+    naming the part and quoting the answer when it has another shape (no choices, a message that
+    is not an object, `content` a list or a number, null where the text is needed)."""
+    choices = answer.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise Unusable(f"the answer has no choices[0] object: {shown(answer)}")
+    choice = choices[0]
+    finish = choice.get("finish_reason")
+    if finish is not None and not isinstance(finish, str):
+        raise Unusable(f"choices[0].finish_reason is {type(finish).__name__}, not text: {shown(answer)}")
+    reasoning = None
+    if chat:
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise Unusable(f"choices[0].message is {type(message).__name__}, not an object: {shown(answer)}")
+        # vLLM's reasoning parser (`reasoning`; `reasoning_content` before 2026, and SGLang's)
+        reasoning = message.get("reasoning") or message.get("reasoning_content")
+        if reasoning is not None and not isinstance(reasoning, str):
+            raise Unusable(f"choices[0].message's reasoning is {type(reasoning).__name__}, not text: {shown(answer)}")
+        where, text = "choices[0].message.content", message.get("content")
+    else:
+        where, text = "choices[0].text", choice.get("text")
+    if text is None and (reasoning is not None or finish == "length"):
+        text = ""  # the think block took the budget: no answer yet
+    if not isinstance(text, str):
+        what = "null" if text is None else f"of type {type(text).__name__}"
+        raise Unusable(f"{where} is {what} where the answer's text is needed: {shown(answer)}")
+    model = answer.get("model")
+    usage = answer.get("usage")
+    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
+    counted = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    return Completion(text, reasoning, finish, choice.get("stop_reason") is not None,
+                      model if isinstance(model, str) else None,
+                      counted if isinstance(counted, int) and not isinstance(counted, bool) else None)
+
+
+def overrun_slack(budget: int) -> int:
+    """Tokens an answer may exceed its budget by, counted again from its text by lctx's tokenizer,
+    before it is called the server's overrun: the text of n generated tokens can encode to a few
+    more (merges across the server's token boundaries); a server that ignores its budget sends far more."""
+    return max(8, budget // 8)
 
 
 def prefix_order(prompts: Sequence[tuple[int, ...]]) -> list[int]:
@@ -212,7 +273,6 @@ class EndpointEngine:
             body["logit_bias"] = {str(i): -100 for i in r.suppress_ids}
         if not r.stop_at_eos:
             body["ignore_eos"] = True
-        reasoning: str | None = None
         if spec.api_style == "chat":
             if r.messages is not None:  # a conversation: the server's template renders its turns
                 messages = [dict(m) for m in r.messages]
@@ -221,63 +281,83 @@ class EndpointEngine:
                                                                               skip_special_tokens=False)}]
             if plan is not None:
                 body.update(thinking_fields(plan.setting))
-            answer = await client.post("/chat/completions", {**body, "messages": messages})
-            choice = answer["choices"][0]
-            message = choice.get("message") or {}
-            text = message.get("content") or ""
-            # vLLM's reasoning parser (`reasoning`; `reasoning_content` before 2026, and SGLang's)
-            reasoning = message.get("reasoning") or message.get("reasoning_content")
+            answer = await client.post("/chat/completions", {**body, "messages": messages},
+                                       read=lambda a: read_completion(a, chat=True))
         else:
-            answer = await client.post("/completions", {**body, "prompt": self._prompt(r.prompt_ids)})
-            choice = answer["choices"][0]
-            text = choice.get("text") or ""
-        self.served.reported_model = answer.get("model", self.served.reported_model)
-        finish = choice.get("finish_reason")
+            answer = await client.post("/completions", {**body, "prompt": self._prompt(r.prompt_ids)},
+                                       read=lambda a: read_completion(a, chat=False))
+        self.served.reported_model = answer.model or self.served.reported_model
         if plan is not None:
-            return await self._answer_after_thinking(client, r, text, reasoning, finish, stops, answer)
+            return await self._answer_after_thinking(client, r, answer, stops)
+        text = answer.text
         cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)  # servers that overshoot a stop
         if cut >= 0:
             text = text[:cut]
-        stopped = cut >= 0 or (bool(stops) and choice.get("stop_reason") is not None)  # vLLM names the stop
-        reason = "length" if finish == "length" else ("stop_string" if stopped else "eos")
-        return Generation(text=text, token_ids=self.tokenizer.encode(text, add_special_tokens=False),
-                          prompt_tokens=len(r.prompt_ids), stop_reason=reason)
+        stopped = cut >= 0 or (bool(stops) and answer.stopped)  # vLLM names the stop
+        reason = "length" if answer.finish == "length" else ("stop_string" if stopped else "eos")
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        overrun = None
+        if len(ids) > r.max_new_tokens + overrun_slack(r.max_new_tokens):
+            overrun = (f"the server sent an answer of {len(ids)} tokens (lctx's count of its text) for max_tokens "
+                       f"{r.max_new_tokens}: cut to {r.max_new_tokens}")
+            ids, reason = ids[:r.max_new_tokens], "length"
+            text = self.tokenizer.decode(ids)
+            log.warning("%s: %s", spec.base_url, overrun)
+        return Generation(text=text, token_ids=ids, prompt_tokens=len(r.prompt_ids), stop_reason=reason,
+                          overrun=overrun)
 
-    async def _answer_after_thinking(self, client: Client, r: GenerateRequest, text: str, reasoning: str | None,
-                                     finish: str | None, stops: list[str], answer: dict[str, Any]) -> Generation:
+    async def _answer_after_thinking(self, client: Client, r: GenerateRequest, answer: Completion,
+                                     stops: list[str]) -> Generation:
         """A thinking model's generation: the thinking from the server's reasoning field, or
         split from the text by the model's delimiters (a server without a reasoning parser);
         the answer cut to its own budget and stop strings. Thinking that used up the request
         (no answer, finish `length`) is closed for it where the server takes token prompts:
-        a second request continues the prompt, the thinking and the forced close."""
+        a second request continues the prompt, the thinking and the forced close. Thinking the
+        server sent (or counted) beyond the thinking budget is cut to it and said (`overrun`):
+        a record never claims more thinking tokens than the budget allowed."""
         from checkpoints.generate import Generation
 
         plan = r.think
         assert plan is not None
+        text, reasoning, finish = answer.text, answer.reasoning, answer.finish
         thinking, reply = (reasoning, text) if reasoning is not None else plan.format.split(text, plan.inside)
-        details = (answer.get("usage") or {}).get("completion_tokens_details") or {}
-        counted = details.get("reasoning_tokens") if isinstance(details, dict) else None
-        thinking_tokens = counted if isinstance(counted, int) else \
-            len(self.tokenizer.encode(thinking, add_special_tokens=False)) if thinking else 0
+        thinking_ids = self.tokenizer.encode(thinking, add_special_tokens=False) if thinking else []
+        thinking_tokens = answer.reasoning_tokens if answer.reasoning_tokens is not None else len(thinking_ids)
+        overruns = []
+        if len(thinking_ids) > plan.budget + overrun_slack(plan.budget):
+            overruns.append(f"a think block of {len(thinking_ids)} tokens (lctx's count of its text) for a thinking "
+                            f"budget of {plan.budget}: cut to it")
+            thinking = self.tokenizer.decode(thinking_ids[:plan.budget], skip_special_tokens=False)
+        if thinking_tokens > plan.budget or thinking_tokens < 0:
+            if not overruns:
+                overruns.append(f"{thinking_tokens} thinking tokens claimed for a thinking budget of {plan.budget}: "
+                                "recorded as the budget")
+            thinking_tokens = min(max(thinking_tokens, 0), plan.budget)
         truncated = bool(thinking) and not reply.strip() and finish == "length"
         reason = "length" if finish == "length" else "eos"
         if truncated and self.spec.api_style == "completions":
             raw = text if reasoning is None else thinking
             ids = [*r.prompt_ids, *self.tokenizer.encode(raw, add_special_tokens=False), *plan.answer_ids(True)]
             more = await client.post("/completions", {"model": self.spec.served_model, "prompt": self._prompt(ids),
-                                                      "max_tokens": r.max_new_tokens, "temperature": 0})
-            reply, reason = more["choices"][0].get("text") or "", more["choices"][0].get("finish_reason")
-            reason = "length" if reason == "length" else "eos"
+                                                      "max_tokens": r.max_new_tokens, "temperature": 0},
+                                     read=lambda a: read_completion(a, chat=False))
+            reply, reason = more.text, "length" if more.finish == "length" else "eos"
         ids = self.tokenizer.encode(reply.lstrip(), add_special_tokens=False)
         if len(ids) > r.max_new_tokens:  # the request's max_tokens held both budgets: the answer keeps its own
+            if len(ids) > r.max_new_tokens + plan.budget + overrun_slack(r.max_new_tokens + plan.budget):
+                overruns.append(f"an answer of {len(ids)} tokens for max_tokens {r.max_new_tokens + plan.budget}")
             ids, reason = ids[:r.max_new_tokens], "length"
             reply = self.tokenizer.decode(ids)
         reply = reply.lstrip()
         cut = min((i for i in (reply.find(s) for s in stops) if i >= 0), default=-1)
         if cut >= 0:
             reply, reason = reply[:cut], "stop_string"
+        overrun = "the server sent " + "; ".join(overruns) if overruns else None
+        if overrun:
+            log.warning("%s: %s", self.spec.base_url, overrun)
         return Generation(text=reply, token_ids=ids, prompt_tokens=len(r.prompt_ids), stop_reason=reason,
-                          thinking=thinking, thinking_tokens=thinking_tokens, thinking_truncated=truncated)
+                          thinking=thinking, thinking_tokens=thinking_tokens, thinking_truncated=truncated,
+                          overrun=overrun)
 
     async def _loglikelihood(self, client: Client, r: LoglikelihoodRequest) -> tuple[float, bool]:
         ids = list(r.context_ids) + list(r.continuation_ids)

@@ -17,7 +17,15 @@ import httpx
 
 from checkpoints.errors import EndpointError, NotAServer
 from checkpoints.tokenizer import Tokenizer
-from clients.endpoint.client import Client, check_base_url, key_forms, scrub, server_error
+from clients.endpoint.client import (
+    GET_LIMIT,
+    Client,
+    check_base_url,
+    key_forms,
+    read_bounded_sync,
+    scrub,
+    server_error,
+)
 from clients.endpoint.dialects import DIALECTS, SWITCH_FIELDS, detokenized, prompt_logprobs
 from clients.endpoint.options import ApiStyle, EndpointSpec, key_headers
 from clients.endpoint.tokenizer import context_of, load_endpoint_tokenizer
@@ -71,9 +79,10 @@ def probe_server(base_url: str, allowed_hosts: Sequence[str], served_model: str 
     url = check_base_url(base_url, allowed_hosts)
     if not served_model:
         headers = key_headers(api_key_env)
+        forms = key_forms(headers.get("Authorization", "")[7:])
         try:
             with httpx.Client(headers=headers, timeout=30) as http:
-                listed = scrub(http.get(url + "/models"), key_forms(headers.get("Authorization", "")[7:]))
+                listed = scrub(read_bounded_sync(http, "GET", url + "/models", None, GET_LIMIT, 30, forms), forms)
             names = [str(m["id"]) for m in listed.json()["data"]]
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
             raise EndpointError(f"{url}/models gave no model list ({type(e).__name__}); give --served-model") from None
@@ -91,7 +100,7 @@ def unanswered(spec: EndpointSpec, timeout_s: float = 5.0) -> str | None:
     try:
         headers = key_headers(spec.api_key_env)
         with httpx.Client(headers=headers, timeout=timeout_s) as http:
-            response = http.get(spec.base_url + "/models")
+            response = read_bounded_sync(http, "GET", spec.base_url + "/models", None, GET_LIMIT, timeout_s)
         listed = response.json() if response.status_code == 200 else None
     except EndpointError as e:
         return str(e)
@@ -165,7 +174,7 @@ async def _probe(spec: EndpointSpec, tokenizer: Tokenizer | None, need_tokenizer
                     version = str(answer.json()[key])
                     server = {"/version": "vllm", "/get_server_info": "sglang"}[path]
                     break
-            except (httpx.HTTPError, ValueError):
+            except (httpx.HTTPError, ValueError, EndpointError):  # EndpointError: an answer past GET_LIMIT
                 continue
         server_ids, tokenize_len = await _server_tokens(client, spec)
         max_len = max_len or tokenize_len

@@ -18,7 +18,17 @@ import httpx
 
 from checkpoints.errors import EndpointError, EndpointUnavailable
 from checkpoints.tokenizer import Tokenizer, load_tokenizer
-from clients.endpoint.client import RETRY_STATUS, answer_of, api_root, backoff, key_forms, scrub
+from clients.endpoint.client import (
+    RETRY_STATUS,
+    Unusable,
+    answer_limit,
+    answer_of,
+    api_root,
+    backoff,
+    key_forms,
+    read_bounded_sync,
+    scrub,
+)
 from clients.endpoint.dialects import detokenized
 from clients.endpoint.options import EndpointSpec
 
@@ -75,19 +85,27 @@ class ServerTokenizer:
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         url = api_root(self.spec.base_url) + path
         last, retry_after = "", None
+        limit = answer_limit(path, body)
         for attempt in range(self.spec.max_retries + 1):
             if attempt:
                 time.sleep(backoff(self.spec, attempt, retry_after))
             try:
-                response = scrub(self.http.post(url, json=body), self._forms)
+                response = scrub(read_bounded_sync(self.http, "POST", url, body, limit, self.spec.timeout_s, self._forms),
+                                 self._forms)
             except (httpx.TimeoutException, httpx.TransportError) as e:
                 last, retry_after = f"{type(e).__name__}: {e}", None
+                continue
+            except Unusable as e:
+                last, retry_after = str(e), None
                 continue
             if response.status_code in RETRY_STATUS:
                 last, retry_after = f"HTTP {response.status_code}: {response.text[:200]}", response.headers.get(
                     "retry-after")
                 continue
-            return answer_of(url, response)
+            try:
+                return answer_of(url, response)
+            except Unusable as e:
+                last, retry_after = str(e), None
         raise EndpointUnavailable(f"the server at {self.spec.base_url} did not answer {path} after "
                                   f"{self.spec.max_retries + 1} tries (last: {last})")
 

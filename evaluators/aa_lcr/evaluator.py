@@ -21,10 +21,19 @@ from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from evaluators import encodings
 from evaluators.aa_lcr import protocol
-from evaluators.aa_lcr.files import CSV_FILE, DATA_DIR, HOWTO, Question, read_documents, read_questions
+from evaluators.aa_lcr.files import (
+    CSV_FILE,
+    DATA_DIR,
+    HOWTO,
+    Question,
+    document_paths,
+    read_documents,
+    read_questions,
+)
 from evaluators.aa_lcr.options import CL100K_HOWTO, AaLcrOptions
 from evaluators.errors import EvaluatorError
 from evaluators.options import JUDGE_HOWTO
+from evaluators.provenance import note_files
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.task import Built, Evaluator, Sample
 
@@ -41,6 +50,7 @@ class AaLcrEvaluator(Evaluator):
         super().__init__(options, data_dir)
         self.questions: list[Question] = []
         self._docs: dict[str, list[str]] = {}
+        self._paths: dict[str, list[Path]] = {}
         self._cl100k: dict[str, int] = {}
 
     def prepare(self, loaded: LoadedModel) -> None:
@@ -51,6 +61,9 @@ class AaLcrEvaluator(Evaluator):
         if self.options.categories is not None:
             questions = [q for q in questions if q.document_category in self.options.categories]
         self.questions = questions[: self.options.limit] if self.options.limit else questions
+        # Every document the run reads, confined to its set folder and in the data revision with the CSV
+        self._paths = {q.question_id: document_paths(self.root, q) for q in self.questions}
+        note_files([p for paths in self._paths.values() for p in paths])
         self.count = encodings.counter("cl100k_base", self.options.cl100k_file, CL100K_HOWTO)
 
     def plan(self, loaded: LoadedModel) -> list[Sample]:
@@ -61,7 +74,7 @@ class AaLcrEvaluator(Evaluator):
     def prompt(self, q: Question) -> str:
         """The card's prompt of a question (its documents read once per run), and its cl100k_base count."""
         if q.question_id not in self._docs:
-            self._docs[q.question_id] = read_documents(self.root, q)
+            self._docs[q.question_id] = read_documents(self.root, q, self._paths.get(q.question_id))
             self._cl100k[q.question_id] = self.count(protocol.question_prompt(self._docs[q.question_id], q.question))
         return protocol.question_prompt(self._docs[q.question_id], q.question)
 

@@ -2,15 +2,18 @@
 `AA-LCR_Dataset.csv`, one row per question, and the documents' extracted text in
 `extracted_text/AA-LCR_extracted-text.zip`, unzipped into `lcr/<document_category>/
 <document_set_id>/<file>`. A question's documents are the files its `data_source_filenames`
-names (`;`-separated), read in that order: the card says the order matters. Standard library
-only: the service reads this module at submission to refuse a job whose files are missing."""
+names (`;`-separated), read in that order: the card says the order matters. Every document
+lies inside its set folder (`document_path`: no `..`, no absolute name, no symlink pointing
+out, checked on the resolved path), as the set folder inside `lcr/`: the CSV is data, it
+cannot make a job read /etc/passwd. Standard library only: the service reads this module at
+submission to refuse a job whose files are missing or outside."""
 
 from __future__ import annotations
 
 import csv
 import unicodedata
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from evaluators.errors import EvaluatorError
 
@@ -86,45 +89,98 @@ def zip_name(name: str) -> str:
         return name
 
 
+class OutsideSet(EvaluatorError):
+    """A document (or set folder) the CSV names that lies outside where the card's layout puts it."""
+
+
+def plain_name(name: str) -> bool:
+    """Whether `name` is one path component (no separator, no `..`, not absolute): what the
+    card's CSV names documents, categories and sets by."""
+    parts = PurePosixPath(name).parts
+    return len(parts) == 1 and parts[0] not in (".", "..") and len(PureWindowsPath(name).parts) == 1
+
+
+def inside(path: Path, folder: Path) -> bool:
+    """Whether `path` resolves (symlinks followed) to somewhere inside `folder` (resolved too)."""
+    try:
+        return path.resolve().is_relative_to(folder.resolve())
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, an unencodable name: not known to be inside
+        return False
+
+
 def document_path(folder: Path, filename: str) -> Path | None:
     """The file of `folder` that `filename` names: itself, or the one whose name is the same
     once Unicode-normalized (NFC; macOS writes NFD) or read back from the zip's cp437 mojibake
-    (`zip_name`). None when there is none."""
-    exact = folder / filename
-    if exact.is_file():
-        return exact
-    if not folder.is_dir():
-        return None
-    want = unicodedata.normalize("NFC", filename)
-    for entry in sorted(folder.iterdir()):
-        if entry.is_file() and want in {unicodedata.normalize("NFC", n) for n in (entry.name, zip_name(entry.name))}:
-            return entry
-    return None
+    (`zip_name`). None when there is none; OutsideSet when the name is not a plain file name
+    or the file resolves outside `folder` (a symlink pointing out)."""
+    if not plain_name(filename):
+        raise OutsideSet(f"the document name {filename!r} leads outside its set folder (a path, '..' or absolute "
+                         f"instead of a file name); the CSV names files inside their set folder; {HOWTO}")
+    found = folder / filename if (folder / filename).is_file() else None
+    if found is None and folder.is_dir():
+        want = unicodedata.normalize("NFC", filename)
+        found = next((e for e in sorted(folder.iterdir()) if e.is_file() and want in
+                      {unicodedata.normalize("NFC", n) for n in (e.name, zip_name(e.name))}), None)
+    if found is not None and not inside(found, folder):
+        raise OutsideSet(f"the document {filename!r} resolves outside its set folder (a symlink pointing out); "
+                         f"put the file itself in the set folder; {HOWTO}")
+    return found
 
 
 def set_folder(root: Path, q: Question) -> Path:
-    """Where a question's document set lies: <root>/lcr/<document_category>/<document_set_id>."""
-    return Path(root) / DOCS_DIR / q.document_category / q.document_set_id
+    """Where a question's document set lies: <root>/lcr/<document_category>/<document_set_id>;
+    OutsideSet when the CSV's names would lead elsewhere (a path, `..`, a symlink out of lcr/)."""
+    docs = Path(root) / DOCS_DIR
+    folder = docs / q.document_category / q.document_set_id
+    if not (plain_name(q.document_category) and plain_name(q.document_set_id)) or \
+            (folder.exists() and not inside(folder, docs)):
+        raise OutsideSet(f"AA-LCR question {q.question_id}: its set folder {q.document_category}/"
+                         f"{q.document_set_id} lies outside {DOCS_DIR}/ (a path, '..' or a symlink pointing out); "
+                         f"{HOWTO}")
+    return folder
 
 
-def missing_documents(root: Path, questions: list[Question]) -> list[str]:
-    """`category/set/file` of every document a question names that is not there."""
-    missing = []
+def document_problems(root: Path, questions: list[Question]) -> tuple[list[str], list[str]]:
+    """(`category/set/file` of every document a question names that is not there, what names
+    one outside its set folder): the submission's check."""
+    missing, outside = [], []
     for q in questions:
-        folder = set_folder(root, q)
-        missing += [f"{q.document_category}/{q.document_set_id}/{name}" for name in q.filenames
-                    if document_path(folder, name) is None]
-    return list(dict.fromkeys(missing))
+        where = f"{q.document_category}/{q.document_set_id}"
+        try:
+            folder = set_folder(root, q)
+        except OutsideSet as e:
+            outside.append(str(e))
+            continue
+        for name in q.filenames:
+            try:
+                if document_path(folder, name) is None:
+                    missing.append(f"{where}/{name}")
+            except OutsideSet as e:
+                outside.append(f"AA-LCR question {q.question_id}, {where}: {e}")
+    return list(dict.fromkeys(missing)), list(dict.fromkeys(outside))
 
 
-def read_documents(root: Path, q: Question) -> list[str]:
-    """The question's documents in the order `data_source_filenames` gives them, read as the
-    card reads them (`open(path, encoding="utf-8").read()`: universal newlines, nothing stripped)."""
-    folder, docs = set_folder(root, q), []
+def document_paths(root: Path, q: Question) -> list[Path]:
+    """The question's documents in the order `data_source_filenames` gives them, each inside
+    its set folder (EvaluatorError naming the one that is missing, OutsideSet one outside)."""
+    folder, paths = set_folder(root, q), []
     for name in q.filenames:
-        path = document_path(folder, name)
+        try:
+            path = document_path(folder, name)
+        except OutsideSet as e:
+            raise OutsideSet(f"AA-LCR question {q.question_id}: {e}") from None
         if path is None:
             raise EvaluatorError(f"AA-LCR question {q.question_id}: no document {folder / name}; {HOWTO}")
+        paths.append(path)
+    return paths
+
+
+def read_documents(root: Path, q: Question, paths: list[Path] | None = None) -> list[str]:
+    """The question's documents in the order `data_source_filenames` gives them (`paths`, else
+    `document_paths`: confined to the set folder), read as the card reads them
+    (`open(path, encoding="utf-8").read()`: universal newlines, nothing stripped)."""
+    docs = []
+    for path in paths if paths is not None else document_paths(root, q):
         with path.open(encoding="utf-8") as f:
             docs.append(f.read())
     return docs

@@ -8,7 +8,14 @@ from typing import ClassVar, Literal
 
 from pydantic import StrictBool
 
-from evaluators.aa_lcr.files import CSV_FILE, DATA_DIR, HOWTO, missing_documents, read_questions
+from evaluators.aa_lcr.files import (
+    CSV_FILE,
+    DATA_DIR,
+    HOWTO,
+    document_paths,
+    document_problems,
+    read_questions,
+)
 from evaluators.errors import EvaluatorError
 from evaluators.options import (
     FilePath,
@@ -56,6 +63,24 @@ class AaLcrOptions(ThinkingOptions, JudgeOptions):
     def data_files(self, data_dir: Path) -> list[Path]:
         return [Path(data_dir) / DATA_DIR / CSV_FILE]
 
+    def text_files(self, data_dir: Path) -> list[Path]:
+        """The CSV and the documents of the selected questions that are there and inside their sets
+        (those missing or outside are `missing_files`' to name)."""
+        out = super().text_files(data_dir)
+        root = Path(data_dir) / DATA_DIR
+        try:
+            questions = read_questions(root / CSV_FILE)
+        except EvaluatorError:
+            return out
+        if self.categories is not None:
+            questions = [q for q in questions if q.document_category in self.categories]
+        for q in questions[: self.limit] if self.limit else questions:
+            try:
+                out += document_paths(root, q)
+            except EvaluatorError:  # missing or outside (OutsideSet): missing_files says so
+                continue
+        return out
+
     def missing_files(self, data_dir: Path | None) -> list[str]:
         """The CSV, every document its questions name (in the selected categories), and the
         cl100k_base ranks."""
@@ -78,11 +103,11 @@ class AaLcrOptions(ThinkingOptions, JudgeOptions):
                 known = sorted({q.document_category for q in read_questions(root / CSV_FILE)})
                 return missing + [f"no question of the categories {', '.join(self.categories)} in {root / CSV_FILE} "
                                   f"(it has {', '.join(known)})"]
-        absent = missing_documents(root, questions)
+        absent, outside = document_problems(root, questions)
         if absent:
             listed = ", ".join(absent[:20]) + (f" and {len(absent) - 20} more" if len(absent) > 20 else "")
             missing.append(f"missing documents under {root / 'lcr'}: {listed}; {HOWTO}")
-        return missing
+        return missing + outside[:5]
 
     def planned_samples(self) -> int | None:
         return self.limit * self.repeats if self.limit else None

@@ -70,6 +70,10 @@ class BabilongOptions(ThinkingOptions):
 
         return [Path(data_dir) / BABI_DIR / f"{TASK_FILES[t]}_{self.split}.txt" for t in self.tasks or []]
 
+    def text_files(self, data_dir: Path) -> list[Path]:
+        """The bAbI files and the haystack books (read whole)."""
+        return super().text_files(data_dir) + sorted((Path(data_dir) / BOOKS_DIR).glob("*.txt"))
+
     def missing_files(self, data_dir: Path | None) -> list[str]:
         """The bAbI files of the tasks and at least one haystack book."""
         missing = super().missing_files(data_dir)

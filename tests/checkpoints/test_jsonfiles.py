@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from checkpoints.jsonfiles import append_record, write_json_atomic
+from checkpoints.jsonfiles import BadRecord, append_record, records, write_json_atomic
 
 
 @pytest.fixture
@@ -51,3 +51,25 @@ def test_an_atomic_write_on_a_full_disk_leaves_the_old_file_and_no_temporary(sma
         write_json_atomic(path, {"a": "z" * 200_000})
     assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(path)
     assert json.loads(path.read_text()) == {"a": 1} and [p.name for p in small_disk.iterdir()] == ["note.json"]
+
+
+def test_a_line_that_is_not_utf8_is_skipped_with_a_warning_or_named(tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """A torn character (kill -9 inside non-ASCII text of an older writer) spoils its own line only."""
+    path = tmp_path / "samples.jsonl"
+    path.write_bytes(b'{"id": "a"}\n{"id": "b", "text": "\xe6\x97"}\n{"id": "c"}\n[1]\n')
+    with caplog.at_level("WARNING"):
+        assert [r["id"] for _, r in records(path, strict=False)] == ["a", "c"]
+    assert f"{path}:2 skipped: not UTF-8" in caplog.text and f"{path}:4 skipped" in caplog.text
+    with pytest.raises(BadRecord, match=r"samples.jsonl:2: not UTF-8"):
+        list(records(path))
+
+
+def test_appended_lines_are_ascii_so_a_cut_write_tears_no_character(tmp_path: Path) -> None:
+    path = tmp_path / "samples.jsonl"
+    append_record(path, {"id": "日本", "text": "naïve — ✓"})
+    data = path.read_bytes()
+    assert data.isascii() and json.loads(data) == {"id": "日本", "text": "naïve — ✓"}
+    for cut in range(1, len(data) - 1):  # wherever a write stops, the rest of the file still reads
+        path.write_bytes(data[:cut] + b"\n" + data)
+        assert [r["id"] for _, r in records(path, strict=False)] == ["日本"]
