@@ -11,6 +11,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, StrictBool, model_validator
 
 from evaluators.helmet.files import (
+    BOOKS,
     CATEGORIES,
     CHAT_CATEGORIES,
     CITED,
@@ -25,7 +26,6 @@ from evaluators.helmet.files import (
     SAMPLES,
     SHOTS,
     TOKENIZER_HOWTO,
-    BOOKS,
     datasets_of,
     needed_files,
 )
@@ -93,7 +93,6 @@ class HelmetOptions(ThinkingOptions, JudgeOptions):
         None, "the NLI model of ALCE's citation recall and precision (HELMET: google/t5_xxl_true_nli_mixture), a "
         "served model's name whose answer '1' means entailed; without one the citation metrics are absent and "
         "the result says so")
-    bootstrap: Int(ge=0, le=100_000) = option(1000, "bootstrap resamples of the 95% intervals (0: none)")
     # A file option (confined at submission) for the Llama-2 tokenizer, where it is not in the data directory.
     llama2_tokenizer: FilePath | None = option(
         None, f"Llama-2's tokenizer.json (default <data dir>/helmet/{LLAMA2_TOKENIZER})", file=True)
