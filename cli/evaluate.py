@@ -299,6 +299,11 @@ def task_judges(parsed: list[Any], args: argparse.Namespace) -> tuple[list[Any],
                 open_judge(t.judge_ref(), args, args.device)
             judges[judge.ref] = judge
             t = parse_task({**t.as_spec(), "judge": judge.ref})
+        for option, ref in t.graders().items():  # models besides the judge (HELMET's citation NLI)
+            grader = next((j for j in judges.values() if ref in (j.name, j.ref)), None) or \
+                open_judge(ref, args, args.device)
+            judges[grader.ref] = grader
+            t = parse_task({**t.as_spec(), option: grader.ref})
         out.append(t)
     return out, judges
 
@@ -314,6 +319,9 @@ def attach_judges(evaluators: dict[str, Any], judges: dict[str, Any], out: Path)
     for evaluator in evaluators.values():
         if evaluator.options.needs_judge:
             evaluator.judging = Judging.of(judges[evaluator.options.judge_ref()], cache, evaluator.options)
+        for option, ref in evaluator.options.graders().items():
+            evaluator.attach_grader(option, Judging(judges[ref], cache, evaluator.options.judge_max_new_tokens,
+                                                    evaluator.options.judge_thinking_budget))
 
 
 def _score(args: argparse.Namespace) -> int:

@@ -124,6 +124,11 @@ class Evaluator:
         # by whoever runs the task (the service's worker, `lctx eval`, `lctx score`): never made here.
         self.judging: Judging | None = None
 
+    def attach_grader(self, option: str, judging: Judging) -> None:
+        """A model the options name besides the judge (`TaskOptions.graders`), with its cache:
+        whoever runs the task attaches it, as it attaches `judging`."""
+        raise NotImplementedError(f"{self.name}: no grader {option}")
+
     def wrap(self, tokenizer: Tokenizer, prompt: str) -> str:
         """`prompt` in the checkpoint's chat template when the task's `chat_template` option
         is true (rendered once per run), else as it is."""

@@ -29,6 +29,7 @@ from evaluators.errors import EvaluatorError
 from evaluators.helmet import data, prompts
 from evaluators.helmet.files import CATEGORIES, CITED, DATASETS, JUDGED
 from evaluators.helmet.options import HelmetOptions
+from evaluators.judges import Judging
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.task import Built, Evaluator, Sample
 
@@ -47,9 +48,14 @@ class HelmetEvaluator(Evaluator):
         self._counts: dict[tuple[str, int], int] = {}
         self._books: data.Books | None = None
         self._tokenizer: Tokenizer | None = None
-        # The NLI model of ALCE's citations (`citation_nli`), attached as a judge is: None, the
-        # citation metrics are absent.
-        self.nli: Any = None
+        # The NLI model of ALCE's citations (`citation_nli`), a Judging attached as the judge is
+        # (`attach_nli`): None, the citation metrics are absent and the result says so.
+        self.nli: Judging | None = None
+
+    def attach_grader(self, option: str, judging: Judging) -> None:
+        if option != "citation_nli":
+            super().attach_grader(option, judging)
+        self.nli = judging
 
     # --- data ---------------------------------------------------------------------------
 
@@ -150,13 +156,20 @@ class HelmetEvaluator(Evaluator):
             if self.nli is not None:
                 from evaluators.helmet import alce
 
-                scores.update(alce.citation_scores(output, item, self.nli))
+                scores.update(alce.citation_scores(output, item, self.entails))
             else:
                 out["citations_not_scored"] = True
         out["metrics"] = scores
         primary = metric_names(d)[0]
         out["score"] = scores.get(primary)
         return out
+
+    def entails(self, premise: str, claim: str) -> bool:
+        """ALCE's run_nli on the citation NLI model: "premise: ... hypothesis: ..." in, entailed
+        when the answer is "1" (its T5 decodes the label); asked once per distinct pair (cached)."""
+        assert self.nli is not None
+        reply = self.nli.ask([[{"role": "user", "content": f"premise: {premise} hypothesis: {claim}"}]])[0]
+        return str(reply.get("answer", "")).strip() == "1"
 
     def judge(self, dataset: str, output: str, item: dict[str, Any], out: dict[str, Any]) -> dict[str, float]:
         """The judged metrics of one answer: HELMET's GPT-4o prompts to the task's judge,

@@ -90,9 +90,10 @@ class HelmetOptions(ThinkingOptions, JudgeOptions):
         "llama2 (HELMET's truncate_llama2: Llama-2's tokenizer.json at <data dir>/helmet/"
         f"{LLAMA2_TOKENIZER}, so every model sees the same text) or model (the evaluated model's)")
     citation_nli: Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^[^\x00]*$")] | None = option(
-        None, "the NLI model of ALCE's citation recall and precision (HELMET: google/t5_xxl_true_nli_mixture), a "
-        "served model's name whose answer '1' means entailed; without one the citation metrics are absent and "
-        "the result says so")
+        None, "the NLI model of ALCE's citation recall and precision (HELMET: google/t5_xxl_true_nli_mixture): a "
+        "registered endpoint or checkpoint, as the judge is named (lctx eval: a checkpoint folder or an endpoint "
+        "URL), asked 'premise: ... hypothesis: ...' as one user message, '1' meaning entailed; pinned and recorded "
+        "as name@identity. Without one the citation metrics are absent and the result says so")
     # A file option (confined at submission) for the Llama-2 tokenizer, where it is not in the data directory.
     llama2_tokenizer: FilePath | None = option(
         None, f"Llama-2's tokenizer.json (default <data dir>/helmet/{LLAMA2_TOKENIZER})", file=True)
@@ -105,6 +106,9 @@ class HelmetOptions(ThinkingOptions, JudgeOptions):
     def needs_judge(self) -> bool:  # noqa: D401 - overrides JudgeOptions' class flag
         """A judge is optional: without one the judged metrics are absent and said so (the no-judge suite)."""
         return self.judge is not None
+
+    def graders(self) -> dict[str, str]:
+        return {"citation_nli": self.citation_nli} if self.citation_nli and self.cited() else {}
 
     @model_validator(mode="after")
     def _resolve(self) -> HelmetOptions:

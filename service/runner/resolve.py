@@ -47,9 +47,10 @@ def job_spec(store: Store, settings: Settings, job: JobRow, finished: frozenset[
     judges = {}
     for task in job.tasks:
         options = parse_task(task)
-        ref = options.judge_ref() if options.needs_judge else None
-        if ref and ref not in judges:
-            judges[ref] = judge_spec(store, settings, ref)
+        refs = [options.judge_ref() if options.needs_judge else None, *options.graders().values()]
+        for ref in refs:
+            if ref and ref not in judges:
+                judges[ref] = judge_spec(store, settings, ref)
     return JobSpec(id=job.id, attempt=job.attempts, tasks=job.tasks, checkpoint=checkpoint, rope=job.rope,
                    backend=job.backend, endpoint=endpoint, source=source, judges=judges, finished=finished)
 

@@ -224,16 +224,23 @@ class Worker:
         its budgets and this node's cache of judgments (a resumed or repeated job asks nothing
         twice on this node). Units need it; finishing a task (aggregating) does not."""
         options = evaluator.options
-        if not options.needs_judge or evaluator.judging is not None:
+        graders = options.graders()  # models besides the judge (HELMET's citation NLI), opened alike
+        if (not options.needs_judge and not graders) or getattr(evaluator, "_graded", False):
             return
         from evaluators.judges import JUDGMENTS_DIR, Judging, JudgmentCache
 
-        ref = options.judge_ref()
-        if ref not in self.judges:
-            self.judges[ref] = open_judge(self._spec().judges[ref], self.config)
+        refs = ([options.judge_ref()] if options.needs_judge else []) + list(graders.values())
+        for ref in refs:
+            if ref not in self.judges:
+                self.judges[ref] = open_judge(self._spec().judges[ref], self.config)
         if self.judgments is None:
             self.judgments = JudgmentCache(self.home / JUDGMENTS_DIR)
-        evaluator.judging = Judging.of(self.judges[ref], self.judgments, options)
+        if options.needs_judge and evaluator.judging is None:
+            evaluator.judging = Judging.of(self.judges[options.judge_ref()], self.judgments, options)
+        for option, ref in graders.items():
+            evaluator.attach_grader(option, Judging(self.judges[ref], self.judgments, options.judge_max_new_tokens,
+                                                    options.judge_thinking_budget))
+        evaluator._graded = True
 
     def _draw_done(self) -> bool:
         """Waits for the draw begun at load; False if it failed (the unit then draws itself,
