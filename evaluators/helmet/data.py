@@ -199,7 +199,8 @@ class Books:
     def __init__(self, encode: Callable[[str], tuple[list[int], list[tuple[int, int]] | None]],
                  decode: Callable[[list[int]], str] | None = None) -> None:
         self.encode, self.decode = encode, decode
-        self._cache: dict[str, tuple[list[int], list[tuple[int, int]] | None]] = {}
+        self._cache: dict[str, tuple[list[int], list[tuple[int, int]] | None]] = {}  # the last few encodings
+        self._counts: dict[str, int] = {}  # every text's count, for the run (lengths share them)
         self.postfix = len(encode(POSTFIX)[0])
 
     @classmethod
@@ -224,13 +225,17 @@ class Books:
     def _encoded(self, text: str) -> tuple[list[int], list[tuple[int, int]] | None]:
         key = hashlib.sha256(text.encode()).hexdigest()
         if key not in self._cache:
-            if len(self._cache) > 64:
-                self._cache.clear()
+            if len(self._cache) >= 8:  # a book's ids and offsets are large: keep a few
+                self._cache.pop(next(iter(self._cache)))
             self._cache[key] = self.encode(text)
+            self._counts[key] = len(self._cache[key][0])
         return self._cache[key]
 
     def count(self, text: str) -> int:
-        return len(self._encoded(text)[0])
+        key = hashlib.sha256(text.encode()).hexdigest()
+        if key not in self._counts:
+            self._encoded(text)
+        return self._counts[key]
 
     def truncate(self, text: str, limit: int) -> str:
         """truncate_llama2: a text over `limit` tokens cut after token limit - len(postfix) and

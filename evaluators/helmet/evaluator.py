@@ -103,11 +103,15 @@ class HelmetEvaluator(Evaluator):
     # --- prompts ------------------------------------------------------------------------
 
     def render(self, tokenizer: Tokenizer, templates: prompts.Templates, item: dict[str, Any],
-               chat: bool, chat_served: bool) -> tuple[list[int], str]:
-        """(prompt ids, the user message) of an item: tokenize()'s format_input."""
+               chat: bool, chat_served: bool, thinks: bool = False) -> tuple[list[int], str]:
+        """(prompt ids, the user message) of an item: tokenize()'s format_input. A model that
+        thinks gets the completion prompt without its system template, which goes after the
+        think block (`Built.answer_prefix`)."""
         message = prompts.user_message(templates, item)
         if chat:
             return tokenizer.encode(message if chat_served else self.wrap(tokenizer, message)), message
+        if thinks:
+            return tokenizer.encode(message + templates.joiner), message
         return tokenizer.encode(prompts.completion_prompt(templates, item)), message
 
     def build(self, loaded: LoadedModel, sample: Sample) -> Built:
@@ -118,21 +122,23 @@ class HelmetEvaluator(Evaluator):
         chat = self.options.chat_for(d)
         chat_served = getattr(getattr(loaded, "spec", None), "api_style", None) == "chat"
         gen = self.options.generation_for(d)
-        ids, message = self.render(tokenizer, group.templates, item, chat, chat_served)
+        thinks = not chat and self.thinks(tokenizer)
+        ids, message = self.render(tokenizer, group.templates, item, chat, chat_served, thinks)
         budget = n - gen
         truncated = False
         if len(ids) > budget and item.get("context"):  # tokenize(): the context's last tokens go, once
             cut = len(ids) - budget
             context_ids = tokenizer.encode(item["context"], add_special_tokens=False)
             item["context"] = tokenizer.decode(context_ids[:-cut]) if cut < len(context_ids) else ""
-            ids, message = self.render(tokenizer, group.templates, item, chat, chat_served)
+            ids, message = self.render(tokenizer, group.templates, item, chat, chat_served, thinks)
             truncated = True
         request = GenerateRequest(ids, max_new_tokens=gen, stop=("\n",) if self.options.stop_new_line else (),
                                   messages=({"role": "user", "content": message},) if chat else None)
         record = {"dataset": d, "category": DATASETS[d].category, "length": n, "index": i,
                   "prompt_tokens": len(ids), "truncated": truncated, "chat_template": chat,
                   "max_new_tokens": gen, "references": item.get("answer"), **scoring_fields(d, item)}
-        return Built(sample, request, record, keep=(item, group.templates, group.extra))
+        return Built(sample, request, record, keep=(item, group.templates, group.extra),
+                     answer_prefix=prompts.system_prefix(group.templates, item) if thinks else None)
 
     # --- scoring ------------------------------------------------------------------------
 

@@ -101,6 +101,7 @@ class Dataset:
     hub: tuple[Hub, ...] = ()
     num_labels: int = 0  # ICL
     beyond: bool = False  # lengths beyond 128k allowed (the knob scaled from 128k's)
+    per_key: int = 1  # rows per drawn question key (RAG, re-rank: one per depth, the files' depN)
 
     def knob_at(self, length: int) -> int:
         if length in self.knob:
@@ -136,7 +137,8 @@ def _ruler(name: str, category: str) -> Dataset:
 
 
 def _kilt(name: str, test: str, demo: str) -> Dataset:
-    return Dataset(name, "rag", "qa", 20, _by_length((20, 50, 105, 220, 440, 1000)), test, demo)
+    return Dataset(name, "rag", "qa", 20, _by_length((20, 50, 105, 220, 440, 1000)), test, demo,
+                   per_key=3 if "dep3" in test else 6)
 
 
 def _icl(name: str, shots: tuple[int, ...], hub: Hub, labels: int) -> Dataset:
@@ -159,7 +161,8 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
           "data/kilt/hotpotqa-train-multikilt_1000_k3_dep3.jsonl"),
     _kilt("kilt_popqa", "data/kilt/popqa_test_1000_k{k}_dep6.jsonl", "data/kilt/popqa_test_1000_k3_dep6.jsonl"),
     Dataset("msmarco_rerank_psg", "rerank", "rerank", 200, _by_length((14, 50, 130, 285, 600, 1000)),
-            "data/msmarco/test_reranking_data_k{k}_dep3.jsonl", "data/msmarco/test_reranking_data_k10_dep3.jsonl"),
+            "data/msmarco/test_reranking_data_k{k}_dep3.jsonl", "data/msmarco/test_reranking_data_k10_dep3.jsonl",
+            per_key=3),
     Dataset("alce_asqa", "cite", "alce", 300, _by_length((8, 30, 75, 165, 345, 700)),
             "data/alce/asqa_eval_gtr_top2000.json", "prompts/asqa_revised.json"),
     Dataset("alce_qampari", "cite", "alce", 300, _by_length((8, 30, 75, 165, 345, 700)),

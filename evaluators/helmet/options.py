@@ -204,10 +204,13 @@ class HelmetOptions(ThinkingOptions, JudgeOptions):
         return out
 
     def planned_samples(self) -> int:
-        return sum(self.samples_for(d) for d in self.datasets or []) * len(self.input_max_length)
+        """At most: RAG and re-ranking keep every depth of a drawn question (the files' depN)."""
+        return sum(self.samples_for(d) * DATASETS[d].per_key for d in self.datasets or []) * \
+            len(self.input_max_length)
 
     def planned_tokens(self) -> int:
-        return sum(self.samples_for(d) for d in self.datasets or []) * sum(self.input_max_length)
+        return sum(self.samples_for(d) * DATASETS[d].per_key for d in self.datasets or []) * \
+            sum(self.input_max_length)
 
     def context_needed(self) -> int:
         return max(self.input_max_length)  # HELMET's input_max_length counts the generation too
