@@ -18,5 +18,6 @@ from evaluators.registry import Task
 REGISTER = (
     Task(HelmetOptions, "evaluators.helmet.evaluator:HelmetEvaluator",
          "HELMET's seven categories (recall, RAG, re-rank, cite, long QA, summarization, ICL) at 8k-128k, scored as "
-         "HELMET scores; judged parts through the task's judge (without one: the no-judge suite)"),
+         "HELMET scores; judged parts through the task's judge (without one: the no-judge suite)",
+         scorer="evaluators.helmet.score:SCORER"),
 )

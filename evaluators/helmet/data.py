@@ -413,9 +413,9 @@ def load_narrativeqa(data_dir: Path, books: Books, limit: int, shots: int, sampl
 def load_multi_lexsum(data_dir: Path, books: Books, limit: int, shots: int, samples: int,
                       seed: int) -> list[dict[str, Any]]:
     hub = hub_split(DATASETS["multi_lexsum"], "validation")
-    columns = ("id", "sources", "summary/short")
+    columns = ("id", "sources", "summary/short", "summary/long")
     test = [r for r in hub_rows(hub, data_dir, "validation", columns) if r["summary/short"] is not None]
-    train = [r for r in hub_rows(hub, data_dir, "train", columns) if r["summary/short"] is not None] \
+    train = [r for r in hub_rows(hub, data_dir, "train", columns[:3]) if r["summary/short"] is not None] \
         if shots > 0 else []
     kept = []
     for r in test:
@@ -428,7 +428,7 @@ def load_multi_lexsum(data_dir: Path, books: Books, limit: int, shots: int, samp
                                                           _book_demo(train, shots, seed, str(r["id"]))) + \
                 "\n\nNow, write a summary of the following legal documents.\n"
         kept.append({"id": r["id"], "context": books.truncate(context, limit), "demo": demo,
-                     "answer": r["summary/short"], "question": ""})
+                     "answer": r["summary/short"], "question": "", "summary/long": r["summary/long"]})
     return shuffled(kept, seed)[:samples] if len(kept) > samples else kept
 
 
@@ -508,10 +508,26 @@ def load_icl(d: Dataset, data_dir: Path, shots: int, samples: int, seed: int,
     return items
 
 
+def attach_keypoints(d: Dataset, data_dir: Path, items: list[dict[str, Any]]) -> None:
+    """eval_gpt4_summ.py's key points of each judged summary, read from HELMET's file by id
+    (InfiniteBench: `keypoints`; Multi-LexSum: `summary/short_keypoints`)."""
+    path = Path(data_dir) / "helmet" / d.keypoints
+    field = "keypoints" if d.kind == "infbench" else "summary/short_keypoints"
+    found = {}
+    for r in read_jsonl(path):
+        need(r, ("id", field), str(path))
+        found[r["id"]] = r[field]
+    for item in items:
+        if item["id"] not in found:
+            raise EvaluatorError(f"helmet: {path} has no key points of {d.name} sample {item['id']!r}; {DATA_HOWTO}")
+        item["keypoints"] = found[item["id"]]
+
+
 def load(dataset: str, length: int, data_dir: Path | None, *, shots: int, samples: int, seed: int,
          popularity_threshold: float = 3.0, natural_label: bool = False,
-         books: Callable[[], Books] | None = None) -> Loaded:
-    """HELMET's test items of `dataset` at `length` (load_data's dispatch)."""
+         books: Callable[[], Books] | None = None, judged: bool = False) -> Loaded:
+    """HELMET's test items of `dataset` at `length` (load_data's dispatch); `judged`: a summary's
+    key points attached for its judge."""
     if data_dir is None:
         raise EvaluatorError(f"helmet: no data directory is configured (--data-dir or LCTX_DATA_DIR); {DATA_HOWTO}")
     d = DATASETS[dataset]
@@ -538,4 +554,6 @@ def load(dataset: str, length: int, data_dir: Path | None, *, shots: int, sample
             items = loader(data_dir, books(), knob, shots, samples, seed)
         else:
             items = load_infbench(dataset, data_dir, books(), knob, shots, samples, seed)
+        if judged and d.keypoints:
+            attach_keypoints(d, data_dir, items)
     return Loaded(dataset, length, items, prompts.templates_for(dataset, d.kind), extra)

@@ -51,6 +51,7 @@ class HelmetEvaluator(Evaluator):
         # The NLI model of ALCE's citations (`citation_nli`), a Judging attached as the judge is
         # (`attach_nli`): None, the citation metrics are absent and the result says so.
         self.nli: Judging | None = None
+        self._split: Any = None  # NLTK's punkt sentence splitter, once
 
     def attach_grader(self, option: str, judging: Judging) -> None:
         if option != "citation_nli":
@@ -86,7 +87,7 @@ class HelmetEvaluator(Evaluator):
             self._group = data.load(dataset, length, self.data_dir, shots=o.shots_for(dataset),
                                     samples=o.samples_for(dataset), seed=o.seed,
                                     popularity_threshold=o.popularity_threshold, natural_label=o.natural_label,
-                                    books=self.books)
+                                    books=self.books, judged=o.judge is not None)
             self._counts[(dataset, length)] = len(self._group.items)
         return self._group
 
@@ -132,6 +133,7 @@ class HelmetEvaluator(Evaluator):
             item["context"] = tokenizer.decode(context_ids[:-cut]) if cut < len(context_ids) else ""
             ids, message = self.render(tokenizer, group.templates, item, chat, chat_served, thinks)
             truncated = True
+        item = {**item, **group.extra}  # re-ranking's k values, which its metric reads
         request = GenerateRequest(ids, max_new_tokens=gen, stop=("\n",) if self.options.stop_new_line else (),
                                   messages=({"role": "user", "content": message},) if chat else None)
         record = {"dataset": d, "category": DATASETS[d].category, "length": n, "index": i,
@@ -150,7 +152,7 @@ class HelmetEvaluator(Evaluator):
         output = response.text
         if not built.record["chat_template"]:  # eval.py: the completion's prefix put back before scoring
             output = prompts.system_prefix(templates, item) + output
-        sample = {**item, **extra}
+        sample = item
         scores = dict(metrics.score_output(d, output, sample))
         out: dict[str, Any] = {"prediction": response.text, "output": output}
         if d in JUDGED:
@@ -162,7 +164,9 @@ class HelmetEvaluator(Evaluator):
             if self.nli is not None:
                 from evaluators.helmet import alce
 
-                scores.update(alce.citation_scores(output, item, self.entails))
+                if self._split is None:
+                    self._split = alce.punkt_splitter(self.data_dir)
+                scores.update(alce.citation_scores(d, output, sample, self.entails, self._split))
             else:
                 out["citations_not_scored"] = True
         out["metrics"] = scores
@@ -203,7 +207,8 @@ class HelmetEvaluator(Evaluator):
 def scoring_fields(dataset: str, item: dict[str, Any]) -> dict[str, Any]:
     """What a record keeps of its item for `lctx score helmet` to score it again (never the
     context: a 128k prompt on every line would swell samples.jsonl)."""
-    keep = ("qid", "qrel", "question", "qa_pairs", "answers", "claims", "id", "options")
+    keep = ("qid", "qrel", "question", "qa_pairs", "answers", "claims", "id", "options", "keypoints",
+            "summary/long", "k_values")
     return {"item": {k: item[k] for k in keep if k in item}}
 
 
@@ -242,10 +247,15 @@ def typed(records: list[dict[str, Any]], options: HelmetOptions) -> TaskResult:
     lengths = sorted({n for _, n in counts})
     datasets = [d for d in DATASETS if any(k[0] == d for k in counts)]
     out = []
+    def shown(d: str, n: int, m: str) -> float | None:
+        """A reported metric on collect_results.py's scale, also where the dataset is left out of
+        its category for a metric it lacks (ALCE's str_em without the NLI model)."""
+        value = averaged.get((d, n), {}).get(m)
+        return None if value is None else value * collect.eval_scale(m) * collect.collect_scale(m)
+
     for d in datasets:
         for m in metric_names(d):
-            points = [(n, table["datasets"].get((d, n), {}).get(m), counts.get((d, n), 0)) for n in lengths
-                      if (d, n) in counts]
+            points = [(n, shown(d, n, m), counts.get((d, n), 0)) for n in lengths if (d, n) in counts]
             out.append(series(m, "length", UNIT, True, points, dataset=d))
     cats = [c for c in (*CATEGORIES, "ruler") if any(DATASETS[d].category == c for d in datasets)]
     per_cat_n = {(c, n): sum(counts.get((d, n), 0) for d in datasets if DATASETS[d].category == c)
@@ -273,6 +283,9 @@ def typed(records: list[dict[str, Any]], options: HelmetOptions) -> TaskResult:
         absent.append(f"not judged (no judge): {', '.join(not_judged)}")
     if uncited:
         absent.append(f"citation recall/precision not scored (no citation_nli): {', '.join(uncited)}")
+    if table["dropped"]:
+        absent.append("left out of the category averages for a metric they lack (as collect_results.py drops "
+                      f"them): {', '.join(sorted({d for d, _ in table['dropped']}))}")
     line = ", ".join(f"{n}: {fmt(table['overall'].get(n), 2)}" for n in lengths)
     summary = f"HELMET {len(cats)} categories, overall per length {line}" + (f"; {'; '.join(absent)}" if absent else "")
     return TaskResult(headline="overall", metrics=metrics, series=out, summary=summary,
@@ -281,4 +294,6 @@ def typed(records: list[dict[str, Any]], options: HelmetOptions) -> TaskResult:
                                             for c in cats},
                              "datasets": {d: {str(n): table["datasets"].get((d, n)) for n in lengths
                                               if (d, n) in counts} for d in datasets},
-                             "judge": options.judge, "citation_nli": options.citation_nli})
+                             "judge": options.judge, "citation_nli": options.citation_nli,
+                             "left_out": sorted(f"{d}@{n}" for d, n in table["dropped"]),
+                             "incomplete": {f"{c}@{n}": missing for (c, n), missing in table["incomplete"].items()}})

@@ -102,6 +102,7 @@ class Dataset:
     num_labels: int = 0  # ICL
     beyond: bool = False  # lengths beyond 128k allowed (the knob scaled from 128k's)
     per_key: int = 1  # rows per drawn question key (RAG, re-rank: one per depth, the files' depN)
+    keypoints: str = ""  # the judged summaries' key points under helmet/ (eval_gpt4_summ.py reads them by id)
 
     def knob_at(self, length: int) -> int:
         if length in self.knob:
@@ -170,8 +171,10 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
     Dataset("narrativeqa", "longqa", "narrativeqa", 100, _trunc(300), hub=(NARRATIVEQA,)),
     Dataset("infbench_qa_eng", "longqa", "infbench", 10, _trunc(210), hub=(INFBENCH,)),
     Dataset("infbench_choice_eng", "longqa", "infbench", 10, _trunc(210), hub=(INFBENCH,)),
-    Dataset("infbench_sum_eng", "summ", "infbench", 1200, _trunc(1400), hub=(INFBENCH,)),
-    Dataset("multi_lexsum", "summ", "lexsum", 400, _trunc(700), hub=(MULTI_LEXSUM,)),
+    Dataset("infbench_sum_eng", "summ", "infbench", 1200, _trunc(1400), hub=(INFBENCH,),
+            keypoints="data/infbench/longbook_sum_eng_keypoints.jsonl"),
+    Dataset("multi_lexsum", "summ", "lexsum", 400, _trunc(700), hub=(MULTI_LEXSUM,),
+            keypoints="data/multi_lexsum/multi_lexsum_val.jsonl"),
     _icl("icl_trec_coarse", (200, 400, 800, 1600, 3300, 6600), TREC, 6),
     _icl("icl_trec_fine", (200, 400, 800, 1600, 3200, 6400), TREC, 50),
     _icl("icl_banking77", (180, 360, 720, 1450, 2900, 5900), BANKING77, 77),
@@ -193,12 +196,14 @@ def hub_split(dataset: Dataset, split: str) -> Hub:
     return next(h for h in dataset.hub if split in h.splits)
 
 
-def needed_files(name: str, length: int, data_dir: Path) -> list[tuple[Path, str]]:
+def needed_files(name: str, length: int, data_dir: Path, judged: bool = False) -> list[tuple[Path, str]]:
     """(path, where to get it) of each local file a dataset at a length reads (a hub split:
-    its snapshot folder when it holds no file of the split)."""
+    its snapshot folder when it holds no file of the split); `judged`: with the key points
+    its judge prompts read."""
     d = DATASETS[name]
     out = []
-    for path in (d.test_file(data_dir, length), d.demo_file(data_dir)):
+    keypoints = Path(data_dir) / ROOT / d.keypoints if judged and d.keypoints else None
+    for path in (d.test_file(data_dir, length), d.demo_file(data_dir), keypoints):
         if path is not None:
             out.append((path, DATA_HOWTO))
     for hub in d.hub:

@@ -94,6 +94,9 @@ class HelmetOptions(ThinkingOptions, JudgeOptions):
         "registered endpoint or checkpoint, as the judge is named (lctx eval: a checkpoint folder or an endpoint "
         "URL), asked 'premise: ... hypothesis: ...' as one user message, '1' meaning entailed; pinned and recorded "
         "as name@identity. Without one the citation metrics are absent and the result says so")
+    judge_max_new_tokens: Int(ge=1, le=65_536) = option(
+        4096, "most tokens of the judge's answer: HELMET's scripts give GPT-4o 2048 (NarrativeQA) and 4096 (the "
+        "summaries), whose replies reason before their JSON")
     # A file option (confined at submission) for the Llama-2 tokenizer, where it is not in the data directory.
     llama2_tokenizer: FilePath | None = option(
         None, f"Llama-2's tokenizer.json (default <data dir>/helmet/{LLAMA2_TOKENIZER})", file=True)
@@ -173,7 +176,7 @@ class HelmetOptions(ThinkingOptions, JudgeOptions):
         seen: dict[Path, None] = {}
         for d in self.datasets or []:
             for n in self.input_max_length:
-                for path, _ in needed_files(d, n, data_dir):
+                for path, _ in needed_files(d, n, data_dir, self.judge is not None):
                     if path.is_file():
                         seen[path] = None
         if self.reads_books() and self.book_tokenizer == "llama2" and self.llama2_tokenizer is None:
@@ -190,7 +193,7 @@ class HelmetOptions(ThinkingOptions, JudgeOptions):
         missing: dict[str, list[str]] = {}
         for d in self.datasets or []:
             for n in self.input_max_length:
-                for path, howto in needed_files(d, n, data_dir):
+                for path, howto in needed_files(d, n, data_dir, self.judge is not None):
                     if not path.is_file() and str(path) not in missing.get(howto, []):
                         missing.setdefault(howto, []).append(str(path))
         out = []
@@ -201,6 +204,13 @@ class HelmetOptions(ThinkingOptions, JudgeOptions):
             path = self.llama2_path(data_dir)
             if path is None or not path.is_file():
                 out.append(f"helmet: missing {path}; " + TOKENIZER_HOWTO.format(path=path))
+        if self.graders():  # ALCE's citations split answers into sentences with NLTK's punkt
+            from evaluators.helmet.alce import punkt_splitter
+
+            try:
+                punkt_splitter(data_dir)
+            except ValueError as e:
+                out.append(f"helmet: citation_nli: {e}")
         return out
 
     def planned_samples(self) -> int:

@@ -68,8 +68,8 @@ def msmarco_rows(prefix: str, questions: int, depths: int) -> list[dict[str, Any
     rows = []
     for q in range(questions):
         for _ in range(depths):
-            ctxs = [{"id": str(10 * q + k), "title": f"T{k}", "text": f"Document {k} on query {q}.", "label": k % 3}
-                    for k in range(4)]
+            ctxs = [{"id": str(100 * q + k), "title": f"T{k}", "text": f"Document {k} on query {q}.", "label": k % 3}
+                    for k in range(12)]
             rows.append({"qid": f"{prefix}{q}", "query": f"{prefix} query {q}", "ctxs": ctxs})
     return rows
 
@@ -140,6 +140,11 @@ def write_helmet_files(data: Path, lengths: list[int] | None = None, book_chars:
     (root / "prompts/asqa_revised.json").write_text(json.dumps(alce_prompt("Write an accurate answer with citations.")))
     (root / "prompts/qampari_revised.json").write_text(json.dumps(alce_prompt("List the answers with citations.")))
 
+    punkt = data / "nltk_data" / "tokenizers" / "punkt_tab" / "english"  # NLTK's punkt, no learned parameters
+    punkt.mkdir(parents=True, exist_ok=True)
+    for name in ("collocations.tab", "sent_starters.txt", "abbrev_types.txt", "ortho_context.tab"):
+        (punkt / name).write_text("")
+
     hub = root / "hub"
     docs = [{"id": f"doc{i}", "kind": "book", "text": book(i, book_chars if i < 2 else 1000)} for i in range(3)]
     qa = [{"document": docs[i % 3], "question": {"text": f"Who walked in book {i % 3}, question {i}?"},
@@ -149,7 +154,13 @@ def write_helmet_files(data: Path, lengths: list[int] | None = None, book_chars:
             [{"document": docs[2], "question": {"text": f"Train question {i}?"}, "answers": [{"text": f"ans {i}"}]}
              for i in range(4)])
     lex = [{"id": f"case{i}", "sources": [book(i, book_chars // 2), book(i + 10, book_chars // 2)] if i < 2
-            else ["short"], "summary/short": f"Summary of case {i}." if i != 1 else None} for i in range(4)]
+            else ["short"], "summary/short": f"Summary of case {i}." if i != 1 else None,
+            "summary/long": f"The long summary of case {i}."} for i in range(4)]
+    jsonl(root / "data/multi_lexsum/multi_lexsum_val.jsonl",
+          [{"id": f"case{i}", "summary/short_keypoints": [f"Case {i} was filed.", f"Case {i} settled."]}
+           for i in range(4)])
+    jsonl(root / "data/infbench/longbook_sum_eng_keypoints.jsonl",
+          [{"id": i, "keypoints": [f"The hero walks {i}.", "The end."]} for i in range(3)])
     parquet(hub / "allenai/multi_lexsum/v20230518/validation/0000.parquet", lex)
     parquet(hub / "allenai/multi_lexsum/v20230518/train/0000.parquet",
             [{"id": f"t{i}", "sources": ["x"], "summary/short": f"Train summary {i}."} for i in range(4)])

@@ -130,7 +130,7 @@ def test_rag_questions_and_demos_as_helmet_draws_them(name: str, helmet_dir: Pat
 
 def test_rerank_gold_ranking_k_values_and_demos(helmet_dir: Path) -> None:
     got = data.load("msmarco_rerank_psg", 8192, helmet_dir, shots=2, samples=2, seed=42)
-    assert got.extra["k_values"] == [1]  # k <= the 4 passages of a crafted question
+    assert got.extra["k_values"] == [1, 5, 10]  # k <= the 12 passages of a crafted question
     item = got.items[0]
     labels = {q: int(label) for q, label in item["qrel"]}
     ranked = item["answer"].split(" > ")
