@@ -29,7 +29,6 @@ from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
-from evaluators.chat import apply_chat_template, missing_template
 from evaluators.data import json_objects, load_longbench
 from evaluators.errors import EvaluatorError
 from evaluators.longbench.configs import DatasetConfig, configs
@@ -111,8 +110,8 @@ class LongBenchEvaluator(Evaluator):
     def prompt_ids(self, tokenizer: Tokenizer, cfg: DatasetConfig, record: dict[str, Any],
                    max_length: int) -> tuple[list[int], bool]:
         prompt, truncated = truncate_middle(tokenizer, render_prompt(cfg.template, record), max_length)
-        if self.options.chat_template and cfg.name not in NO_CHAT_TEMPLATE:
-            prompt = apply_chat_template(tokenizer, prompt, missing_template(self.name), self.options.thinking)
+        if cfg.name not in NO_CHAT_TEMPLATE:
+            prompt = self.wrap(tokenizer, prompt)
         return tokenizer.encode(prompt), truncated
 
     def build(self, loaded: LoadedModel, sample: Sample) -> Built:
