@@ -21,7 +21,7 @@ from typing import Any
 
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.engine.prefix_cache import PrefixStats
-from checkpoints.lm import ModelSource
+from checkpoints.lm import LM, ModelSource
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
 from evaluators.data import read_files
@@ -204,7 +204,7 @@ class TaskRun:
                 built = ahead.result()
                 self.seconds["build_wait_s"] += time.perf_counter() - waited
                 ahead = builder.submit(build, groups[k + 1]) if k + 1 < len(groups) else None
-                run_built(engine, built, finished)
+                run_built(engine, built, finished, planner.attach)
         finally:
             builder.shutdown(wait=False, cancel_futures=True)
             engine.on_prefill = None
@@ -314,16 +314,29 @@ def run_evaluator(
     return run.entry(run.prefix_use())
 
 
-def run_built(engine: Engine, built: list[Built], finished: Callable[[Built, Any], None]) -> None:
+def run_built(engine: LM, built: list[Built], finished: Callable[[Built, Any], None],
+              attach: Callable[[Built], Built] = lambda b: b) -> None:
     """Hand every request to the engine, one batched call per request type;
-    `finished(built, response)` runs the moment each request is answered."""
-    for b in built:
-        if b.request is None:  # nothing to run (beyond the model's context): recorded as it is
-            finished(b, None)
-    calls = ((GenerateRequest, engine.generate_until), (LoglikelihoodRequest, engine.loglikelihood),
-             (RollingRequest, engine.loglikelihood_rolling))
-    for kind, call in calls:
-        group = [b for b in built if isinstance(b.request, kind)]
-        if not group:
-            continue
-        call([b.request for b in group], done=lambda i, response, group=group: finished(group[i], response))
+    `finished(built, response)` runs the moment each request is answered. A sample of two
+    turns (`Built.then`) gives its next turn from its first answer: the next turns run
+    together in a next round (each made ready by `attach`: the think planner), as many rounds
+    as the longest sample has turns."""
+    while built:
+        later: list[Built] = []
+
+        def answered(b: Built, response: Any, later: list[Built] = later) -> None:
+            if b.then is not None and response is not None:
+                later.append(attach(b.then(response)))
+            else:
+                finished(b, response)
+
+        for b in built:
+            if b.request is None:  # nothing to run (beyond the model's context): recorded as it is
+                answered(b, None)
+        calls = ((GenerateRequest, engine.generate_until), (LoglikelihoodRequest, engine.loglikelihood),
+                 (RollingRequest, engine.loglikelihood_rolling))
+        for kind, call in calls:
+            group = [b for b in built if isinstance(b.request, kind)]
+            if group:
+                call([b.request for b in group], done=lambda i, response, group=group: answered(group[i], response))
+        built = later
