@@ -26,6 +26,7 @@ from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
 from evaluators.errors import EvaluatorError
+from evaluators.generation import chat_prompt, user
 from evaluators.helmet import data, prompts
 from evaluators.helmet.files import CATEGORIES, CITED, DATASETS, JUDGED
 from evaluators.helmet.options import HelmetOptions
@@ -103,14 +104,17 @@ class HelmetEvaluator(Evaluator):
 
     # --- prompts ------------------------------------------------------------------------
 
-    def render(self, tokenizer: Tokenizer, templates: prompts.Templates, item: dict[str, Any],
-               chat: bool, chat_served: bool, thinks: bool = False) -> tuple[list[int], str]:
-        """(prompt ids, the user message) of an item: tokenize()'s format_input. A model that
-        thinks gets the completion prompt without its system template, which goes after the
-        think block (`Built.answer_prefix`)."""
+    def render(self, loaded: LoadedModel, templates: prompts.Templates, item: dict[str, Any],
+               chat: bool, thinks: bool = False) -> tuple[list[int], str]:
+        """(prompt ids, the user message) of an item: tokenize()'s format_input; with the chat
+        template the one chat path (`evaluators.generation.chat_prompt`: the checkpoint's
+        template, or the message itself to a chat-style server). A model that thinks gets the
+        completion prompt without its system template, which goes after the think block
+        (`Built.answer_prefix`)."""
+        tokenizer = loaded.tokenizer
         message = prompts.user_message(templates, item)
         if chat:
-            return tokenizer.encode(message if chat_served else self.wrap(tokenizer, message)), message
+            return chat_prompt(self, loaded, user(message)).ids, message
         if thinks:
             return tokenizer.encode(message + templates.joiner), message
         return tokenizer.encode(prompts.completion_prompt(templates, item)), message
@@ -121,17 +125,16 @@ class HelmetEvaluator(Evaluator):
         item = dict(group.items[i])
         tokenizer = loaded.tokenizer
         chat = self.options.chat_for(d)
-        chat_served = getattr(getattr(loaded, "spec", None), "api_style", None) == "chat"
         gen = self.options.generation_for(d)
         thinks = not chat and self.thinks(tokenizer)
-        ids, message = self.render(tokenizer, group.templates, item, chat, chat_served, thinks)
+        ids, message = self.render(loaded, group.templates, item, chat, thinks)
         budget = n - gen
         truncated = False
         if len(ids) > budget and item.get("context"):  # tokenize(): the context's last tokens go, once
             cut = len(ids) - budget
             context_ids = tokenizer.encode(item["context"], add_special_tokens=False)
             item["context"] = tokenizer.decode(context_ids[:-cut]) if cut < len(context_ids) else ""
-            ids, message = self.render(tokenizer, group.templates, item, chat, chat_served, thinks)
+            ids, message = self.render(loaded, group.templates, item, chat, thinks)
             truncated = True
         item = {**item, **group.extra}  # re-ranking's k values, which its metric reads
         request = GenerateRequest(ids, max_new_tokens=gen, stop=("\n",) if self.options.stop_new_line else (),
@@ -198,10 +201,6 @@ class HelmetEvaluator(Evaluator):
 
     def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
         return typed(records, self.options)
-
-    @classmethod
-    def legacy_result(cls, entry: dict[str, Any]) -> TaskResult:
-        raise EvaluatorError("helmet results always carry the typed result")
 
 
 def scoring_fields(dataset: str, item: dict[str, Any]) -> dict[str, Any]:
