@@ -96,6 +96,11 @@ def test_every_category_on_a_demo_checkpoint_without_a_judge(files, tmp_path: Pa
     for r in records.values():
         if r["dataset"] == "narrativeqa":
             assert r["not_judged"] is True and not any(k.startswith("gpt-4") for k in r["metrics"])
+    # `lctx score helmet` on the run's records: every number recomputed equals the recorded one
+    from evaluators.helmet.rescore import differences, score_prediction_dir
+
+    rescored = score_prediction_dir(tmp_path / "out")
+    assert rescored and differences(rescored) == []
     read = {f["file"] for f in entry["data"]["files"]}  # provenance: each file read, hashed
     assert "helmet/prompts/asqa_revised.json" in read and "helmet/hub/CogComp/trec/default/train/0000.parquet" in read
     assert "helmet/hub/deepmind/narrativeqa/data/test-00000-of-00001.parquet" in read
