@@ -1,0 +1,1 @@
+"""HELMET scoring tests (evaluators/helmet: metrics, alce, judged, collect, score)."""
