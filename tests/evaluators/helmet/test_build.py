@@ -80,3 +80,21 @@ def test_every_category_builds(setup) -> None:
     assert {b.record["category"] for b in built} == {"recall", "rag", "rerank", "cite", "longqa", "summ", "icl"}
     assert {b.record["dataset"] for b in built} == set(evaluator.options.datasets)
     assert all(b.record["prompt_tokens"] <= 8192 - b.record["max_new_tokens"] for b in built)
+
+
+def test_the_judge_and_the_nli_model_are_optional_graders(setup) -> None:
+    """Without a judge a helmet job is not refused (the no-judge suite); a judge named is checked and
+    pinned as every task's judge is; the NLI model is a grader of its own, only for the cite datasets."""
+    from evaluators.registry import parse_task
+
+    bare = parse_task({"name": "helmet"})
+    assert not bare.needs_judge and bare.graders() == {} and bare.not_judged() == [
+        "narrativeqa", "infbench_sum_eng", "multi_lexsum"]
+    judged = parse_task({"name": "helmet", "judge": "grader@0123456789ab", "citation_nli": "nli"})
+    assert judged.needs_judge and judged.judge_problems() == [] and judged.graders() == {"citation_nli": "nli"}
+    assert parse_task({"name": "helmet", "categories": ["rag"], "citation_nli": "nli"}).graders() == {}
+    assert judged.judge_max_new_tokens == 4096  # HELMET's scripts let GPT-4o reason before its JSON
+    data, _ = setup
+    problems = parse_task({"name": "helmet", "input_max_length": [8192], "citation_nli": "nli",
+                           "book_tokenizer": "model"}).missing_files(data)
+    assert not any("punkt" in line for line in problems)  # the data folder's nltk_data holds the punkt model
