@@ -285,6 +285,9 @@ def typed(records: list[dict[str, Any]], options: HelmetOptions) -> TaskResult:
     if table["dropped"]:
         absent.append("left out of the category averages for a metric they lack (as collect_results.py drops "
                       f"them): {', '.join(sorted({d for d, _ in table['dropped']}))}")
+    averaged_over = [c for c in CATEGORIES if any(table["categories"].get((c, n)) is not None for n in lengths)]
+    if len(averaged_over) < len(CATEGORIES):
+        absent.insert(0, f"overall over {', '.join(averaged_over) or 'no category'} (of HELMET's seven)")
     line = ", ".join(f"{n}: {fmt(table['overall'].get(n), 2)}" for n in lengths)
     summary = f"HELMET {len(cats)} categories, overall per length {line}" + (f"; {'; '.join(absent)}" if absent else "")
     return TaskResult(headline="overall", metrics=metrics, series=out, summary=summary,
@@ -295,4 +298,5 @@ def typed(records: list[dict[str, Any]], options: HelmetOptions) -> TaskResult:
                                               if (d, n) in counts} for d in datasets},
                              "judge": options.judge, "citation_nli": options.citation_nli,
                              "left_out": sorted(f"{d}@{n}" for d, n in table["dropped"]),
-                             "incomplete": {f"{c}@{n}": missing for (c, n), missing in table["incomplete"].items()}})
+                             "incomplete": {f"{c}@{n}": missing for (c, n), missing in table["incomplete"].items()
+                                            if c in cats}})
