@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluators.helmet.metrics import Metrics, normalize_answer
+from evaluators.helmet.normalize import Metrics, normalize_answer
 
 AT_MOST_CITATIONS = 3  # eval_alce.py's --at_most_citations default, which eval.py keeps
 PUNKT = "tokenizers/punkt_tab/english/"

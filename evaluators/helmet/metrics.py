@@ -23,7 +23,6 @@ averages and the scalings are `collect`'s."""
 from __future__ import annotations
 
 import re
-import string
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -31,19 +30,10 @@ from functools import cache
 from math import log2
 from typing import Any
 
-Metrics = dict[str, float]
+from evaluators.helmet import alce
+from evaluators.helmet.normalize import Metrics, normalize_answer
 
-# --- text normalisation and the SQuAD-style scores (utils.py) ---------------------------
-
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCTUATION = frozenset(string.punctuation)
-
-
-def normalize_answer(s: str) -> str:
-    """utils.normalize_answer: lower case, ASCII punctuation removed, then the articles
-    a/an/the (as whole words), then runs of whitespace made one space."""
-    s = "".join(ch for ch in s.lower() if ch not in _PUNCTUATION)
-    return " ".join(_ARTICLES.sub(" ", s).split())
+# --- the SQuAD-style scores (utils.py) -----------------------------------------------------
 
 
 def drqa_normalize(text: str) -> str:
@@ -294,7 +284,5 @@ def score_output(dataset: str, output: str, sample: dict[str, Any]) -> Metrics:
     the 0-1 scale; `collect` averages and scales them."""
     kind = kind_of(dataset)
     if kind == "alce":
-        from evaluators.helmet import alce
-
         return alce.answer_scores(dataset, output, sample)
     return _SCORERS[kind](output, sample)
