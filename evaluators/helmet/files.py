@@ -60,6 +60,11 @@ class Hub:
                 return found
         return []
 
+    def expected(self, split: str) -> str:
+        """The layout a missing split is named by: the parquet conversion's for a script dataset."""
+        patterns = self.splits[split]
+        return next((p for p in patterns if f"/{split}/" in p), patterns[0]) if self.revision else patterns[0]
+
     def howto(self) -> str:
         return HUB_HOWTO.format(repo=self.repo, revision=f" --revision {self.revision}" if self.revision else "")
 
@@ -211,5 +216,5 @@ def needed_files(name: str, length: int, data_dir: Path, judged: bool = False) -
             if d.kind == "infbench" and split != f"longbook_{name.removeprefix('infbench_')}":
                 continue
             files = hub.files(data_dir, split)
-            out += [(f, hub.howto()) for f in files] or [(hub.folder(data_dir) / f"<{split} split>", hub.howto())]
+            out += [(f, hub.howto()) for f in files] or [(hub.folder(data_dir) / hub.expected(split), hub.howto())]
     return out

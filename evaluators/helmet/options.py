@@ -188,8 +188,8 @@ class HelmetOptions(ThinkingOptions, JudgeOptions):
     def missing_files(self, data_dir: Path | None) -> list[str]:
         """Each file the datasets and lengths read that is not there, named with where to get it."""
         if data_dir is None:
-            return [f"helmet reads benchmark files and no data directory is configured (--data-dir or "
-                    f"LCTX_DATA_DIR); {DATA_HOWTO}"]
+            return [f"reads benchmark files and no data directory is configured (--data-dir or LCTX_DATA_DIR); "
+                    f"{DATA_HOWTO}"]
         missing: dict[str, list[str]] = {}
         for d in self.datasets or []:
             for n in self.input_max_length:
@@ -199,18 +199,18 @@ class HelmetOptions(ThinkingOptions, JudgeOptions):
         out = []
         for howto, paths in missing.items():
             listed = ", ".join(paths[:20]) + (f" and {len(paths) - 20} more" if len(paths) > 20 else "")
-            out.append(f"helmet: missing data files: {listed}; {howto}")
+            out.append(f"missing data files: {listed}; {howto}")
         if self.reads_books() and self.book_tokenizer == "llama2":
             path = self.llama2_path(data_dir)
             if path is None or not path.is_file():
-                out.append(f"helmet: missing {path}; " + TOKENIZER_HOWTO.format(path=path))
+                out.append(f"missing {path}; " + TOKENIZER_HOWTO.format(path=path))
         if self.graders():  # ALCE's citations split answers into sentences with NLTK's punkt
             from evaluators.helmet.alce import punkt_splitter
 
             try:
                 punkt_splitter(data_dir)
             except ValueError as e:
-                out.append(f"helmet: citation_nli: {e}")
+                out.append(f"citation_nli: {e}")
         return out
 
     def planned_samples(self) -> int:
