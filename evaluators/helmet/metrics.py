@@ -233,10 +233,13 @@ def retrieval_metrics(run: dict[str, float], qrels: dict[str, int], k_values: It
 
 def rerank(output: str, sample: dict[str, Any]) -> Metrics:
     """load_msmarco_rerank's post_process: the parsed ranking against the item's qrel, at
-    the k_values not above the number of passages; plus num_preds (ids parsed)."""
+    the loader's k_values (the item's `k_values` when it carries them; else those not above
+    its number of passages, as the loader takes them from its first sample); plus num_preds
+    (ids parsed)."""
     qrels = {str(doc): int(label) for doc, label in sample["qrel"]}
     ranking = parse_rankings(output)
-    k_values = [k for k in K_VALUES if k <= len(sample["qrel"])]
+    given = sample.get("k_values")
+    k_values = [int(k) for k in given] if given else [k for k in K_VALUES if k <= len(sample["qrel"])]
     return {**retrieval_metrics({d: float(s) for d, s in ranking.items()}, qrels, k_values),
             "num_preds": float(len(ranking))}
 

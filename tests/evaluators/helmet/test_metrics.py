@@ -167,6 +167,8 @@ def test_rerank_sample_uses_the_k_values_its_passages_allow() -> None:
     got = m.score_output("msmarco_rerank_psg", "Ranking: [5] > [1] > [2]", {"qid": "q1", "qrel": qrel})
     assert got["NDCG@10"] == 1.0 and got["num_preds"] == 3.0
     assert set(k for k in got if k.startswith("NDCG")) == {"NDCG@1", "NDCG@5", "NDCG@10"}
+    given = m.score_output("msmarco_rerank_psg", "[5]", {"qid": "q1", "qrel": qrel, "k_values": [1, 5]})
+    assert set(k for k in given if k.startswith("NDCG")) == {"NDCG@1", "NDCG@5"}  # the loader's, when kept
     junk = m.score_output("msmarco_rerank_psg", "no idea", {"qid": "q1", "qrel": qrel})
     assert junk["NDCG@10"] == 0.0 and junk["num_preds"] == 1.0
     # rounding to 5 places, per sample, as calculate_retrieval_metrics does with one query
