@@ -22,6 +22,7 @@ import secrets
 import shutil
 import socket
 import threading
+import weakref
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,7 @@ class Worker:
         self.drawn: Future | None = None
         self.judges: dict[str, Any] = {}  # the job's judges by the name its tasks record (`name@identity`)
         self.judgments: Any = None  # this node's cache of judge answers
+        self.graded: weakref.WeakSet[Any] = weakref.WeakSet()  # evaluators given their judge and graders
         self.outbox = Outbox()
         self.stopped = threading.Event()
 
@@ -90,6 +92,7 @@ class Worker:
         self.evaluators, self.drawing, self.drawn = {}, {}, None
         self.judges = {}  # opened again for each job: a judge's server may have been redeployed
         self.judgments = None  # read again for each job: other jobs may have cached judgments since
+        self.graded = weakref.WeakSet()
         self.stopped.clear()
         self.outbox.take()  # nothing of an earlier job is sent as this one's
         warm = key == self.key and spec.endpoint is None  # a served model is probed again (it may have moved)
@@ -219,7 +222,8 @@ class Worker:
         twice on this node). Units need it; finishing a task (aggregating) does not."""
         options = evaluator.options
         graders = options.graders()  # models besides the judge (HELMET's citation NLI), opened alike
-        if (not options.needs_judge and not graders) or getattr(evaluator, "_graded", False):
+        if (not options.needs_judge and not graders) or evaluator in self.graded or \
+                (not graders and evaluator.judging is not None):
             return
         from evaluators.judges import JUDGMENTS_DIR, Judging, JudgmentCache
 
@@ -234,7 +238,7 @@ class Worker:
         for option, ref in graders.items():
             evaluator.attach_grader(option, Judging(self.judges[ref], self.judgments, options.judge_max_new_tokens,
                                                     options.judge_thinking_budget))
-        evaluator._graded = True
+        self.graded.add(evaluator)
 
     def _draw_done(self) -> bool:
         """Waits for the draw begun at load; False if it failed (the unit then draws itself,
