@@ -192,6 +192,12 @@ class TaskOptions(BaseModel):
         """The task's `judge` option (None: no judge named, or a task without one)."""
         return getattr(self, "judge", None)
 
+    def graders(self) -> dict[str, str]:
+        """Models besides the judge that grade this task's answers, by the option naming each
+        (HELMET's `citation_nli`): each is opened, checked and pinned (`name@identity`) as the
+        judge is, and attached with `Evaluator.attach_grader`. Default: none."""
+        return {}
+
     def sequential(self) -> bool:
         """Whether a sequential effective-length search runs the task (`search: sequential`;
         only tasks whose options inherit `evaluators.sequential.options.SearchOptions` offer it)."""

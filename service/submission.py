@@ -316,37 +316,44 @@ def check_judges(store: Store, settings: Settings, tasks: list[dict[str, Any]]) 
 
     for i, task in enumerate(tasks):
         options = parse_task(task)
-        if not options.needs_judge:
-            continue
         where = f"tasks[{i}] ({options.task})"
-        problems = options.judge_problems()  # type: ignore[attr-defined]
-        ref = options.judge_ref()
-        if problems or ref is None:
-            raise InvalidRequest(f"{where}: " + "; ".join(problems))
-        found = registered_judge(store, ref, where)
-        row: Any = found.row
-        if found.kind == "endpoint":
-            if row.api_style != "chat":
-                raise InvalidRequest(f"{where}.judge: endpoint {row.name!r} is registered in {row.api_style} style; a "
-                                     "judge is asked chat messages: register its server's chat API (api_style chat)")
-            identity = endpoint_fingerprint(row)
-            why = unanswered(endpoint_spec(row, settings))
-            if why is not None:  # the detail is logged; the answer names no port or server error
-                log.warning("judge endpoint %s (%s) does not answer: %s", row.name, row.base_url, why)
-                raise InvalidRequest(f"{where}.judge: endpoint {row.name!r} does not answer as an OpenAI-compatible "
-                                     "server now; start its server (or register the judge again) and submit again")
-        else:
-            path = Path(row.path)
-            identity = checkpoint_info(path, settings.roots).fingerprint
-            if read_chat_template(path)[0] is None:
-                raise InvalidRequest(f"{where}.judge: checkpoint {row.name!r} has no chat template (chat_template.jinja, "
-                                     "or tokenizer_config.json's 'chat_template'); a judge is asked chat messages: add "
-                                     "the template or name another judge")
-        try:
-            check_pin(ref, identity)
-        except EvaluatorError as e:
-            raise InvalidRequest(f"{where}.judge: {e}") from None
-        task["judge"] = pinned_ref(row.name, identity)
+        named = dict(options.graders())  # models besides the judge (HELMET's citation NLI): checked alike
+        if options.needs_judge:
+            problems = options.judge_problems()  # type: ignore[attr-defined]
+            ref = options.judge_ref()
+            if problems or ref is None:
+                raise InvalidRequest(f"{where}: " + "; ".join(problems))
+            named = {"judge": ref, **named}
+        for field, ref in named.items():
+            task[field] = _pinned_judge(store, settings, ref, f"{where}.{field}", where, unanswered)
+
+
+def _pinned_judge(store: Store, settings: Settings, ref: str, at: str, where: str, unanswered: Any) -> str:
+    """`name@identity` of the registered judge `ref` names, checked to answer chat messages now."""
+    found = registered_judge(store, ref, where)
+    row: Any = found.row
+    if found.kind == "endpoint":
+        if row.api_style != "chat":
+            raise InvalidRequest(f"{at}: endpoint {row.name!r} is registered in {row.api_style} style; a "
+                                 "judge is asked chat messages: register its server's chat API (api_style chat)")
+        identity = endpoint_fingerprint(row)
+        why = unanswered(endpoint_spec(row, settings))
+        if why is not None:  # the detail is logged; the answer names no port or server error
+            log.warning("judge endpoint %s (%s) does not answer: %s", row.name, row.base_url, why)
+            raise InvalidRequest(f"{at}: endpoint {row.name!r} does not answer as an OpenAI-compatible "
+                                 "server now; start its server (or register the judge again) and submit again")
+    else:
+        path = Path(row.path)
+        identity = checkpoint_info(path, settings.roots).fingerprint
+        if read_chat_template(path)[0] is None:
+            raise InvalidRequest(f"{at}: checkpoint {row.name!r} has no chat template (chat_template.jinja, "
+                                 "or tokenizer_config.json's 'chat_template'); a judge is asked chat messages: add "
+                                 "the template or name another judge")
+    try:
+        check_pin(ref, identity)
+    except EvaluatorError as e:
+        raise InvalidRequest(f"{at}: {e}") from None
+    return pinned_ref(row.name, identity)
 
 
 def submit_to_endpoint(store: Store, settings: Settings, request: JobCreate,

@@ -17,10 +17,7 @@ def worker_config(settings: Settings) -> WorkerConfig:
     """The settings a worker needs, and nothing else (no database URL, no token, no results folder)."""
     return WorkerConfig(device=settings.device, roots=tuple(settings.roots), data_dir=settings.data_dir,
                         endpoint_hosts=tuple(settings.endpoint_host_list), home=settings.home.absolute(),
-                        triton_cache=settings.triton_cache_dir,
-                        engine_memory_mb=settings.engine_memory_mb, engine_max_batch=settings.engine_max_batch,
-                        engine_prefix_cache=settings.engine_prefix_cache,
-                        engine_draft_tokens=settings.engine_draft_tokens)
+                        triton_cache=settings.triton_cache_dir, engine=settings.engine_options())
 
 
 def model_key(job: JobRow, settings: Settings) -> tuple:
@@ -47,9 +44,10 @@ def job_spec(store: Store, settings: Settings, job: JobRow, finished: frozenset[
     judges = {}
     for task in job.tasks:
         options = parse_task(task)
-        ref = options.judge_ref() if options.needs_judge else None
-        if ref and ref not in judges:
-            judges[ref] = judge_spec(store, settings, ref)
+        refs = [options.judge_ref() if options.needs_judge else None, *options.graders().values()]
+        for ref in refs:
+            if ref and ref not in judges:
+                judges[ref] = judge_spec(store, settings, ref)
     return JobSpec(id=job.id, attempt=job.attempts, tasks=job.tasks, checkpoint=checkpoint, rope=job.rope,
                    backend=job.backend, endpoint=endpoint, source=source, judges=judges, finished=finished)
 

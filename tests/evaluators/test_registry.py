@@ -19,6 +19,11 @@ PINNED: list[tuple[dict[str, Any], str]] = [
     ({"name": "babilong"}, "c0aa206e0e0a61bc"),
     ({"name": "diagnostics"}, "aa99f3c880ca8cc0"),
     ({"name": "graphwalks"}, "1d05f7a26259ba83"),  # version 2: the sound F1
+    ({"name": "helmet"}, "713ef0e5c4832024"),
+    # categories, lengths and samples only select; the judge and the chat template score
+    ({"name": "helmet", "categories": ["recall"], "input_max_length": [8192], "max_test_samples": 5},
+     "713ef0e5c4832024"),
+    ({"name": "helmet", "judge": "grader@0123456789ab", "chat_template": False, "shots": 1}, "24c06ae6fec3d904"),
     ({"name": "longbench"}, "12e3d672c27dd5af"),
     ({"name": "longbench_v2"}, "7a642ad63daedc28"),
     ({"name": "mrcr"}, "bb8f4b5db8d9c5d6"),

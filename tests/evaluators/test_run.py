@@ -26,7 +26,7 @@ def records(folder: Path) -> list[dict]:
 
 def test_tasks_registry() -> None:
     assert set(TASKS) == {"passkey", "needle", "longbench", "longbench_v2", "babilong", "scrolls", "perplexity",
-                          "diagnostics", "ruler", "mrcr", "graphwalks", "mrcr_v2", "aa_lcr"}
+                          "diagnostics", "ruler", "mrcr", "graphwalks", "mrcr_v2", "aa_lcr", "helmet"}
 
 
 def test_killed_run_resumes_each_sample_once(tmp_path: Path) -> None:
