@@ -56,6 +56,9 @@ PINNED: list[tuple[dict[str, Any], str]] = [
     ({"name": "aa_lcr", "judge": "grader@0123456789ab", "repeats": 1, "limit": 3}, "2fad3ff345a7b398"),
     ({"name": "aa_lcr", "judge": "grader@0123456789ab", "judge_prompt": "v1.0", "max_new_tokens": 64},
      "b70b45f443296770"),
+    # selection only (tasks, limit): the default's hash
+    ({"name": "infinitebench", "tasks": "passkey", "limit": 2}, "29e784936e9662e6"),
+    ({"name": "infinitebench", "prompts": "gpt4", "chat_template": True, "max_new_tokens": 64}, "41b9fe6b8b5ea44a"),
     ({"name": "perplexity", "lengths": [64, 128], "stride": 32, "text_file": "/tmp/t.txt"}, "b0ede7b146b02566"),
     ({"name": "diagnostics", "hidden_states": "hf", "inputs": "passkey", "lengths": [64], "preset": "gu2024"},
      "a7090edd982b07ef"),
