@@ -61,6 +61,8 @@ PINNED: list[tuple[dict[str, Any], str]] = [
     ({"name": "infinitebench", "prompts": "gpt4", "chat_template": True, "max_new_tokens": 64}, "41b9fe6b8b5ea44a"),
     ({"name": "ruler_v2", "setups": "llama_32768", "limit": 2}, "a95d1df5bd6b01f9"),
     ({"name": "ruler_v2", "setups": "a_4096", "chat_template": False, "max_new_tokens": 128}, "a51faca29565f86f"),
+    ({"name": "nolima", "lengths": [1000], "limit": 2, "books": 1}, "b8fa50c4679a9be4"),
+    ({"name": "nolima", "needle_set": "needle_set_hard", "metric": "EM", "depths": 5}, "9f1a5fd4922e1847"),
     ({"name": "perplexity", "lengths": [64, 128], "stride": 32, "text_file": "/tmp/t.txt"}, "b0ede7b146b02566"),
     ({"name": "diagnostics", "hidden_states": "hf", "inputs": "passkey", "lengths": [64], "preset": "gu2024"},
      "a7090edd982b07ef"),
