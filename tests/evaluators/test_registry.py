@@ -63,6 +63,8 @@ PINNED: list[tuple[dict[str, Any], str]] = [
     ({"name": "ruler_v2", "setups": "a_4096", "chat_template": False, "max_new_tokens": 128}, "a51faca29565f86f"),
     ({"name": "nolima", "lengths": [1000], "limit": 2, "books": 1}, "b8fa50c4679a9be4"),
     ({"name": "nolima", "needle_set": "needle_set_hard", "metric": "EM", "depths": 5}, "9f1a5fd4922e1847"),
+    ({"name": "zero_scrolls", "datasets": "quality", "limit": 2}, "017243979ce83a4a"),
+    ({"name": "zero_scrolls", "split": "test", "chat_template": False, "max_length": 8192}, "06b9bbd5a7bd8bb5"),
     ({"name": "perplexity", "lengths": [64, 128], "stride": 32, "text_file": "/tmp/t.txt"}, "b0ede7b146b02566"),
     ({"name": "diagnostics", "hidden_states": "hf", "inputs": "passkey", "lengths": [64], "preset": "gu2024"},
      "a7090edd982b07ef"),
