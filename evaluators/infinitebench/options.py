@@ -9,7 +9,6 @@ from typing import ClassVar, Literal
 
 from pydantic import StrictBool, model_validator
 
-from evaluators.infinitebench.protocol import MAX_NEW_TOKENS, TASKS
 from evaluators.options import (
     MAX_LENGTH,
     Choices,
@@ -19,6 +18,14 @@ from evaluators.options import (
     chat_template_option,
     option,
 )
+
+TASKS = ("passkey", "number_string", "kv_retrieval", "longbook_sum_eng", "longbook_choice_eng", "longbook_qa_eng",
+         "longbook_qa_chn", "longdialogue_qa_eng", "math_find", "math_calc", "code_run", "code_debug")
+
+# DATA_NAME_TO_MAX_NEW_TOKENS
+MAX_NEW_TOKENS = {"passkey": 6, "number_string": 12, "kv_retrieval": 50, "longbook_sum_eng": 1200,
+                  "longbook_choice_eng": 40, "longbook_qa_eng": 40, "longbook_qa_chn": 40, "longdialogue_qa_eng": 40,
+                  "math_find": 3, "math_calc": 30000, "code_run": 5, "code_debug": 5}
 
 DATA_DIR = "InfiniteBench"  # eval_utils.load_data's default folder, under the data directory
 DATA_HOWTO = (

@@ -14,13 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-TASKS = ("passkey", "number_string", "kv_retrieval", "longbook_sum_eng", "longbook_choice_eng", "longbook_qa_eng",
-         "longbook_qa_chn", "longdialogue_qa_eng", "math_find", "math_calc", "code_run", "code_debug")
-
-# DATA_NAME_TO_MAX_NEW_TOKENS
-MAX_NEW_TOKENS = {"passkey": 6, "number_string": 12, "kv_retrieval": 50, "longbook_sum_eng": 1200,
-                  "longbook_choice_eng": 40, "longbook_qa_eng": 40, "longbook_qa_chn": 40, "longdialogue_qa_eng": 40,
-                  "math_find": 3, "math_calc": 30000, "code_run": 5, "code_debug": 5}
+from evaluators.infinitebench.options import MAX_NEW_TOKENS, TASKS  # noqa: F401 - the protocol's own names
 
 # The open scripts' TRUNCATE_LEN (128 * 1024); eval_gpt4.py's create_msgs keeps 128_000 - 1000.
 OPEN_TRUNCATE = 128 * 1024

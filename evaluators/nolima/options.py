@@ -9,7 +9,6 @@ from typing import ClassVar, Literal
 
 from pydantic import StrictBool, model_validator
 
-from evaluators.nolima.protocol import DEPTHS, LENGTHS, MAX_NEW_TOKENS
 from evaluators.options import (
     MAX_LENGTH,
     Int,
@@ -20,6 +19,9 @@ from evaluators.options import (
     option,
 )
 
+MAX_NEW_TOKENS = 192  # every model config's max_tokens
+LENGTHS = (250, 500, 1000, 2000, 4000, 8000, 16000, 32000)  # run_config/multi_test_config_book_*.yaml
+DEPTHS = 26  # document_depth_percent_intervals in every run config
 DATA_DIR = "NoLiMa"  # download_NoLiMa_data.sh's data/ folder, under the data directory
 NEEDLE_DIR = "needlesets"
 HAYSTACK_DIR = "haystack/rand_shuffle"

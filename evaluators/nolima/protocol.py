@@ -17,17 +17,16 @@ from typing import Any
 
 import numpy as np
 
+from evaluators.nolima.options import DEPTHS, LENGTHS, MAX_NEW_TOKENS  # noqa: F401 - the protocol's own names
+
 DEFAULT_TASK_TEMPLATE = (
     "You will answer a question based on the following book snippet:\n\n{haystack}\n\nUse the information provided "
     "in the book snippet to answer the question. Your answer should be short and based on either explicitly stated "
     "facts or strong, logical inferences.\n\nQuestion: {question}\n\n Return only the final answer with no additional "
     "explanation or reasoning.")
 SYSTEM_PROMPT = "You are a helpful assistant"  # APIConnector's default, which generate_response always sends
-MAX_NEW_TOKENS = 192  # every model config's max_tokens
-LENGTHS = (250, 500, 1000, 2000, 4000, 8000, 16000, 32000)  # run_config/multi_test_config_book_*.yaml
 BASE_LENGTHS = (250, 500, 1000)  # the README's base score
 THRESHOLD = 0.85
-DEPTHS = 26  # document_depth_percent_intervals in every run config
 BASE_SEED = 42
 METRICS = ("EM", "contains", "lastline_EM", "lastline_contains")
 

@@ -16,8 +16,9 @@ from evaluators.options import (
     chat_template_option,
     option,
 )
-from evaluators.ruler_v2.protocol import TASKS
 
+TASKS = ("mk_niah_basic", "mk_niah_easy", "mk_niah_medium", "mk_niah_hard", "mv_niah_basic", "mv_niah_easy",
+         "mv_niah_medium", "mv_niah_hard", "qa_basic", "qa_easy", "qa_medium", "qa_hard")
 DATA_DIR = "ruler2"
 DATA_HOWTO = (
     "prepare the tasks with NVIDIA NeMo-Skills (branch chsieh/ruler2): `python -m nemo_skills.dataset.ruler2.prepare "

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-TASKS = ("mk_niah_basic", "mk_niah_easy", "mk_niah_medium", "mk_niah_hard", "mv_niah_basic", "mv_niah_easy",
-         "mv_niah_medium", "mv_niah_hard", "qa_basic", "qa_easy", "qa_medium", "qa_hard")
+from evaluators.ruler_v2.options import TASKS  # noqa: F401 - the protocol's own names
+
 MULTICHOICE = ("mk_niah_medium", "mk_niah_hard")
 
 

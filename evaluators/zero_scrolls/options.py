@@ -16,8 +16,12 @@ from evaluators.options import (
     chat_template_option,
     option,
 )
-from evaluators.zero_scrolls.protocol import DATASETS, MAX_NEW_TOKENS
 
+DATASETS = ("gov_report", "summ_screen_fd", "qmsum", "squality", "qasper", "narrative_qa", "quality", "musique",
+            "space_digest", "book_sum_sort")
+# api.py's dataset_to_leave_tokens_for_generations
+MAX_NEW_TOKENS = {"gov_report": 1024, "summ_screen_fd": 512, "qmsum": 512, "qasper": 128, "narrative_qa": 64,
+                  "quality": 10, "musique": 32, "squality": 512, "space_digest": 36, "book_sum_sort": 256}
 DATA_DIR = "zero_scrolls"
 DATA_HOWTO = (
     "download the dataset zips of https://huggingface.co/datasets/tau/zero_scrolls (<dataset>.zip: gov_report, "

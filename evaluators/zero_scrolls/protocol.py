@@ -20,14 +20,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-DATASETS = ("gov_report", "summ_screen_fd", "qmsum", "squality", "qasper", "narrative_qa", "quality", "musique",
-            "space_digest", "book_sum_sort")
+from evaluators.zero_scrolls.options import DATASETS, MAX_NEW_TOKENS  # noqa: F401 - the protocol's own names
+
 SUMMARIZATION = ("gov_report", "summ_screen_fd", "qmsum", "squality")
 METRIC = {**dict.fromkeys(SUMMARIZATION, "rouge"), "qasper": "f1", "narrative_qa": "f1", "musique": "f1",
           "quality": "accuracy", "space_digest": "exp_similarity", "book_sum_sort": "concordance_index"}
-# api.py's dataset_to_leave_tokens_for_generations
-MAX_NEW_TOKENS = {"gov_report": 1024, "summ_screen_fd": 512, "qmsum": 512, "qasper": 128, "narrative_qa": 64,
-                  "quality": 10, "musique": 32, "squality": 512, "space_digest": 36, "book_sum_sort": 256}
 FORMAT_REQUEST = "Do not provide any explanation."
 CHAT_RESERVE = 9  # openai_api.get_max_document_tokens: 9 tokens fewer for a chat model's message wrapping
 
