@@ -7,7 +7,8 @@ it holds:
   prompt tokens as they are prefilled; `stats` counts prefix-cache reuse and `clock` the
   seconds spent prefilling and decoding (None where the work happens elsewhere). Met by `engine.Engine` and `endpoint.EndpointEngine`.
 - `ModelSource`: what the evaluators read of the model behind an LM: its tokenizer, its
-  config (the context), how results describe it. Met by `loading.LoadedModel` and
+  config (the context), whether it is reached through a chat API (`chat_api`: its server
+  applies its own chat template to the messages it is sent), how results describe it. Met by `loading.LoadedModel` and
   `endpoint.ServedModel`."""
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class LM(Protocol):
 class ModelSource(Protocol):
     tokenizer: Any
     config: Any  # max_position_embeddings, effective_context, rope_scaling (None: not known), rope_l0
+    chat_api: bool  # a chat-style server: sent messages, it renders its own template (and thinking switch)
 
     def describe(self) -> dict[str, Any]: ...
 

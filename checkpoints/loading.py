@@ -42,6 +42,8 @@ class LoadedModel:
     tokenizer: Tokenizer
     config: ModelConfig
     path: Path
+    # The model's own chat template applies here (lctx renders it): a chat-style server's does not.
+    chat_api = False
 
     @property
     def device(self) -> torch.device:

@@ -84,14 +84,14 @@ def _print_job(job: Any) -> None:
 
 
 def duration_text(seconds: float) -> str:
-    from service.cost import duration  # one way to say a duration: the plan's warnings use it too
+    from evaluators.progress import duration  # one way to say a duration: the plan's warnings use it too
 
     return duration(seconds)
 
 
 def progress_line(job: Any) -> str:
     """A job's progress on one line: per task samples, tokens prefilled, speed; the job's ETA."""
-    from service.runner.progress import tokens_text
+    from evaluators.progress import tokens_text
 
     parts, eta, known = [], 0.0, True
     for key, p in job.progress.items():

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from checkpoints.attention.backend import Backend
-from checkpoints.requests import DEFAULT_DRAFT_TOKENS, DEFAULT_MAX_BATCH
+from checkpoints.engine_options import EngineOptions
 from cli.endpoint_flags import add_endpoint_flags, endpoint_fields
 from cli.judges import add_judge_flags
 from cli.task_options import option_flags
@@ -68,8 +68,8 @@ def eval_postfix(cell: dict[str, Any]) -> str:
     """What `lctx eval`'s bar adds to a task's samples: prompt tokens prefilled of the plan and
     their speed, and the ETA (from tokens while the prompts prefill: a long batch finishes its
     first sample only after minutes), or the totals reached once the task is done."""
-    from service.cost import duration as duration_text
-    from service.runner.progress import tokens_text
+    from evaluators.progress import duration as duration_text
+    from evaluators.progress import tokens_text
 
     prefill = tokens_text(cell["done"], cell["total"], cell["tokens"], cell["planned_tokens"], cell["tokens_per_s"])
     if cell["total"] and cell["done"] >= cell["total"]:
@@ -179,15 +179,12 @@ def _int_from(text: str, least: int) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from checkpoints.config_reader import load_config
-    from checkpoints.engine import Engine
     from checkpoints.jsonfiles import write_json_atomic
-    from checkpoints.loading import load_model
-    from checkpoints.tokenizer import load_tokenizer
+    from checkpoints.opening import open_model
     from evaluators.data import local_file_problems
+    from evaluators.progress import JobProgress
     from evaluators.registry import make_evaluator, parse_task, task_result
     from evaluators.suite import RESULTS_FILE, draw_ahead, run_suite, suite_document, task_keys
-    from service.runner.progress import JobProgress
 
     options = task_options()
     for name in args.task:
@@ -220,19 +217,16 @@ def _eval(args: argparse.Namespace) -> int:
     else:
         out.mkdir(parents=True, exist_ok=True)
         claim_output(out, Path(args.checkpoint))
-        # the tokenizer first: the tasks draw their samples with it while the weights load and compile
-        tokenizer = load_tokenizer(args.checkpoint, load_config(args.checkpoint))
-        evaluators, drawn = draw_ahead(parsed, tokenizer, data_dir)
-        loading = time.perf_counter()
-        loaded = load_model(args.checkpoint, rope=args.rope, backend=args.backend, dtype=args.dtype,
-                            device=args.device, tokenizer=tokenizer)
-        seconds["load_s"] = time.perf_counter() - loading
-        engine = Engine(loaded.model, loaded.tokenizer, max_batch=args.max_batch, prefix_cache=args.prefix_cache,
-                        memory_budget=args.memory_mb << 20 if args.memory_mb is not None else None,
-                        draft_tokens=args.draft_tokens)
-        from checkpoints.engine.warmup import warm_up
+        drawing: list[Any] = []  # the tasks draw their samples with the tokenizer while the weights load and compile
 
-        seconds["warm_up_s"] = warm_up(loaded.model)  # Triton's kernels compiled (or read from its cache) first
+        def draw(tokenizer: Any) -> None:
+            drawing.extend(draw_ahead(parsed, tokenizer, data_dir))
+
+        opened = open_model(args.checkpoint, engine_options(args), rope=args.rope, backend=args.backend,
+                            dtype=args.dtype, device=args.device, with_tokenizer=draw)
+        loaded, engine = opened.loaded, opened.engine
+        seconds.update(opened.seconds)
+        evaluators, drawn = drawing
         waiting = time.perf_counter()
         drawn.result()  # what could not be drawn raises here, as the first build would
         seconds["draw_wait_s"] = time.perf_counter() - waiting
@@ -368,15 +362,31 @@ def _model_flags(p: argparse.ArgumentParser, endpoint: bool = False) -> None:
     p.add_argument("--backend", default="auto", help=f"attention backend: {', '.join(Backend)}")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--dtype", help="float32, bfloat16 or float16 (default: float32 on CPU)")
-    p.add_argument("--max-batch", type=positive_int, default=DEFAULT_MAX_BATCH,
-                   help=f"most sequences decoded together (default {DEFAULT_MAX_BATCH})")
-    p.add_argument("--memory-mb", type=positive_int, help="KV-cache budget of a decoding batch and the prefix "
-                                                  "cache in MiB (default: a quarter of free GPU memory, 2048 on CPU)")
+    add_engine_flags(p)
+
+
+def add_engine_flags(p: argparse.ArgumentParser) -> None:
+    """The engine's flags, made from its options (checkpoints/engine_options.py: their bounds,
+    defaults and help declared once, as the service's LCTX_ENGINE_* settings read them)."""
+    fields = EngineOptions.model_fields
+    p.add_argument("--max-batch", type=positive_int, default=fields["max_batch"].default,
+                   help=f"{fields['max_batch'].description} (default {fields['max_batch'].default})")
+    p.add_argument("--memory-mb", type=positive_int, help=fields["memory_mb"].description)
     p.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
-                   help="prefill every prompt from scratch (default: reuse cached prompt prefixes where exact)")
-    p.add_argument("--draft-tokens", type=non_negative_int, help="most tokens a decoding row drafts from its own "
-                   "text and verifies in one step (prompt lookup; same outputs, fewer steps); 0: off (default: "
-                   f"{DEFAULT_DRAFT_TOKENS} on the PyTorch backend, 0 on Triton until measured on a GPU)")
+                   help=f"prefill every prompt from scratch (default: {fields['prefix_cache'].description})")
+    p.add_argument("--draft-tokens", type=non_negative_int, help=fields["draft_tokens"].description)
+
+
+def engine_options(args: argparse.Namespace) -> EngineOptions:
+    """The engine flags as the engine's options; ValueError naming a flag out of bounds."""
+    from pydantic import ValidationError
+
+    try:
+        return EngineOptions(memory_mb=args.memory_mb, max_batch=args.max_batch, prefix_cache=args.prefix_cache,
+                             draft_tokens=args.draft_tokens)
+    except ValidationError as e:
+        raise ValueError("; ".join(f"--{str(err['loc'][0]).replace('_', '-')}: {err['msg']}"
+                                   for err in e.errors())) from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -56,10 +56,9 @@ def open_judge(ref: str, args: argparse.Namespace, device: str = "cpu") -> Judge
         judge = Judge(name, identity, "endpoint", served, EndpointEngine(served),
                       {"url": served.spec.base_url, "served_model": served.spec.served_model, "api_style": "chat"})
     else:
-        from checkpoints.engine import Engine
         from checkpoints.errors import CheckpointError
         from checkpoints.fingerprint import inspect_checkpoint
-        from checkpoints.loading import load_model
+        from checkpoints.opening import open_model
 
         path = Path(name)
         if not path.is_dir():
@@ -70,8 +69,7 @@ def open_judge(ref: str, args: argparse.Namespace, device: str = "cpu") -> Judge
         except CheckpointError as e:
             raise ValueError(f"--judge {name}: {e}") from None
         check_pin(ref, identity)
-        loaded = load_model(path, device=device)
-        judge = Judge(name, identity, "checkpoint", loaded, Engine(loaded.model, loaded.tokenizer),
-                      {"checkpoint": path.resolve().name})
+        opened = open_model(path, device=device)
+        judge = Judge(name, identity, "checkpoint", opened.loaded, opened.engine, {"checkpoint": path.resolve().name})
     judge.check()
     return judge

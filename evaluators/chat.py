@@ -7,6 +7,7 @@ the `/think` / `/no_think` system flag, harmony's `reasoning_effort`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -121,3 +122,24 @@ def chat_parts(tokenizer: Tokenizer, missing: str, task: str, thinking: str = "d
         raise EvaluatorError(f"{task}: the checkpoint's chat template does not show the user message; "
                              "run with chat_template=false")
     return before, after
+
+
+def user_message(tokenizer: Tokenizer, missing: str, task: str, thinking: str = "default") -> Callable[[str], str]:
+    """prompt -> the prompt as the one user message of the tokenizer's template, exactly as
+    `apply_chat_template` renders it: the text around the message rendered once where the
+    template shows a message as it is (whitespace at its ends kept, as most templates do),
+    else the whole template rendered per prompt (one that trims the message: Llama 3's)."""
+    padded = f" \n{_SENTINEL}\n "
+    before, sep, after = apply_chat_template(tokenizer, padded, missing, thinking).partition(padded)
+    if sep:
+        return lambda prompt: before + prompt + after
+    return lambda prompt: apply_chat_template(tokenizer, prompt, missing, thinking)
+
+
+def served_text(tokenizer: Tokenizer, messages: Sequence[dict[str, str]]) -> str:
+    """The text whose tokens count a conversation sent to a chat-style server, which renders
+    its own template: the messages in the tokenizer's template where it has one (the served
+    model's), else their contents one after another."""
+    if getattr(tokenizer, "chat_template", None):
+        return render_conversation(tokenizer, list(messages), "")
+    return "\n\n".join(m["content"] for m in messages)

@@ -1,14 +1,9 @@
-"""Benchmark data in the official layouts (see docs/protocols/protocols.md):
-
-- LongBench: `<dir>/<dataset>.jsonl` (LongBench-E: `<dir>/<dataset>_e.jsonl`), records
-  `input, context, answers[], length, dataset, language, all_classes, _id`;
-- SCROLLS: `<dir>/<task>/<split>.jsonl` (what the official zips unpack to), records
-  `id, pid, input, output`.
-
-Without a local directory the Hugging Face datasets (`Xnhyacinth/LongBench`,
-`tau/scrolls`) are tried when the `datasets` library can reach them. A missing
-dataset is an error that lists the files looked for and how to get them; a
-malformed record is an error naming the file and line."""
+"""The data reads every task shares: a text option's file (checked when a job arrives, read
+when it runs), JSONL records checked field by field, parquet rows, the files a result
+records (`read_files`), and the Hugging Face hub (a dataset loaded at its main branch's
+commit, a snapshot of data files; an unreachable hub is asked once per process). A
+malformed record is an error naming the file and line. Each task's own layout lives in its
+folder (`evaluators/longbench/data.py`, `evaluators/scrolls/data.py`, ...)."""
 
 from __future__ import annotations
 
@@ -18,23 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from checkpoints import jsonfiles
-from evaluators.datafiles import LONGBENCH_HOWTO, SCROLLS_HOWTO, longbench_file, no_text, scrolls_file
+from evaluators.datafiles import no_text
 from evaluators.errors import EvaluatorError
 from evaluators.provenance import note_hub
 
 if TYPE_CHECKING:
     from evaluators.options import TaskOptions
 
-# field -> accepted types; None in the tuple means the field may be null.
-LONGBENCH_FIELDS: dict[str, tuple] = {
-    "input": (str,), "context": (str,), "answers": (list,), "length": (int,),
-    "dataset": (str, type(None)), "language": (str, type(None)), "all_classes": (list, type(None)),
-    "_id": (str, int, type(None)),
-}
-SCROLLS_FIELDS: dict[str, tuple] = {"id": (str,), "pid": (str, int, type(None)), "input": (str,), "output": (str,)}
-
-LONGBENCH_HF = "Xnhyacinth/LongBench"
-SCROLLS_HF = "tau/scrolls"
 # The first bytes a submission reads of a text option's file (the run reads the whole file).
 SNIFF_BYTES = 1 << 20
 
@@ -235,7 +220,7 @@ def note_snapshot(repo: str, snapshot: Path, patterns: list[str]) -> None:
 _unreachable: set[str] = set()  # hubs that failed once in this process: fail fast afterwards
 
 
-def _from_hub(repo: str, name: str | None, split: str) -> list[dict[str, Any]] | None:
+def from_hub(repo: str, name: str | None, split: str) -> list[dict[str, Any]] | None:
     """The dataset from the Hugging Face hub, or None when it cannot be reached. Loaded at the
     commit the hub names for its main branch now, which the result records (`note_hub`); where
     the hub cannot say (offline, a cached copy) the revision is recorded as unknown."""
@@ -255,42 +240,3 @@ def _from_hub(repo: str, name: str | None, split: str) -> list[dict[str, Any]] |
         return None
     note_hub(repo, revision, config=name)
     return rows
-
-
-def load_longbench(dataset: str, data_dir: Path | None, e: bool = False) -> list[dict[str, Any]]:
-    name = f"{dataset}{'_e' if e else ''}"
-    if data_dir is not None:
-        path = longbench_file(data_dir, dataset, e)
-        if path.is_file():
-            return read_jsonl(path, LONGBENCH_FIELDS, ("input", "context", "answers", "length"))
-        raise EvaluatorError(f"LongBench dataset {name} not found: looked for {path}; {LONGBENCH_HOWTO}")
-    rows = _from_hub(LONGBENCH_HF, name, "test")
-    if rows is None:
-        raise EvaluatorError(f"LongBench dataset {name}: no data directory is configured and the Hugging Face "
-                             f"dataset {LONGBENCH_HF} ({name}) cannot be reached; {LONGBENCH_HOWTO}")
-    for r in rows:  # the hub copy names the question field 'question' in some revisions
-        r.setdefault("input", r.get("question", ""))
-    return rows
-
-
-def load_scrolls(task: str, split: str, data_dir: Path | None) -> list[dict[str, Any]]:
-    if data_dir is not None:
-        path = scrolls_file(data_dir, task, split)
-        if path.is_file():
-            return read_jsonl(path, SCROLLS_FIELDS, ("id", "input", "output"))
-        raise EvaluatorError(f"SCROLLS task {task} ({split}) not found: looked for {path}; {SCROLLS_HOWTO}")
-    rows = _from_hub(SCROLLS_HF, task, split)
-    if rows is None:
-        raise EvaluatorError(f"SCROLLS task {task} ({split}): no data directory is configured and the Hugging "
-                             f"Face dataset {SCROLLS_HF} cannot be reached; {SCROLLS_HOWTO}")
-    return rows
-
-
-def group_by_id(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """SCROLLS rows sharing an `id` are one example with several references (first-seen order)."""
-    out: dict[str, dict[str, Any]] = {}
-    for r in records:
-        ex = out.setdefault(str(r["id"]), {"id": str(r["id"]), "input": r["input"], "outputs": []})
-        if r.get("output") is not None:
-            ex["outputs"].append(r["output"])
-    return list(out.values())

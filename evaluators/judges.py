@@ -110,7 +110,7 @@ class Judge:
 
     @property
     def chat_served(self) -> bool:
-        return self.served and getattr(getattr(self.source, "spec", None), "api_style", None) == "chat"
+        return self.source.chat_api
 
     def think_format(self) -> ThinkFormat | None:
         """The judge's think delimiters (its tokenizer's and template's). A served judge always has

@@ -17,17 +17,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.engine.prefix_cache import PrefixStats
-from checkpoints.lm import ModelSource
+from checkpoints.lm import LM, ModelSource
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
 from evaluators.data import read_files
 from evaluators.errors import EvaluationCancelled, EvaluatorError
 from evaluators.provenance import DataLog, data_record, noting
-from evaluators.results import RESULT_KEY
 from evaluators.samplelog import SAMPLES_FILE, HandedLog, SampleLog
 from evaluators.sequential import runner as sequential
 from evaluators.task import Built, Evaluator, Fields, Record, Sample
@@ -39,6 +38,34 @@ BUILD_GROUP = 256
 
 Progress = Callable[[str, int, int], None]
 ShouldStop = Callable[[], bool]
+
+
+class TaskEntry(TypedDict):
+    """A task's entry of results.json (`TaskRun.entry`), as `lctx eval`, the service's
+    coordinator and standings, and `lctx results` read it: how the task ran (its version,
+    seed, options and configuration hash, the model as it ran, the contexts, template and
+    thinking, the code's version), what it recorded (samples, their file, plots, failures,
+    prefix reuse, seconds), the data it read, and its typed result (`result`: a
+    `TaskResult` as JSON; `evaluators.registry.task_result` reads it back)."""
+
+    task: str
+    evaluator_version: str
+    seed: int | None
+    options: dict[str, Any]
+    config: str
+    model: dict[str, Any]
+    context: dict[str, Any]
+    chat_template: dict[str, Any]
+    thinking: dict[str, Any] | None
+    lctx_version: str
+    samples: int
+    samples_file: str
+    plots: list[str]
+    sample_errors: int
+    prefix_cache: dict[str, Any] | None
+    seconds: dict[str, float]
+    data: NotRequired[dict[str, Any]]  # the files it read, their sha256, hub revisions (tasks that read data)
+    result: dict[str, Any]  # RESULT_KEY
 
 
 def lctx_version() -> str:
@@ -204,7 +231,7 @@ class TaskRun:
                 built = ahead.result()
                 self.seconds["build_wait_s"] += time.perf_counter() - waited
                 ahead = builder.submit(build, groups[k + 1]) if k + 1 < len(groups) else None
-                run_built(engine, built, finished)
+                run_built(engine, built, finished, planner.attach)
         finally:
             builder.shutdown(wait=False, cancel_futures=True)
             engine.on_prefill = None
@@ -237,7 +264,7 @@ class TaskRun:
         raise EvaluatorError(f"{self.evaluator.name}: the sequential search has not finished "
                              f"({len(pending)} more samples wanted)")
 
-    def entry(self, prefix_cache: dict[str, Any] | None) -> dict[str, Any]:
+    def entry(self, prefix_cache: dict[str, Any] | None) -> TaskEntry:
         """The task's entry of results.json from every recorded sample (all must be there)."""
         evaluator, loaded, out_dir = self.evaluator, self.loaded, self.folder
         if evaluator.options.sequential():
@@ -262,27 +289,29 @@ class TaskRun:
         plot_paths = evaluator.plots(scored, result, out_dir / "plots") + thinking_plot(result, out_dir / "plots")
         data = data_record(evaluator.options, evaluator.data_dir, evaluator.data_log,
                            read_files(evaluator.options, evaluator.data_dir))
-        return {
-            "task": evaluator.name,
-            "evaluator_version": evaluator.version,
-            "seed": evaluator.options.recorded_seed(),
-            "options": evaluator.options.as_dict(),
-            "config": self.config,
-            "model": describe_run(loaded),
-            "context": context_of(loaded, self.samples),
-            "chat_template": {"applied": evaluator.options.chat_template_wanted(),
-                              "file": getattr(loaded.tokenizer, "chat_template_source", None)},
-            "thinking": thinking_entry(evaluator, loaded.tokenizer),
-            "lctx_version": lctx_version(),
-            "samples": self.total,
-            "samples_file": str(out_dir / SAMPLES_FILE),
-            "plots": [str(p) for p in plot_paths],
-            "sample_errors": errors,
-            "prefix_cache": prefix_cache,
-            "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
-            **({"data": data} if data is not None else {}),  # the files it read, their sha256, hub revisions
-            RESULT_KEY: finite_json(result.model_dump(mode="json")),
-        }
+        entry = TaskEntry(
+            task=evaluator.name,
+            evaluator_version=evaluator.version,
+            seed=evaluator.options.recorded_seed(),
+            options=evaluator.options.as_dict(),
+            config=self.config,
+            model=describe_run(loaded),
+            context=context_of(loaded, self.samples),
+            chat_template={"applied": evaluator.options.chat_template_wanted(),
+                           "file": getattr(loaded.tokenizer, "chat_template_source", None)},
+            thinking=thinking_entry(evaluator, loaded.tokenizer),
+            lctx_version=lctx_version(),
+            samples=self.total,
+            samples_file=str(out_dir / SAMPLES_FILE),
+            plots=[str(p) for p in plot_paths],
+            sample_errors=errors,
+            prefix_cache=prefix_cache,
+            seconds={k: round(v, 4) for k, v in self.seconds.items()},
+            result=finite_json(result.model_dump(mode="json")),
+        )
+        if data is not None:
+            entry["data"] = data
+        return entry
 
 
 def thinking_entry(evaluator: Evaluator, tokenizer: Tokenizer) -> dict[str, Any] | None:
@@ -304,7 +333,7 @@ def run_evaluator(
     should_stop: ShouldStop | None = None,
     engine: Engine | None = None,
     on_prefill: Callable[[int], None] | None = None,
-) -> dict[str, Any]:
+) -> TaskEntry:
     """Plan, skip what is recorded, run the rest through the engine in batches (or
     one at a time through `run_sample`), aggregate. `progress(task, done, total)` hears of
     every recorded sample, `on_prefill(tokens)` of every prefilled chunk."""
@@ -314,16 +343,29 @@ def run_evaluator(
     return run.entry(run.prefix_use())
 
 
-def run_built(engine: Engine, built: list[Built], finished: Callable[[Built, Any], None]) -> None:
+def run_built(engine: LM, built: list[Built], finished: Callable[[Built, Any], None],
+              attach: Callable[[Built], Built] = lambda b: b) -> None:
     """Hand every request to the engine, one batched call per request type;
-    `finished(built, response)` runs the moment each request is answered."""
-    for b in built:
-        if b.request is None:  # nothing to run (beyond the model's context): recorded as it is
-            finished(b, None)
-    calls = ((GenerateRequest, engine.generate_until), (LoglikelihoodRequest, engine.loglikelihood),
-             (RollingRequest, engine.loglikelihood_rolling))
-    for kind, call in calls:
-        group = [b for b in built if isinstance(b.request, kind)]
-        if not group:
-            continue
-        call([b.request for b in group], done=lambda i, response, group=group: finished(group[i], response))
+    `finished(built, response)` runs the moment each request is answered. A sample of two
+    turns (`Built.then`) gives its next turn from its first answer: the next turns run
+    together in a next round (each made ready by `attach`: the think planner), as many rounds
+    as the longest sample has turns."""
+    while built:
+        later: list[Built] = []
+
+        def answered(b: Built, response: Any, later: list[Built] = later) -> None:
+            if b.then is not None and response is not None:
+                later.append(attach(b.then(response)))
+            else:
+                finished(b, response)
+
+        for b in built:
+            if b.request is None:  # nothing to run (beyond the model's context): recorded as it is
+                answered(b, None)
+        calls = ((GenerateRequest, engine.generate_until), (LoglikelihoodRequest, engine.loglikelihood),
+                 (RollingRequest, engine.loglikelihood_rolling))
+        for kind, call in calls:
+            group = [b for b in built if isinstance(b.request, kind)]
+            if group:
+                call([b.request for b in group], done=lambda i, response, group=group: answered(group[i], response))
+        built = later

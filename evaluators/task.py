@@ -25,6 +25,7 @@ from checkpoints.engine import GenerateRequest, LoglikelihoodRequest, RollingReq
 from checkpoints.loading import LoadedModel
 from checkpoints.thinking import DEFAULT_THINKING_BUDGET, ThinkFormat, think_format
 from checkpoints.tokenizer import Tokenizer
+from evaluators.errors import EvaluatorError
 from evaluators.options import TaskOptions, parse_options
 from evaluators.provenance import DataLog
 from evaluators.results import TaskResult
@@ -96,12 +97,17 @@ class Built:
     # The task's answer prefix, left out of the prompt when the model thinks (`Evaluator.thinks`):
     # written after the think block, before the answer (RULER's "The special magic number ... is").
     answer_prefix: str | None = None
+    # A sample of two turns (LongBench v2's CoT: the answer prompt quotes the reasoning): given this
+    # request's response, the sample's next Built, run on the same engine or served model in the
+    # run's next round and scored in its place (`score` hears the last turn only).
+    then: Callable[[Any], Built] | None = None
 
 
 class Evaluator:
     """Base of every evaluator. Subclasses set `name`, `version`, `Options` (their
-    option model in `evaluators.options`) and implement `plan`, `run_sample`,
-    `aggregate` (records -> `TaskResult`) and `legacy_result`. `self.options` is the
+    option model in `evaluators.options`) and implement `plan`, `build` and `score` (or
+    `run_sample`), `aggregate` (records -> `TaskResult`), and `legacy_result` where the task
+    wrote results before the contract. `self.options` is the
     validated `Options` instance (`evaluators.registry.make_evaluator` makes it once):
     evaluators read its attributes, as lm-eval's tasks read their TaskConfig."""
 
@@ -118,23 +124,25 @@ class Evaluator:
                             f"got {type(options).__name__}")
         self.options = options
         self.data_dir = Path(data_dir) if data_dir is not None else None
-        self._chat: tuple[str, str] | None = None
+        self._chat: tuple[Tokenizer, Callable[[str], str]] | None = None  # wrap's renderer, per tokenizer
         self.data_log: DataLog | None = None  # what its loaders noted while preparing (planned_samples)
         # The judge of a task whose answers a model grades (options with `needs_judge`), attached
         # by whoever runs the task (the service's worker, `lctx eval`, `lctx score`): never made here.
         self.judging: Judging | None = None
 
     def wrap(self, tokenizer: Tokenizer, prompt: str) -> str:
-        """`prompt` in the checkpoint's chat template when the task's `chat_template` option
-        is true (rendered once per run), else as it is."""
+        """`prompt` as the one user message of the checkpoint's chat template when the task's
+        `chat_template` option is true, else as it is: the one way a task applies the template
+        to a prompt (thinking switched as its options ask; `evaluators.chat.user_message`:
+        rendered once per run where the template shows a message as it is)."""
         if not self.options.chat_template_wanted():
             return prompt
-        if self._chat is None:
-            from evaluators.chat import chat_parts, missing_template
+        if self._chat is None or self._chat[0] is not tokenizer:
+            from evaluators.chat import missing_template, user_message
 
-            self._chat = chat_parts(tokenizer, missing_template(self.name), self.name,
-                                    self.options.thinking_setting() or "default")
-        return self._chat[0] + prompt + self._chat[1]
+            self._chat = tokenizer, user_message(tokenizer, missing_template(self.name), self.name,
+                                                 self.options.thinking_setting() or "default")
+        return self._chat[1](prompt)
 
     def think_format(self, tokenizer: Tokenizer) -> ThinkFormat | None:
         """How the checkpoint marks thinking (its added tokens and template), for a task that
@@ -208,8 +216,11 @@ class Evaluator:
 
     @classmethod
     def legacy_result(cls, entry: dict[str, Any]) -> TaskResult:
-        """The typed result of an entry written before the contract (aggregates spread into it)."""
-        raise NotImplementedError(f"{cls.name}: no reader for results of version {entry.get('evaluator_version')}")
+        """The typed result of an entry written before the contract (aggregates spread into it):
+        a task that wrote such entries overrides this; a task younger than the contract, whose
+        entries always carry the typed result, does not."""
+        raise EvaluatorError(f"{cls.name}: this entry (version {entry.get('evaluator_version')}) has no typed result, "
+                             f"and {cls.name} results always carry one: the entry is damaged or not {cls.name}'s")
 
     def plots(self, records: list[Record], result: TaskResult, folder: Path) -> list[Path]:
         return []

@@ -36,9 +36,8 @@ class ThinkPlanner:
         self.format = evaluator.think_format(self.tokenizer)
         self.setting = evaluator.options.thinking_setting() or "default"
         served = getattr(loaded, "capabilities", None) is not None
-        chat_served = served and getattr(getattr(loaded, "spec", None), "api_style", None) == "chat"
         why = evaluator.options.thinking_without_template()
-        if why is not None and not chat_served:
+        if why is not None and not loaded.chat_api:
             raise EvaluatorError(why)
         if self.format is None and served and self.setting != "default":
             self.format = SERVED_FALLBACK  # the server's reasoning field, or its text split by the usual tags

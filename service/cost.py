@@ -18,6 +18,7 @@ from typing import Any
 
 from checkpoints.jsonfiles import write_json_atomic
 from evaluators.options import TaskOptions
+from evaluators.progress import duration
 from service.errors import InvalidRequest
 from service.settings import Settings
 
@@ -68,17 +69,6 @@ class Cost:
                 "samples": self.samples, "prompt_tokens": self.prompt_tokens,
                 "generated_tokens": self.generated_tokens, "seconds": self.seconds, "basis": self.basis,
                 "warnings": self.warnings}
-
-
-def duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    if seconds < 86400:
-        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
-    return f"{seconds / 86400:.1f} days"
 
 
 # --- the record of measured speed ---------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from checkpoints.requests import DEFAULT_MAX_BATCH
+from checkpoints.engine_options import EngineOptions, engine_field
 from service.names import NAME_PATTERN
 from service.secrets import check_key_variable, known_secrets, reserved_reason
 
@@ -85,24 +85,15 @@ class Settings(BaseSettings):
     max_running_jobs: int | None = Field(None, ge=1, description="cap on jobs running at once in this "
                                              "replica; default what Ray's resources allow")
     device: str = Field("auto", description="device jobs load models on: auto (cuda when a GPU was given), cpu, cuda")
-    engine_memory_mb: int | None = Field(None, ge=1, description="KV-cache budget of one decoding batch and the "
-                                         "prefix cache in MiB: the engine admits sequences while the batch cache, every row as wide "
-                                         "as the widest row's full length (prompt + max new tokens), fits; "
-                                         "default a quarter of free GPU memory, 2048 on CPU")
+    engine_memory_mb: int | None = engine_field("memory_mb")  # the engine's settings: checkpoints/engine_options.py
     max_model_memory_mb: int | None = Field(None, ge=1, description="most MiB a checkpoint's weights may take "
                                             "at the dtype jobs load them in (float32 on CPU, a cluster without a GPU "
                                             "included, the checkpoint's own on GPU); larger checkpoints are refused "
                                             "at registration and submission; default this "
                                             "machine's physical memory")
-    engine_max_batch: int = Field(DEFAULT_MAX_BATCH, ge=1, le=4096, description="most sequences decoded together by a job")
-    engine_draft_tokens: int | None = Field(None, ge=0, le=64, description="most tokens a decoding row drafts from "
-                                            "its own text and verifies in one step (prompt lookup: the same outputs in "
-                                            "fewer steps); 0 turns it off; default on the PyTorch backend only")
-    engine_prefix_cache: bool = Field(True, description="reuse the cached keys and values of prompt "
-                                "prefixes that samples share (a haystack up to its needle); at most half the memory budget, "
-                                "giving way to the decoding batch down to the last prompt's entries; off by itself where "
-                                "the RoPE table follows the length (dynamic NTK, LongRoPE); `lctx eval --no-prefix-cache` "
-                                "for one run")
+    engine_max_batch: int = engine_field("max_batch")
+    engine_draft_tokens: int | None = engine_field("draft_tokens")
+    engine_prefix_cache: bool = engine_field("prefix_cache")
     max_attempts: int = Field(3, ge=1, description="runs of a work unit whose worker died before its job is failed")
     job_workers: int | None = Field(None, ge=1, description="workers (Ray actors, each holding the checkpoint) one "
                                     "job spreads its work units over; default one per GPU of the cluster, or 2 on "
@@ -210,6 +201,11 @@ class Settings(BaseSettings):
     @property
     def triton_cache(self) -> Path:
         return (self.triton_cache_dir or self.home / "triton").absolute()
+
+    def engine_options(self) -> EngineOptions:
+        """The `engine_*` settings as the engine's options (checkpoints/engine_options.py)."""
+        return EngineOptions(memory_mb=self.engine_memory_mb, max_batch=self.engine_max_batch,
+                             prefix_cache=self.engine_prefix_cache, draft_tokens=self.engine_draft_tokens)
 
     @property
     def endpoint_host_list(self) -> list[str]:

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from checkpoints.attention.backend import Backend
-from checkpoints.attention.kv_pool import BlockPool, PagedBatch, PagedSeq, blocks_for
+from checkpoints.attention.kv_pool import BlockPool, PagedBatch, PagedSeq
 from checkpoints.engine.model_step import ModelStep
 from checkpoints.engine.prefix_cache import PrefixCache, PrefixStats, reuse_order
 from checkpoints.engine.prompt_lookup import DraftLength, PromptLookup
@@ -130,11 +130,6 @@ class _Row:
             return []
         room = self.rule.room(self.tokens) - 1
         return self.lookup.draft(self.tokens, min(most, self.draft_length.now, room))
-
-    @property
-    def reserve(self) -> int:
-        """Tokens of cache this row can reach: prompt plus every new token."""
-        return len(self.request.prompt_ids) + self.request.most_new_tokens
 
     def blocked(self, ahead: int = 0) -> tuple[int, ...]:
         """What cannot be chosen `ahead` tokens after the last chosen one."""
@@ -277,16 +272,20 @@ class Engine:
         if batch_prefill_tokens is None:
             batch_prefill_tokens = default_batch_prefill_tokens(model.device)
         self.scheduler = Scheduler(budget, max_batch, self.prefix, batch_prefill_tokens if exact else 0,
-                                   block_size=self.pool.block_size)
+                                   block_size=self.pool.block_size,
+                                   draft_tokens=default_draft_tokens(model) if draft_tokens is None else draft_tokens)
         self.stats = PrefixStats()  # prompt tokens asked for and served from the prefix cache, over all calls
         self.clock = EngineClock()  # seconds prefilling and decoding, drafted and kept tokens, over all calls
-        self.draft_tokens = default_draft_tokens(model) if draft_tokens is None else draft_tokens
         self.step_times = StepTimes()  # decoding steps' seconds by tokens computed: how wide a step verifies
         self.on_prefill: Prefilled | None = None
 
     @property
     def memory_budget(self) -> int:
         return self.scheduler.memory_budget
+
+    @property
+    def draft_tokens(self) -> int:
+        return self.scheduler.draft_tokens
 
     @property
     def max_batch(self) -> int:
@@ -378,9 +377,8 @@ class Engine:
         budget beside the prefix cache): each group prefilled (one prompt from its cached
         prefix, or short prompts padded together), its rows' first tokens picked; a row that
         ends there never joins."""
-        bs = self.pool.block_size
         while True:
-            reserved = sum(blocks_for(r.reserve, bs) * bs for r in run.rows)
+            reserved = sum(self.scheduler.reserve(r.request) for r in run.rows)
             group, reserved = self.scheduler.next_group(run.plan, run.requests, len(run.rows), reserved,
                                                         run.bytes_per_token)
             if not group:
@@ -399,7 +397,7 @@ class Engine:
                 if self.draft_tokens:  # only rows that decode in the batch draft
                     row.lookup = PromptLookup(row.request.prompt_ids)
                     row.draft_length = DraftLength(most=self.draft_tokens)
-                run.batch.join(seq, reserve=row.reserve)
+                run.batch.join(seq, reserve=self.scheduler.reach(row.request))
                 run.rows.append(row)
 
     def _schedule(self, run: _Running) -> _Step:
@@ -487,14 +485,14 @@ class Engine:
         return self._row(index, req, logits), seq
 
     def _reserved(self, seq: PagedSeq, req: GenerateRequest) -> PagedSeq:
-        """`seq` with blocks for every token its row may reach (the scheduler's reserve, and
-        the positions a verifying step may write past it), taken as one run of consecutive
+        """`seq` with blocks for every token its row may reach and a verifying step may write
+        past it (`Scheduler.reserve`, what admission counted for the row), taken as one run of consecutive
         blocks where the pool has one: the row then reads as a view of the pool at every step
         (`PagedRows`) instead of being gathered. On the PyTorch backends a prefix-cache hit
         is copied into that run (one copy of the prefix, within the reserve the scheduler
         counts for the row anyway, instead of a gather of the row at every step); Triton's
         decode kernel reads through the table, so there the row keeps the shared blocks."""
-        tokens = len(req.prompt_ids) + req.most_new_tokens + self.draft_tokens
+        tokens = self.scheduler.reserve(req)
         if seq.table.blocks and self.model.resolved_backend is not Backend.TRITON:
             seq.own_run(tokens)
         else:

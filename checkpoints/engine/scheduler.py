@@ -2,9 +2,10 @@
 when. It orders a request list (prompts sharing prefixes next to each other, for the
 prefix cache; else longest first, so the memory peak comes early; short prompts last, in
 padded groups of similar length) and admits the next prefill group into the decoding
-batch while the blocks of the paged KV pool its rows may reach (each row its own prompt
-plus max new tokens, rounded up to whole blocks) and the prefix cache fit the memory
-budget (evicting cached prefixes to make room).
+batch while the blocks of the paged KV pool its rows hold (each row its `reserve`: its own
+prompt, max new tokens and the positions a verifying step may write past them, in whole
+blocks; the one count of a row's tokens, which the engine takes at the row's prefill) and
+the prefix cache fit the memory budget (evicting cached prefixes to make room).
 It holds no tensors and runs no model: `model_step.ModelStep` does the forwards and
 `sampler` the token choice and stop rule."""
 
@@ -33,13 +34,14 @@ class Plan:
 class Scheduler:
     """`memory_budget` (bytes) bounds the decoding batch's KV cache plus the prefix cache;
     `max_batch` the rows; prompts up to `batch_prefill_tokens` prefill in padded groups (0: never);
-    `block_size`: the pool's, a row reserves whole blocks."""
+    `block_size`: the pool's, a row reserves whole blocks; `draft_tokens`: the most tokens a
+    decoding row drafts and a verifying step writes past its last (the engine's)."""
 
     def __init__(self, memory_budget: int, max_batch: int, prefix: PrefixCache | None,
-                 batch_prefill_tokens: int, block_size: int = 1) -> None:
+                 batch_prefill_tokens: int, block_size: int = 1, draft_tokens: int = 0) -> None:
         self.memory_budget, self.max_batch = memory_budget, max_batch
         self.prefix, self.batch_prefill_tokens = prefix, batch_prefill_tokens
-        self.block_size = block_size
+        self.block_size, self.draft_tokens = block_size, draft_tokens
 
     def short(self, n: int) -> bool:
         """Whether a prompt of n tokens prefills in a padded batch."""
@@ -66,10 +68,18 @@ class Scheduler:
         return Plan(deque([i for i in order if i not in batched] + sorted(batched, key=lambda i: -len(prompts[i]))),
                     batched)
 
+    @staticmethod
+    def reach(req: GenerateRequest) -> int:
+        """Positions a row of `req` may fill: its prompt and every new token."""
+        return len(req.prompt_ids) + req.most_new_tokens
+
     def reserve(self, req: GenerateRequest) -> int:
-        """Tokens of pool a row of `req` may reach: its prompt and every new token, in whole blocks."""
+        """Tokens of pool a row of `req` holds from its prefill to its end: its `reach` and the
+        positions a verifying step may write past it (each row of a step is written as wide as
+        the longest draft, at most `draft_tokens` past its last token), in whole blocks. The
+        one count of a row's tokens: admission sums it and the engine takes it (`Engine._reserved`)."""
         bs = self.block_size
-        return -(-(len(req.prompt_ids) + req.most_new_tokens) // bs) * bs
+        return -(-(self.reach(req) + self.draft_tokens) // bs) * bs
 
     def next_group(self, plan: Plan, requests: Sequence[GenerateRequest], rows: int, reserved: int,
                    bytes_per_token: int) -> tuple[list[int], int]:

@@ -86,6 +86,11 @@ class ServedModel:
     def path(self) -> None:
         return None
 
+    @property
+    def chat_api(self) -> bool:
+        """Sent messages (chat style), the server renders its own template and thinking switch."""
+        return self.spec.api_style == "chat"
+
     def describe(self) -> dict[str, Any]:
         """The identity samples are recorded under (another endpoint or model must not reuse them)."""
         return {"endpoint": self.spec.base_url, "served_model": self.spec.served_model,

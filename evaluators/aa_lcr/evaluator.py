@@ -16,7 +16,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from evaluators import encodings
@@ -24,6 +23,7 @@ from evaluators.aa_lcr import protocol
 from evaluators.aa_lcr.files import CSV_FILE, DATA_DIR, HOWTO, Question, read_documents, read_questions
 from evaluators.aa_lcr.options import CL100K_HOWTO, AaLcrOptions
 from evaluators.errors import EvaluatorError
+from evaluators.generation import generation, user
 from evaluators.options import JUDGE_HOWTO
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.task import Built, Evaluator, Sample
@@ -68,25 +68,13 @@ class AaLcrEvaluator(Evaluator):
     def build(self, loaded: LoadedModel, sample: Sample) -> Built:
         q = self.questions[sample.params["question"]]
         prompt = self.prompt(q)
-        tokenizer = loaded.tokenizer
-        # A chat-style server gets the message itself and applies its own template (and thinking
-        # switch): the ids only count the prompt. Elsewhere the checkpoint's template wraps it.
-        chat_served = getattr(getattr(loaded, "spec", None), "api_style", None) == "chat"
-        ids = tokenizer.encode(prompt if chat_served else self.wrap(tokenizer, prompt))
-        answer_tokens = len(tokenizer.encode(q.answer, add_special_tokens=False))
-        context = loaded.config.effective_context
         cl100k = self._cl100k[q.question_id]
         record = {"question_id": q.question_id, "repeat": sample.params["repeat"],
                   "document_category": q.document_category, "document_set_id": q.document_set_id,
                   "documents": list(q.filenames), "question": q.question, "references": [q.answer],
                   "input_tokens": q.input_tokens, "cl100k_tokens": cl100k,
-                  "cl100k_matches_card": q.input_tokens is None or cl100k == q.input_tokens,
-                  "prompt_tokens": len(ids), "answer_tokens": answer_tokens, "context": context, "truncated": False}
-        if len(ids) + answer_tokens > context:
-            return Built(sample, None, {**record, "beyond_context": True}, keep=q)
-        budget = min(self.options.max_new_tokens, context - len(ids))
-        request = GenerateRequest(ids, max_new_tokens=budget, messages=({"role": "user", "content": prompt},))
-        return Built(sample, request, {**record, "beyond_context": False, "max_new_tokens": budget}, keep=q)
+                  "cl100k_matches_card": q.input_tokens is None or cl100k == q.input_tokens}
+        return generation(self, loaded, sample, user(prompt), q.answer, record, keep=q)
 
     def score(self, built: Built, response: Generation | None) -> dict[str, Any]:
         """The judge's verdict on the answer (never on the think block); nothing is judged for a
@@ -104,10 +92,6 @@ class AaLcrEvaluator(Evaluator):
 
     def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
         return typed(records, self.options.judge_prompt)
-
-    @classmethod
-    def legacy_result(cls, entry: dict[str, Any]) -> TaskResult:
-        raise EvaluatorError("aa_lcr results always carry the typed result")
 
 
 def typed(records: list[dict[str, Any]], judge_prompt: str) -> TaskResult:

@@ -14,20 +14,17 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from evaluators.babilong import generator, protocol
 from evaluators.babilong.options import BABI_DIR, BOOKS_DIR, BabilongOptions
-from evaluators.chat import apply_chat_template
 from evaluators.errors import EvaluatorError
+from evaluators.generation import chat_prompt, user
 from evaluators.plots import heatmap
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.task import Built, Evaluator, Sample
 
 UNIT = "accuracy (%)"
-NO_TEMPLATE = ("babilong: chat_template=true but the checkpoint's tokenizer has no chat template "
-               "(tokenizer_config.json 'chat_template'); run without chat_template")
 
 
 def default_lengths(context: int) -> list[int]:
@@ -84,11 +81,9 @@ class BabilongEvaluator(Evaluator):
         o = self.options
         prompt = protocol.format_input(task, s.input, s.question, instruction=o.instruction,
                                        examples=o.examples, post_prompt=o.post_prompt)
-        if o.chat_template:
-            prompt = apply_chat_template(loaded.tokenizer, prompt, NO_TEMPLATE, self.options.thinking)
-        ids = loaded.tokenizer.encode(prompt)
-        return Built(sample, GenerateRequest(ids, max_new_tokens=protocol.MAX_NEW_TOKENS),
-                     {"babi_task": task, "length": length, "prompt_tokens": len(ids), "truncated": False,
+        chat = chat_prompt(self, loaded, user(prompt))
+        return Built(sample, chat.request(protocol.MAX_NEW_TOKENS),
+                     {"babi_task": task, "length": length, "prompt_tokens": len(chat.ids), "truncated": False,
                       "question": s.question, "target": s.target, "references": [s.target],
                       "fact_positions": list(s.fact_positions)},
                      keep=s)
@@ -103,9 +98,6 @@ class BabilongEvaluator(Evaluator):
     def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
         return typed(records)
 
-    @classmethod
-    def legacy_result(cls, entry: dict[str, Any]) -> TaskResult:
-        raise EvaluatorError("babilong results always carry the typed result")
 
     def plots(self, records: list[dict[str, Any]], result: TaskResult, folder: Path) -> list[Path]:
         grid = cells(records)

@@ -14,11 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
-from evaluators.chat import apply_chat_template, missing_template
-from evaluators.errors import EvaluatorError
+from evaluators.generation import generation, user
 from evaluators.graphwalks import protocol
 from evaluators.graphwalks.data import load_sets
 from evaluators.graphwalks.options import SETS, GraphwalksOptions
@@ -61,25 +59,13 @@ class GraphwalksEvaluator(Evaluator):
     def build(self, loaded: LoadedModel, sample: Sample) -> Built:
         s, index = sample.params["set"], sample.params["index"]
         row = self.rows[s][index]
-        tokenizer = loaded.tokenizer
-        prompt = row["prompt"]
-        if self.options.chat_template:
-            text = apply_chat_template(tokenizer, prompt, missing_template(self.name), self.options.thinking)
-            messages: tuple[dict[str, str], ...] | None = ({"role": "user", "content": prompt},)
-        else:
-            text, messages = prompt, None
-        ids = tokenizer.encode(text)
-        answer_tokens = len(tokenizer.encode(final_line(row["answer_nodes"]), add_special_tokens=False))
-        context = loaded.config.effective_context
         record = {"set": s, "index": index, "data_file": SETS[s], "bin": s, "problem_type": row["problem_type"],
                   "prompt_chars": row["prompt_chars"], "n_truth": len(set(row["answer_nodes"])),
-                  "prompt_tokens": len(ids), "answer_tokens": answer_tokens, "own_bin": length_bin(len(ids)),
-                  "context": context, "truncated": False, "references": [final_line(row["answer_nodes"])]}
-        if len(ids) + answer_tokens > context:
-            return Built(sample, None, {**record, "beyond_context": True}, keep=row)
-        budget = min(self.options.max_new_tokens, context - len(ids))
-        return Built(sample, GenerateRequest(ids, max_new_tokens=budget, messages=messages),
-                     {**record, "beyond_context": False, "max_new_tokens": budget}, keep=row)
+                  "references": [final_line(row["answer_nodes"])]}
+        built = generation(self, loaded, sample, user(row["prompt"]), final_line(row["answer_nodes"]), record,
+                           keep=row)
+        built.record["own_bin"] = length_bin(built.record["prompt_tokens"])
+        return built
 
     def score(self, built: Built, response: Generation | None) -> dict[str, Any]:
         if response is None:
@@ -92,10 +78,6 @@ class GraphwalksEvaluator(Evaluator):
 
     def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
         return typed(records)
-
-    @classmethod
-    def legacy_result(cls, entry: dict[str, Any]) -> TaskResult:
-        raise EvaluatorError("graphwalks results always carry the typed result")
 
 
 def typed(records: list[dict[str, Any]]) -> TaskResult:

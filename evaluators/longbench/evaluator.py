@@ -11,7 +11,7 @@ the model's effective context minus 500. Prompts longer than it keep the first a
 `int(max_length / 2)` tokens; the optional chat template is applied after truncation and
 never for trec, triviaqa, samsum, lsht, lcc, repobench-p; greedy decoding, samsum also
 ends at the token id of "\n" with at least one new token (`pred.py`'s `eos_token_id`
-and `min_length`); scoring applies the official rules (`evaluators.metrics`). The
+and `min_length`); scoring applies the official rules (`evaluators.longbench.metrics`). The
 headline averages are the leaderboard's: English and Chinese separately, each the mean
 over categories of the per-category means (code counts in both)."""
 
@@ -29,12 +29,12 @@ from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
-from evaluators.chat import apply_chat_template, missing_template
-from evaluators.data import json_objects, load_longbench
+from evaluators.data import json_objects
 from evaluators.errors import EvaluatorError
 from evaluators.longbench.configs import DatasetConfig, configs
+from evaluators.longbench.data import load_longbench
+from evaluators.longbench.metrics import longbench_dataset_score, longbench_e_scores, longbench_sample_score
 from evaluators.longbench.options import LongBenchOptions
-from evaluators.metrics import longbench_dataset_score, longbench_e_scores, longbench_sample_score
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.task import Built, Evaluator, Sample
 
@@ -111,8 +111,8 @@ class LongBenchEvaluator(Evaluator):
     def prompt_ids(self, tokenizer: Tokenizer, cfg: DatasetConfig, record: dict[str, Any],
                    max_length: int) -> tuple[list[int], bool]:
         prompt, truncated = truncate_middle(tokenizer, render_prompt(cfg.template, record), max_length)
-        if self.options.chat_template and cfg.name not in NO_CHAT_TEMPLATE:
-            prompt = apply_chat_template(tokenizer, prompt, missing_template(self.name), self.options.thinking)
+        if cfg.name not in NO_CHAT_TEMPLATE:
+            prompt = self.wrap(tokenizer, prompt)
         return tokenizer.encode(prompt), truncated
 
     def build(self, loaded: LoadedModel, sample: Sample) -> Built:

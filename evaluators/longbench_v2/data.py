@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evaluators.data import _from_hub
+from evaluators.data import from_hub
 from evaluators.errors import EvaluatorError
 from evaluators.longbench_v2.options import DATA_HOWTO, DATA_PATHS
 from evaluators.longbench_v2.protocol import LETTERS, RECORD_FIELDS
@@ -42,7 +42,7 @@ def load_records(data_dir: Path | None) -> list[dict[str, Any]]:
                     raise EvaluatorError(f"{path}: not JSON ({e}); {DATA_HOWTO}") from None
                 return check_records(rows, str(path))
         raise EvaluatorError(f"LongBench v2 data not found: looked for {' and '.join(map(str, paths))}; {DATA_HOWTO}")
-    rows = _from_hub(HUB_REPO, None, "train")
+    rows = from_hub(HUB_REPO, None, "train")
     if rows is None:
         raise EvaluatorError(f"LongBench v2: no data directory is configured and the Hugging Face dataset {HUB_REPO} "
                              f"cannot be reached; {DATA_HOWTO}")

@@ -8,8 +8,10 @@ new tokens, or with CoT 1024 for the reasoning and 128 for the answer prompt tha
 it. The answer letter is extracted with pred.py's two patterns and judged against the
 key; the result is result.py's table (overall, easy/hard, short/medium/long) with counts.
 
-CoT needs the first answer before it can build the second prompt, so CoT samples run one
-at a time through `run_sample` (two engine calls each); the others are batched."""
+CoT is pred.py's `--cot`: two queries per question, the second quoting the first's
+answer. A CoT sample is a request of two turns (`Built.then`): the reasoning queries of a
+group run batched on the run's engine or served model, then their answer queries, as
+pred.py runs both on an OpenAI-compatible API."""
 
 from __future__ import annotations
 
@@ -17,12 +19,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from checkpoints.engine import Engine, GenerateRequest
+from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
-from evaluators.chat import apply_chat_template
 from evaluators.errors import EvaluatorError
+from evaluators.generation import chat_prompt, user
 from evaluators.longbench_v2 import protocol
 from evaluators.longbench_v2.data import load_records
 from evaluators.longbench_v2.options import LongBenchV2Options
@@ -30,8 +32,6 @@ from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.task import Built, Evaluator, Sample, decided_early
 
 UNIT = "accuracy (%)"
-NO_TEMPLATE = ("longbench_v2: chat_template=true but the checkpoint's tokenizer has no chat template "
-               "(tokenizer_config.json 'chat_template'); run without chat_template")
 KEPT_FIELDS = ("_id", "domain", "sub_domain", "difficulty", "length", "answer")
 
 
@@ -44,8 +44,6 @@ class LongBenchV2Evaluator(Evaluator):
     def __init__(self, options: LongBenchV2Options, data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)
         self.items: dict[str, dict[str, Any]] = {}
-        if self.options.cot:
-            self.run_sample = self._run_cot  # type: ignore[method-assign] - the per-instance seam of base
 
     def prepare(self, loaded: LoadedModel) -> None:
         o = self.options
@@ -57,7 +55,6 @@ class LongBenchV2Evaluator(Evaluator):
         if o.limit:
             rows = rows[: o.limit]
         self.items = {r["_id"]: r for r in rows}
-        self._engine: Engine | None = None
 
     def plan(self, loaded: LoadedModel) -> list[Sample]:
         return [Sample(f"longbench_v2/{i}", {"_id": i}) for i in self.items]
@@ -77,18 +74,17 @@ class LongBenchV2Evaluator(Evaluator):
     def request(self, loaded: LoadedModel, prompt: str, max_new_tokens: int,
                 answer: bool = True) -> tuple[GenerateRequest, dict]:
         """query_llm: truncate the prompt's token ids in the middle to the budget and decode
-        them (special tokens skipped), then the chat message, then greedy decoding."""
+        them (special tokens skipped), then the chat message (`evaluators.generation`'s chat
+        path: a chat-style server is sent the message), then greedy decoding."""
         tokenizer: Tokenizer = loaded.tokenizer
         max_len = self.budget(loaded, max_new_tokens)
         ids, truncated = protocol.keep_middle_out(tokenizer.encode(prompt), max_len)
         if truncated:
             prompt = tokenizer.decode(ids, skip_special_tokens=True)
-        if self.options.chat_template:
-            prompt = apply_chat_template(tokenizer, prompt, NO_TEMPLATE, self.options.thinking)
-        final = tokenizer.encode(prompt)
+        chat = chat_prompt(self, loaded, user(prompt))
         decided = protocol.answer_decided if answer and self.options.stop_when_decided else None
-        return (GenerateRequest(final, max_new_tokens=max_new_tokens, decided=decided),
-                {"prompt_tokens": len(final), "truncated": truncated, "max_length": max_len})
+        return (chat.request(max_new_tokens, decided=decided),
+                {"prompt_tokens": len(chat.ids), "truncated": truncated, "max_length": max_len})
 
     def _first(self, loaded: LoadedModel, item: dict[str, Any]) -> tuple[GenerateRequest, dict]:
         o = self.options
@@ -97,37 +93,34 @@ class LongBenchV2Evaluator(Evaluator):
         return self.request(loaded, prompt, protocol.COT_TOKENS if o.cot else protocol.ANSWER_TOKENS,
                             answer=not o.cot)
 
-    # --- zero-shot: batched through the engine --------------------------------
+    # --- one request, or with CoT two turns, batched through the engine --------
 
     def build(self, loaded: LoadedModel, sample: Sample) -> Built:
         item = self.items[sample.params["_id"]]
         req, fields = self._first(loaded, item)
-        return Built(sample, req, {**{k: item[k] for k in KEPT_FIELDS}, **fields}, keep=item)
+        record = {**{k: item[k] for k in KEPT_FIELDS}, **fields}
+        then = None
+        if self.options.cot:
+            def then(response: Generation) -> Built:
+                return self._answer_turn(loaded, sample, item, record, response)
+        return Built(sample, req, record, keep=item, then=then)
+
+    def _answer_turn(self, loaded: LoadedModel, sample: Sample, item: dict[str, Any], record: dict[str, Any],
+                     response: Generation) -> Built:
+        """pred.py --cot's second query: the answer prompt quoting the stripped reasoning."""
+        reasoning = response.text.strip()
+        req, fields = self.request(loaded, protocol.answer_prompt(item, reasoning), protocol.ANSWER_TOKENS)
+        return Built(sample, req, {**record, "answer_prompt_tokens": fields["prompt_tokens"],
+                                   "response_cot": reasoning}, keep=item)
 
     def score(self, built: Built, response: Generation) -> dict[str, Any]:
         return {**judged(built.keep, response.text), **decided_early(response)}
-
-    # --- CoT: two queries per question -----------------------------------------
-
-    def _run_cot(self, loaded: LoadedModel, sample: Sample) -> dict[str, Any]:
-        if self._engine is None:
-            self._engine = Engine(loaded.model, loaded.tokenizer)
-        item = self.items[sample.params["_id"]]
-        req, fields = self._first(loaded, item)
-        reasoning = self._engine.generate_until([req])[0].text.strip()
-        req2, fields2 = self.request(loaded, protocol.answer_prompt(item, reasoning), protocol.ANSWER_TOKENS)
-        answer = self._engine.generate_until([req2])[0].text
-        return {**{k: item[k] for k in KEPT_FIELDS}, **fields, "answer_prompt_tokens": fields2["prompt_tokens"],
-                "response_cot": reasoning, **judged(item, answer)}
 
     # --- results ------------------------------------------------------------
 
     def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
         return typed(records)
 
-    @classmethod
-    def legacy_result(cls, entry: dict[str, Any]) -> TaskResult:
-        raise EvaluatorError("longbench_v2 results always carry the typed result")
 
 
 def judged(item: dict[str, Any], output: str) -> dict[str, Any]:

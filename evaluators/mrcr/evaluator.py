@@ -14,11 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
-from evaluators.chat import missing_template, render_conversation
-from evaluators.errors import EvaluatorError
+from evaluators.generation import generation
 from evaluators.mrcr import o200k, protocol
 from evaluators.mrcr.data import load_rows
 from evaluators.mrcr.options import BIN_NAMES, MrcrOptions
@@ -69,21 +67,12 @@ class MrcrEvaluator(Evaluator):
         n, index = sample.params["needles"], sample.params["index"]
         row = self.rows[n][index]
         messages = protocol.messages_of(row["prompt"], f"mrcr {n}needle row {index}")
-        tokenizer = loaded.tokenizer
-        ids = tokenizer.encode(render_conversation(tokenizer, messages, missing_template(self.name),
-                                                       self.options.thinking))
-        answer_tokens = len(tokenizer.encode(row["answer"], add_special_tokens=False))
         tokens = self.bin_tokens(n, index)
-        context = loaded.config.effective_context
         record = {**{k: row[k] for k in KEPT_FIELDS}, "index": index, "o200k_tokens": tokens,
-                  "bin": protocol.length_bin(tokens), "prompt_tokens": len(ids), "answer_tokens": answer_tokens,
-                  "own_bin": protocol.length_bin(len(ids) + answer_tokens), "context": context,
-                  "truncated": False, "references": [row["answer"]]}
-        if len(ids) + answer_tokens > context:
-            return Built(sample, None, {**record, "beyond_context": True}, keep=row)
-        budget = min(self.options.max_new_tokens, context - len(ids))
-        return Built(sample, GenerateRequest(ids, max_new_tokens=budget, messages=tuple(messages)),
-                     {**record, "beyond_context": False, "max_new_tokens": budget}, keep=row)
+                  "bin": protocol.length_bin(tokens), "references": [row["answer"]]}
+        built = generation(self, loaded, sample, messages, row["answer"], record, keep=row)
+        built.record["own_bin"] = protocol.length_bin(built.record["prompt_tokens"] + built.record["answer_tokens"])
+        return built
 
     def score(self, built: Built, response: Generation | None) -> dict[str, Any]:
         if response is None:
@@ -95,10 +84,6 @@ class MrcrEvaluator(Evaluator):
 
     def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
         return typed(records, self.options.bins)
-
-    @classmethod
-    def legacy_result(cls, entry: dict[str, Any]) -> TaskResult:
-        raise EvaluatorError("mrcr results always carry the typed result")
 
 
 def typed(records: list[dict[str, Any]], bins: list[str] | None = None) -> TaskResult:

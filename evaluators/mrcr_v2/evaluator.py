@@ -15,11 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
-from evaluators.chat import apply_chat_template, missing_template
-from evaluators.errors import EvaluatorError
+from evaluators.generation import generation, user
 from evaluators.mrcr_v2 import protocol
 from evaluators.mrcr_v2.data import File, load_files
 from evaluators.mrcr_v2.options import CUMULATIVE, FILES, POINTWISE, MrcrV2Options
@@ -60,26 +58,10 @@ class MrcrV2Evaluator(Evaluator):
         n, k, index = sample.params["needles"], sample.params["length"], sample.params["index"]
         file = self.files[(n, k)]
         row = file.rows[index]
-        queries = file.queries(index)
-        tokenizer = loaded.tokenizer
-        if self.options.chat_template:
-            text = apply_chat_template(tokenizer, queries, missing_template(self.name), self.options.thinking)
-            messages: tuple[dict[str, str], ...] | None = ({"role": "user", "content": queries},)
-        else:
-            text, messages = queries, None
-        ids = tokenizer.encode(text)
-        answer_tokens = len(tokenizer.encode(row["answer"], add_special_tokens=False))
-        context = loaded.config.effective_context
         record = {"needles": n, "length": k, "index": index, "data_file": file.path.name,
                   "transcript": row["transcript"], "context_len": row["context_len"],
-                  "answer_token_count": row["answer_token_count"], "prompt_tokens": len(ids),
-                  "answer_tokens": answer_tokens, "context": context, "truncated": False,
-                  "references": [row["answer"]]}
-        if len(ids) + answer_tokens > context:
-            return Built(sample, None, {**record, "beyond_context": True}, keep=row)
-        budget = min(self.options.max_new_tokens, context - len(ids))
-        return Built(sample, GenerateRequest(ids, max_new_tokens=budget, messages=messages),
-                     {**record, "beyond_context": False, "max_new_tokens": budget}, keep=row)
+                  "answer_token_count": row["answer_token_count"], "references": [row["answer"]]}
+        return generation(self, loaded, sample, user(file.queries(index)), row["answer"], record, keep=row)
 
     def score(self, built: Built, response: Generation | None) -> dict[str, Any]:
         if response is None:
@@ -91,10 +73,6 @@ class MrcrV2Evaluator(Evaluator):
 
     def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
         return typed(records)
-
-    @classmethod
-    def legacy_result(cls, entry: dict[str, Any]) -> TaskResult:
-        raise EvaluatorError("mrcr_v2 results always carry the typed result")
 
 
 def typed(records: list[dict[str, Any]]) -> TaskResult:

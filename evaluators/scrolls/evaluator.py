@@ -30,16 +30,16 @@ from typing import Any
 from checkpoints.engine import GenerateRequest, LoglikelihoodRequest
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
-from evaluators.data import group_by_id, load_scrolls
 from evaluators.errors import EvaluatorError
-from evaluators.metrics import (
+from evaluators.results import TaskResult, fmt, metric, series
+from evaluators.scrolls.data import group_by_id, load_scrolls
+from evaluators.scrolls.metrics import (
     ROUGE_KEYS,
     SCROLLS_METRICS,
     geometric_mean,
     scrolls_aggregate,
     scrolls_sample_scores,
 )
-from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.scrolls.options import ScrollsOptions
 from evaluators.task import Built, Evaluator, Sample
 
@@ -54,9 +54,9 @@ _CHOICE = re.compile(r" *\([A-D]\) *")
 def normalize_answer(text: str) -> str:
     """SQuAD normalisation (lower case, no punctuation, articles or extra spaces), as
     lm-eval's qasper applies it through transformers' squad_metrics."""
-    from evaluators.metrics import _lb
+    from evaluators.longbench.metrics import lm_eval_metrics
 
-    return _lb().normalize_answer(text)
+    return lm_eval_metrics().normalize_answer(text)
 
 
 def split_query(text: str) -> tuple[str, str]:

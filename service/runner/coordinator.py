@@ -31,13 +31,14 @@ from typing import Any, NoReturn, Protocol
 
 from checkpoints.errors import CheckpointError
 from evaluators.errors import EvaluationCancelled, EvaluatorError
+from evaluators.progress import JobProgress
 from evaluators.samplelog import SampleLog, merge_units
 from evaluators.suite import task_keys
 from service.errors import ServiceError
 from service.layout import job_dir, task_dir, task_result
 from service.paths import client_error
 from service.runner.mail import Mailroom
-from service.runner.progress import JobProgress, ProgressFeed, prefix_use, unit_notes
+from service.runner.progress import ProgressFeed, prefix_use, unit_notes
 from service.runner.resolve import job_spec, model_key, worker_config
 from service.runner.results import keep_task, write_results
 from service.runner.spec import JobSpec, WorkerConfig

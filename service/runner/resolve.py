@@ -17,10 +17,7 @@ def worker_config(settings: Settings) -> WorkerConfig:
     """The settings a worker needs, and nothing else (no database URL, no token, no results folder)."""
     return WorkerConfig(device=settings.device, roots=tuple(settings.roots), data_dir=settings.data_dir,
                         endpoint_hosts=tuple(settings.endpoint_host_list), home=settings.home.absolute(),
-                        triton_cache=settings.triton_cache_dir,
-                        engine_memory_mb=settings.engine_memory_mb, engine_max_batch=settings.engine_max_batch,
-                        engine_prefix_cache=settings.engine_prefix_cache,
-                        engine_draft_tokens=settings.engine_draft_tokens)
+                        triton_cache=settings.triton_cache_dir, engine=settings.engine_options())
 
 
 def model_key(job: JobRow, settings: Settings) -> tuple:

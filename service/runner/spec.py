@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from checkpoints.engine_options import EngineOptions
 from clients.endpoint.options import EndpointSpec
 
 
 @dataclass(frozen=True)
 class WorkerConfig:
     """A worker's settings, taken from the service's `Settings` (`service.runner.coordinator.
-    worker_config`): the device and engine knobs, where inputs are read from and may be read
+    worker_config`): the device and the engine's options, where inputs are read from and may be read
     from (the checkpoint roots, checked again before loading), and the home whose `triton/` and
     `judgments/` caches the worker keeps when its node sets no LCTX_HOME of its own."""
 
@@ -29,10 +30,7 @@ class WorkerConfig:
     endpoint_hosts: tuple[str, ...]
     home: Path
     triton_cache: Path | None = None  # LCTX_TRITON_CACHE_DIR where set; else <node home>/triton
-    engine_memory_mb: int | None = None
-    engine_max_batch: int = 64
-    engine_prefix_cache: bool = True
-    engine_draft_tokens: int | None = None
+    engine: EngineOptions = EngineOptions()
 
     def node_home(self) -> Path:
         """This node's home for caches: its own LCTX_HOME (a worker node of a cluster), else the

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from service.runner.progress import Plan, plan_of
+from evaluators.progress import Plan, plan_of
 
 
 @dataclass(frozen=True)

@@ -111,11 +111,7 @@ class Worker:
     def _load_checkpoint(self, spec: JobSpec) -> None:
         """The job's checkpoint loaded (the previous model let go first), its engine made and
         its kernels compiled here, not inside the first unit's timing."""
-        from checkpoints.config_reader import load_config
-        from checkpoints.engine import Engine
-        from checkpoints.engine.warmup import warm_up
-        from checkpoints.loading import load_model
-        from checkpoints.tokenizer import load_tokenizer
+        from checkpoints.opening import open_model
         from evaluators.suite import draw_ahead
 
         config, path = self.config, spec.checkpoint["path"]
@@ -123,20 +119,18 @@ class Worker:
         # Triton's compiled kernels and autotuning timings under this node's home (a docker
         # volume): compiled and tuned once per machine, not in every worker process.
         os.environ.setdefault("TRITON_CACHE_DIR", str(config.triton_cache or self.home / "triton"))
-        # the tokenizer first: the job's tasks draw their first samples with it (RULER: seconds at
-        # long lengths) while the weights load and the kernels compile, as `lctx eval` does
-        tokenizer = load_tokenizer(path, load_config(path))
-        self.drawing, self.drawn = draw_ahead(spec.tasks, tokenizer, config.data_dir, done=spec.finished)
-        self.loaded = load_model(path, rope=spec.rope, backend=spec.backend, device=pick_device(config.device),
-                                 tokenizer=tokenizer)
-        budget = config.engine_memory_mb << 20 if config.engine_memory_mb else None
-        self.engine = Engine(self.loaded.model, self.loaded.tokenizer, memory_budget=budget,
-                             max_batch=config.engine_max_batch, prefix_cache=config.engine_prefix_cache,
-                             draft_tokens=config.engine_draft_tokens)
-        seconds = warm_up(self.loaded.model)
-        if seconds:
+
+        def draw(tokenizer: Any) -> None:
+            # the job's tasks draw their first samples with the tokenizer (RULER: seconds at long
+            # lengths) while the weights load and the kernels compile, as `lctx eval` does
+            self.drawing, self.drawn = draw_ahead(spec.tasks, tokenizer, config.data_dir, done=spec.finished)
+
+        opened = open_model(path, config.engine, rope=spec.rope, backend=spec.backend,
+                            device=pick_device(config.device), with_tokenizer=draw)
+        self.loaded, self.engine = opened.loaded, opened.engine
+        if opened.seconds["warm_up_s"]:
             log.info("job %s: kernels compiled or read from %s in %.1f s", spec.id, os.environ["TRITON_CACHE_DIR"],
-                     seconds)
+                     opened.seconds["warm_up_s"])
 
     def model_bytes(self) -> int:
         """Bytes of the loaded weights (what a warm worker keeps holding; 0 for a served model)."""
@@ -263,14 +257,13 @@ def open_judge(spec: JudgeSpec, config: WorkerConfig) -> Any:
         check_pin(spec.ref, spec.identity)
         served = connect(spec.endpoint, list(config.endpoint_hosts))
         return Judge(spec.name, spec.identity, "endpoint", served, EndpointEngine(served), spec.described)
-    from checkpoints.engine import Engine
     from checkpoints.fingerprint import inspect_checkpoint
-    from checkpoints.loading import load_model
+    from checkpoints.opening import open_model
 
     assert spec.path is not None
     path = Path(spec.path)
     confine_checkpoint_files(path, config.roots)
     identity = inspect_checkpoint(path).fingerprint
     check_pin(spec.ref, identity)
-    loaded = load_model(path, device=pick_device(config.device))
-    return Judge(spec.name, identity, "checkpoint", loaded, Engine(loaded.model, loaded.tokenizer), spec.described)
+    opened = open_model(path, device=pick_device(config.device))
+    return Judge(spec.name, identity, "checkpoint", opened.loaded, opened.engine, spec.described)

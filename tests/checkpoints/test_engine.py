@@ -110,6 +110,25 @@ def test_memory_budget_and_batch_limit_change_nothing_but_speed():
     assert [g.token_ids for g in Engine(model, TOK, max_batch=64).generate_until(reqs)] == want
 
 
+def test_a_batch_whose_verifying_steps_would_pass_the_memory_budget_is_not_admitted():
+    """Issue 62's defect 1: a row holds its prompt, its new tokens and the positions a verifying
+    step writes past them (draft_tokens) from its prefill, and admission counted only the
+    first two: two rows fitting the budget by that count were admitted and held more of the
+    pool than the budget. One count (`Scheduler.reserve`) for both: the second row waits."""
+    model = _model("softmax")
+    draft, bs = 16, 16
+    reqs = [GenerateRequest(tuple(range(3, 3 + 26)), max_new_tokens=6, stop_at_eos=False),
+            GenerateRequest(tuple(range(40, 40 + 26)), max_new_tokens=6, stop_at_eos=False)]  # 32 tokens each
+    probe = Engine(model, TOK, prefix_cache=False, batch_prefill_tokens=0, draft_tokens=draft)
+    want = [g.token_ids for g in probe.generate_until(reqs[:1])] + [g.token_ids for g in probe.generate_until(reqs[1:])]
+    per_block = probe.pool.bytes_per_block()
+    budget = 2 * (32 // bs) * per_block  # both rows' prompts and new tokens, not their verifying overrun
+    engine = Engine(model, TOK, memory_budget=budget, prefix_cache=False, batch_prefill_tokens=0, draft_tokens=draft)
+    assert [g.token_ids for g in engine.generate_until(reqs)] == want
+    assert engine.pool.peak_blocks * per_block <= budget, (engine.pool.peak_blocks, budget // per_block)
+    assert engine.scheduler.reserve(reqs[0]) == 32 + draft  # the count admission sums and the engine takes
+
+
 def test_stop_strings_min_tokens_suppression_and_eos_per_row():
     model = _model("softmax", seed=4)
     prompts = _prompts(seed=5)

@@ -14,7 +14,9 @@ from checkpoints.attention.kv_pool import DEFAULT_BLOCK_SIZE, BlockPool, PagedSe
 from checkpoints.attention.registry import available_variants
 from checkpoints.config import RopeScaling
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest
+from checkpoints.engine.core import default_draft_tokens
 from checkpoints.engine.prefix_cache import PrefixCache, reuse_order
+from checkpoints.engine.scheduler import Scheduler
 from checkpoints.generate import greedy_generate, loglikelihood, prefill
 from checkpoints.tokenizer import ByteTokenizer
 from tests.helpers import variant_model as _model
@@ -158,7 +160,9 @@ def test_the_prefix_cache_gives_way_to_the_decoding_batch():
     probe = model.new_cache()
     with torch.inference_mode():
         prefill(model, [1], probe)
-    width = -(-(max(map(len, prompts)) + 8) // DEFAULT_BLOCK_SIZE) * DEFAULT_BLOCK_SIZE  # rows reserve whole blocks
+    # a row's reserve: prompt, new tokens and a verifying step's overrun, in whole blocks (Scheduler.reserve)
+    width = Scheduler(1, 1, None, 0, DEFAULT_BLOCK_SIZE, default_draft_tokens(model)).reserve(
+        max(reqs, key=lambda r: len(r.prompt_ids)))
     budget = 5 * width * probe.bytes_per_token()
     steps, step = [0], model.decode_step
 

@@ -199,3 +199,23 @@ def test_eval_bars_show_prefill_then_the_totals_reached(tmp_path: Path, capsys) 
     assert lines[-1].startswith("passkey: 2/2 samples") and "tokens prefilled" in lines[-1]
     assert re.search(r"\] ?, [\d,]+ tokens prefilled \(", lines[-1])  # the tokens reached, no planned total
     assert re.search(r"[\d,]+/[\d,]+ tokens prefilled", "\n".join(lines[:-1]))  # a share of the plan before
+
+
+@pytest.mark.integration  # a fresh interpreter (torch imported) runs a model: seconds
+def test_eval_runs_and_shows_progress_without_the_service(tmp_path: Path) -> None:
+    """`lctx eval` opens the model (checkpoints.opening), runs the tasks and prints its bars
+    (evaluators.progress) without entering service/: in a fresh interpreter, the run loads
+    no module of it beyond those the `lctx` parser itself holds (its error types, the client
+    commands' flags)."""
+    tiny_model(tmp_path / "m")
+    probe = ("import json, sys\nfrom cli.main import build_parser, main\n"
+             "service = lambda: {m for m in sys.modules if m.split('.')[0] == 'service'}\n"
+             "build_parser()\nbefore = service()\n"
+             "rc = main(json.loads(sys.argv[1]))\n"
+             "print(json.dumps({'rc': rc, 'service': sorted(service() - before)}))")
+    argv = ["eval", "--checkpoint", str(tmp_path / "m"), "--task", "passkey", "--lengths", "260", "--trials", "1",
+            "--out", str(tmp_path / "out")]
+    out = subprocess.run([sys.executable, "-c", probe, json.dumps(argv)], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"rc": 0, "service": []}, out.stderr[-2000:]
+    assert "passkey" in out.stderr  # its progress bar

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 from cli.client_commands import progress_line
 from cli.evaluate import eval_postfix
+from evaluators.progress import tokens_text
 from evaluators.results import fmt
-from service.runner.progress import tokens_text
 
 
 def cell(**fields: object) -> dict:

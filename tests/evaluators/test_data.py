@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from evaluators import EvaluatorError, run_task
-from evaluators.data import load_longbench, load_scrolls
+from evaluators.longbench.data import LONGBENCH_HF, load_longbench
+from evaluators.scrolls.data import load_scrolls
 from tests.helpers import tiny_model
 
 
@@ -54,7 +55,7 @@ def test_run_task_reports_missing_data_before_any_sample(tmp_path: Path) -> None
 
 def test_shipped_test_data_is_in_the_official_schemas() -> None:
     from evaluators.longbench.configs import configs
-    from evaluators.metrics import SCROLLS_METRICS
+    from evaluators.scrolls.metrics import SCROLLS_METRICS
 
     data = Path(__file__).parent / "data"
     longbench = sorted(p.stem for p in (data / "longbench").glob("*.jsonl"))
@@ -79,11 +80,11 @@ def test_without_a_data_dir_the_hub_is_tried(monkeypatch: pytest.MonkeyPatch) ->
 
     def hub(repo: str, name: str, split: str):
         asked.append((repo, name, split))
-        if repo == data.LONGBENCH_HF:  # the hub copy names the question field 'question'
+        if repo == LONGBENCH_HF:  # the hub copy names the question field 'question'
             return [{"question": "q?", "context": "c", "answers": ["a"], "length": 3}]
         return None
 
-    monkeypatch.setattr(data, "_from_hub", hub)
+    monkeypatch.setattr(data, "from_hub", hub)
     rows = load_longbench("qasper", None, e=True)
     assert asked == [("Xnhyacinth/LongBench", "qasper_e", "test")] and rows[0]["input"] == "q?"
     with pytest.raises(EvaluatorError) as e:

@@ -12,8 +12,8 @@ import pytest
 
 from checkpoints.tokenizer import ByteTokenizer
 from evaluators import EvaluatorError, run_task, validate_task
-from evaluators.data import load_longbench
 from evaluators.longbench.configs import configs
+from evaluators.longbench.data import load_longbench
 from evaluators.longbench.evaluator import (
     LongBenchEvaluator,
     render_prompt,

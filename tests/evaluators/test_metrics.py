@@ -9,16 +9,13 @@ import math
 
 import pytest
 
-from evaluators.metrics import (
-    geometric_mean,
+from evaluators.longbench.metrics import (
     longbench_bucket,
     longbench_dataset_score,
     longbench_e_scores,
     longbench_sample_score,
-    rouge_max,
-    scrolls_aggregate,
-    scrolls_sample_scores,
 )
+from evaluators.scrolls.metrics import geometric_mean, rouge_max, scrolls_aggregate, scrolls_sample_scores
 
 CLASSES = ["Location", "City", "Country", "Individual"]
 

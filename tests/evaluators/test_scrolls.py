@@ -10,7 +10,7 @@ import pytest
 
 from checkpoints.tokenizer import ByteTokenizer
 from evaluators import EvaluatorError, run_task, validate_task
-from evaluators.data import group_by_id, load_scrolls
+from evaluators.scrolls.data import group_by_id, load_scrolls
 from evaluators.scrolls.evaluator import score_predictions_file, truncate_end
 from tests.helpers import points, tiny_model, typed
 
@@ -132,7 +132,7 @@ def test_lm_eval_mode_scores_choices_by_loglikelihood(tmp_path: Path) -> None:
     import shutil
 
     from checkpoints.generate import loglikelihood
-    from evaluators.metrics import squad_f1
+    from evaluators.scrolls.metrics import squad_f1
 
     data = tmp_path / "data"
     for t in ("quality", "contract_nli", "narrative_qa"):

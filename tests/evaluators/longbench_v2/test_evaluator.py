@@ -82,3 +82,39 @@ def test_cot_runs_two_queries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     [r] = records(tmp_path / "out")
     assert "response_cot" in r and r["answer_prompt_tokens"] > 0 and r["max_length"] == 200
 
+
+
+def test_cot_on_a_chat_endpoint_sends_the_two_queries_as_pred_py_does(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 62's defect 2: `lctx eval --endpoint ... --api-style chat --task longbench_v2 --cot`
+    ended in "AttributeError: 'ServedModel' object has no attribute 'model'" (CoT built an
+    Engine of its own). pred.py --cot runs on an OpenAI-compatible API: so does lctx, each
+    question two chat requests on the served model (a chat-completions stand-in on the tiny
+    chat checkpoint), the second quoting the first's answer, batched per turn."""
+    from cli.main import main
+    from tests.helpers import ThreadServer, chat_checkpoint, reasoning_standin_app
+
+    monkeypatch.setattr(protocol, "COT_TOKENS", 8)
+    monkeypatch.setattr(protocol, "ANSWER_TOKENS", 4)
+    write_data(tmp_path / "data")
+    checkpoint = chat_checkpoint(tmp_path / "m")
+    bodies: list[dict] = []
+    out = tmp_path / "out"
+    with ThreadServer(reasoning_standin_app(checkpoint, name="standin/chat", field=None, bodies=bodies)) as server:
+        assert main(["eval", "--endpoint", f"{server.url}/v1", "--served-model", "standin/chat", "--tokenizer",
+                     str(checkpoint), "--api-style", "chat", "--task", "longbench_v2", "--cot", "--max-length", "1000",
+                     "--option", "limit=2", "--data-dir", str(tmp_path / "data"), "--out", str(out), "-q"]) == 0
+    recs = records(out / "longbench_v2")
+    rows = {r["_id"]: r for r in json.loads((tmp_path / "data" / "LongBench-v2" / "data.json").read_text())}
+    asked = [b for b in bodies if "answer the questions below" in b["messages"][0]["content"]]  # not the probe's
+    assert [r["_id"] for r in recs] == ["q0", "q1"] and len(asked) == 4
+    reasoning_turns, answer_turns = asked[:2], asked[2:]  # each turn of the two questions batched together
+    for body in asked:
+        assert [m["role"] for m in body["messages"]] == ["user"] and "<user>" not in body["messages"][0]["content"]
+    assert all(b["max_tokens"] == 8 for b in reasoning_turns) and all(b["max_tokens"] == 4 for b in answer_turns)
+    for r in recs:
+        item = rows[r["_id"]]
+        assert r["truncated"] and r["max_length"] == 1000 and r["answer_prompt_tokens"] > 0
+        quoted = [b["messages"][0]["content"] for b in answer_turns]
+        assert protocol.answer_prompt(item, r["response_cot"]) in quoted  # the second query quotes the first answer
+        assert r["pred"] == protocol.extract_answer(r["response"]) and r["judge"] == (r["pred"] == r["answer"])

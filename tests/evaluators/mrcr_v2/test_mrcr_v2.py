@@ -304,8 +304,9 @@ def test_end_to_end_on_a_tiny_chat_model(tmp_path: Path) -> None:
 
 def test_a_served_model_gets_the_queries_as_one_user_message(tmp_path: Path) -> None:
     """The chat-style endpoint backend sends `GenerateRequest.messages` as they are: the row's
-    `queries` as the one user message (run_evaluation.py's contents=[prompt]); with
-    chat_template=false no messages (the raw text). No refusal for a served model, chat or
+    `queries` as the one user message (run_evaluation.py's contents=[prompt]), with
+    chat_template=false too (a chat server renders its own template; lctx's engine and a
+    completions server read the raw text). No refusal for a served model, chat or
     completions style."""
     assert endpoint_refusals([validate_task({"name": "mrcr_v2"})], {"prompt_scoring": None}, api_style="chat") == []
     assert endpoint_refusals([validate_task({"name": "mrcr_v2"})], {"prompt_scoring": None}) == []
@@ -318,11 +319,10 @@ def test_a_served_model_gets_the_queries_as_one_user_message(tmp_path: Path) -> 
         [sample, *_] = ev.plan(loaded)
         built = ev.build(loaded, sample)
         queries = ev.files[(2, "8K")].queries(0)
+        assert built.request.messages == ({"role": "user", "content": queries},)
         if chat:
-            assert built.request.messages == ({"role": "user", "content": queries},)
             assert loaded.tokenizer.decode(list(built.request.prompt_ids)) == f"<user>{queries}</user><assistant>"
         else:
-            assert built.request.messages is None
             assert loaded.tokenizer.decode(list(built.request.prompt_ids)) == queries
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from service.runner.progress import JobProgress
+from evaluators.progress import JobProgress
 
 PASSKEY = {"name": "passkey", "lengths": [1000, 2000], "trials": 3}
 NEEDLE = {"name": "needle", "lengths": [1000], "depths": [0, 50], "trials": 1}

@@ -1,0 +1,46 @@
+"""A checkpoint opened to run requests: the one way `lctx eval`, the service's worker and a
+checkpoint judge open a model. The tokenizer first (what needs only it, drawing a task's
+samples, starts on it while the weights load: `with_tokenizer`), then the weights, the
+engine with its options (`checkpoints.engine_options`), and the kernels compiled, each
+timed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from checkpoints.config_reader import load_config
+from checkpoints.engine import Engine
+from checkpoints.engine.warmup import warm_up
+from checkpoints.engine_options import EngineOptions
+from checkpoints.loading import LoadedModel, load_model
+from checkpoints.tokenizer import Tokenizer, load_tokenizer
+
+
+@dataclass
+class Opened:
+    """A loaded model, its engine, and the seconds opening took (`load_s`, `warm_up_s`)."""
+
+    loaded: LoadedModel
+    engine: Engine
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def open_model(path: str | Path, options: EngineOptions | None = None, *, rope: Any = None, backend: str = "auto",
+               dtype: str | None = None, device: str = "cpu",
+               with_tokenizer: Callable[[Tokenizer], None] | None = None) -> Opened:
+    """The checkpoint at `path` loaded (RoPE override, attention backend, dtype, device), its
+    engine made with `options` (default: the engine's defaults) and its kernels compiled;
+    `with_tokenizer(tokenizer)` runs once the tokenizer is read, before the weights load."""
+    tokenizer = load_tokenizer(path, load_config(path))
+    if with_tokenizer is not None:
+        with_tokenizer(tokenizer)
+    started = time.perf_counter()
+    loaded = load_model(path, rope=rope, backend=backend, dtype=dtype, device=device, tokenizer=tokenizer)
+    seconds = {"load_s": time.perf_counter() - started}
+    engine = (options or EngineOptions()).engine(loaded)
+    seconds["warm_up_s"] = warm_up(loaded.model)  # Triton's kernels compiled (or read from its cache) here
+    return Opened(loaded, engine, seconds)
