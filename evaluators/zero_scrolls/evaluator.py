@@ -19,7 +19,7 @@ from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from evaluators.chat import apply_chat_template, missing_template
 from evaluators.errors import EvaluatorError
-from evaluators.metrics import ROUGE_KEYS, geometric_mean
+from evaluators.scrolls.metrics import ROUGE_KEYS, geometric_mean
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.task import Built, Evaluator, Sample
 from evaluators.zero_scrolls import protocol

@@ -175,7 +175,7 @@ def example_score(dataset: str, prediction: str, references: list[str]) -> dict[
     (metric_max_over_ground_truths), ROUGE-1/2/L each its own best."""
     kind = METRIC[dataset]
     if kind == "rouge":
-        from evaluators.metrics import rouge_max
+        from evaluators.scrolls.metrics import rouge_max
 
         return {k: 100 * v for k, v in rouge_max(prediction, references).items()}
     fn = {"f1": f1_score, "accuracy": accuracy_score, "exp_similarity": exp_similarity_score,
@@ -186,7 +186,7 @@ def example_score(dataset: str, prediction: str, references: list[str]) -> dict[
 def dataset_score(dataset: str, per_example: list[dict[str, float]]) -> dict[str, Any]:
     """The dataset's means and its score: the geometric mean of ROUGE-1/2/L for summarization,
     the mean of its metric otherwise."""
-    from evaluators.metrics import ROUGE_KEYS, geometric_mean
+    from evaluators.scrolls.metrics import ROUGE_KEYS, geometric_mean
 
     n = len(per_example)
     if not n:
