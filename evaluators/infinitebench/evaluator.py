@@ -14,12 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
-from evaluators.chat import apply_chat_template, render_conversation
 from evaluators.errors import EvaluatorError
+from evaluators.generation import chat_prompt, user
 from evaluators.infinitebench import protocol
 from evaluators.infinitebench.data import load_task
 from evaluators.infinitebench.options import InfiniteBenchOptions
@@ -27,8 +26,6 @@ from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.task import Built, Evaluator, Sample
 
 UNIT = "score (%)"
-NO_TEMPLATE = ("infinitebench: chat_template=true but the checkpoint's tokenizer has no chat template "
-               "(tokenizer_config.json 'chat_template'); run with chat_template=false and prompts=open")
 
 
 class InfiniteBenchEvaluator(Evaluator):
@@ -80,15 +77,13 @@ class InfiniteBenchEvaluator(Evaluator):
         ids, truncated = protocol.truncate_middle(tokenizer.encode(prompt), max_len)
         if truncated:
             prompt = tokenizer.decode(ids, skip_special_tokens=True)
-        messages = None
-        if self.options.prompts == "gpt4":
-            messages = protocol.gpt4_messages(prompt, task)
-            prompt = render_conversation(tokenizer, messages, NO_TEMPLATE, self.options.thinking)
-        elif self.options.chat_template:
-            prompt = apply_chat_template(tokenizer, prompt, NO_TEMPLATE, self.options.thinking)
-        final = tokenizer.encode(prompt)
-        request = GenerateRequest(tuple(final), max_new_tokens=self.new_tokens(task),
-                                  messages=tuple(messages) if messages else None)
+        # evaluators.generation's chat path: the open prompt as the one user message (in the template
+        # when chat_template), GPT-4's create_msgs conversation in the template; a chat-style server is
+        # sent the messages themselves
+        messages = protocol.gpt4_messages(prompt, task) if self.options.prompts == "gpt4" else user(prompt)
+        chat = chat_prompt(self, loaded, messages)
+        final = chat.ids
+        request = chat.request(self.new_tokens(task))
         label = protocol.get_answer(eg, task)
         record = {"subtask": task, "index": index, "record_id": eg.get("id"), "prompt_tokens": len(final),
                   "truncated": truncated, "max_length": max_len, "references": label}

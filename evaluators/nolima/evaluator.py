@@ -14,11 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
-from evaluators.chat import missing_template, render_conversation
 from evaluators.errors import EvaluatorError
+from evaluators.generation import chat_prompt
 from evaluators.nolima import protocol
 from evaluators.nolima.data import load_books, load_tests
 from evaluators.nolima.options import NoLiMaOptions
@@ -85,14 +84,11 @@ class NoLiMaEvaluator(Evaluator):
         except ValueError as e:
             raise EvaluatorError(f"nolima {test.name} in {self.books[b][0]} at {n} tokens: {e}") from None
         user = protocol.fill(test, text, draw.character)
-        messages = ([{"role": "system", "content": protocol.SYSTEM_PROMPT}] if self.options.system_prompt else []) \
+        system = self.options.system_prompt and self.options.chat_template  # a base model gets the text alone
+        messages = ([{"role": "system", "content": protocol.SYSTEM_PROMPT}] if system else []) \
             + [{"role": "user", "content": user}]
-        tokenizer = loaded.tokenizer
-        if self.options.chat_template:
-            prompt = render_conversation(tokenizer, messages, missing_template(self.name), self.options.thinking)
-        else:
-            prompt = user
-        ids = tokenizer.encode(prompt)
+        chat = chat_prompt(self, loaded, messages)  # evaluators.generation's chat path
+        ids = chat.ids
         context = loaded.config.effective_context
         budget = min(self.options.max_new_tokens, context - len(ids))
         answers = protocol.gold(test, draw.character)
@@ -103,9 +99,7 @@ class NoLiMaEvaluator(Evaluator):
             record["distractor_depth"] = draw.distractor_depth
         if budget < 1:
             return Built(sample, None, {**record, "beyond_context": True}, keep=answers)
-        request = GenerateRequest(tuple(ids), max_new_tokens=budget,
-                                  messages=tuple(messages) if self.options.chat_template else None)
-        return Built(sample, request, {**record, "beyond_context": False}, keep=answers)
+        return Built(sample, chat.request(budget), {**record, "beyond_context": False}, keep=answers)
 
     def score(self, built: Built, response: Generation | None) -> dict[str, Any]:
         if response is None:

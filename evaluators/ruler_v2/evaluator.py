@@ -14,11 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
-from evaluators.chat import apply_chat_template, missing_template
 from evaluators.errors import EvaluatorError
+from evaluators.generation import chat_prompt, user
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.ruler_v2 import protocol
 from evaluators.ruler_v2.data import load_task
@@ -53,15 +52,8 @@ class RulerV2Evaluator(Evaluator):
     def build(self, loaded: LoadedModel, sample: Sample) -> Built:
         p = sample.params
         row = self.samples[(p["setup"], p["subtask"])][p["index"]]
-        tokenizer = loaded.tokenizer
-        question = row["question"]
-        messages = None
-        if self.options.chat_template:
-            text = apply_chat_template(tokenizer, question, missing_template(self.name), self.options.thinking)
-            messages = ({"role": "user", "content": question},)
-        else:
-            text = question
-        ids = tokenizer.encode(text)
+        chat = chat_prompt(self, loaded, user(row["question"]))  # evaluators.generation's chat path
+        ids = chat.ids
         context = loaded.config.effective_context
         budget = min(self.options.max_new_tokens, context - len(ids))
         record = {"setup": p["setup"], "subtask": p["subtask"], "index": p["index"], "route": protocol.route(p["subtask"]),
@@ -69,7 +61,7 @@ class RulerV2Evaluator(Evaluator):
                   "references": row["expected_answer"]}
         if budget < 1:
             return Built(sample, None, {**record, "beyond_context": True}, keep=row)
-        return Built(sample, GenerateRequest(tuple(ids), max_new_tokens=budget, messages=messages),
+        return Built(sample, chat.request(budget),
                      {**record, "beyond_context": False, "max_new_tokens": budget}, keep=row)
 
     def score(self, built: Built, response: Generation | None) -> dict[str, Any]:

@@ -14,13 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checkpoints.engine import GenerateRequest
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
-from evaluators.chat import apply_chat_template, missing_template
 from evaluators.errors import EvaluatorError
-from evaluators.scrolls.metrics import ROUGE_KEYS, geometric_mean
+from evaluators.generation import chat_prompt, user
 from evaluators.results import TaskResult, fmt, metric, series
+from evaluators.scrolls.metrics import ROUGE_KEYS, geometric_mean
 from evaluators.task import Built, Evaluator, Sample
 from evaluators.zero_scrolls import protocol
 from evaluators.zero_scrolls.data import load_dataset
@@ -68,16 +67,12 @@ class ZeroScrollsEvaluator(Evaluator):
                                                       tokenizer.decode, limit, new, chat)
         except ValueError as e:
             raise EvaluatorError(f"zero_scrolls {d} {ex['id']}: {e}; set max_length or max_new_tokens") from None
-        messages = None
-        text = prompt
-        if chat:
-            text = apply_chat_template(tokenizer, prompt, missing_template(self.name), self.options.thinking)
-            messages = ({"role": "user", "content": prompt},)
-        ids = tokenizer.encode(text)
+        request = chat_prompt(self, loaded, user(prompt))  # evaluators.generation's chat path
+        ids = request.ids
         refs = self.refs[d].get(ex["id"], [])
         record = {"dataset": d, "example_id": ex["id"], "prompt_tokens": len(ids), "truncated": truncated,
                   "max_length": limit, "references": refs}
-        return Built(sample, GenerateRequest(tuple(ids), max_new_tokens=new, messages=messages), record,
+        return Built(sample, request.request(new), record,
                      keep=(d, refs))
 
     def score(self, built: Built, response: Generation) -> dict[str, Any]:
