@@ -1,0 +1,53 @@
+"""ZeroSCROLLS' data: `<dataset>/<split>.jsonl` from the dataset's zips, one example per line
+(`id`, `input`: instruction, document and query, `output`, `query_start_index`,
+`query_end_index`, `document_start_index`, `document_end_index`, `truncation_seperator`). An id
+given on several lines (several reference outputs) is one example whose references are all
+its outputs (verify_task.drop_duplicates_in_input)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from evaluators.errors import EvaluatorError
+from evaluators.zero_scrolls.options import DATA_HOWTO, data_file
+from evaluators.zero_scrolls.protocol import references_by_id
+
+FIELDS = ("id", "input", "truncation_seperator")
+INDICES = ("query_start_index", "query_end_index", "document_start_index", "document_end_index")
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise EvaluatorError(f"ZeroSCROLLS data not found: looked for {path}; {DATA_HOWTO}")
+    rows = []
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise EvaluatorError(f"{path}:{lineno}: not JSON ({e.msg}); {DATA_HOWTO}") from None
+            bad = [k for k in FIELDS if not isinstance(row.get(k), str)] + \
+                [k for k in INDICES if not isinstance(row.get(k), int)]
+            if bad:
+                raise EvaluatorError(f"{path}:{lineno}: field(s) {bad} missing or of the wrong type; {DATA_HOWTO}")
+            rows.append(row)
+    if not rows:
+        raise EvaluatorError(f"{path} holds no examples; {DATA_HOWTO}")
+    return rows
+
+
+def load_dataset(data_dir: Path, dataset: str, split: str, limit: int | None = None
+                 ) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """(the first `limit` examples, one per id in file order; every id's reference outputs)."""
+    rows = read_rows(data_file(data_dir, dataset, split))
+    refs = references_by_id(rows)
+    seen, examples = set(), []
+    for r in rows:
+        if r["id"] not in seen:
+            seen.add(r["id"])
+            examples.append(r)
+    return (examples[:limit] if limit else examples), refs
