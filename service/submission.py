@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -80,6 +81,8 @@ class ResolvedCheckpoint:
     name: str
     path: Path
     fingerprint: str
+    parameters: int = 0
+    dtype: str = "float32"  # its config's
 
 
 def resolve_checkpoint(store: Store, settings: Settings, ref: str,
@@ -87,9 +90,9 @@ def resolve_checkpoint(store: Store, settings: Settings, ref: str,
     """A registered name, or a path inside the checkpoint roots (validated and fingerprinted)."""
     row = store.find_checkpoint(ref)
     if row is not None:
-        check_model_memory(row.parameters or 0, _dtype_of(Path(row.path), row.name), settings, row.name,
-                           cluster_gpus)
-        return ResolvedCheckpoint(row.name, Path(row.path), row.fingerprint)
+        dtype = _dtype_of(Path(row.path), row.name)
+        check_model_memory(row.parameters or 0, dtype, settings, row.name, cluster_gpus)
+        return ResolvedCheckpoint(row.name, Path(row.path), row.fingerprint, row.parameters or 0, dtype)
     if "/" not in ref and not ref.startswith("."):
         names = ", ".join(c.name for c in store.list_checkpoints()[:20]) or "none yet"
         raise InvalidRequest(f"checkpoint {ref!r} is neither a registered name (registered: {names}) nor a path; "
@@ -98,7 +101,7 @@ def resolve_checkpoint(store: Store, settings: Settings, ref: str,
     info = checkpoint_info(path, settings.roots)
     check_model_memory(info.parameters, info.dtype, settings, path.name, cluster_gpus)
     known = store.checkpoint_by_path(str(path))
-    return ResolvedCheckpoint(known.name if known else str(path), path, info.fingerprint)
+    return ResolvedCheckpoint(known.name if known else str(path), path, info.fingerprint, info.parameters, info.dtype)
 
 
 def _dtype_of(path: Path, name: str) -> str:
@@ -380,20 +383,51 @@ def context_refusals(suite: Suite, context: int) -> list[str]:
 
 
 def submit(store: Store, settings: Settings, request: JobCreate, cluster_gpus: int | None = None,
-           dry_run: bool = False) -> tuple[JobRow | None, Cost]:
+           dry_run: bool = False, await_cluster: Callable[[], int | None] | None = None,
+           ) -> tuple[JobRow | None, Cost]:
     """Validate, plan (`service/cost.py`: refused over LCTX_MAX_JOB_SECONDS) and queue; the row
     is committed when this returns. With `dry_run`, the plan alone, nothing queued (row None).
-    `cluster_gpus`: what the executor's Ray reports (None: not known here)."""
+    `cluster_gpus`: what the executor's Ray reports (None: not known here). Where it is not known
+    yet, `await_cluster` is asked once every check that does not depend on the cluster has
+    passed (a bad request is refused before any wait); still unknown, the job is queued and
+    checked against the resources when it is claimed (`check_resources`)."""
     if request.endpoint is not None:
         return submit_to_endpoint(store, settings, request, dry_run)
     resolved = resolve_checkpoint(store, settings, request.checkpoint, cluster_gpus)
     tasks = validate_suite(request, settings, cluster_gpus, resolved.path)
     check_judges(store, settings, tasks)
+    if cluster_gpus is None and await_cluster is not None:
+        cluster_gpus = await_cluster()
+        if cluster_gpus is not None:
+            check_resources(request.backend, resolved, settings, cluster_gpus)
     cost = plan_job(list(request.tasks), settings, resolved.fingerprint, cluster_gpus)
     check_cost(cost, settings)
     if dry_run:
         return None, cost
     return store.add_job(fingerprint=resolved.fingerprint, **job_fields(resolved, request, tasks)), cost
+
+
+def check_resources(backend: str, checkpoint: ResolvedCheckpoint | None, settings: Settings, cluster_gpus: int) -> None:
+    """What a job needs of the cluster, against what it has: the backend (`triton` needs a
+    GPU) and the weights' memory at the dtype they load in there. At submission once the
+    dispatcher has reported, and again when the executor claims the job (a job queued while
+    the cluster was starting fails then, with the reason)."""
+    check_backend(backend, settings, cluster_gpus)
+    if checkpoint is not None:
+        check_model_memory(checkpoint.parameters, checkpoint.dtype, settings, checkpoint.name, cluster_gpus)
+
+
+def claimed_job_refusal(store: Store, settings: Settings, job: JobRow, cluster_gpus: int) -> None:
+    """`check_resources` of a queued job (the executor's, when it claims it): InvalidRequest with
+    the reason it cannot run on this cluster."""
+    checkpoint = None
+    if not job.endpoint:
+        path = Path(job.checkpoint_path)
+        row = store.checkpoint_by_path(str(path))
+        parameters = row.parameters if row is not None and row.parameters else \
+            checkpoint_info(path, settings.roots).parameters
+        checkpoint = ResolvedCheckpoint(job.checkpoint, path, job.fingerprint, parameters, _dtype_of(path, job.checkpoint))
+    check_resources(job.backend, checkpoint, settings, cluster_gpus)
 
 
 def data_warnings(tasks: list[dict[str, Any]], settings: Settings) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from service.api.deps import DispatcherDep, NameParam, Read, SettingsDep, StoreDep, Write, cluster_gpus
+from service.api.deps import DispatcherDep, NameParam, Read, SettingsDep, StoreDep, Write, known_gpus
 from service.paths import client_error, client_path
 from service.schedules import Scheduler, create_schedule
 from service.schemas import JobPlan, ScheduleCheckpoint, ScheduleCreate, ScheduleOut, ScheduleRun, errors
@@ -21,8 +21,9 @@ def add_schedule(body: ScheduleCreate, store: StoreDep, settings: SettingsDep,
     would be refused for."""
     from service.cost import plan_job
 
-    row = create_schedule(store, settings, body, cluster_gpus(dispatcher))
-    plan = JobPlan.model_validate({**plan_job(list(body.suite.tasks), settings, None, cluster_gpus(dispatcher))
+    gpus = known_gpus(dispatcher)  # each job a schedule makes is checked against the cluster when claimed
+    row = create_schedule(store, settings, body, gpus)
+    plan = JobPlan.model_validate({**plan_job(list(body.suite.tasks), settings, None, gpus)
                                    .as_dict(), "queued": False})
     return schedule_out(row, settings).model_copy(update={"plan": plan})
 

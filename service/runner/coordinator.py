@@ -47,6 +47,7 @@ from service.settings import Settings
 from service.standings import rows_of
 from service.status import FAILED, QUEUED, RUNNING, SUCCEEDED
 from service.store import JobRow, Store
+from service.submission import claimed_job_refusal
 
 log = logging.getLogger("lctx.jobs")
 
@@ -153,8 +154,12 @@ class JobRun:
     def __init__(self, settings: Settings, store: Store, job: JobRow, spawn: Callable[[], Handle], workers: int,
                  died: tuple[type[BaseException], ...] = (),
                  release: Callable[[Handle, dict[str, Any]], None] | None = None,
-                 for_memory: Callable[[BaseException], bool] = lambda error: False) -> None:
+                 for_memory: Callable[[BaseException], bool] = lambda error: False,
+                 cluster_gpus: int | None = None) -> None:
         self.settings, self.store, self.job, self.spawn, self.died = settings, store, job, spawn, died
+        # the cluster's GPUs (the executor's Ray): the job is checked against them before it runs,
+        # as a submission is once the cluster is known (one queued while it started was not)
+        self.cluster_gpus = cluster_gpus
         # `for_memory(error)`: whether a worker's death looks like the out-of-memory killer's; its
         # unit then runs again with half the decoding batch (service/runner/executor.killed_for_memory)
         self.for_memory = for_memory
@@ -241,7 +246,11 @@ class JobRun:
             self._hand_out()
 
     def _plan(self) -> None:
-        """The workers' spec; tasks an earlier attempt finished are kept, the others' units queued."""
+        """The workers' spec; tasks an earlier attempt finished are kept, the others' units queued.
+        A job this cluster cannot run (InvalidRequest: `triton` without a GPU, weights over the
+        memory allowed at the dtype they load in here) fails now with the reason."""
+        if self.cluster_gpus is not None:
+            claimed_job_refusal(self.store, self.settings, self.job, self.cluster_gpus)
         for key in self.tasks:
             done = task_result(self.settings, self.job.id, key)
             if done.is_file():
