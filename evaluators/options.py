@@ -179,6 +179,13 @@ class TaskOptions(BaseModel):
         switch); `ThinkingOptions` says when the template is not applied."""
         return None
 
+    def thinking_tokens(self, model_thinks: bool) -> int:
+        """Most tokens a sample's think block may take on top of its answer's budget, where
+        thinking can be on: switched on (or to an effort), or left at the template's default on
+        a model that marks thinking (`model_thinks`: a reasoning template's delimiters). 0 for a
+        task that generates no answer. The context check and the cost count it."""
+        return 0
+
     def recorded_seed(self) -> int | None:
         """The task's `seed` option, which results record; None for a task that draws nothing."""
         return getattr(self, "seed", None)
@@ -305,6 +312,11 @@ class ThinkingOptions(TaskOptions):
             "a block that reaches it is closed (its end delimiter appended) and the answer generated with the "
             f"task's own budget, the record marked thinking_truncated. Default {DEFAULT_THINKING_BUDGET}"),
         json_schema_extra={TOKENS: True})
+
+    def thinking_tokens(self, model_thinks: bool) -> int:
+        if self.thinking == "off" or (self.thinking == "default" and not model_thinks):
+            return 0
+        return self.thinking_budget
 
     def thinking_without_template(self) -> str | None:
         """Why this switch cannot reach the model on lctx's engine or a completions-style endpoint

@@ -124,7 +124,36 @@ def validate_suite(suite: Suite, settings: Settings, cluster_gpus: int | None = 
     if checkpoint is not None:
         check_chat_templates(suite, checkpoint)
         check_thinking(suite, checkpoint)
+        check_thinking_context(suite, checkpoint)
     return tasks
+
+
+def checkpoint_thinks(checkpoint: Path) -> bool:
+    """Whether a checkpoint marks thinking (think delimiters among its added tokens or its chat
+    template's tags): its think blocks then take their budget at the default setting too."""
+    from checkpoints.thinking import think_format
+
+    return think_format(added_token_texts(checkpoint), read_chat_template(checkpoint)[0]) is not None
+
+
+def check_thinking_context(suite: Suite, checkpoint: Path) -> None:
+    """A sample that fits the checkpoint's context until its thinking budget is added is
+    refused: the run would record it beyond the context and score it 0 for the budget alone
+    (issue #60). Lengths beyond the context asked for as such still run (a context-extension
+    measurement), as they always did."""
+    thinks = None
+    for i, spec in enumerate(suite.tasks):
+        need = spec.context_needed()
+        if need is None or spec.thinking_setting() in (None, "off"):
+            continue
+        thinks = checkpoint_thinks(checkpoint) if thinks is None else thinks
+        if not spec.thinking_tokens(thinks):
+            continue
+        config = load_config(checkpoint)
+        context = (apply_rope_override(suite.rope, config) if suite.rope is not None else config).effective_context
+        if need <= context and (why := _over_context(i, spec, need, context, thinks,
+                                                     f"checkpoint {checkpoint.name}'s context")):
+            raise InvalidRequest(why)
 
 
 def check_thinking(suite: Suite, checkpoint: Path) -> None:
@@ -356,7 +385,7 @@ def submit_to_endpoint(store: Store, settings: Settings, request: JobCreate,
     check_judges(store, settings, tasks)
     problems = endpoint_refusals(tasks, row.capabilities, {"rope": request.rope, "backend": request.backend},
                                  row.api_style)
-    problems += context_refusals(request, row.context_length)
+    problems += context_refusals(request, row.context_length, served_model_thinks(row))
     if problems:
         raise InvalidRequest(f"cannot run on endpoint {row.name!r}: " + "; ".join(problems))
     cost = plan_job(list(request.tasks), settings, endpoint_fingerprint(row))
@@ -368,18 +397,48 @@ def submit_to_endpoint(store: Store, settings: Settings, request: JobCreate,
                          endpoint=row.name, **suite), cost
 
 
-def context_refusals(suite: Suite, context: int) -> list[str]:
+def served_model_thinks(row: EndpointRow) -> bool:
+    """Whether a served model marks thinking (a reasoning template's delimiters in its
+    registered tokenizer folder): then a task's thinking budget counts at its default setting too,
+    as the run's think plan counts it (evaluators/thinking.py)."""
+    from checkpoints.thinking import think_format
+
+    if not row.tokenizer or not Path(row.tokenizer).is_dir():
+        return False
+    return think_format(added_token_texts(row.tokenizer), read_chat_template(row.tokenizer)[0]) is not None
+
+
+def context_refusals(suite: Suite, context: int, model_thinks: bool = False) -> list[str]:
     """One message per task whose longest sample (prompt and generated tokens, where its
-    options fix them) does not fit a served model's context: the server's limit is hard, and
-    the endpoint engine would refuse every such prompt when the job runs."""
+    options fix them, and its thinking budget wherever thinking can be on) does not fit a served
+    model's context: the server's limit is hard, and the run would record every such sample
+    beyond the context and score it 0 (a job that "succeeds" at accuracy 0, issue #60)."""
     problems = []
     for i, spec in enumerate(suite.tasks):
         need = spec.context_needed()
-        if need is not None and need > context:
-            problems.append(f"tasks[{i}] ({spec.name}): its longest sample takes {need} tokens (its longest length, "
-                            f"with the tokens it generates where the length leaves them out), more than the served "
-                            f"context of {context} tokens; ask for lengths that fit in {context} tokens")
+        if need is not None and (why := _over_context(i, spec, need, context, model_thinks, "the served context")):
+            problems.append(why)
     return problems
+
+
+def _over_context(i: int, spec: TaskOptions, need: int, context: int, thinks: bool, what: str) -> str | None:
+    """Why task i's longest sample (`need` tokens of prompt and answer) and its thinking budget
+    do not fit `context` (None: they fit); the message names both budgets."""
+    thinking = spec.thinking_tokens(thinks)
+    if need + thinking <= context:
+        return None
+    if not thinking:
+        return (f"tasks[{i}] ({spec.name}): its longest sample takes {need} tokens (its longest length, with the "
+                f"tokens it generates where the length leaves them out), more than {what} of {context} tokens; ask "
+                f"for lengths that fit in {context} tokens")
+    answer = getattr(spec, "max_new_tokens", None)
+    budgets = f"max_new_tokens {answer} with " if answer is not None else ""
+    setting = spec.thinking_setting()
+    return (f"tasks[{i}] ({spec.name}): its longest sample takes {need + thinking} tokens: {need} of prompt and answer "
+            f"({budgets}its longest length) plus its thinking_budget of {thinking} (thinking {setting}"
+            f"{' on a model that thinks' if setting == 'default' else ''}), more than {what} of {context} tokens; "
+            f"lower thinking_budget to at most {max(0, context - need)}, ask for shorter lengths or a smaller "
+            "max_new_tokens, or set thinking off")
 
 
 def submit(store: Store, settings: Settings, request: JobCreate, cluster_gpus: int | None = None,
