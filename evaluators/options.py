@@ -236,6 +236,27 @@ class TaskOptions(BaseModel):
         speed); None when unknown before the data or the samples are built."""
         return None
 
+    def planned_generated(self) -> int | None:
+        """Most answer tokens the planned samples generate together (think blocks apart: see
+        `thinking_tokens`); None where the samples are not known before the data."""
+        samples = self.planned_samples()
+        return None if samples is None else samples * self.generated_tokens()
+
+    def judge_tokens(self) -> tuple[int, int]:
+        """(prompt, generated) tokens a judge may spend on one sample: 0 for a task no judge grades."""
+        return 0, 0
+
+    def data_estimate(self, data_dir: Path | None) -> tuple[int | None, int | None]:
+        """(samples, prompt tokens) where the options leave them to the data, estimated from
+        the files before any is read whole: prompt tokens at most the files' bytes over
+        BYTES_PER_TOKEN (every byte read into a prompt once); (None, None) where nothing can be
+        said. The service's cost reads it for tasks whose `planned_tokens` is None."""
+        samples, tokens = self.planned_samples(), self.planned_tokens()
+        if tokens is None and data_dir is not None:
+            sizes = [p.stat().st_size for p in self.data_files(data_dir) if p.is_file()]
+            tokens = sum(sizes) // BYTES_PER_TOKEN if sizes else None
+        return samples, tokens
+
     def data_files(self, data_dir: Path) -> list[Path]:
         """The local files the task reads from the data directory (empty: it reads none)."""
         return []
@@ -328,6 +349,13 @@ class ThinkingOptions(TaskOptions):
                 "chat_template=true (or leave thinking at default; a chat-style endpoint applies it in its server)")
 
 
+# A judge prompt's tokens besides the answer it grades (instructions, question, reference): the
+# card's v1.1 prompt with a long question is under 1,000 cl100k tokens.
+JUDGE_PROMPT_TOKENS = 1024
+# Bytes of UTF-8 text per token where a file's tokens are estimated before it is read (English
+# prose in a BPE tokenizer: about 4).
+BYTES_PER_TOKEN = 4
+
 JUDGE_HOWTO = ("name a judge: a registered endpoint's name (chat style; POST /v1/endpoints) or a registered "
                "checkpoint's name (POST /v1/checkpoints); `lctx eval` and `lctx score` take a checkpoint folder or "
                "an endpoint URL with --judge-served-model")
@@ -353,6 +381,12 @@ class JudgeOptions(TaskOptions):
         DEFAULT_THINKING_BUDGET, description=(
             "most tokens of a judge's think block (a judge that reasons): the verdict is read from its answer after "
             "the block, and the record keeps both"))
+
+    def judge_tokens(self) -> tuple[int, int]:
+        """The judge prompt (its instructions, the question, the reference and the answer graded:
+        JUDGE_PROMPT_TOKENS with the answer's budget) and the judge's answer and think block."""
+        return (JUDGE_PROMPT_TOKENS + self.generated_tokens(),
+                self.judge_max_new_tokens + self.judge_thinking_budget)
 
     def judge_problems(self) -> list[str]:
         """Why these options name no judge (empty: they name one)."""

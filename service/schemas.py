@@ -355,6 +355,9 @@ class ScheduleCheckpoint(BaseModel):
     job: str | None = Field(None, description="the job submitted for it (None: skipped)")
     skipped: str | None = Field(None, description="why no job was submitted: the same fingerprint already run with "
                                 "this suite (by this schedule or another), or what a job of it would be refused for")
+    seconds: float | None = Field(None, description="the submitted job's estimated seconds on this service's "
+                                  "hardware (service/cost.py; None: skipped, or its data decides)")
+    basis: str | None = Field(None, description="how the job's seconds were estimated")
 
 
 class ScheduleRun(BaseModel):
@@ -363,6 +366,8 @@ class ScheduleRun(BaseModel):
     schedule: str
     checkpoints: list[ScheduleCheckpoint]
     submitted: int = Field(description="jobs submitted by this run")
+    seconds: float | None = Field(None, description="the estimated seconds of the jobs this run submitted together: "
+                                  "what the schedule costs each time it fires (a night, for a nightly cron)")
     note: str | None = Field(None, description="why nothing was found, when nothing was")
 
 

@@ -22,6 +22,7 @@ from checkpoints.tokenizer import (
     CHAT_TEMPLATE_FILE,
     TOKENIZER_CONFIG_FILE,
     added_token_texts,
+    marks_thinking,
     read_chat_template,
 )
 from clients.endpoint.engine import served_identity
@@ -31,7 +32,7 @@ from evaluators.errors import EvaluatorError
 from evaluators.judges import check_pin, pinned_ref, split_ref
 from evaluators.options import JUDGE_HOWTO, TaskOptions
 from evaluators.registry import parse_task, task_options
-from service.cost import Cost, check_cost, plan_job
+from service.cost import Cost, check_cost, checkpoint_facts, endpoint_facts, plan_job
 from service.errors import Forbidden, InvalidRequest, Missing
 from service.paths import confine, confine_checkpoint_files
 from service.schemas import JobCreate, Suite
@@ -128,14 +129,6 @@ def validate_suite(suite: Suite, settings: Settings, cluster_gpus: int | None = 
     return tasks
 
 
-def checkpoint_thinks(checkpoint: Path) -> bool:
-    """Whether a checkpoint marks thinking (think delimiters among its added tokens or its chat
-    template's tags): its think blocks then take their budget at the default setting too."""
-    from checkpoints.thinking import think_format
-
-    return think_format(added_token_texts(checkpoint), read_chat_template(checkpoint)[0]) is not None
-
-
 def check_thinking_context(suite: Suite, checkpoint: Path) -> None:
     """A sample that fits the checkpoint's context until its thinking budget is added is
     refused: the run would record it beyond the context and score it 0 for the budget alone
@@ -146,7 +139,7 @@ def check_thinking_context(suite: Suite, checkpoint: Path) -> None:
         need = spec.context_needed()
         if need is None or spec.thinking_setting() in (None, "off"):
             continue
-        thinks = checkpoint_thinks(checkpoint) if thinks is None else thinks
+        thinks = marks_thinking(checkpoint) if thinks is None else thinks
         if not spec.thinking_tokens(thinks):
             continue
         config = load_config(checkpoint)
@@ -385,27 +378,16 @@ def submit_to_endpoint(store: Store, settings: Settings, request: JobCreate,
     check_judges(store, settings, tasks)
     problems = endpoint_refusals(tasks, row.capabilities, {"rope": request.rope, "backend": request.backend},
                                  row.api_style)
-    problems += context_refusals(request, row.context_length, served_model_thinks(row))
+    problems += context_refusals(request, row.context_length, bool(row.tokenizer) and marks_thinking(row.tokenizer))
     if problems:
         raise InvalidRequest(f"cannot run on endpoint {row.name!r}: " + "; ".join(problems))
-    cost = plan_job(list(request.tasks), settings, endpoint_fingerprint(row))
+    cost = plan_job(list(request.tasks), settings, endpoint_fingerprint(row), model=endpoint_facts(row.tokenizer))
     check_cost(cost, settings)
     if dry_run:
         return None, cost
     suite = {**request.model_dump(mode="json", include=set(Suite.model_fields)), "tasks": tasks}
     return store.add_job(fingerprint=endpoint_fingerprint(row), checkpoint=row.name, checkpoint_path=row.base_url,
                          endpoint=row.name, **suite), cost
-
-
-def served_model_thinks(row: EndpointRow) -> bool:
-    """Whether a served model marks thinking (a reasoning template's delimiters in its
-    registered tokenizer folder): then a task's thinking budget counts at its default setting too,
-    as the run's think plan counts it (evaluators/thinking.py)."""
-    from checkpoints.thinking import think_format
-
-    if not row.tokenizer or not Path(row.tokenizer).is_dir():
-        return False
-    return think_format(added_token_texts(row.tokenizer), read_chat_template(row.tokenizer)[0]) is not None
 
 
 def context_refusals(suite: Suite, context: int, model_thinks: bool = False) -> list[str]:
@@ -459,7 +441,7 @@ def submit(store: Store, settings: Settings, request: JobCreate, cluster_gpus: i
         cluster_gpus = await_cluster()
         if cluster_gpus is not None:
             check_resources(request.backend, resolved, settings, cluster_gpus)
-    cost = plan_job(list(request.tasks), settings, resolved.fingerprint, cluster_gpus)
+    cost = plan_job(list(request.tasks), settings, resolved.fingerprint, cluster_gpus, checkpoint_facts(resolved.path))
     check_cost(cost, settings)
     if dry_run:
         return None, cost

@@ -53,8 +53,11 @@ def run_schedule(name: NameParam, store: StoreDep, settings: SettingsDep, dispat
     outcomes = Scheduler(settings, store, on_submit=dispatcher.wake if dispatcher else None).run_now(name)
     rows = [ScheduleCheckpoint(folder=client_path(o.folder, settings), checkpoint=o.checkpoint,
                                job=o.job.id if o.job else None,
-                               skipped=client_error(o.skipped, settings) if o.skipped else None) for o in outcomes]
+                               skipped=client_error(o.skipped, settings) if o.skipped else None,
+                               seconds=o.seconds, basis=o.basis) for o in outcomes]
     note = None if rows else (f"no checkpoint folder (a folder with a config.json, or its sub-folders that have one) "
                               f"in the watch folders {', '.join(client_path(w, settings) for w in schedule.watch)}; "
                               "save a checkpoint there and run the schedule again")
-    return ScheduleRun(schedule=name, checkpoints=rows, submitted=sum(r.job is not None for r in rows), note=note)
+    known = [r.seconds for r in rows if r.job is not None and r.seconds is not None]
+    return ScheduleRun(schedule=name, checkpoints=rows, submitted=sum(r.job is not None for r in rows), note=note,
+                       seconds=round(sum(known), 1) if known else None)

@@ -358,20 +358,21 @@ class JobRun:
         raise Ended(SUCCEEDED if finished else self.store.get_job(self.job.id).status)
 
     def _record_speed(self) -> None:
-        """This run's work tokens per second (the tasks' planned prompt and generated tokens over
-        its seconds, loading included: what a job costs here), for the next submissions' estimates
-        (`service/cost.py`). Only a run that did the whole job from the start is measured."""
-        from service.cost import record_throughput
+        """This run's work (the tokens and, for a checkpoint, the FLOPs its tasks' plan counts,
+        as the estimate counts them) over its seconds, loading included: what a job of this model
+        costs here, kept for the next estimates of the same model only (`service/cost.py`). Only
+        a run that did the whole job from the start is measured."""
+        from service.cost import record_job
 
         if any(int(p.get("done", 0)) for p in (self.job.progress or {}).values()):
             return  # resumed: part of the work was done before this run
-        plans = self.progress.plans.values()
-        if any(p.work_tokens is None or p.sequential for p in plans):
-            return  # a task whose work is not known before its data (or a search that stops early)
+        if any(p.sequential for p in self.progress.plans.values()):
+            return  # a search that stops early: its plan is not its work
         try:
-            record_throughput(self.settings, self.job.fingerprint, sum(p.work_tokens or 0 for p in plans),
-                              time.monotonic() - self.clock)
-        except OSError as e:  # the estimate is a convenience: the job succeeded all the same
+            served = self.spec.endpoint if self.spec is not None else None
+            record_job(self.settings, self.job, time.monotonic() - self.clock, (self.model or {}).get("device"),
+                       served.tokenizer if served is not None else None)
+        except (OSError, ValueError) as e:  # the estimate is a convenience: the job succeeded all the same
             log.warning("job %s: cannot record its speed: %s", self.job.id, e)
 
     def on_worker_died(self, worker: WorkerState, error: BaseException) -> None:
