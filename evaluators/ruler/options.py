@@ -29,7 +29,7 @@ RULER_TASKS: tuple[str, ...] = RulerTask.__args__  # type: ignore[attr-defined]
 RulerTasks = Choices(RulerTask, len(RULER_TASKS))
 RULER_LENGTHS = [4096, 8192, 16384, 32768, 65536, 131072]
 # Each task's tokens_to_generate (its script's: protocol.SCRIPTS, NVIDIA's constants.py), here so
-# the plan counts them without the protocol module; tests/evaluators/test_ruler_plan.py checks they agree.
+# the plan counts them without the protocol module; tests/service/test_cost.py checks they agree.
 TOKENS_TO_GENERATE = {**{t: 128 for t in RULER_TASKS if t.startswith("niah")}, "vt": 30, "cwe": 120, "fwe": 50,
                       "qa_1": 32, "qa_2": 32}
 RulerTemplate = Literal["base", "chat", "meta-chat", "vicuna-chat", "lwm-chat", "command-r-chat", "chatglm-chat",
