@@ -173,8 +173,10 @@ class TaskProgress(BaseModel):
 class TaskPlan(BaseModel):
     task: str = Field(description="tasks[i] (name)")
     samples: int | None = Field(description="samples its options plan (None: its data decides)")
-    prompt_tokens: int | None = Field(description="prompt tokens to prefill (None: not known before the data)")
-    generated_tokens: int | None = Field(description="most tokens its samples generate")
+    prompt_tokens: int | None = Field(description="prompt tokens to prefill, a judge's prompts included (estimated "
+                                      "from the data files where the options leave them to it; None: not known)")
+    generated_tokens: int | None = Field(description="most tokens its samples generate: answers, think blocks "
+                                         "where thinking can be on, and a judge's verdicts and think blocks")
     seconds: float | None = Field(description="estimated seconds on this service's hardware")
 
 
