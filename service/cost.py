@@ -13,9 +13,11 @@ The seconds come from what this service measured, per model and only for it (iss
   last KEEP runs per checkpoint fingerprint or endpoint identity), in FLOPs per second for a
   checkpoint, so longer prompts take longer (attention's length term), in tokens per second for
   a served model (its size is not known);
-- a checkpoint never run: the other checkpoints' measured FLOPs per second on the same hardware
-  (CPU or GPU workers), scaled by its size and the prompts' lengths, never faster in tokens per
-  second than they ran; nothing measured there yet: the stated rule (RULE and RULE_FLOPS);
+- a checkpoint never run: its FLOPs (its size and the prompts' lengths) at the rule's FLOPs per
+  second (RULE_FLOPS), plus the time a token of work took the other checkpoints measured on the
+  same hardware (CPU or GPU workers) besides their own FLOPs at that rate (loading, the engine's
+  and the evaluator's own work: what dominates a small model); nothing measured there yet: the
+  stated rule (RULE and RULE_FLOPS, whichever is slower);
 - a served model never run: the CPU rule (its server's speed is unknown until one of its jobs
   is measured).
 
@@ -50,7 +52,7 @@ RULE = {"cpu": (2_000.0, 20.0), "gpu": (20_000.0, 200.0)}  # (prefill tok/s, dec
 # ... and, for a checkpoint of known size, the FLOPs per second they reach (a larger model or a
 # longer prompt is slower): one core's fp32 matrix products, a GPU's at a modest share of its peak;
 # decoding reads every weight for each token, at a tenth of it and less.
-RULE_FLOPS = {"cpu": (5e10, 5e9), "gpu": (1e14, 1e12)}  # (prefill FLOP/s, decode FLOP/s)
+RULE_FLOPS = {"cpu": (1e10, 2e9), "gpu": (1e14, 1e12)}  # (prefill FLOP/s, decode FLOP/s)
 WARN_SECONDS = 600.0  # a job estimated longer than this is said so in the answer
 _lock = threading.Lock()
 
@@ -250,8 +252,12 @@ class Speed:
     flops_per_s: float | None
     basis: str
     rule: tuple[str, ...] | None = None  # the hardware whose stated rule applies (nothing measured)
+    overhead: float | None = None  # seconds a token of work costs besides its FLOPs, measured on other checkpoints
 
     def seconds(self, tokens: int, generated: int, flops: float | None, decode_flops: float | None) -> float:
+        if self.overhead is not None and self.rule is not None and flops is not None and decode_flops is not None:
+            prefill_f, decode_f = RULE_FLOPS[self.rule[0]]  # a checkpoint scaled from others' runs
+            return tokens * self.overhead + (flops - decode_flops) / prefill_f + decode_flops / decode_f
         if self.rule is not None:
             hardware = self.rule[0]
             prefill, decode = RULE[hardware]
@@ -285,12 +291,13 @@ def speed(settings: Settings, key: str | None, facts: ModelFacts, hardware: str)
     if facts.shape is not None:
         others = [r for k, rs in runs.items() if k != key for r in rs if r["flops"] and r["hardware"] == hardware]
         if others:
-            seconds = sum(r["seconds"] for r in others)
-            flops, tokens = sum(r["flops"] for r in others) / seconds, sum(r["tokens"] for r in others) / seconds
-            return Speed(tokens, flops, f"this checkpoint has not run here yet: scaled from {len(others)} job(s) of "
-                                        f"other checkpoints on this service's {hardware.upper()} workers ("
-                                        f"{flops:,.3g} FLOP/s) by its size and the prompts' lengths, and at most "
-                                        f"their {tokens:,.0f} tokens/s")
+            seconds, tokens = sum(r["seconds"] for r in others), sum(r["tokens"] for r in others)
+            compute = sum(r["flops"] for r in others) / RULE_FLOPS[hardware][0]
+            overhead = max(0.0, seconds - compute) / tokens
+            return Speed(None, None, f"this checkpoint has not run here yet: {overhead * 1000:,.2f} ms a token of "
+                                     f"work besides its FLOPs, as {len(others)} job(s) of other checkpoints took on "
+                                     f"this service's {hardware.upper()} workers, and its FLOPs (its size and the "
+                                     "prompts' lengths) at the rule's rate", rule=(hardware,), overhead=overhead)
     if facts.served:
         prefill, decode = RULE["cpu"]
         return Speed(None, None, f"this served model has not run here yet: assumed {prefill:,.0f} prefill tok/s and "
