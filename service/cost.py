@@ -37,10 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkpoints.config_reader import load_config
-from checkpoints.errors import CheckpointError
 from checkpoints.jsonfiles import write_json_atomic
-from checkpoints.tokenizer import marks_thinking
 from evaluators.options import TaskOptions
 from service.errors import InvalidRequest
 from service.settings import Settings
@@ -87,7 +84,12 @@ class ModelFacts:
 
 
 def checkpoint_facts(path: Path) -> ModelFacts:
-    """A checkpoint folder's shape and thinking, from its config and tokenizer files."""
+    """A checkpoint folder's shape and thinking, from its config and tokenizer files (imported
+    here: the CLI's client commands read this module's `duration` without torch)."""
+    from checkpoints.config_reader import load_config
+    from checkpoints.errors import CheckpointError
+    from checkpoints.tokenizer import marks_thinking
+
     try:
         config = load_config(path)
     except CheckpointError:
@@ -98,6 +100,8 @@ def checkpoint_facts(path: Path) -> ModelFacts:
 
 def endpoint_facts(tokenizer: str | None) -> ModelFacts:
     """A served model: thinking from its registered tokenizer folder, no shape."""
+    from checkpoints.tokenizer import marks_thinking
+
     return ModelFacts(None, bool(tokenizer) and marks_thinking(tokenizer or ""), served=True)
 
 
