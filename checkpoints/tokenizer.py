@@ -155,6 +155,19 @@ def added_token_texts(path: str | Path) -> list[str]:
     return sorted({t for t in texts if isinstance(t, str)})
 
 
+def marks_thinking(path: str | Path) -> bool:
+    """Whether a checkpoint or tokenizer folder marks thinking (think delimiters among its added
+    tokens or its chat template's tags, `checkpoints.thinking.think_format`): its think blocks
+    then take their budget even at the template's default setting. Read without building the
+    tokenizer (the service's submission checks and cost)."""
+    from checkpoints.thinking import think_format
+
+    path = Path(path)
+    if not path.is_dir():
+        return False
+    return think_format(added_token_texts(path), read_chat_template(path)[0]) is not None
+
+
 class JsonTokenizer:
     """A Hugging Face fast tokenizer (`tokenizer.json`) without transformers."""
 

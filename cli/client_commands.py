@@ -391,11 +391,18 @@ def _schedules_run(args: argparse.Namespace) -> int:
     if args.json:
         print(run.model_dump_json(indent=2))
         return 0
+    from service.cost import duration  # one way to say a duration
+
     print(f"schedule {run.schedule}: {run.submitted} job(s) submitted, "
           f"{len(run.checkpoints) - run.submitted} checkpoint(s) skipped")
     for row in run.checkpoints:
         name = row.checkpoint or row.folder
-        print(f"  {name}: submitted job {row.job}" if row.job else f"  {name}: skipped, {row.skipped}")
+        estimate = f", estimated {duration(row.seconds)} ({row.basis})" if row.seconds is not None else \
+            ", no estimate (its data decides its work)"
+        print(f"  {name}: submitted job {row.job}{estimate}" if row.job else f"  {name}: skipped, {row.skipped}")
+    if run.submitted:
+        print(f"  cost of this run: about {duration(run.seconds or 0)} of work on this service's hardware, each time "
+              "the schedule fires (a night, for a nightly cron)")
     if run.note:
         print(f"  {run.note}")
     return 0

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from clients.endpoint.keys import key_variable_refusal
 from clients.endpoint.options import API_STYLES, EndpointOptions
 
 # field -> its flag (the field's own name with dashes, where the flag is not shorter)
@@ -30,9 +31,12 @@ def _checked(field: str) -> Any:
 
     def check(text: str) -> Any:
         try:
-            return adapter.validate_python(text)
+            value = adapter.validate_python(text)
         except ValidationError as e:
             raise argparse.ArgumentTypeError("; ".join(err["msg"] for err in e.errors())) from None
+        if field == "api_key_env" and (why := key_variable_refusal(value, FLAGS[field])):
+            raise argparse.ArgumentTypeError(why)  # the service's rule (clients/endpoint/keys.py), here too
+        return value
 
     return check
 

@@ -25,8 +25,19 @@ def add_judge_flags(group: argparse._ActionsContainer) -> None:
                        "template and think delimiters; default: the server's /tokenize)")
     group.add_argument("--judge-context", metavar="TOKENS", type=int, help="the served judge's context (default: its "
                        "tokenizer folder's config.json or the server's)")
-    group.add_argument("--judge-api-key-env", metavar="NAME", help="NAME of the environment variable holding the "
-                       "judge server's API key (never the key)")
+    group.add_argument("--judge-api-key-env", metavar="NAME", type=_key_variable, help="NAME of the environment "
+                       "variable holding the judge server's API key (never the key; never a variable of lctx's service "
+                       "or one the process holds secrets in: the service's rule)")
+
+
+def _key_variable(text: str) -> str:
+    """An argparse type: a variable name the key rule admits (clients/endpoint/keys.py, the one
+    the service applies to endpoint keys)."""
+    from clients.endpoint.keys import key_variable_refusal
+
+    if (why := key_variable_refusal(text, "--judge-api-key-env")) is not None:
+        raise argparse.ArgumentTypeError(why)
+    return text
 
 
 def open_judge(ref: str, args: argparse.Namespace, device: str = "cpu") -> Judge:

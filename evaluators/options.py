@@ -181,6 +181,13 @@ class TaskOptions(BaseModel):
         switch); `ThinkingOptions` says when the template is not applied."""
         return None
 
+    def thinking_tokens(self, model_thinks: bool) -> int:
+        """Most tokens a sample's think block may take on top of its answer's budget, where
+        thinking can be on: switched on (or to an effort), or left at the template's default on
+        a model that marks thinking (`model_thinks`: a reasoning template's delimiters). 0 for a
+        task that generates no answer. The context check and the cost count it."""
+        return 0
+
     def recorded_seed(self) -> int | None:
         """The task's `seed` option, which results record; None for a task that draws nothing."""
         return getattr(self, "seed", None)
@@ -236,6 +243,27 @@ class TaskOptions(BaseModel):
         """About how many prompt tokens the samples read (progress and ETA from the prefill
         speed); None when unknown before the data or the samples are built."""
         return None
+
+    def planned_generated(self) -> int | None:
+        """Most answer tokens the planned samples generate together (think blocks apart: see
+        `thinking_tokens`); None where the samples are not known before the data."""
+        samples = self.planned_samples()
+        return None if samples is None else samples * self.generated_tokens()
+
+    def judge_tokens(self) -> tuple[int, int]:
+        """(prompt, generated) tokens a judge may spend on one sample: 0 for a task no judge grades."""
+        return 0, 0
+
+    def data_estimate(self, data_dir: Path | None) -> tuple[int | None, int | None]:
+        """(samples, prompt tokens) where the options leave them to the data, estimated from
+        the files before any is read whole: prompt tokens at most the files' bytes over
+        BYTES_PER_TOKEN (every byte read into a prompt once); (None, None) where nothing can be
+        said. The service's cost reads it for tasks whose `planned_tokens` is None."""
+        samples, tokens = self.planned_samples(), self.planned_tokens()
+        if tokens is None and data_dir is not None:
+            sizes = [p.stat().st_size for p in self.data_files(data_dir) if p.is_file()]
+            tokens = sum(sizes) // BYTES_PER_TOKEN if sizes else None
+        return samples, tokens
 
     def data_files(self, data_dir: Path) -> list[Path]:
         """The local files the task reads from the data directory (empty: it reads none)."""
@@ -327,6 +355,11 @@ class ThinkingOptions(TaskOptions):
             f"task's own budget, the record marked thinking_truncated. Default {DEFAULT_THINKING_BUDGET}"),
         json_schema_extra={TOKENS: True})
 
+    def thinking_tokens(self, model_thinks: bool) -> int:
+        if self.thinking == "off" or (self.thinking == "default" and not model_thinks):
+            return 0
+        return self.thinking_budget
+
     def thinking_without_template(self) -> str | None:
         """Why this switch cannot reach the model on lctx's engine or a completions-style endpoint
         (None: it can): the switch is the chat template's, which only a chat-style endpoint's
@@ -336,6 +369,13 @@ class ThinkingOptions(TaskOptions):
         return (f"{self.task}: thinking={self.thinking} is applied through the checkpoint's chat template; set "
                 "chat_template=true (or leave thinking at default; a chat-style endpoint applies it in its server)")
 
+
+# A judge prompt's tokens besides the answer it grades (instructions, question, reference): the
+# card's v1.1 prompt with a long question is under 1,000 cl100k tokens.
+JUDGE_PROMPT_TOKENS = 1024
+# Bytes of UTF-8 text per token where a file's tokens are estimated before it is read (English
+# prose in a BPE tokenizer: about 4).
+BYTES_PER_TOKEN = 4
 
 JUDGE_HOWTO = ("name a judge: a registered endpoint's name (chat style; POST /v1/endpoints) or a registered "
                "checkpoint's name (POST /v1/checkpoints); `lctx eval` and `lctx score` take a checkpoint folder or "
@@ -362,6 +402,12 @@ class JudgeOptions(TaskOptions):
         DEFAULT_THINKING_BUDGET, description=(
             "most tokens of a judge's think block (a judge that reasons): the verdict is read from its answer after "
             "the block, and the record keeps both"))
+
+    def judge_tokens(self) -> tuple[int, int]:
+        """The judge prompt (its instructions, the question, the reference and the answer graded:
+        JUDGE_PROMPT_TOKENS with the answer's budget) and the judge's answer and think block."""
+        return (JUDGE_PROMPT_TOKENS + self.generated_tokens(),
+                self.judge_max_new_tokens + self.judge_thinking_budget)
 
     def judge_problems(self) -> list[str]:
         """Why these options name no judge (empty: they name one)."""

@@ -52,7 +52,7 @@ def plan_of(task: dict[str, Any] | TaskOptions) -> Plan:
     options already typed."""
     options = task if isinstance(task, TaskOptions) else parse_task(task)
     samples, prompts = options.planned_samples() or 0, options.planned_tokens()
-    work = None if prompts is None else prompts + samples * options.generated_tokens()
+    work = None if prompts is None else prompts + (options.planned_generated() or 0)
     return Plan(samples, prompts, work, options.sequential())
 
 

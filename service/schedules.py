@@ -17,7 +17,7 @@ from pathlib import Path
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterNotAlphaError, croniter
 from pydantic import ValidationError
 
-from service.cost import check_cost, plan_job
+from service.cost import check_cost, checkpoint_facts, plan_job
 from service.errors import Conflict, InvalidRequest, ServiceError
 from service.paths import confine
 from service.schemas import ScheduleCreate, Suite
@@ -203,14 +203,15 @@ class Scheduler:
             known = self.store.add_checkpoint(known.name, str(path), info.fingerprint, info.variant, info.parameters)
         tasks = validate_suite(suite, self.settings, checkpoint=path)
         check_judges(self.store, self.settings, tasks)
-        check_cost(plan_job(list(suite.tasks), self.settings, info.fingerprint), self.settings)
-        resolved = ResolvedCheckpoint(known.name, path, info.fingerprint)
+        cost = plan_job(list(suite.tasks), self.settings, info.fingerprint, model=checkpoint_facts(path))
+        check_cost(cost, self.settings)
+        resolved = ResolvedCheckpoint(known.name, path, info.fingerprint, info.parameters, info.dtype)
         job = self.store.add_job_once(info.fingerprint, schedule.suite_hash, schedule=schedule.name,
                                       **job_fields(resolved, suite, tasks))
         if job is None:  # another replica submitted it between the check and the insert
             earlier = self.store.submitted_job(info.fingerprint, schedule.suite_hash)
             return Outcome(path, None, known.name, skip_reason(schedule, earlier))
-        return Outcome(path, job, known.name, None)
+        return Outcome(path, job, known.name, None, cost.seconds, cost.basis)
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,8 @@ class Outcome:
     job: JobRow | None
     checkpoint: str | None  # the registered name, where it got that far
     skipped: str | None
+    seconds: float | None = None  # the submitted job's estimate (service/cost.py)
+    basis: str | None = None  # how it was estimated
 
 
 def skip_reason(schedule: ScheduleRow, earlier: JobRow | None) -> str:

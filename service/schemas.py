@@ -174,8 +174,10 @@ class TaskProgress(BaseModel):
 class TaskPlan(BaseModel):
     task: str = Field(description="tasks[i] (name)")
     samples: int | None = Field(description="samples its options plan (None: its data decides)")
-    prompt_tokens: int | None = Field(description="prompt tokens to prefill (None: not known before the data)")
-    generated_tokens: int | None = Field(description="most tokens its samples generate")
+    prompt_tokens: int | None = Field(description="prompt tokens to prefill, a judge's prompts included (estimated "
+                                      "from the data files where the options leave them to it; None: not known)")
+    generated_tokens: int | None = Field(description="most tokens its samples generate: answers, think blocks "
+                                         "where thinking can be on, and a judge's verdicts and think blocks")
     seconds: float | None = Field(description="estimated seconds on this service's hardware")
 
 
@@ -376,6 +378,9 @@ class ScheduleCheckpoint(BaseModel):
     job: str | None = Field(None, description="the job submitted for it (None: skipped)")
     skipped: str | None = Field(None, description="why no job was submitted: the same fingerprint already run with "
                                 "this suite (by this schedule or another), or what a job of it would be refused for")
+    seconds: float | None = Field(None, description="the submitted job's estimated seconds on this service's "
+                                  "hardware (service/cost.py; None: skipped, or its data decides)")
+    basis: str | None = Field(None, description="how the job's seconds were estimated")
 
 
 class ScheduleRun(BaseModel):
@@ -384,6 +389,8 @@ class ScheduleRun(BaseModel):
     schedule: str
     checkpoints: list[ScheduleCheckpoint]
     submitted: int = Field(description="jobs submitted by this run")
+    seconds: float | None = Field(None, description="the estimated seconds of the jobs this run submitted together: "
+                                  "what the schedule costs each time it fires (a night, for a nightly cron)")
     note: str | None = Field(None, description="why nothing was found, when nothing was")
 
 

@@ -2,7 +2,8 @@
 its API key (an allow-list the operator sets, never the service's own settings), and the
 values no answer, log or stored row may carry (masked wherever text from elsewhere
 comes back). Without the allow-list, `api_key_env: LCTX_API_TOKEN` made the service send
-its own write token to whatever URL was registered (issue #36)."""
+its own write token to whatever URL was registered (issue #36). The variables refused even when
+listed are `clients.endpoint.keys`'s rule, the one the CLI's --api-key-env flags apply too."""
 
 from __future__ import annotations
 
@@ -10,27 +11,13 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
+from clients.endpoint.keys import reserved_reason
 from service.errors import InvalidRequest
 from service.redact import URL_CREDENTIALS, mask
 
-# Variables the service or the libraries it runs read (its own settings, Ray, the hub,
-# libpq, cloud SDKs): never an endpoint's key, even when the operator lists one.
-RESERVED_PREFIXES = ("RAY_", "HF_", "HUGGING_FACE_", "PG", "AWS_", "GOOGLE_", "AZURE_")
-RESERVED_NAMES = frozenset({"DATABASE_URL", "PATH", "HOME", "PYTHONPATH", "LD_PRELOAD", "LD_LIBRARY_PATH",
-                            "SSH_AUTH_SOCK", "TRITON_CACHE_DIR"})
 # Names that look like they hold a secret: their values are masked in every answer and log.
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|_KEY(_|$)|AUTH", re.IGNORECASE)
 MIN_SECRET = 8  # shorter values ("EMPTY", "1") are no secret and would mask ordinary words
-
-
-def reserved_reason(name: str, own: Iterable[str]) -> str | None:
-    """Why `name` can never be an endpoint's key variable (`own`: the service's settings'
-    variables, LCTX_<FIELD>), or None."""
-    if name in set(own):
-        return f"{name} is a setting of this service"
-    if name in RESERVED_NAMES or name.startswith(RESERVED_PREFIXES):
-        return f"{name} is read by the service or a library it runs"
-    return None
 
 
 def check_key_variable(name: str | None, prefix: str, names: Iterable[str], own: Iterable[str]) -> None:

@@ -180,7 +180,7 @@ class Settings(BaseSettings):
             if why := reserved_reason(name, own):
                 raise ValueError(f"LCTX_ENDPOINT_KEY_NAMES lists {name}, but {why}: an endpoint would be sent it")
         if self.endpoint_key_prefix and (self.endpoint_key_prefix.upper() in ("LCTX_", "")
-                                         or any(self.endpoint_key_prefix.startswith(p) for p in ("RAY_", "HF_"))):
+                                         or reserved_reason(self.endpoint_key_prefix + "X", own)):
             raise ValueError(f"LCTX_ENDPOINT_KEY_PREFIX {self.endpoint_key_prefix!r} would admit the service's own "
                              "variables; use a prefix of its own such as LCTX_ENDPOINT_KEY_")
         return self

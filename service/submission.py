@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +22,7 @@ from checkpoints.tokenizer import (
     CHAT_TEMPLATE_FILE,
     TOKENIZER_CONFIG_FILE,
     added_token_texts,
+    marks_thinking,
     read_chat_template,
 )
 from clients.endpoint.engine import served_identity
@@ -30,7 +32,7 @@ from evaluators.errors import EvaluatorError
 from evaluators.judges import check_pin, pinned_ref, split_ref
 from evaluators.options import JUDGE_HOWTO, TaskOptions
 from evaluators.registry import parse_task, task_options
-from service.cost import Cost, check_cost, plan_job
+from service.cost import Cost, check_cost, checkpoint_facts, endpoint_facts, plan_job
 from service.errors import Forbidden, InvalidRequest, Missing
 from service.paths import confine, confine_checkpoint_files
 from service.schemas import JobCreate, Suite
@@ -80,6 +82,8 @@ class ResolvedCheckpoint:
     name: str
     path: Path
     fingerprint: str
+    parameters: int = 0
+    dtype: str = "float32"  # its config's
 
 
 def resolve_checkpoint(store: Store, settings: Settings, ref: str,
@@ -87,9 +91,9 @@ def resolve_checkpoint(store: Store, settings: Settings, ref: str,
     """A registered name, or a path inside the checkpoint roots (validated and fingerprinted)."""
     row = store.find_checkpoint(ref)
     if row is not None:
-        check_model_memory(row.parameters or 0, _dtype_of(Path(row.path), row.name), settings, row.name,
-                           cluster_gpus)
-        return ResolvedCheckpoint(row.name, Path(row.path), row.fingerprint)
+        dtype = _dtype_of(Path(row.path), row.name)
+        check_model_memory(row.parameters or 0, dtype, settings, row.name, cluster_gpus)
+        return ResolvedCheckpoint(row.name, Path(row.path), row.fingerprint, row.parameters or 0, dtype)
     if "/" not in ref and not ref.startswith("."):
         names = ", ".join(c.name for c in store.list_checkpoints()[:20]) or "none yet"
         raise InvalidRequest(f"checkpoint {ref!r} is neither a registered name (registered: {names}) nor a path; "
@@ -98,7 +102,7 @@ def resolve_checkpoint(store: Store, settings: Settings, ref: str,
     info = checkpoint_info(path, settings.roots)
     check_model_memory(info.parameters, info.dtype, settings, path.name, cluster_gpus)
     known = store.checkpoint_by_path(str(path))
-    return ResolvedCheckpoint(known.name if known else str(path), path, info.fingerprint)
+    return ResolvedCheckpoint(known.name if known else str(path), path, info.fingerprint, info.parameters, info.dtype)
 
 
 def _dtype_of(path: Path, name: str) -> str:
@@ -121,7 +125,28 @@ def validate_suite(suite: Suite, settings: Settings, cluster_gpus: int | None = 
     if checkpoint is not None:
         check_chat_templates(suite, checkpoint)
         check_thinking(suite, checkpoint)
+        check_thinking_context(suite, checkpoint)
     return tasks
+
+
+def check_thinking_context(suite: Suite, checkpoint: Path) -> None:
+    """A sample that fits the checkpoint's context until its thinking budget is added is
+    refused: the run would record it beyond the context and score it 0 for the budget alone
+    (issue #60). Lengths beyond the context asked for as such still run (a context-extension
+    measurement), as they always did."""
+    thinks = None
+    for i, spec in enumerate(suite.tasks):
+        need = spec.context_needed()
+        if need is None or spec.thinking_setting() in (None, "off"):
+            continue
+        thinks = marks_thinking(checkpoint) if thinks is None else thinks
+        if not spec.thinking_tokens(thinks):
+            continue
+        config = load_config(checkpoint)
+        context = (apply_rope_override(suite.rope, config) if suite.rope is not None else config).effective_context
+        if need <= context and (why := _over_context(i, spec, need, context, thinks,
+                                                     f"checkpoint {checkpoint.name}'s context")):
+            raise InvalidRequest(why)
 
 
 def check_thinking(suite: Suite, checkpoint: Path) -> None:
@@ -369,10 +394,10 @@ def submit_to_endpoint(store: Store, settings: Settings, request: JobCreate,
     check_judges(store, settings, tasks)
     problems = endpoint_refusals(tasks, row.capabilities, {"rope": request.rope, "backend": request.backend},
                                  row.api_style)
-    problems += context_refusals(request, row.context_length)
+    problems += context_refusals(request, row.context_length, bool(row.tokenizer) and marks_thinking(row.tokenizer))
     if problems:
         raise InvalidRequest(f"cannot run on endpoint {row.name!r}: " + "; ".join(problems))
-    cost = plan_job(list(request.tasks), settings, endpoint_fingerprint(row))
+    cost = plan_job(list(request.tasks), settings, endpoint_fingerprint(row), model=endpoint_facts(row.tokenizer))
     check_cost(cost, settings)
     if dry_run:
         return None, cost
@@ -381,35 +406,85 @@ def submit_to_endpoint(store: Store, settings: Settings, request: JobCreate,
                          endpoint=row.name, **suite), cost
 
 
-def context_refusals(suite: Suite, context: int) -> list[str]:
+def context_refusals(suite: Suite, context: int, model_thinks: bool = False) -> list[str]:
     """One message per task whose longest sample (prompt and generated tokens, where its
-    options fix them) does not fit a served model's context: the server's limit is hard, and
-    the endpoint engine would refuse every such prompt when the job runs."""
+    options fix them, and its thinking budget wherever thinking can be on) does not fit a served
+    model's context: the server's limit is hard, and the run would record every such sample
+    beyond the context and score it 0 (a job that "succeeds" at accuracy 0, issue #60)."""
     problems = []
     for i, spec in enumerate(suite.tasks):
         need = spec.context_needed()
-        if need is not None and need > context:
-            problems.append(f"tasks[{i}] ({spec.name}): its longest sample takes {need} tokens (its longest length, "
-                            f"with the tokens it generates where the length leaves them out), more than the served "
-                            f"context of {context} tokens; ask for lengths that fit in {context} tokens")
+        if need is not None and (why := _over_context(i, spec, need, context, model_thinks, "the served context")):
+            problems.append(why)
     return problems
 
 
+def _over_context(i: int, spec: TaskOptions, need: int, context: int, thinks: bool, what: str) -> str | None:
+    """Why task i's longest sample (`need` tokens of prompt and answer) and its thinking budget
+    do not fit `context` (None: they fit); the message names both budgets."""
+    thinking = spec.thinking_tokens(thinks)
+    if need + thinking <= context:
+        return None
+    if not thinking:
+        return (f"tasks[{i}] ({spec.name}): its longest sample takes {need} tokens (its longest length, with the "
+                f"tokens it generates where the length leaves them out), more than {what} of {context} tokens; ask "
+                f"for lengths that fit in {context} tokens")
+    answer = getattr(spec, "max_new_tokens", None)
+    budgets = f"max_new_tokens {answer} with " if answer is not None else ""
+    setting = spec.thinking_setting()
+    return (f"tasks[{i}] ({spec.name}): its longest sample takes {need + thinking} tokens: {need} of prompt and answer "
+            f"({budgets}its longest length) plus its thinking_budget of {thinking} (thinking {setting}"
+            f"{' on a model that thinks' if setting == 'default' else ''}), more than {what} of {context} tokens; "
+            f"lower thinking_budget to at most {max(0, context - need)}, ask for shorter lengths or a smaller "
+            "max_new_tokens, or set thinking off")
+
+
 def submit(store: Store, settings: Settings, request: JobCreate, cluster_gpus: int | None = None,
-           dry_run: bool = False) -> tuple[JobRow | None, Cost]:
+           dry_run: bool = False, await_cluster: Callable[[], int | None] | None = None,
+           ) -> tuple[JobRow | None, Cost]:
     """Validate, plan (`service/cost.py`: refused over LCTX_MAX_JOB_SECONDS) and queue; the row
     is committed when this returns. With `dry_run`, the plan alone, nothing queued (row None).
-    `cluster_gpus`: what the executor's Ray reports (None: not known here)."""
+    `cluster_gpus`: what the executor's Ray reports (None: not known here). Where it is not known
+    yet, `await_cluster` is asked once every check that does not depend on the cluster has
+    passed (a bad request is refused before any wait); still unknown, the job is queued and
+    checked against the resources when it is claimed (`check_resources`)."""
     if request.endpoint is not None:
         return submit_to_endpoint(store, settings, request, dry_run)
     resolved = resolve_checkpoint(store, settings, request.checkpoint, cluster_gpus)
     tasks = validate_suite(request, settings, cluster_gpus, resolved.path)
     check_judges(store, settings, tasks)
-    cost = plan_job(list(request.tasks), settings, resolved.fingerprint, cluster_gpus)
+    if cluster_gpus is None and await_cluster is not None:
+        cluster_gpus = await_cluster()
+        if cluster_gpus is not None:
+            check_resources(request.backend, resolved, settings, cluster_gpus)
+    cost = plan_job(list(request.tasks), settings, resolved.fingerprint, cluster_gpus, checkpoint_facts(resolved.path))
     check_cost(cost, settings)
     if dry_run:
         return None, cost
     return store.add_job(fingerprint=resolved.fingerprint, **job_fields(resolved, request, tasks)), cost
+
+
+def check_resources(backend: str, checkpoint: ResolvedCheckpoint | None, settings: Settings, cluster_gpus: int) -> None:
+    """What a job needs of the cluster, against what it has: the backend (`triton` needs a
+    GPU) and the weights' memory at the dtype they load in there. At submission once the
+    dispatcher has reported, and again when the executor claims the job (a job queued while
+    the cluster was starting fails then, with the reason)."""
+    check_backend(backend, settings, cluster_gpus)
+    if checkpoint is not None:
+        check_model_memory(checkpoint.parameters, checkpoint.dtype, settings, checkpoint.name, cluster_gpus)
+
+
+def claimed_job_refusal(store: Store, settings: Settings, job: JobRow, cluster_gpus: int) -> None:
+    """`check_resources` of a queued job (the executor's, when it claims it): InvalidRequest with
+    the reason it cannot run on this cluster."""
+    checkpoint = None
+    if not job.endpoint:
+        path = Path(job.checkpoint_path)
+        row = store.checkpoint_by_path(str(path))
+        parameters = row.parameters if row is not None and row.parameters else \
+            checkpoint_info(path, settings.roots).parameters
+        checkpoint = ResolvedCheckpoint(job.checkpoint, path, job.fingerprint, parameters, _dtype_of(path, job.checkpoint))
+    check_resources(job.backend, checkpoint, settings, cluster_gpus)
 
 
 def data_warnings(tasks: list[dict[str, Any]], settings: Settings) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from checkpoints.errors import EndpointError
+from clients.endpoint.keys import key_variable_refusal
 
 ApiStyle = Literal["completions", "chat"]
 API_STYLES: tuple[str, ...] = ("completions", "chat")
@@ -83,15 +84,20 @@ class EndpointSpec:
                                           for err in e.errors())) from None
         if self.backoff_s < 0:
             raise EndpointError(f"backoff_s must be >= 0, got {self.backoff_s}")
+        if (why := key_variable_refusal(self.api_key_env)) is not None:
+            raise EndpointError(why)
 
     def headers(self) -> dict[str, str]:
         return key_headers(self.api_key_env)
 
 
 def key_headers(api_key_env: str | None) -> dict[str, str]:
-    """The bearer header of the key in the variable named `api_key_env` (none without one)."""
+    """The bearer header of the key in the variable named `api_key_env` (none without one); never
+    a variable `clients.endpoint.keys` reserves."""
     if not api_key_env:
         return {}
+    if (why := key_variable_refusal(api_key_env)) is not None:  # checked where the key is read, whoever asks
+        raise EndpointError(why)
     key = os.environ.get(api_key_env)
     if not key:
         raise EndpointError(f"the environment variable {api_key_env} (named as this endpoint's API key) "

@@ -12,12 +12,16 @@ from evaluators.aa_lcr.files import (
     CSV_FILE,
     DATA_DIR,
     HOWTO,
+    OutsideSet,
+    document_path,
     document_paths,
     document_problems,
     read_questions,
+    set_folder,
 )
 from evaluators.errors import EvaluatorError
 from evaluators.options import (
+    BYTES_PER_TOKEN,
     FilePath,
     Int,
     JudgeOptions,
@@ -111,6 +115,32 @@ class AaLcrOptions(ThinkingOptions, JudgeOptions):
 
     def planned_samples(self) -> int | None:
         return self.limit * self.repeats if self.limit else None
+
+    def data_estimate(self, data_dir: Path | None) -> tuple[int | None, int | None]:
+        """The selected questions (categories, limit) times `repeats`, and their prompts' tokens:
+        the card's count (`input_tokens`, cl100k) where the CSV gives it, else the documents' bytes
+        over BYTES_PER_TOKEN. (None, None) where the CSV cannot be read (the submission refuses it)."""
+        if data_dir is None:
+            return self.planned_samples(), None
+        root = Path(data_dir) / DATA_DIR
+        try:
+            questions = read_questions(root / CSV_FILE)
+        except EvaluatorError:
+            return self.planned_samples(), None
+        if self.categories is not None:
+            questions = [q for q in questions if q.document_category in self.categories]
+        questions = questions[:self.limit] if self.limit else questions
+        tokens = 0
+        for q in questions:
+            if q.input_tokens is not None:
+                tokens += q.input_tokens
+                continue
+            try:
+                found = [document_path(set_folder(root, q), name) for name in q.filenames]  # the loader's own lookup
+            except OutsideSet:  # refused by the submission's data check, never read: no tokens to count
+                continue
+            tokens += sum(p.stat().st_size for p in found if p is not None) // BYTES_PER_TOKEN
+        return len(questions) * self.repeats, tokens * self.repeats
 
     def generated_tokens(self) -> int:
         return self.max_new_tokens

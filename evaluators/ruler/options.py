@@ -28,6 +28,10 @@ RulerTask = Literal["niah_single_1", "niah_single_2", "niah_single_3", "niah_mul
 RULER_TASKS: tuple[str, ...] = RulerTask.__args__  # type: ignore[attr-defined]
 RulerTasks = Choices(RulerTask, len(RULER_TASKS))
 RULER_LENGTHS = [4096, 8192, 16384, 32768, 65536, 131072]
+# Each task's tokens_to_generate (its script's: protocol.SCRIPTS, NVIDIA's constants.py), here so
+# the plan counts them without the protocol module; tests/service/test_cost.py checks they agree.
+TOKENS_TO_GENERATE = {**{t: 128 for t in RULER_TASKS if t.startswith("niah")}, "vt": 30, "cwe": 120, "fwe": 50,
+                      "qa_1": 32, "qa_2": 32}
 RulerTemplate = Literal["base", "chat", "meta-chat", "vicuna-chat", "lwm-chat", "command-r-chat", "chatglm-chat",
                         "RWKV", "Phi3", "meta-llama3", "jamba", "nemotron5-instruct"]
 
@@ -93,6 +97,12 @@ class RulerOptions(SearchOptions, ThinkingOptions):
 
     def context_needed(self) -> int:
         return max(self.lengths)  # RULER's lengths count the generation budget too
+
+    def generated_tokens(self) -> int:
+        return max(TOKENS_TO_GENERATE[t] for t in self.tasks or RULER_TASKS)
+
+    def planned_generated(self) -> int:
+        return len(self.lengths) * self.samples * sum(TOKENS_TO_GENERATE[t] for t in self.tasks or RULER_TASKS)
 
     data_howto: ClassVar[str] = "the data files and where to get each: docs/protocols/ruler.md, section 9"
     data_layout: ClassVar[str] = "<dir>/PaulGrahamEssays.json, squad.json, hotpotqa.json (and <dir>/ruler/cache/, if made, keeps built samples)"

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from service.api.deps import DispatcherDep, NameParam, Read, SettingsDep, StoreDep, Write, cluster_gpus
+from service.api.deps import (
+    DispatcherDep,
+    NameParam,
+    Read,
+    SettingsDep,
+    StoreDep,
+    Write,
+    cluster_gpus,
+    known_gpus,
+)
 from service.errors import InvalidRequest
 from service.paths import confine
 from service.pulling import pull_checkpoint
@@ -38,7 +47,7 @@ def pull(body: CheckpointPull, store: StoreDep, settings: SettingsDep, dispatche
     hub by id and revision (safetensors, config, tokenizer and chat template only; the commit is
     recorded), or from a GGUF file dequantised to float32 safetensors (its sha256 recorded).
     Answers when the folder is written and registered (a GGUF of 100 MB takes under a minute)."""
-    return checkpoint_out(pull_checkpoint(store, settings, body, cluster_gpus(dispatcher)), settings)
+    return checkpoint_out(pull_checkpoint(store, settings, body, known_gpus(dispatcher)), settings)  # no wait first
 
 
 @router.get("", dependencies=Read, response_model=list[CheckpointOut])

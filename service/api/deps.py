@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from service.errors import NotReady, Unauthorized
+from service.errors import Unauthorized
 from service.metrics import Metrics
 from service.runner.supervisor import DispatcherSupervisor
 from service.schemas import JOB_ID_PATTERN, NAME_PATTERN
@@ -69,18 +69,23 @@ async def require_read(request: Request, creds: Annotated[HTTPAuthorizationCrede
 CLUSTER_WAIT_S = 10.0  # how long a submission waits for the dispatcher's first report after start
 
 
+def known_gpus(dispatcher: DispatcherSupervisor | None) -> int | None:
+    """The cluster's GPUs as the dispatcher last reported them, without waiting (None: not
+    reported yet, or this server runs no dispatcher)."""
+    return None if dispatcher is None else dispatcher.gpus()
+
+
 def cluster_gpus(dispatcher: DispatcherSupervisor | None) -> int | None:
     """The cluster's GPUs for a check that depends on them (a backend, the dtype weights load
-    in): right after start, waits for the dispatcher's first report, then 503 rather than a
-    202 that fails later. None where this server runs no dispatcher (LCTX_EXECUTOR=false:
-    the cluster is another replica's and unknown here)."""
+    in), asked once everything that does not depend on them has passed: right after start, waits
+    up to CLUSTER_WAIT_S for the dispatcher's first report, then None (not known yet). A job
+    queued then is checked against the resources when the executor claims it
+    (`service.submission.check_resources`): never a 503 for a valid job in a service's first
+    seconds, never a 503 before a bad request's 4xx (issue #60). None too where this server runs
+    no dispatcher (LCTX_EXECUTOR=false: the cluster is another replica's and unknown here)."""
     if dispatcher is None:
         return None
-    gpus = dispatcher.wait_gpus(CLUSTER_WAIT_S)
-    if gpus is None:
-        raise NotReady("the dispatcher has not reported the cluster's resources yet (Ray is starting); "
-                       "retry in a few seconds")
-    return gpus
+    return dispatcher.wait_gpus(CLUSTER_WAIT_S)
 
 
 StoreDep = Annotated[Store, Depends(get_store)]

@@ -7,7 +7,16 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
-from service.api.deps import DispatcherDep, JobId, Read, SettingsDep, StoreDep, Write, cluster_gpus
+from service.api.deps import (
+    DispatcherDep,
+    JobId,
+    Read,
+    SettingsDep,
+    StoreDep,
+    Write,
+    cluster_gpus,
+    known_gpus,
+)
 from service.disk import disk_of
 from service.names import NAME_PATTERN
 from service.schemas import NO_NUL_PATTERN, TASK_PATTERN, JobCreate, JobList, JobOut, JobPlan, Status, errors
@@ -29,9 +38,11 @@ def submit_job(body: JobCreate, store: StoreDep, settings: SettingsDep, dispatch
     `plan` gives its samples, tokens and estimated time on this service's hardware, with warnings
     (a job over 10 minutes); a job estimated over LCTX_MAX_JOB_SECONDS is refused (422). What is
     wrong with its data but does not stop it (files from before a benchmark's fix) is answered in
-    `warnings`."""
-    job, cost = submit(store, settings, body, cluster_gpus(dispatcher) if body.endpoint is None else None,
-                       dry_run=dry_run)
+    `warnings`. Bad input is refused before anything waits for the cluster; a valid job submitted
+    while the cluster is starting is queued and checked against its resources when claimed."""
+    served = body.endpoint is not None  # a served model's job needs nothing of the cluster's
+    job, cost = submit(store, settings, body, None if served else known_gpus(dispatcher), dry_run=dry_run,
+                       await_cluster=None if served else lambda: cluster_gpus(dispatcher))
     plan = JobPlan.model_validate({**cost.as_dict(), "queued": job is not None})
     if job is None:
         return Response(plan.model_dump_json(), media_type="application/json", status_code=status.HTTP_200_OK)

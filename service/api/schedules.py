@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from service.api.deps import DispatcherDep, NameParam, Read, SettingsDep, StoreDep, Write, cluster_gpus
+from service.api.deps import DispatcherDep, NameParam, Read, SettingsDep, StoreDep, Write, known_gpus
 from service.paths import client_error, client_path
 from service.schedules import Scheduler, create_schedule
 from service.schemas import JobPlan, ScheduleCheckpoint, ScheduleCreate, ScheduleOut, ScheduleRun, errors
@@ -21,8 +21,9 @@ def add_schedule(body: ScheduleCreate, store: StoreDep, settings: SettingsDep,
     would be refused for."""
     from service.cost import plan_job
 
-    row = create_schedule(store, settings, body, cluster_gpus(dispatcher))
-    plan = JobPlan.model_validate({**plan_job(list(body.suite.tasks), settings, None, cluster_gpus(dispatcher))
+    gpus = known_gpus(dispatcher)  # each job a schedule makes is checked against the cluster when claimed
+    row = create_schedule(store, settings, body, gpus)
+    plan = JobPlan.model_validate({**plan_job(list(body.suite.tasks), settings, None, gpus)
                                    .as_dict(), "queued": False})
     return schedule_out(row, settings).model_copy(update={"plan": plan})
 
@@ -52,8 +53,11 @@ def run_schedule(name: NameParam, store: StoreDep, settings: SettingsDep, dispat
     outcomes = Scheduler(settings, store, on_submit=dispatcher.wake if dispatcher else None).run_now(name)
     rows = [ScheduleCheckpoint(folder=client_path(o.folder, settings), checkpoint=o.checkpoint,
                                job=o.job.id if o.job else None,
-                               skipped=client_error(o.skipped, settings) if o.skipped else None) for o in outcomes]
+                               skipped=client_error(o.skipped, settings) if o.skipped else None,
+                               seconds=o.seconds, basis=o.basis) for o in outcomes]
     note = None if rows else (f"no checkpoint folder (a folder with a config.json, or its sub-folders that have one) "
                               f"in the watch folders {', '.join(client_path(w, settings) for w in schedule.watch)}; "
                               "save a checkpoint there and run the schedule again")
-    return ScheduleRun(schedule=name, checkpoints=rows, submitted=sum(r.job is not None for r in rows), note=note)
+    known = [r.seconds for r in rows if r.job is not None and r.seconds is not None]
+    return ScheduleRun(schedule=name, checkpoints=rows, submitted=sum(r.job is not None for r in rows), note=note,
+                       seconds=round(sum(known), 1) if known else None)

@@ -48,6 +48,7 @@ from service.settings import Settings
 from service.standings import rows_of
 from service.status import FAILED, QUEUED, RUNNING, SUCCEEDED
 from service.store import JobRow, Store
+from service.submission import claimed_job_refusal
 
 log = logging.getLogger("lctx.jobs")
 
@@ -154,8 +155,12 @@ class JobRun:
     def __init__(self, settings: Settings, store: Store, job: JobRow, spawn: Callable[[], Handle], workers: int,
                  died: tuple[type[BaseException], ...] = (),
                  release: Callable[[Handle, dict[str, Any]], None] | None = None,
-                 for_memory: Callable[[BaseException], bool] = lambda error: False) -> None:
+                 for_memory: Callable[[BaseException], bool] = lambda error: False,
+                 cluster_gpus: int | None = None) -> None:
         self.settings, self.store, self.job, self.spawn, self.died = settings, store, job, spawn, died
+        # the cluster's GPUs (the executor's Ray): the job is checked against them before it runs,
+        # as a submission is once the cluster is known (one queued while it started was not)
+        self.cluster_gpus = cluster_gpus
         # `for_memory(error)`: whether a worker's death looks like the out-of-memory killer's; its
         # unit then runs again with half the decoding batch (service/runner/executor.killed_for_memory)
         self.for_memory = for_memory
@@ -242,7 +247,11 @@ class JobRun:
             self._hand_out()
 
     def _plan(self) -> None:
-        """The workers' spec; tasks an earlier attempt finished are kept, the others' units queued."""
+        """The workers' spec; tasks an earlier attempt finished are kept, the others' units queued.
+        A job this cluster cannot run (InvalidRequest: `triton` without a GPU, weights over the
+        memory allowed at the dtype they load in here) fails now with the reason."""
+        if self.cluster_gpus is not None:
+            claimed_job_refusal(self.store, self.settings, self.job, self.cluster_gpus)
         for key in self.tasks:
             done = task_result(self.settings, self.job.id, key)
             if done.is_file():
@@ -350,20 +359,21 @@ class JobRun:
         raise Ended(SUCCEEDED if finished else self.store.get_job(self.job.id).status)
 
     def _record_speed(self) -> None:
-        """This run's work tokens per second (the tasks' planned prompt and generated tokens over
-        its seconds, loading included: what a job costs here), for the next submissions' estimates
-        (`service/cost.py`). Only a run that did the whole job from the start is measured."""
-        from service.cost import record_throughput
+        """This run's work (the tokens and, for a checkpoint, the FLOPs its tasks' plan counts,
+        as the estimate counts them) over its seconds, loading included: what a job of this model
+        costs here, kept for the next estimates of the same model only (`service/cost.py`). Only
+        a run that did the whole job from the start is measured."""
+        from service.cost import record_job
 
         if any(int(p.get("done", 0)) for p in (self.job.progress or {}).values()):
             return  # resumed: part of the work was done before this run
-        plans = self.progress.plans.values()
-        if any(p.work_tokens is None or p.sequential for p in plans):
-            return  # a task whose work is not known before its data (or a search that stops early)
+        if any(p.sequential for p in self.progress.plans.values()):
+            return  # a search that stops early: its plan is not its work
         try:
-            record_throughput(self.settings, self.job.fingerprint, sum(p.work_tokens or 0 for p in plans),
-                              time.monotonic() - self.clock)
-        except OSError as e:  # the estimate is a convenience: the job succeeded all the same
+            served = self.spec.endpoint if self.spec is not None else None
+            record_job(self.settings, self.job, time.monotonic() - self.clock, (self.model or {}).get("device"),
+                       served.tokenizer if served is not None else None)
+        except (OSError, ValueError) as e:  # the estimate is a convenience: the job succeeded all the same
             log.warning("job %s: cannot record its speed: %s", self.job.id, e)
 
     def on_worker_died(self, worker: WorkerState, error: BaseException) -> None:

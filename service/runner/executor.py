@@ -296,7 +296,7 @@ class Executor:
                 self.pool.put(handle, key, int(info.get("model_bytes", 0)))
 
             run = JobRun(self.settings, self.store, job, spawn, self.workers(job), died=DIED, release=release,
-                         for_memory=killed_for_memory)
+                         for_memory=killed_for_memory, cluster_gpus=self.gpus())
             thread = threading.Thread(target=run.run, name=f"lctx-job-{job.id}", daemon=True)
             self.running[job.id] = _InFlight(run, thread, key)
             thread.start()

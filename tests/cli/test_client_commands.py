@@ -179,6 +179,7 @@ def test_schedules_run_ticks_now_and_says_why_each_checkpoint_was_skipped(tmp_pa
         assert main(["schedules", "run", "runs", *url]) == 0
         out = capsys.readouterr().out
         assert "1 job(s) submitted" in out and "step-100: submitted job" in out
+        assert ", estimated " in out and "no run measured yet" in out and "cost of this run: about " in out  # #60
         run = c.post("/v1/schedules/runs/run").json()
         assert run["submitted"] == 0 and run["checkpoints"][0]["folder"] == "runs/step-100"
         assert "same fingerprint already run with this suite by this schedule" in run["checkpoints"][0]["skipped"]

@@ -148,7 +148,7 @@ def test_the_allow_list_is_the_operators_and_never_admits_the_services_own(tmp_p
     for refused in ("LCTX_ENDPOINT_KEY_ECHO", "LCTX_API_TOKEN"):  # no prefix now
         with pytest.raises(Exception, match="is not allowed"):
             settings.check_endpoint_key(refused)
-    for names, prefix, message in ((["LCTX_API_TOKEN"], "LCTX_ENDPOINT_KEY_", "setting of this service"),
+    for names, prefix, message in ((["LCTX_API_TOKEN"], "LCTX_ENDPOINT_KEY_", "setting of lctx.s service"),
                                    (["RAY_AUTH_TOKEN"], "LCTX_ENDPOINT_KEY_", "read by the service"),
                                    ([], "LCTX_", "own variables")):
         with pytest.raises(ValueError, match=message):
