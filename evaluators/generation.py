@@ -20,6 +20,7 @@ from checkpoints.lm import ModelSource
 from checkpoints.requests import GenerateRequest
 from evaluators.chat import missing_template, render_conversation, served_text
 from evaluators.errors import EvaluatorError
+from evaluators.results import Axis, Metric, Series, metric, series
 from evaluators.task import Built, Evaluator, Fields, Sample
 
 Message = dict[str, str]
@@ -78,3 +79,18 @@ def generation(evaluator: Evaluator, loaded: ModelSource, sample: Sample, messag
     budget = min(evaluator.options.max_new_tokens, context - len(prompt.ids))  # type: ignore[attr-defined]
     return Built(sample, prompt.request(budget), {**record, "beyond_context": False, "max_new_tokens": budget},
                  keep=keep)
+
+
+# --- what a result says of the rows beyond the context ----------------------------------------
+
+def beyond_context_metric(beyond: int, unit: str, what: str) -> Metric:
+    """The count of rows `generation` left unrun (their prompt and answer beyond the model's
+    context), a metric of its own beside the scores they are kept out of."""
+    return metric("beyond_context", float(beyond), None, unit, beyond, what)
+
+
+def beyond_context_series(axis: Axis, unit: str, cells: dict[str, dict[str, Any]], **at: str | int) -> Series:
+    """The rows beyond the context per point of `axis` (`cells`: a task's table, each cell
+    counting them under `beyond`)."""
+    return series("beyond_context", axis, unit, None, [(k, float(c["beyond"]), c["beyond"]) for k, c in cells.items()],
+                  **at)
