@@ -20,6 +20,7 @@ from checkpoints.lm import ModelSource
 from checkpoints.requests import GenerateRequest
 from evaluators.chat import missing_template, render_conversation, served_text
 from evaluators.errors import EvaluatorError
+from evaluators.results import Axis, Metric, Series, metric, series
 from evaluators.task import Built, Evaluator, Fields, Sample
 
 Message = dict[str, str]
@@ -61,10 +62,10 @@ def chat_prompt(evaluator: Evaluator, loaded: ModelSource, messages: Sequence[Me
 
 
 def generation(evaluator: Evaluator, loaded: ModelSource, sample: Sample, messages: Sequence[Message],
-               answer: str, record: Fields, keep: Any = None) -> Built:
+               answer: str, record: Fields, keep: Any = None, max_new_tokens: int | None = None) -> Built:
     """A sample's generate request: its messages through the chat path, the official answer
-    counted in the model's tokens, and the answer's budget (the task's `max_new_tokens`, at
-    most what the context leaves). A row whose prompt and answer do not fit the model's
+    counted in the model's tokens, and the answer's budget (`max_new_tokens`, default the
+    task's option of that name, at most what the context leaves). A row whose prompt and answer do not fit the model's
     context gets no request: it is recorded as `beyond_context` and counted, never dropped
     (`Built.request` None). The record gains prompt_tokens, answer_tokens, context,
     truncated (never: nothing is cut), beyond_context and max_new_tokens."""
@@ -75,6 +76,22 @@ def generation(evaluator: Evaluator, loaded: ModelSource, sample: Sample, messag
               "truncated": False}
     if len(prompt.ids) + answer_tokens > context:
         return Built(sample, None, {**record, "beyond_context": True}, keep=keep)
-    budget = min(evaluator.options.max_new_tokens, context - len(prompt.ids))  # type: ignore[attr-defined]
+    most = max_new_tokens if max_new_tokens is not None else evaluator.options.max_new_tokens  # type: ignore[attr-defined]
+    budget = min(most, context - len(prompt.ids))
     return Built(sample, prompt.request(budget), {**record, "beyond_context": False, "max_new_tokens": budget},
                  keep=keep)
+
+
+# --- what a result says of the rows beyond the context ----------------------------------------
+
+def beyond_context_metric(beyond: int, unit: str, what: str) -> Metric:
+    """The count of rows `generation` left unrun (their prompt and answer beyond the model's
+    context), a metric of its own beside the scores they are kept out of."""
+    return metric("beyond_context", float(beyond), None, unit, beyond, what)
+
+
+def beyond_context_series(axis: Axis, unit: str, cells: dict[str, dict[str, Any]], **at: str | int) -> Series:
+    """The rows beyond the context per point of `axis` (`cells`: a task's table, each cell
+    counting them under `beyond`)."""
+    return series("beyond_context", axis, unit, None, [(k, float(c["beyond"]), c["beyond"]) for k, c in cells.items()],
+                  **at)

@@ -31,7 +31,7 @@ from evaluators.aa_lcr.files import (
 )
 from evaluators.aa_lcr.options import CL100K_HOWTO, AaLcrOptions
 from evaluators.errors import EvaluatorError
-from evaluators.generation import generation, user
+from evaluators.generation import beyond_context_metric, beyond_context_series, generation, user
 from evaluators.options import JUDGE_HOWTO
 from evaluators.provenance import note_files
 from evaluators.results import TaskResult, fmt, metric, series
@@ -119,15 +119,14 @@ def typed(records: list[dict[str, Any]], judge_prompt: str) -> TaskResult:
                "share of answers the judge found CORRECT, over the questions and repeats that fit in the context"),
         metric("accuracy_all_questions", overall["accuracy_all"], True, UNIT, overall["n"] + overall["beyond"],
                "the same over every question and repeat, those beyond the context counted as not correct"),
-        metric("beyond_context", float(overall["beyond"]), None, "samples", overall["beyond"],
-               "questions x repeats whose prompt and official answer exceed the model's context: not run"),
+        beyond_context_metric(overall["beyond"], "samples", "questions x repeats whose prompt and official answer "
+                                                            "exceed the model's context: not run"),
         metric("judge_unparsed", float(overall["unparsed"]), None, "samples", overall["n"],
                "judge answers with no verdict (neither CORRECT nor INCORRECT as the prompt asks): scored 0"),
     ]
     categories = t.get("category", {})
     out = [series("accuracy", "category", UNIT, True, [(k, c["accuracy"], c["n"]) for k, c in categories.items()]),
-           series("beyond_context", "category", "samples", None,
-                  [(k, float(c["beyond"]), c["beyond"]) for k, c in categories.items()])]
+           beyond_context_series("category", "samples", categories)]
     judges = sorted({r["judgment"]["judge"] for r in records if isinstance(r.get("judgment"), dict)})
     settings = next((r["judgment"]["settings"] for r in records if isinstance(r.get("judgment"), dict)), None)
     mismatched = sorted({r["question_id"] for r in records if r.get("cl100k_matches_card") is False})

@@ -16,7 +16,7 @@ from typing import Any
 
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
-from evaluators.generation import generation, user
+from evaluators.generation import beyond_context_metric, beyond_context_series, generation, user
 from evaluators.graphwalks import protocol
 from evaluators.graphwalks.data import load_sets
 from evaluators.graphwalks.options import SETS, GraphwalksOptions
@@ -98,8 +98,8 @@ def typed(records: list[dict[str, Any]]) -> TaskResult:
                           "wrong, empty or unparsable answer; never matches the first node)"))
     for name, what in protocol.COUNTS.items():
         metrics.append(metric(name, float(overall[name]), None, "rows", overall["n"], what))
-    metrics.append(metric("beyond_context", float(overall["beyond"]), None, "rows", overall["beyond"],
-                          "rows whose prompt and final line exceed the model's context: not run"))
+    metrics.append(beyond_context_metric(overall["beyond"], "rows", "rows whose prompt and final line exceed the "
+                                                                     "model's context: not run"))
 
     def points(group: str, value: str = "f1") -> list[tuple[str, float | None, int]]:
         return [(k, c[value], c["n"]) for k, c in t.get(group, {}).items()]
@@ -109,8 +109,7 @@ def typed(records: list[dict[str, Any]]) -> TaskResult:
             for p in t.get("problem_type", {})]
     out.append(series("f1_card_literal", "bucket", UNIT, True, points("bin", "f1_card_literal")))
     out.append(series("f1_own_tokens", "bucket", UNIT, True, points("own_bin")))
-    out.append(series("beyond_context", "bucket", "rows", None,
-                      [(k, float(c["beyond"]), c["beyond"]) for k, c in t.get("bin", {}).items()]))
+    out.append(beyond_context_series("bucket", "rows", t.get("bin", {})))
     by_type = ", ".join(f"{p} {fmt(c['f1'])}" for p, c in t.get("problem_type", {}).items())
     return TaskResult(
         headline="overall",

@@ -16,6 +16,7 @@ pred.py runs both on an OpenAI-compatible API."""
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -99,10 +100,7 @@ class LongBenchV2Evaluator(Evaluator):
         item = self.items[sample.params["_id"]]
         req, fields = self._first(loaded, item)
         record = {**{k: item[k] for k in KEPT_FIELDS}, **fields}
-        then = None
-        if self.options.cot:
-            def then(response: Generation) -> Built:
-                return self._answer_turn(loaded, sample, item, record, response)
+        then = partial(self._answer_turn, loaded, sample, item, record) if self.options.cot else None
         return Built(sample, req, record, keep=item, then=then)
 
     def _answer_turn(self, loaded: LoadedModel, sample: Sample, item: dict[str, Any], record: dict[str, Any],

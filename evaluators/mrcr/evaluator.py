@@ -16,7 +16,7 @@ from typing import Any
 
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
-from evaluators.generation import generation
+from evaluators.generation import beyond_context_metric, beyond_context_series, generation
 from evaluators.mrcr import o200k, protocol
 from evaluators.mrcr.data import load_rows
 from evaluators.mrcr.options import BIN_NAMES, MrcrOptions
@@ -97,8 +97,8 @@ def typed(records: list[dict[str, Any]], bins: list[str] | None = None) -> TaskR
                       "mean of the card's grade over the rows that fit in the model's context")]
     for n, cell in t.get("needles", {}).items():
         metrics.append(metric(f"needles_{n}", cell["score"], True, UNIT, cell["n"], f"{n}-needle rows"))
-    metrics.append(metric("beyond_context", float(overall["beyond"]), None, "rows", overall["beyond"],
-                          "rows whose prompt and answer exceed the model's context: not run, not averaged"))
+    metrics.append(beyond_context_metric(overall["beyond"], "rows", "rows whose prompt and answer exceed the "
+                                                                     "model's context: not run, not averaged"))
 
     def points(group: str) -> list[tuple[str, float | None, int]]:
         return [(k, c["score"], c["n"]) for k, c in t.get(group, {}).items()]
@@ -106,8 +106,7 @@ def typed(records: list[dict[str, Any]], bins: list[str] | None = None) -> TaskR
     out = [series("score", "bucket", UNIT, True, points("bin"))]
     out += [series("score", "bucket", UNIT, True, points(f"needles={n}"), needles=int(n)) for n in t.get("needles", {})]
     out.append(series("score_own_tokens", "bucket", UNIT, True, points("own_bin")))
-    out.append(series("beyond_context", "bucket", "rows", None,
-                      [(k, float(c["beyond"]), c["beyond"]) for k, c in t.get("bin", {}).items()]))
+    out.append(beyond_context_series("bucket", "rows", t.get("bin", {})))
     by_needles = ", ".join(f"{n}: {fmt(c['score'])}" for n, c in t.get("needles", {}).items())
     by_bin = ", ".join(f"{k} {fmt(c['score'])}" for k, c in t.get("bin", {}).items())
     return TaskResult(

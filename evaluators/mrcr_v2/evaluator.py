@@ -17,7 +17,7 @@ from typing import Any
 
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
-from evaluators.generation import generation, user
+from evaluators.generation import beyond_context_series, generation, user
 from evaluators.mrcr_v2 import protocol
 from evaluators.mrcr_v2.data import File, load_files
 from evaluators.mrcr_v2.options import CUMULATIVE, FILES, POINTWISE, MrcrV2Options
@@ -105,8 +105,7 @@ def typed(records: list[dict[str, Any]]) -> TaskResult:
                               [(k, c["score_hash_first"], c["n"]) for k, c in at], needles=n))
             out.append(series("score_upto", "bucket", UNIT, True,
                               [(k, c["score"], c["n"]) for k, c in t[f"{n}needle_upto"].items()], needles=n))
-            out.append(series("beyond_context", "bucket", "rows", None,
-                              [(k, float(c["beyond"]), c["beyond"]) for k, c in at], needles=n))
+            out.append(beyond_context_series("bucket", "rows", dict(at), needles=n))
     every = [c for key, cells in t.items() if key.endswith("needle") for c in cells.values()]
     beyond, graded = sum(c["beyond"] for c in every), sum(c["n"] for c in every)
     for name, value, n_rows, what in (
