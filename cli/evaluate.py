@@ -231,7 +231,7 @@ def _eval(args: argparse.Namespace) -> int:
         drawn.result()  # what could not be drawn raises here, as the first build would
         seconds["draw_wait_s"] = time.perf_counter() - waiting
         source = {"checkpoint": {"path": str(Path(args.checkpoint).resolve())}}
-    attach_judges(evaluators, judges, out)
+    attach_judges(evaluators, judges, out, refresh=getattr(args, "judge_refresh", False))
     started = datetime.now(UTC).isoformat()
     bars: dict[str, tqdm] = {}
 
@@ -304,14 +304,15 @@ def task_judges(parsed: list[Any], args: argparse.Namespace) -> tuple[list[Any],
     return out, judges
 
 
-def attach_judges(evaluators: dict[str, Any], judges: dict[str, Any], out: Path) -> None:
+def attach_judges(evaluators: dict[str, Any], judges: dict[str, Any], out: Path, refresh: bool = False) -> None:
     """Each judged task's judge, its budgets and the run's cache of judgments (<out>/judgments:
-    a rerun with the same --out asks the judge nothing twice)."""
+    a rerun with the same --out asks the judge nothing twice; `refresh`: --judge-refresh asks
+    again)."""
     from evaluators.judges import JUDGMENTS_DIR, Judging, JudgmentCache
 
     if not judges:
         return
-    cache = JudgmentCache(out / JUDGMENTS_DIR)
+    cache = JudgmentCache(out / JUDGMENTS_DIR, refresh=refresh)
     for evaluator in evaluators.values():
         if evaluator.options.needs_judge:
             evaluator.judging = Judging.of(judges[evaluator.options.judge_ref()], cache, evaluator.options)

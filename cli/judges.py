@@ -20,9 +20,12 @@ URL_SCHEMES = ("http://", "https://")
 def add_judge_flags(group: argparse._ActionsContainer) -> None:
     """How to reach a served judge named by its URL (`--judge http://HOST:PORT/v1`)."""
     group.add_argument("--judge-served-model", metavar="NAME", help="the judge's model name as its server answers "
-                       "to it (with --judge URL)")
+                       "to it (with --judge URL; default: the one model the server lists)")
     group.add_argument("--judge-tokenizer", metavar="DIR", help="the served judge's tokenizer folder (its chat "
-                       "template and think delimiters; default: the server's /tokenize)")
+                       "template and think delimiters; default: the server's /tokenize where it has one, else "
+                       "token counts estimated at 4 characters a token, as results then say)")
+    group.add_argument("--judge-refresh", action="store_true", help="ask the judge every prompt again: take no "
+                       "verdict from the cache of earlier runs (the new replies are cached)")
     group.add_argument("--judge-context", metavar="TOKENS", type=int, help="the served judge's context (default: its "
                        "tokenizer folder's config.json or the server's)")
     group.add_argument("--judge-api-key-env", metavar="NAME", type=_key_variable, help="NAME of the environment "
@@ -40,6 +43,42 @@ def _key_variable(text: str) -> str:
     return text
 
 
+# The endpoint flags' names in messages of the shared endpoint code, and the judge's flags they stand for here.
+JUDGE_FLAGS = {"--tokenizer / tokenizer": "--judge-tokenizer", "--context / context_length": "--judge-context",
+               "--served-model": "--judge-served-model", "--api-key-env": "--judge-api-key-env"}
+
+
+def judge_flags(message: str) -> str:
+    """A message of the endpoint code with the flags a judge is given by (`--judge-tokenizer`)."""
+    import re
+
+    for flag, judge_flag in JUDGE_FLAGS.items():
+        message = re.sub(r"(?<![\w-])" + re.escape(flag), judge_flag, message)
+    return message
+
+
+def only_served_model(url: str, args: argparse.Namespace) -> str:
+    """The model a judge's server lists when it lists one (`--judge-served-model` left out);
+    ValueError naming them when it lists several, or none."""
+    import httpx
+
+    from clients.endpoint.client import GET_LIMIT, allowed_endpoint_hosts, check_base_url, read_bounded_sync
+    from clients.endpoint.options import key_headers
+
+    root = check_base_url(url, allowed_endpoint_hosts())
+    try:
+        with httpx.Client(headers=key_headers(getattr(args, "judge_api_key_env", None)), timeout=30) as http:
+            answer = read_bounded_sync(http, "GET", root + "/models", None, GET_LIMIT, 30)
+        names = [str(m["id"]) for m in answer.json()["data"] if isinstance(m, dict)]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"--judge {url}: {root}/models gave no model list ({type(e).__name__}); give "
+                         "--judge-served-model NAME") from None
+    if len(names) != 1:
+        raise ValueError(f"--judge {url}: the server lists {len(names)} models ({', '.join(names[:10]) or 'none'}); "
+                         "give the judge's with --judge-served-model NAME")
+    return names[0]
+
+
 def open_judge(ref: str, args: argparse.Namespace, device: str = "cpu") -> Judge:
     """The judge `ref` names (a `name@identity` from earlier results must still be that
     model): a checkpoint folder, loaded on `device`, or an endpoint URL, probed. ValueError
@@ -48,24 +87,27 @@ def open_judge(ref: str, args: argparse.Namespace, device: str = "cpu") -> Judge
 
     name, _ = split_ref(ref)
     if name.startswith(URL_SCHEMES):
+        from checkpoints.errors import EndpointError
         from clients.endpoint.client import allowed_endpoint_hosts
-        from clients.endpoint.engine import EndpointEngine, connect, served_identity
+        from clients.endpoint.engine import EndpointEngine, connect, served_behaviour, served_identity
         from clients.endpoint.options import EndpointSpec
         from clients.endpoint.tokenizer import context_of
 
-        model = getattr(args, "judge_served_model", None)
-        if not model:
-            raise ValueError(f"--judge {name}: an endpoint judge needs --judge-served-model NAME (the name its server "
-                             "answers to)")
-        tokenizer = getattr(args, "judge_tokenizer", None)
-        context = getattr(args, "judge_context", None) or (context_of(tokenizer) if tokenizer else None)
-        spec = EndpointSpec(base_url=name, served_model=model, tokenizer=tokenizer, context_length=context,
-                            api_style="chat", api_key_env=getattr(args, "judge_api_key_env", None))
-        served = connect(spec, allowed_endpoint_hosts())
+        try:
+            model = getattr(args, "judge_served_model", None) or only_served_model(name, args)
+            tokenizer = getattr(args, "judge_tokenizer", None)
+            context = getattr(args, "judge_context", None) or (context_of(tokenizer) if tokenizer else None)
+            spec = EndpointSpec(base_url=name, served_model=model, tokenizer=tokenizer, context_length=context,
+                                api_style="chat", api_key_env=getattr(args, "judge_api_key_env", None))
+            served = connect(spec, allowed_endpoint_hosts(), estimate=True)
+        except EndpointError as e:
+            raise EndpointError(judge_flags(str(e))) from None
         identity = served_identity(served.spec.base_url, served.spec.served_model)
         check_pin(ref, identity)
-        judge = Judge(name, identity, "endpoint", served, EndpointEngine(served),
-                      {"url": served.spec.base_url, "served_model": served.spec.served_model, "api_style": "chat"})
+        details = {"url": served.spec.base_url, "served_model": served.spec.served_model, "api_style": "chat",
+                   **({"token_counts": "estimated"} if getattr(served.tokenizer, "estimated", False) else {})}
+        judge = Judge(name, identity, "endpoint", served, EndpointEngine(served), details,
+                      behaviour=served_behaviour(served.capabilities))
     else:
         from checkpoints.errors import CheckpointError
         from checkpoints.fingerprint import inspect_checkpoint

@@ -146,6 +146,11 @@ class Judge:
     source: ModelSource
     engine: LM
     details: dict[str, Any] = field(default_factory=dict)
+    # How a served judge behaves beyond its URL and model (`clients.endpoint.engine.served_behaviour`: the
+    # server's software and version, its probe's answers): part of the cache key, so a judge whose server
+    # changed is asked again rather than answered from the old cache. "" for a checkpoint (its weights are
+    # its identity).
+    behaviour: str = ""
 
     @property
     def ref(self) -> str:
@@ -234,12 +239,14 @@ class JudgmentCache:
     an entry that is not a reply (`reply_problem`), is skipped with a warning, so its prompt
     is asked again; this process appends to its own file."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, refresh: bool = False) -> None:
+        """`refresh`: read nothing already on disk (every prompt is asked again and its reply
+        cached anew), for a judge whose answers should not be taken from earlier runs."""
         self.folder = Path(folder)
         self._entries: dict[str, dict[str, Any]] = {}
         self._file: Path | None = None
         self._lock = threading.Lock()
-        if self.folder.is_dir():
+        if self.folder.is_dir() and not refresh:
             for path in sorted(self.folder.glob("*.jsonl")):
                 for lineno, rec in jsonfiles.records(path, strict=False):  # a line cut by a crash: asked again
                     problem = "no key" if not isinstance(rec.get("key"), str) else reply_problem(rec.get("reply"))
@@ -301,8 +308,10 @@ class Judging:
 
     def key(self, messages: Messages) -> str:
         """The cache key of a prompt: the judge's identity, how it generates, the messages."""
-        canonical = json.dumps({"judge": self.judge.identity, "generation": self._generation,
-                                "messages": [dict(m) for m in messages]}, sort_keys=True, ensure_ascii=False)
+        judged = {"judge": self.judge.identity, "generation": self._generation, "messages": [dict(m) for m in messages]}
+        if self.judge.behaviour:
+            judged["behaviour"] = self.judge.behaviour
+        canonical = json.dumps(judged, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def ask(self, prompts: Sequence[Messages]) -> list[dict[str, Any]]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -42,7 +43,12 @@ from clients.endpoint.client import LOOPBACK_HOSTS, Client, Unusable, check_base
 from clients.endpoint.dialects import SCORING_METHODS, prompt_logprobs, thinking_fields
 from clients.endpoint.options import EndpointSpec
 from clients.endpoint.probe import Capabilities, probe
-from clients.endpoint.tokenizer import ServerTokenizer, context_of, load_endpoint_tokenizer
+from clients.endpoint.tokenizer import (
+    EstimatedTokenizer,
+    ServerTokenizer,
+    context_of,
+    load_endpoint_tokenizer,
+)
 
 if TYPE_CHECKING:  # the engine's types (torch): imported where requests run, so `lctx endpoints probe` stays light
     from checkpoints.engine import GenerateRequest, LoglikelihoodRequest, RollingRequest
@@ -100,7 +106,8 @@ class ServedModel:
         """The identity samples are recorded under (another endpoint or model must not reuse them)."""
         return {"endpoint": self.spec.base_url, "served_model": self.spec.served_model,
                 "api_style": self.spec.api_style, "context_length": self.spec.context_length,
-                "tokenizer": str(Path(self.spec.tokenizer).resolve()) if self.spec.tokenizer else "server",
+                "tokenizer": str(Path(self.spec.tokenizer).resolve()) if self.spec.tokenizer else
+                "estimated" if getattr(self.tokenizer, "estimated", False) else "server",
                 "backend": "endpoint"}
 
     def describe_run(self) -> dict[str, Any]:
@@ -120,16 +127,35 @@ def served_identity(base_url: str, served_model: str) -> str:
     return hashlib.sha256(f"endpoint\0{base_url}\0{served_model}".encode()).hexdigest()
 
 
-def connect(spec: EndpointSpec, allowed_hosts: Sequence[str] = LOOPBACK_HOSTS) -> ServedModel:
+def connect(spec: EndpointSpec, allowed_hosts: Sequence[str] = LOOPBACK_HOSTS, estimate: bool = False) -> ServedModel:
     """Check the URL, load the tokenizer (or take the server's), probe the server: the
-    model evaluators run on. A context left out is the tokenizer folder's, else the server's."""
+    model evaluators run on. A context left out is the tokenizer folder's, else the server's.
+    `estimate`: a chat-style server with neither a tokenizer folder nor /tokenize counts tokens
+    by `EstimatedTokenizer` (a judge: its prompts are sent as messages, the counts only check
+    its context) instead of being refused (a model under test: its prompts' lengths are the
+    measurement)."""
     check_base_url(spec.base_url, allowed_hosts)
     tokenizer = load_endpoint_tokenizer(spec.tokenizer) if spec.tokenizer else None
-    capabilities = probe(spec, tokenizer)
+    chat = spec.api_style == "chat" and estimate  # sent messages: ids only count them, so an estimate can do
+    capabilities = probe(spec, tokenizer, need_tokenizer=not chat)
     if spec.context_length is None:
         context = context_of(spec.tokenizer) if spec.tokenizer else capabilities.max_model_len
         spec = replace(spec, context_length=context)
-    return ServedModel(spec, capabilities, tokenizer or ServerTokenizer(spec))
+    if tokenizer is None:
+        tokenizer = ServerTokenizer(spec) if capabilities.tokenizer_endpoints or not chat else EstimatedTokenizer()
+    return ServedModel(spec, capabilities, tokenizer)
+
+
+def served_behaviour(capabilities: Capabilities) -> str:
+    """What a served model's answers depend on beyond its URL and name, as the probe saw it
+    (sha256 hex): the server's software and version, the context it reports, what it can do,
+    its thinking switches. A judge's cache key holds it: a server upgraded or re-launched with
+    other settings is asked again."""
+    seen = {"server": capabilities.server, "version": capabilities.server_version,
+            "max_model_len": capabilities.max_model_len, "token_prompts": capabilities.token_prompts,
+            "prompt_scoring": capabilities.prompt_scoring, "tokenizer_endpoints": capabilities.tokenizer_endpoints,
+            "thinking_switches": capabilities.thinking_switches}
+    return hashlib.sha256(json.dumps(seen, sort_keys=True, default=str).encode()).hexdigest()
 
 
 @dataclass(frozen=True)

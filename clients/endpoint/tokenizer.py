@@ -153,3 +153,56 @@ class ServerTokenizer:
 
     def close(self) -> None:
         self.http.close()
+
+
+# Characters of text an estimated token stands for: the rule of thumb for English text with the BPE
+# vocabularies of current models (about 4 characters a token).
+CHARS_PER_TOKEN = 4
+
+
+class EstimatedTokenizer:
+    """Token counts of a chat-style server that gives no tokenizer (no folder, no /tokenize:
+    `transformers serve`, hosted APIs): text is cut into pieces of CHARS_PER_TOKEN characters,
+    each an id of this process's table, so counts are estimates (results say so: `tokenizer:
+    "estimated"`) and ids decode back to the text exactly. Only a chat-style server takes such
+    ids' text, as messages: a completions-style one needs the model's own ids, so `connect`
+    never gives it this."""
+
+    chat_template: str | None = None  # the server applies its own
+    chat_template_source: str | None = None
+    vocab_size = 0
+    bos_id: int | None = None
+    estimated = True
+
+    def __init__(self) -> None:
+        self.eos_ids: list[int] = []
+        self._ids: dict[str, int] = {}
+        self._pieces: list[str] = []
+        self._lock = threading.Lock()
+
+    def _id(self, piece: str) -> int:
+        with self._lock:
+            found = self._ids.get(piece)
+            if found is None:
+                found = self._ids[piece] = len(self._pieces)
+                self._pieces.append(piece)
+            return found
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return [self._id(text[i:i + CHARS_PER_TOKEN]) for i in range(0, len(text), CHARS_PER_TOKEN)]
+
+    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[list[int]]:
+        return [self.encode(t, add_special_tokens) for t in texts]
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        with self._lock:
+            return "".join(self._pieces[i] for i in ids if 0 <= i < len(self._pieces))
+
+    def added_tokens(self) -> list[str]:
+        return []
+
+    def save(self, path: Path) -> None:
+        raise EndpointError("the served model's tokenizer lives on its server: there is no file to save")
+
+    def close(self) -> None:
+        return None

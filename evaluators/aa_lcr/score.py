@@ -43,7 +43,7 @@ def run(args: argparse.Namespace, judge: Judge | None) -> Scored:
     if judge is None:  # Scorer(judge=True): whoever runs it opens the judge first
         raise ValueError("lctx score aa-lcr grades with a judge: give --judge")
     result = score_prediction_dir(Path(args.pred_dir), judge, args.judge_prompt, args.judge_max_new_tokens,
-                                  args.judge_thinking_budget)
+                                  args.judge_thinking_budget, refresh=getattr(args, "judge_refresh", False))
     pred_dir = Path(args.pred_dir)
     return Scored(result, (f"judge {judge.ref}; wrote {pred_dir / 'result.json'} and {pred_dir / 'judged'}/",))
 

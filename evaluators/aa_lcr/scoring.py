@@ -49,12 +49,12 @@ def row_of(item: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def score_prediction_dir(pred_dir: Path, judge: Judge, judge_prompt: str = "v1.1", max_new_tokens: int = 256,
-                         thinking_budget: int = 2048) -> dict[str, Any]:
+                         thinking_budget: int = 2048, refresh: bool = False) -> dict[str, Any]:
     """{model: {"judge", "judge_prompt", "table"}} of each file, judged by `judge` with the
     card's prompt `judge_prompt`; writes result.json and judged/<model>.jsonl."""
     pred_dir = Path(pred_dir)
     files = jsonl_prediction_files(pred_dir, "AA-LCR", LAYOUT)
-    judging = Judging(judge, JudgmentCache(pred_dir / JUDGMENTS_DIR), max_new_tokens, thinking_budget)
+    judging = Judging(judge, JudgmentCache(pred_dir / JUDGMENTS_DIR, refresh=refresh), max_new_tokens, thinking_budget)
     out = {}
     for path in files:
         rows = [row_of(item, f"{path}:{n}") for n, item in json_objects(path, "a prediction")]

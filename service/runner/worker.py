@@ -262,12 +262,13 @@ def open_judge(spec: JudgeSpec, config: WorkerConfig) -> Any:
     from evaluators.judges import Judge, check_pin
 
     if spec.kind == "endpoint":
-        from clients.endpoint.engine import EndpointEngine, connect
+        from clients.endpoint.engine import EndpointEngine, connect, served_behaviour
 
         assert spec.endpoint is not None and spec.identity is not None
         check_pin(spec.ref, spec.identity)
-        served = connect(spec.endpoint, list(config.endpoint_hosts))
-        return Judge(spec.name, spec.identity, "endpoint", served, EndpointEngine(served), spec.described)
+        served = connect(spec.endpoint, list(config.endpoint_hosts), estimate=True)
+        return Judge(spec.name, spec.identity, "endpoint", served, EndpointEngine(served), spec.described,
+                     behaviour=served_behaviour(served.capabilities))
     from checkpoints.fingerprint import inspect_checkpoint
     from checkpoints.opening import open_model
 

@@ -220,7 +220,7 @@ def test_lctx_eval_refuses_a_missing_or_unreachable_judge(tmp_path: Path, capsys
             "--out", str(tmp_path / "out")]
     for extra, why in (([], "aa_lcr: needs a judge and none is given"),
                        (["--judge", str(tmp_path / "nowhere")], "neither a checkpoint folder nor an endpoint URL"),
-                       (["--judge", "http://127.0.0.1:9/v1"], "needs --judge-served-model"),
+                       (["--judge", "http://127.0.0.1:9/v1"], "gave no model list (ConnectError); give --judge-served-model"),
                        (["--judge", "http://127.0.0.1:9/v1", "--judge-served-model", "m", "--judge-context", "512"],
                         "127.0.0.1:9")):
         assert main(base + extra) != 0
