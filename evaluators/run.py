@@ -24,6 +24,7 @@ from checkpoints.engine.prefix_cache import PrefixStats
 from checkpoints.lm import ModelSource
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
+from evaluators import uncertainty
 from evaluators.data import read_files
 from evaluators.errors import EvaluationCancelled, EvaluatorError
 from evaluators.provenance import DataLog, data_record, noting
@@ -256,6 +257,12 @@ class TaskRun:
                                  f"(first: {records[0]['error']}); see {out_dir / SAMPLES_FILE}")
         result = evaluator.result(records if evaluator.options.sequential() else scored)
         thinking_series(result, scored)
+        if evaluator.options.sequential():
+            uncertainty.unmeasured(result, "the sequential search's answer: its own stopping rule, no sampling "
+                                           "error computed")
+        else:  # every value with its error, by the task's rule (the thinking series are measurements)
+            uncertainty.attach(result, [dict(r) for r in scored], evaluator.error_rule(), evaluator.estimate,
+                               evaluator.name)
         if errors:
             result.extra["sample_errors"] = errors
             result.summary += f" ({errors} samples failed: non-finite outputs)"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from evaluators.ruler.options import RulerOptions
 from evaluators.ruler.protocol import TASKS, WRAPPERS, split_wrapper
 from evaluators.ruler.synthetic import RulerSample
 from evaluators.task import Built, Evaluator, Sample, decided_early
+from evaluators.uncertainty import MIN_RESAMPLES, ErrorRule
 
 UNIT = "score (0-100)"
 
@@ -45,6 +47,8 @@ class RulerEvaluator(Evaluator):
     name = "ruler"
     version = "1"
     Options = RulerOptions
+    errors = ErrorRule(scale=100, digits=2, cells={"length": "length", "task": "ruler_task"},
+                       strata=("ruler_task", "length"))
     options: RulerOptions
     search_unit = "index"
 
@@ -115,6 +119,19 @@ class RulerEvaluator(Evaluator):
             cells[(r["ruler_task"], r["length"])].append(r["score"])
             nulls[(r["ruler_task"], r["length"])] += bool(r["null"])
         return typed(dict(cells), dict(nulls), self.options)
+
+    def error_rule(self) -> ErrorRule:
+        """The shared rule with RULER's own resamples and seed (its `bootstrap` and `seed` options):
+        a cell's and a length average's errors come from the same seeded resampling as before,
+        through the one contract (each task x length cell resampled on its own: the strata)."""
+        return replace(self.errors, resamples=max(self.options.bootstrap, MIN_RESAMPLES), seed=self.options.seed)
+
+    def estimate(self, records: list[dict[str, Any]]) -> TaskResult:
+        """The values without RULER's own intervals (a resample needs none of its own)."""
+        cells: dict[tuple[str, int], list[float]] = defaultdict(list)
+        for r in records:
+            cells[(r["ruler_task"], r["length"])].append(r["score"])
+        return typed(dict(cells), {}, self.options.model_copy(update={"bootstrap": 0}))
 
     def plots(self, records: list[dict[str, Any]], result: TaskResult, folder: Path) -> list[Path]:
         if not records:
