@@ -108,18 +108,25 @@ class TaskResult(BaseModel):
         `<series label>.<axis>=<key>`. With `select` (a point key such as a dataset name)
         only the series points at that key, named by their series' label, and the points
         of series fixed at that key (`at`), named `<name>.<axis>=<key>`."""
-        out: dict[str, tuple[float | None, Metric | Series]] = {}
+        return {name: (item.value, source) for name, (item, source, _) in self.column_items(select).items()}
+
+    def column_items(self, select: str | None = None
+                     ) -> dict[str, tuple[Metric | Point, Metric | Series, dict[str, str | int]]]:
+        """`columns` with each column's metric or point (its value and error) and the
+        coordinates of its cell ({} for a metric: every sample; a point's axis key and `at`)."""
+        out: dict[str, tuple[Metric | Point, Metric | Series, dict[str, str | int]]] = {}
         if select is None:
             for m in self.metrics:
-                out[m.name] = (m.value, m)
+                out[m.name] = (m, m, {})
         for s in self.series:
             for p in s.points:
+                coords = {s.axis: p.key, **s.at}
                 if select is None:
-                    out[f"{s.label()}.{s.axis}={p.key}"] = (p.value, s)
+                    out[f"{s.label()}.{s.axis}={p.key}"] = (p, s, coords)
                 elif str(p.key) == select:
-                    out[s.label()] = (p.value, s)
+                    out[s.label()] = (p, s, coords)
                 elif select in {str(v) for v in s.at.values()}:
-                    out[f"{s.name}.{s.axis}={p.key}"] = (p.value, s)
+                    out[f"{s.name}.{s.axis}={p.key}"] = (p, s, coords)
         return out
 
 

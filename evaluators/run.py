@@ -286,6 +286,7 @@ class TaskRun:
             "plots": [str(p) for p in plot_paths],
             "sample_errors": errors,
             "prefix_cache": prefix_cache,
+            "errors": evaluator.error_rule().as_dict(),  # how each value's error was computed (the comparisons' too)
             "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
             **({"data": data} if data is not None else {}),  # the files it read, their sha256, hub revisions
             RESULT_KEY: finite_json(result.model_dump(mode="json")),

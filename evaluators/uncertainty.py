@@ -72,6 +72,35 @@ class ErrorRule:
     def cluster_name(self) -> str | None:
         return "+".join(self.cluster) or None
 
+    def as_dict(self) -> dict[str, Any]:
+        """What results record of the rule (an entry's `errors`): the comparisons read it."""
+        return {"score": self.score, "scale": self.scale, "cells": dict(self.cells),
+                "series_cells": {k: dict(v) for k, v in self.series_cells.items()}, "cluster": list(self.cluster),
+                "strata": list(self.strata), "digits": self.digits, "resamples": self.resamples, "seed": self.seed}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ErrorRule | None:
+        """The rule an entry recorded (None: none recorded, or not of its shape: a results file
+        is data, checked, never trusted)."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            names = lambda v: all(isinstance(x, str) for x in v)  # noqa: E731
+            cells, series_cells = data.get("cells", {}), data.get("series_cells", {})
+            cluster, strata = data.get("cluster", []), data.get("strata", [])
+            ok = (isinstance(data.get("score"), str) and isinstance(data.get("scale"), int | float)
+                  and isinstance(cells, dict) and names(cells) and names(cells.values())
+                  and isinstance(series_cells, dict)
+                  and all(isinstance(v, dict) and names(v) and names(v.values()) for v in series_cells.values())
+                  and isinstance(cluster, list) and names(cluster) and isinstance(strata, list) and names(strata)
+                  and (data.get("digits") is None or isinstance(data.get("digits"), int)))
+        except (TypeError, AttributeError):
+            return None
+        if not ok:
+            return None
+        return cls(score=data["score"], scale=float(data["scale"]), cells=cells, series_cells=series_cells,
+                   cluster=tuple(cluster), strata=tuple(strata), digits=data.get("digits"))
+
 
 # --- the math ------------------------------------------------------------------
 
@@ -249,18 +278,27 @@ def _group(record: Mapping[str, Any], rule: ErrorRule) -> Any:
     return values if all(v is not None for v in values) else ("id", record.get("id"))
 
 
-def _as_mean(value: float, cell: list[dict[str, Any]] | None, rule: ErrorRule) -> ErrorBar | None:
-    """The mean rule's error, when the value is its cell's mean score (else None: bootstrap)."""
+def mean_cell(value: float, cell: list[dict[str, Any]] | None, rule: ErrorRule) -> list[dict[str, Any]] | None:
+    """The cell's scored records when `value` is their mean score (scaled, rounded as the rule
+    says), else None: the value is something else (a ratio, a weighted average)."""
     if cell is None:
         return None
     scored = _scores(cell, rule)
     if not scored:
         return None
-    scores = [float(r[rule.score]) for r in scored]
-    mean = rule.scale * float(np.mean(scores))
+    mean = rule.scale * float(np.mean([float(r[rule.score]) for r in scored]))
     if not math.isclose(value, mean if rule.digits is None else round(mean, rule.digits), rel_tol=REL_TOL,
                         abs_tol=1e-9):
         return None
+    return scored
+
+
+def _as_mean(value: float, cell: list[dict[str, Any]] | None, rule: ErrorRule) -> ErrorBar | None:
+    """The mean rule's error, when the value is its cell's mean score (else None: bootstrap)."""
+    scored = mean_cell(value, cell, rule)
+    if scored is None:
+        return None
+    scores = [float(r[rule.score]) for r in scored]
     groups = [_group(r, rule) for r in scored] if rule.cluster else None
     return mean_error(scores, groups, rule.cluster_name, rule.scale)
 
@@ -350,3 +388,54 @@ def unmeasured(result: TaskResult, reason: str) -> TaskResult:
         for p in s.points:
             p.error = none(reason)
     return result
+
+
+# --- two runs of a task, column by column ----------------------------------------------
+
+
+def compare_columns(base: TaskResult, base_records: list[dict[str, Any]], other: TaskResult,
+                    other_records: list[dict[str, Any]], rule: ErrorRule | None, same_samples: str | None,
+                    select: str | None = None) -> dict[str, dict[str, Any]]:
+    """Per column both results have: `other` minus `base` with its standard error and 95%
+    interval. Paired (the mean difference over the sample ids both cells hold, clustered by the
+    rule's contexts) where `same_samples` says why the runs' samples are the same and the column
+    is its cell's mean score in both; else unpaired (the two errors combined as independent),
+    with the reason in `note`; no interval where a value has no error."""
+    out: dict[str, dict[str, Any]] = {}
+    theirs = other.column_items(select)
+    for name, (item, source, coords) in base.column_items(select).items():
+        if name not in theirs:
+            continue
+        mine, _, _ = theirs[name]
+        if item.value is None or mine.value is None:
+            continue
+        label = source.name
+        note = ""
+        if rule is not None and same_samples is not None:
+            cells = rule.series_cells.get(label, rule.cells) if isinstance(source, Series) else rule.cells
+            a = mean_cell(item.value, _cell(base_records, coords, cells), rule)
+            b = mean_cell(mine.value, _cell(other_records, coords, cells), rule)
+            if a is not None and b is not None:
+                groups = {r["id"]: repr(_group(r, rule)) for r in a} if rule.cluster else None
+                d = paired_difference({r["id"]: float(r[rule.score]) for r in a},
+                                      {r["id"]: float(r[rule.score]) for r in b}, groups, rule.scale)
+                if d is not None:
+                    out[name] = {**d.as_dict(), "note": f"paired over {d.n} samples both ran ({same_samples})"}
+                    continue
+                note = "fewer than two samples in common"
+            else:
+                note = "not a mean of per-sample scores: the two errors combined"
+        else:
+            note = f"unpaired: {'the runs did not share their samples' if same_samples is None else 'no rule'}"
+        ea, eb = item.error, mine.error
+        if ea is None or eb is None or ea.stderr is None or eb.stderr is None:
+            why = next((e.reason for e in (ea, eb) if e is not None and e.reason), "no error recorded")
+            out[name] = {"difference": mine.value - item.value, "stderr": None, "low": None, "high": None,
+                         "paired": False, "n": None, "method": "none", "clusters": None, "excludes_zero": None,
+                         "note": why}
+            continue
+        se = math.hypot(ea.stderr, eb.stderr)
+        diff = mine.value - item.value
+        d = Difference(diff, se, diff - Z95 * se, diff + Z95 * se, False, min(item.n, mine.n), "unpaired")
+        out[name] = {**d.as_dict(), "note": note}
+    return out

@@ -22,6 +22,7 @@ from checkpoints.thinking import Thinking
 from clients.endpoint.options import NO_NUL_PATTERN, EndpointOptions
 from evaluators.options import TaskOptions
 from evaluators.registry import Task, registry
+from evaluators.results import ErrorBar
 from service.labels import job_rope_label, own_rope_label, rope_label
 from service.names import NAME_PATTERN
 from service.status import JobStatus
@@ -438,8 +439,30 @@ class SamplePrompt(BaseModel):
     needle_start: int = Field(description="character offset of the needle in the prompt (-1: not found in it)")
 
 
+class ColumnDifference(BaseModel):
+    """A column's difference from the baseline with its uncertainty (service/pairing.py)."""
+
+    difference: float
+    stderr: float | None = Field(description="standard error of the difference (None: a value without one)")
+    low: float | None = Field(description="95% interval of the difference")
+    high: float | None
+    paired: bool = Field(description="over the samples both jobs ran, matched by id; false: the two values' errors "
+                                     "combined as independent")
+    n: int | None = Field(description="samples paired (or the smaller run's)")
+    method: str = Field(description="clt / clustered (paired), unpaired, none")
+    clusters: int | None = None
+    excludes_zero: bool | None = Field(description="the interval excludes zero: a difference beyond the noise")
+    note: str = ""
+
+
 class ComparisonRow(LeaderboardRow):
     difference: dict[str, float | None] = Field(description="value minus the baseline's (the first job), per column")
+    errors: dict[str, ErrorBar | None] = Field(default_factory=dict, description="each value's standard error and "
+                                               "95% interval, read from the job's results (None: results written "
+                                               "before errors, or gone)")
+    uncertainty: dict[str, ColumnDifference] = Field(default_factory=dict, description="each difference with its "
+                                                     "interval (empty for the baseline)")
+    pairing: str = Field("", description="how the differences were paired with the baseline, or why not")
 
 
 class Comparison(BaseModel):

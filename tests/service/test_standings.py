@@ -201,7 +201,7 @@ def test_pages_lineages_filters_and_sorts(history) -> None:
 def test_compare_reads_the_stored_rows(history) -> None:
     settings, store, ids = history
     board = leaderboard("passkey", store, limit=2)
-    pair = compare("passkey", [board.rows[0].job, board.rows[1].job], store)
+    pair = compare("passkey", [board.rows[0].job, board.rows[1].job], store, settings)
     assert [r.job for r in pair.rows] == [board.rows[0].job, board.rows[1].job]
     assert pair.rows[1].difference["accuracy"] == pytest.approx(board.rows[1].values["accuracy"]
                                                                 - board.rows[0].values["accuracy"])
