@@ -226,12 +226,31 @@ def _compare(args: argparse.Namespace) -> int:
         return 0
     cols = comparison["columns"]
     header = ["job", "checkpoint", "setting", *cols]
-    rows = []
+    rows, notes = [], []
+
+    def value(r: dict[str, Any], k: str) -> str:
+        error = (r.get("errors") or {}).get(k) or {}
+        se = error.get("stderr")
+        return _number(r["values"][k]) + (f" ± {se:.3f}" if isinstance(se, int | float) else "")
+
+    def difference(r: dict[str, Any], k: str) -> str:
+        d = (r.get("uncertainty") or {}).get(k)
+        if not d or d.get("low") is None:
+            return _number(r["difference"][k], signed=True)
+        mark = " *" if d.get("excludes_zero") else ""
+        return f"{d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]{'' if d.get('paired') else ' u'}{mark}"
+
     for r in comparison["rows"]:
-        rows.append([r["job"], r["checkpoint"], r["setting"], *(_number(r["values"][k]) for k in cols)])
+        rows.append([r["job"], r["checkpoint"], r["setting"], *(value(r, k) for k in cols)])
         if r["job"] != comparison["baseline"]:
-            rows.append(["", "", "  difference", *(_number(r["difference"][k], signed=True) for k in cols)])
+            rows.append(["", "", "  difference", *(difference(r, k) for k in cols)])
+            if r.get("pairing"):
+                notes.append(f"{r['job']}: {r['pairing']}")
     _table(header, rows)
+    print("values ± standard error; differences [95% interval]; * the interval excludes zero; "
+          "u unpaired (the two errors combined)")
+    for note in notes:
+        print(note)
     return 0
 
 
