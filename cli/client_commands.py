@@ -1,4 +1,4 @@
-"""`lctx submit | status | cancel | resume | results | leaderboard | compare | pull | checkpoints add|list | schedules list|run | endpoints`: talk to the API (base URL and
+"""`lctx submit | status | cancel | resume | results | leaderboard | compare | regressions | pull | checkpoints add|list | schedules list|run | endpoints`: talk to the API (base URL and
 token from settings: LCTX_BASE_URL, LCTX_API_TOKEN). These import the HTTP client and
 the API's pydantic models only: no torch, no Ray, no database."""
 
@@ -254,6 +254,23 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _regressions(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        rows = c.regressions(schedule=args.schedule, lineage=args.lineage, task=args.task, job=args.job,
+                             limit=args.limit)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("no regressions found")
+        return 0
+    _table(["found", "checkpoint", "job", "task", "column", "was", "now", "difference [95%]", "against"],
+           [[r["created_at"][:16], r["checkpoint"], r["job_id"], r["task"], r["column"], _number(r["baseline_value"]),
+             _number(r["value"]), f"{r['difference']:+.3f} [{r['low']:+.3f}, {r['high']:+.3f}]",
+             f"{r['against']} {r['baseline_job_id']}"] for r in rows])
+    return 0
+
+
 def _cancel_or_resume(args: argparse.Namespace) -> int:
     with _client(args) as c:
         job = c.cancel(args.job) if args.command == "cancel" else c.resume(args.job)
@@ -453,6 +470,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true")
     _client_args(p)
     p.set_defaults(func=_compare)
+
+    p = sub.add_parser("regressions", help="drops nightly schedules found: a lineage's new checkpoint against the "
+                       "previous one (or a pinned baseline), beyond the paired 95%% interval and the threshold")
+    p.add_argument("--schedule")
+    p.add_argument("--lineage", help="checkpoints in this folder (as job paths show it)")
+    p.add_argument("--task")
+    p.add_argument("--job", help="the job that dropped")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--json", action="store_true")
+    _client_args(p)
+    p.set_defaults(func=_regressions)
 
     p = sub.add_parser("pull", help="bring a checkpoint from the Hugging Face hub or a GGUF file into the "
                        "server's checkpoint root and register it")

@@ -324,12 +324,44 @@ class EndpointOut(_Out):
     created_at: datetime
 
 
+WebhookEvent = Literal["finished", "failed", "regression"]
+
+
+class Webhook(_Strict):
+    """Where lctx POSTs a small JSON (with a Slack-compatible `text`) when a job finishes or fails
+    or a regression is found (service/notify.py): a URL on the hosts endpoints may be on
+    (LCTX_ENDPOINT_HOSTS), an optional secret sent in a header from a variable on the endpoint
+    keys' allow-list (never the service's own settings)."""
+
+    url: Annotated[str, Field(min_length=1, max_length=2048, pattern=NO_NUL_PATTERN,
+                              examples=["https://hooks.slack.com/services/T000/B000/XXXX"])]
+    events: list[WebhookEvent] = Field(default_factory=lambda: ["finished", "failed", "regression"],
+                                       min_length=1, max_length=3)
+    secret_env: Annotated[str | None, Field(max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                                            description="variable holding a secret sent with each POST")] = None
+    secret_header: Annotated[str, Field(max_length=64, pattern=r"^[A-Za-z0-9-]+$")] = "Authorization"
+
+
+class Alerts(_Strict):
+    """What a schedule watches its jobs for: regressions (each new checkpoint of a lineage against
+    the previous one, and against `baseline` where pinned: a drop whose paired 95% interval
+    excludes zero and which is at least `threshold`, in the column's unit) and who is told."""
+
+    threshold: float = Field(0.0, ge=0, description="smallest drop that counts (e.g. 0.05 for 5 points of a "
+                                                    "fraction); beyond its interval in any case")
+    baseline: Annotated[str | None, Field(pattern=JOB_ID_PATTERN, description="a job every new checkpoint is "
+                                                                               "compared with too")] = None
+    webhooks: list[Webhook] = Field(default_factory=list, max_length=8)
+
+
 class ScheduleCreate(_Strict):
     name: Name
     cron: Annotated[str, Field(min_length=1, max_length=128, examples=["0 2 * * *"])]
     watch: Annotated[list[Annotated[str, Field(min_length=1, max_length=4096, pattern=NO_NUL_PATTERN)]],
                      Field(min_length=1, max_length=32)]
     suite: Suite
+    alerts: Alerts | None = Field(None, description="regressions and webhooks (default: regressions found and "
+                                                    "listed at threshold 0, no webhook)")
 
 
 class ScheduleOut(_Out):
@@ -342,6 +374,7 @@ class ScheduleOut(_Out):
     next_run_at: datetime
     last_run_at: datetime | None
     created_at: datetime
+    alerts: dict[str, Any] | None = None
 
     @computed_field(description="the suite's RoPE setting as one label")
     def rope_label(self) -> str:
@@ -471,3 +504,25 @@ class Comparison(BaseModel):
     columns: list[str]
     column_info: list[LeaderboardColumn]
     rows: list[ComparisonRow]
+
+
+class RegressionOut(_Out):
+    """A drop of one column between a lineage's new checkpoint and the job it is compared with."""
+
+    id: int
+    job_id: str
+    baseline_job_id: str
+    against: str = Field(description="previous (the lineage's previous checkpoint) or pinned (the schedule's baseline)")
+    schedule: str | None
+    lineage: str | None
+    checkpoint: str
+    task: str
+    column: str
+    value: float
+    baseline_value: float
+    difference: float
+    low: float = Field(description="95% interval of the paired difference")
+    high: float
+    paired: bool
+    threshold: float
+    created_at: datetime

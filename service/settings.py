@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     endpoint_key_names: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="further variables an endpoint's api_key_env may name (comma-separated, e.g. "
         "VLLM_API_KEY); a setting of the service or a variable Ray, the hub or libpq read stops the start")
+    webhooks: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="URLs lctx POSTs to when any job finishes or fails or a schedule finds a "
+        "regression (comma-separated; each on the hosts LCTX_ENDPOINT_HOSTS allows); a schedule may name its own")
     max_body_mb: float = Field(4.0, gt=0, le=1024, description="largest request body the API reads, in MiB "
                                "(413 beyond it); with LCTX_API_TOKEN, a write without the token is refused before its body is read")
     host: str = Field("127.0.0.1", description="bind address of `lctx serve`")
@@ -154,6 +157,11 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [p.strip() for p in value.replace(os.pathsep, ",").split(",") if p.strip()]
         return value
+
+    @field_validator("webhooks", mode="before")
+    @classmethod
+    def _split_webhooks(cls, value: Any) -> Any:
+        return [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
 
     @field_validator("endpoint_key_names", mode="before")
     @classmethod

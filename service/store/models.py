@@ -118,6 +118,38 @@ class ScheduleRow(Base):
     next_run_at: Mapped[datetime] = mapped_column(DateTime)
     last_run_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=now)
+    # what the schedule watches its jobs for (migration 0011): regression threshold, pinned baseline
+    # job, webhooks (service/schemas.py's Alerts); None: regressions at the default threshold, no webhook
+    alerts: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class RegressionRow(Base):
+    """A drop of one column of one task view between a lineage's new checkpoint and the previous
+    one (or the schedule's pinned baseline) whose paired 95% interval excludes zero and which is
+    beyond the schedule's threshold (service/regressions.py; migration 0011)."""
+
+    __tablename__ = "regressions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    baseline_job_id: Mapped[str] = mapped_column(String(32))
+    against: Mapped[str] = mapped_column(String(16))  # "previous" or "pinned"
+    schedule: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    lineage: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+    checkpoint: Mapped[str] = mapped_column(String(128))
+    task: Mapped[str] = mapped_column(String(200))
+    column: Mapped[str] = mapped_column(String(200))
+    value: Mapped[float] = mapped_column(Float)
+    baseline_value: Mapped[float] = mapped_column(Float)
+    difference: Mapped[float] = mapped_column(Float)
+    low: Mapped[float] = mapped_column(Float)
+    high: Mapped[float] = mapped_column(Float)
+    paired: Mapped[bool] = mapped_column(Boolean)
+    threshold: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=now)
+
+    __table_args__ = (Index("ix_regressions_created", "created_at"), Index("ix_regressions_job", "job_id"),
+                      UniqueConstraint("job_id", "baseline_job_id", "task", "column", name="uq_regression"))
 
 
 class SubmissionRow(Base):
