@@ -116,7 +116,8 @@ def plan_lines(plan: Any) -> list[str]:
 
     lines = [f"  {t.task}: {count(t.samples)} samples, {count(t.prompt_tokens)} tokens to prefill, "
              f"{count(t.generated_tokens)} to generate"
-             + (f", about {duration_text(t.seconds)}" if t.seconds is not None else "") for t in plan.tasks]
+             + (f", about {duration_text(t.seconds)}" if t.seconds is not None else "")
+             + (f"\n    {t.resolution}" if getattr(t, "resolution", "") else "") for t in plan.tasks]
     estimate = f"about {duration_text(plan.seconds)}" if plan.seconds is not None else "not known"
     head = "plan (dry run, nothing queued)" if not plan.queued else "plan"
     return [f"{head}: {plan.samples:,} samples, {plan.prompt_tokens:,} tokens to prefill, "

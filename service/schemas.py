@@ -177,6 +177,10 @@ class TaskPlan(BaseModel):
     prompt_tokens: int | None = Field(description="prompt tokens to prefill (None: not known before the data)")
     generated_tokens: int | None = Field(description="most tokens its samples generate")
     seconds: float | None = Field(description="estimated seconds on this service's hardware")
+    resolvable: float | None = Field(None, description="the smallest difference between two such runs its samples "
+                                     "per length resolve at 95%, in its headline's unit (the interval's half-width)")
+    resolution: str = Field("", description="how `resolvable` was reckoned: the variance an earlier job of the "
+                                            "checkpoint showed, or p(1-p) at p = 0.5")
 
 
 class JobPlan(BaseModel):

@@ -30,6 +30,15 @@ class RegressionAccess(Database):
                            and_(other.finished_at == me.finished_at, other.id < me.id)))
                 .order_by(other.finished_at.desc(), other.id.desc()).limit(1))
 
+    @retried
+    def latest_job_with(self, fingerprint: str, task: str) -> str | None:
+        """The newest succeeded job of a checkpoint with a stored row of `task` (the dry run's
+        variance comes from it)."""
+        with self.reading() as s:
+            return s.scalar(select(TaskResultRow.job_id).where(TaskResultRow.fingerprint == fingerprint,
+                                                               TaskResultRow.task == task)
+                            .order_by(TaskResultRow.finished_at.desc(), TaskResultRow.id.desc()).limit(1))
+
     def add_regressions(self, rows: list[RegressionRow]) -> list[RegressionRow]:
         """Store `rows`; one already stored (the same job, baseline, task and column: a check run
         twice) is kept as it was. Returns the rows new to the store."""
