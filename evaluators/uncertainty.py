@@ -307,12 +307,24 @@ def _seed(rule: ErrorRule, name: str) -> np.random.Generator:
     return np.random.default_rng([rule.seed % 2**63, zlib.crc32(name.encode())])
 
 
-def resample_plan(records: list[dict[str, Any]], rule: ErrorRule) -> list[list[list[int]]]:
+def resample_plan(records: list[dict[str, Any]], rule: ErrorRule) -> list[list[np.ndarray]]:
     """Per stratum its clusters, each the indices of its records."""
     strata: dict[Any, dict[Any, list[int]]] = defaultdict(lambda: defaultdict(list))
     for i, r in enumerate(records):
         strata[tuple(r.get(f) for f in rule.strata)][repr(_group(r, rule))].append(i)
-    return [list(c.values()) for c in strata.values()]
+    return [[np.asarray(c) for c in clusters.values()] for clusters in strata.values()]
+
+
+def _draw(plan: list[list[np.ndarray]], rng: np.random.Generator) -> np.ndarray:
+    """The record indices of one resample: each stratum's clusters drawn with replacement."""
+    parts = []
+    for clusters in plan:
+        picks = rng.integers(0, len(clusters), size=len(clusters))
+        if all(len(c) == 1 for c in clusters):  # independent samples: one index each
+            parts.append(np.concatenate(clusters)[picks])
+        else:
+            parts.extend(clusters[c] for c in picks)
+    return np.concatenate(parts) if parts else np.empty(0, dtype=int)
 
 
 def bootstrap(records: list[dict[str, Any]], estimate: Estimate, rule: ErrorRule, name: str,
@@ -323,14 +335,12 @@ def bootstrap(records: list[dict[str, Any]], estimate: Estimate, rule: ErrorRule
     plan = resample_plan(records, rule)
     resamples = min(rule.resamples, max(MIN_RESAMPLES, BOOTSTRAP_BUDGET // max(len(records), 1)))
     rng = _seed(rule, name)
+    pool = np.empty(len(records), dtype=object)
+    pool[:] = records
     draws: dict[tuple[str, str, str], list[float]] = {k: [] for k in wanted}
     for _ in range(resamples):
-        picked: list[dict[str, Any]] = []
-        for clusters in plan:
-            for c in rng.integers(0, len(clusters), size=len(clusters)):
-                picked.extend(records[i] for i in clusters[c])
         try:
-            values = _values(estimate(picked))
+            values = _values(estimate(pool[_draw(plan, rng)].tolist()))
         except Exception as e:  # noqa: BLE001 - a task's aggregate on a resample: said in the reason, not raised
             return draws, resamples, f"{type(e).__name__}: {e}"
         for k in wanted:
