@@ -177,6 +177,12 @@ def test_webhook_urls_must_be_on_the_allowed_hosts(world) -> None:
         notify.check_webhook(settings, "http://127.0.0.1:9/hook", "LCTX_API_TOKEN")
     assert notify.check_webhook(settings, "http://127.0.0.1:9/hook", None) == "http://127.0.0.1:9/hook"
     assert notify.hooks_for(settings, {"webhooks": [{"url": "https://elsewhere.example/x"}]}, "finished") == []
+    # the service's own hooks (LCTX_WEBHOOKS) for every job, beside a schedule's, each URL once
+    every = make_settings(settings.home / "other", webhooks="http://127.0.0.1:9/all,http://127.0.0.1:9/x")
+    assert every.webhooks == ["http://127.0.0.1:9/all", "http://127.0.0.1:9/x"]
+    urls = [h.url for h in notify.hooks_for(every, {"webhooks": [{"url": "http://127.0.0.1:9/x",
+                                                                  "events": ["regression"]}]}, "regression")]
+    assert urls == ["http://127.0.0.1:9/all", "http://127.0.0.1:9/x"]
 
 
 def test_the_api_lists_regressions(world) -> None:
