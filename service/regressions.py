@@ -12,11 +12,13 @@ own, so the job's end never waits for a comparison or a webhook."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from typing import Any
 
 from service import notify
+from service.layout import job_results
 from service.pairing import Loaded, differences, load
 from service.settings import Settings
 from service.standings import lineage
@@ -41,6 +43,15 @@ def watched(loaded: Loaded) -> dict[str, bool]:
     return out
 
 
+def task_keys(settings: Settings, job: JobRow) -> list[str]:
+    """The task keys of the job's results (`passkey`, `ruler`; two of one task: `passkey#1`, ...)."""
+    try:
+        results = json.loads(job_results(settings, job.id).read_text())["results"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [k for k, v in results.items() if isinstance(v, dict)] if isinstance(results, dict) else []
+
+
 def drops(settings: Settings, base: Loaded, new: Loaded, threshold: float) -> list[tuple[str, dict[str, Any]]]:
     """The watched columns of `new` that dropped from `base` beyond the noise (a paired interval
     that excludes zero) and by at least `threshold`."""
@@ -62,10 +73,7 @@ def check(settings: Settings, store: Store, job: JobRow, alerts: dict[str, Any] 
     alerts = alerts or {}
     threshold = float(alerts.get("threshold") or 0.0)
     rows: list[RegressionRow] = []
-    for spec in job.tasks:
-        key = spec.get("name") if isinstance(spec, dict) else None
-        if not isinstance(key, str):
-            continue
+    for key in task_keys(settings, job):
         new = load(settings, job, key)
         if new is None:
             continue

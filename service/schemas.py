@@ -378,7 +378,8 @@ class ScheduleOut(_Out):
     next_run_at: datetime
     last_run_at: datetime | None
     created_at: datetime
-    alerts: dict[str, Any] | None = None
+    alerts: dict[str, Any] | None = Field(None, description="regression threshold, pinned baseline and webhooks "
+                                                           "(each webhook's URL shown by its host only)")
 
     @computed_field(description="the suite's RoPE setting as one label")
     def rope_label(self) -> str:

@@ -157,3 +157,7 @@ def test_alerts_are_checked_and_kept(env) -> None:
         "threshold": 0.05, "baseline": None,
         "webhooks": [{"url": "http://127.0.0.1:9/x", "events": ["regression"], "secret_env": None,
                       "secret_header": "Authorization"}]}
+    from service.views import schedule_out
+
+    shown = schedule_out(store.get_schedule(kept.name), settings).alerts
+    assert shown["webhooks"][0]["url"] == "http://127.0.0.1:9/…"  # the path (a receiver's token) not answered
