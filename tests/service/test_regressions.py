@@ -195,3 +195,28 @@ def test_the_api_lists_regressions(world) -> None:
         rows = httpx.get(f"{srv.url}/v1/regressions", params={"schedule": "nightly"}).json()
         assert rows and rows[0]["checkpoint"] == "step1" and rows[0]["low"] <= rows[0]["difference"] <= rows[0]["high"]
         assert httpx.get(f"{srv.url}/v1/regressions", params={"schedule": "other"}).json() == []
+
+
+def test_a_job_run_by_its_coordinator_is_told_to_the_services_webhooks(tmp_path: Path) -> None:
+    """The whole way: a job run by the coordinator (no Ray) ends, and the hook of LCTX_WEBHOOKS
+    hears of it from the thread the coordinator started, the job not waiting for it."""
+    from service.runner.coordinator import run_job
+    from tests.helpers import tiny_checkpoint, wait_for
+
+    receiver = Receiver()
+    with ThreadServer(receiver.app) as srv:
+        settings = make_settings(tmp_path, webhooks=f"{srv.url}/hook")
+        store = Store(settings.database)
+        store.create_all()
+        try:
+            path = tiny_checkpoint(settings.roots[0] / "tiny")
+            job = store.add_job(checkpoint="tiny", checkpoint_path=str(path), fingerprint="f" * 64, rope=None,
+                                tasks=[{"name": "passkey", "lengths": [64], "trials": 1}], backend="auto", priority=0)
+            assert store.claim_next("test").id == job.id
+            assert run_job(settings, job.id, store) == SUCCEEDED
+            wait_for(lambda: receiver.bodies, timeout=30, what="the webhook's POST")
+        finally:
+            store.close()
+    body = receiver.bodies[0]
+    assert body["event"] == "finished" and body["job"] == job.id and body["status"] == "succeeded"
+    assert body["link"].endswith(f"/jobs/{job.id}") and str(tmp_path) not in str(body)
