@@ -230,7 +230,7 @@ def _compare(args: argparse.Namespace) -> int:
     rows, notes = [], []
 
     def value(r: dict[str, Any], k: str) -> str:
-        error = (r.get("errors") or {}).get(k) or {}
+        error = (r.get("error_bars") or {}).get(k) or {}
         se = error.get("stderr")
         return _number(r["values"][k]) + (f" ± {se:.3f}" if isinstance(se, int | float) else "")
 

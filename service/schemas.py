@@ -427,6 +427,9 @@ class LeaderboardRow(_Out):
                                       "reaches (trained, or as far as its RoPE scaling is meant to reach): scores "
                                       "there measure extrapolation")
     values: dict[str, float | None]
+    errors: dict[str, float | None] = Field(default_factory=dict, description="each value's standard error (None: "
+                                            "none applies, or stored before lctx kept errors); its interval and "
+                                            "method are in the job's results")
 
 
 class LeaderboardColumn(BaseModel):
@@ -495,7 +498,7 @@ class ColumnDifference(BaseModel):
 
 class ComparisonRow(LeaderboardRow):
     difference: dict[str, float | None] = Field(description="value minus the baseline's (the first job), per column")
-    errors: dict[str, ErrorBar | None] = Field(default_factory=dict, description="each value's standard error and "
+    error_bars: dict[str, ErrorBar | None] = Field(default_factory=dict, description="each value's standard error and "
                                                "95% interval, read from the job's results (None: results written "
                                                "before errors, or gone)")
     uncertainty: dict[str, ColumnDifference] = Field(default_factory=dict, description="each difference with its "

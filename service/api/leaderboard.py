@@ -35,7 +35,8 @@ def _row(rec: ResultRecord, names: list[str]) -> dict:
     return dict(checkpoint=rec.checkpoint, fingerprint=rec.fingerprint, rope=rec.rope, backend=rec.backend,
                 thinking=rec.thinking, data_revision=rec.data_revision, options=rec.options, setting=rec.setting,
                 job=rec.job_id, finished_at=rec.finished_at, trained_context=rec.trained_context,
-                beyond_context=rec.beyond_context, values={c: rec.values.get(c) for c in names})
+                beyond_context=rec.beyond_context, values={c: rec.values.get(c) for c in names},
+                errors={c: rec.errors.get(c) for c in names})
 
 
 def _info(column: Column) -> LeaderboardColumn:
@@ -154,7 +155,7 @@ def compare(task: Annotated[str, Query(pattern=TASK_PATTERN, examples=["passkey"
         if i > 0 and loaded[0] is not None and loaded[i] is not None:
             found, said = pairing.differences(settings, loaded[0], loaded[i])
             known = {c: ColumnDifference(**d) for c, d in found.items() if c in names}
-        rows.append(ComparisonRow(**row, difference=diff, errors={c: errors.get(c) for c in names},
+        rows.append(ComparisonRow(**row, difference=diff, error_bars={c: errors.get(c) for c in names},
                                   uncertainty=known, pairing=said))
     return Comparison(task=task, baseline=entries[0].job_id, columns=names,
                       column_info=[columns[c] for c in names], rows=rows)

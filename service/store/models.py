@@ -281,6 +281,7 @@ class ResultValueRow(Base):
     rank: Mapped[float | None] = mapped_column(Float, nullable=True)
     checkpoint: Mapped[str | None] = mapped_column(String(128), nullable=True)
     setting: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+    stderr: Mapped[float | None] = mapped_column(Float, nullable=True)  # the value's standard error (0011)
 
     __table_args__ = (Index("ix_result_values_board", "task", "column", "current", "unranked", "rank", "checkpoint",
                             "setting", "result_id"),)

@@ -34,7 +34,7 @@ def test_compare_prints_errors_and_intervals(tmp_path: Path, capsys: pytest.Capt
         assert main(["compare", base, worse, "--task", "passkey", "--json", *url]) == 0
         row = json.loads(capsys.readouterr().out)["rows"][1]
         assert row["uncertainty"]["accuracy"]["excludes_zero"] is True
-        assert row["errors"]["accuracy"]["method"] == "clt"
+        assert row["error_bars"]["accuracy"]["method"] == "clt"
 
 
 def test_regressions_lists_the_drops(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -43,14 +43,14 @@ def test_same_samples_are_paired_and_tighter(store_settings) -> None:
     b = passkey_run(settings, store, _scores(2, drop=0.15))
     out = compare("passkey", [a, b], store, settings)
     base, other = out.rows
-    assert base.errors["accuracy"] is not None and base.errors["accuracy"].method == "clt"
-    assert base.errors["accuracy.length=256"].stderr > 0
+    assert base.error_bars["accuracy"] is not None and base.error_bars["accuracy"].method == "clt"
+    assert base.error_bars["accuracy.length=256"].stderr > 0
     assert other.pairing.startswith("paired: same configuration hash")
     d = other.uncertainty["accuracy"]
     assert d.paired and d.n == 240 and d.method == "clt"
     assert d.difference == pytest.approx(other.difference["accuracy"])
     assert d.excludes_zero and d.high < 0  # the drop is beyond the noise
-    unpaired = np.hypot(base.errors["accuracy"].stderr, other.errors["accuracy"].stderr)
+    unpaired = np.hypot(base.error_bars["accuracy"].stderr, other.error_bars["accuracy"].stderr)
     assert d.stderr < 0.8 * unpaired  # the pairs share each trial's difficulty
     assert base.uncertainty == {}
 
@@ -73,4 +73,15 @@ def test_other_samples_are_unpaired_and_said(store_settings) -> None:
     base = compare("passkey", [a, c], store, settings).rows[0]
     d = row.uncertainty["accuracy"]
     assert not d.paired and d.method == "unpaired"
-    assert d.stderr == pytest.approx(np.hypot(row.errors["accuracy"].stderr, base.errors["accuracy"].stderr))
+    assert d.stderr == pytest.approx(np.hypot(row.error_bars["accuracy"].stderr, base.error_bars["accuracy"].stderr))
+
+
+def test_the_leaderboard_stores_each_values_standard_error(store_settings) -> None:
+    from service.api.leaderboard import job_standings, leaderboard
+
+    settings, store = store_settings
+    job = passkey_run(settings, store, {256: [1.0] * 80 + [0.0] * 20})
+    row = leaderboard("passkey", store).rows[0]
+    assert row.errors["accuracy"] == pytest.approx(np.sqrt(0.8 * 0.2 / 99))
+    assert row.errors["accuracy.length=256"] == pytest.approx(np.sqrt(0.8 * 0.2 / 99))
+    assert job_standings(job, store).tasks[0].row.errors == row.errors

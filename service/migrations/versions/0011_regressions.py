@@ -1,8 +1,9 @@
 """Nightly regressions (#57): the `regressions` table (a drop of one column of one task view
 between a lineage's new checkpoint and the previous one, or a pinned baseline, whose paired 95%
 interval excludes zero and which is beyond the schedule's threshold) and what a schedule watches
-its jobs for (`schedules.alerts`: threshold, pinned baseline, webhooks). Nothing to fill in:
-regressions are found as jobs finish from now on.
+its jobs for (`schedules.alerts`: threshold, pinned baseline, webhooks); each stored leaderboard
+value's standard error (`result_values.stderr`, None for rows stored before). Nothing to fill in:
+regressions are found, and errors stored, as jobs finish from now on.
 
 Revision ID: 0011
 Revises: 0009
@@ -21,6 +22,7 @@ depends_on = None
 
 def upgrade() -> None:
     op.add_column("schedules", sa.Column("alerts", sa.JSON(), nullable=True))
+    op.add_column("result_values", sa.Column("stderr", sa.Float(), nullable=True))
     op.create_table(
         "regressions",
         sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
@@ -50,4 +52,5 @@ def downgrade() -> None:
     op.drop_index("ix_regressions_job", "regressions")
     op.drop_index("ix_regressions_created", "regressions")
     op.drop_table("regressions")
+    op.drop_column("result_values", "stderr")
     op.drop_column("schedules", "alerts")

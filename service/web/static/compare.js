@@ -76,8 +76,8 @@ function comparisonView(cmp) {
       cmp.rows.slice(1).flatMap((r, i) => [head(names[i + 1], r), head(`Δ ${names[i + 1]}`, r)]))),
     h("tbody", {}, groups.flatMap((g) => g.columns.map((c) => h("tr", {},
       h("th", { scope: "row" }, g.axis ? `${g.group}: ${c.key}` : c.name),
-      valueCell(base.values[c.name], base.errors?.[c.name]),
-      cmp.rows.slice(1).flatMap((r) => [valueCell(r.values[c.name], r.errors?.[c.name]),
+      valueCell(base.values[c.name], base.error_bars?.[c.name]),
+      cmp.rows.slice(1).flatMap((r) => [valueCell(r.values[c.name], r.error_bars?.[c.name]),
         diffCell(r.difference[c.name], r.uncertainty?.[c.name])]))))));
   const what = h("p", { class: "compare-what" }, differ.length ? `The rows differ in ${differ.join(", ")}` : "The rows share "
     + "every setting that changes scores (runs of one setting)", same.length ? `; all share ${same.join(", ")}.` : ".");

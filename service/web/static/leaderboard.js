@@ -77,13 +77,17 @@ function boardTable(task, board, state, reload, redraw) {
       const v = r.values[c.name];
       const beyond = c.axis === "length" && (r.beyond_context || []).includes(Number(c.key));
       if (v == null) return h("td", { class: "num cell-nodata" }, noData());
-      return h("td", { class: beyond ? "num beyond" : "num", style: heat.get(g)(v),
-        title: beyond ? `beyond the ${r.trained_context}-token context it was trained for (or its RoPE scaling reaches)` : null },
-      fmt(v), beyond ? " †" : null);
+      const se = r.errors?.[c.name];  // the value's standard error: in the cell's title, the cell stays a number
+      const said = [se != null ? `± ${fmt(se)} (standard error)` : null,
+        beyond ? `beyond the ${r.trained_context}-token context it was trained for (or its RoPE scaling reaches)` : null]
+        .filter((x) => x).join("; ");
+      return h("td", { class: beyond ? "num beyond" : "num", style: heat.get(g)(v), title: said || null },
+        fmt(v), beyond ? " †" : null);
     }))));
   const table = h("table", { class: "board", id: `board-${task.replace(/[^\w-]/g, "_")}` },
     h("caption", { class: "muted" }, (board.headline && !state.sort ? `Sorted by ${board.headline} (★), best first; click a column to sort`
-      : "Click a column to sort") + (board.rows.some((r) => (r.beyond_context || []).length)
+      : "Click a column to sort") + "; a value's standard error in its title"
+      + (board.rows.some((r) => (r.beyond_context || []).length)
       ? "; † a length beyond the model's context (trained, or reached by its RoPE scaling)" : "")),
     h("thead", {}, top, h("tr", {}, ths)), h("tbody", {}, rows));
   const compare = h("button", { type: "button" }, "Compare selected");

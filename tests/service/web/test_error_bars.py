@@ -1,6 +1,7 @@
 """Error bars in a real browser: the job page gives each value its standard error and 95%
 interval and lists the night's regressions; the comparison page gives each difference its
-interval, marked where it excludes zero; the nightly curve marks the checkpoint that dropped."""
+interval, marked where it excludes zero; the leaderboard's cells carry their standard errors and
+the nightly curve marks the checkpoint that dropped."""
 
 from __future__ import annotations
 
@@ -52,4 +53,6 @@ def test_pages_show_errors_intervals_and_regressions(chromium, tmp_path: Path) -
         page.goto("/leaderboard")
         page.locator("ul.regressions").first.wait_for()
         assert "step1 ▼" in page.locator("figure.chart", has_text="Nightly").first.inner_text()
+        cell = page.locator("table.board td[title*='standard error']").first
+        assert cell.get_attribute("title").startswith("± 0.0")  # a stored value's error, in its cell's title
         assert console.take() == []
