@@ -49,8 +49,8 @@ class RegressionAccess(Database):
             for row in rows:
                 values = {c.name: getattr(row, c.name) for c in RegressionRow.__table__.columns if c.name != "id"}
                 res = s.execute(insert(RegressionRow).values(**values).on_conflict_do_nothing(
-                    index_elements=["job_id", "baseline_job_id", "task", "column"]))
-                if res.rowcount:
+                    index_elements=["job_id", "baseline_job_id", "task", "column"]).returning(RegressionRow.id))
+                if res.first() is not None:  # inserted (rowcount is not reliable across drivers here)
                     added.append(row)
         return added
 

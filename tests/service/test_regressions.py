@@ -19,7 +19,7 @@ from service.api.regressions import list_regressions
 from service.errors import InvalidRequest
 from service.status import FAILED, SUCCEEDED
 from service.store import ScheduleRow, Store, now
-from tests.helpers import ThreadServer, make_settings, passkey_run
+from tests.helpers import ThreadServer, make_settings, new_postgres_database, passkey_run
 
 pytestmark = pytest.mark.integration  # a receiver on loopback
 
@@ -44,9 +44,13 @@ class Receiver:
             return JSONResponse({"ok": True})
 
 
-@pytest.fixture
-def world(tmp_path: Path):
-    settings = make_settings(tmp_path)
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def world(request: pytest.FixtureRequest, tmp_path: Path):
+    """A store on SQLite, or on a database of its own in the session's PostgreSQL."""
+    overrides = {}
+    if request.param == "postgres":
+        overrides["database_url"] = new_postgres_database(request.getfixturevalue("postgres_url"), "regress")
+    settings = make_settings(tmp_path, **overrides)
     store = Store(settings.database)
     store.create_all()
     yield settings, store
@@ -108,6 +112,9 @@ def test_one_real_drop_in_ten_nights_is_flagged_and_posted_once(world) -> None:
     assert "regression in step6" in body["text"] and "accuracy" in body["text"]  # Slack's field
     assert "/runs/a" not in str(body) and str(settings.results) not in str(body)  # no server path
     assert [r.job_id for r in list_regressions(store, job=jobs[5])] == []
+    # a check run again (a coordinator restarted) stores nothing twice and tells nobody again
+    assert regressions.after_end(settings, store, jobs[6], SUCCEEDED, sender) == []
+    assert len(list_regressions(store)) == len(found)
 
 
 def test_a_drop_within_the_noise_is_not_flagged(world) -> None:
