@@ -247,6 +247,7 @@ class TaskResultRow(Base):
         Index("ix_task_results_lineage_board", "task", "lineage_current", "unranked", "rank", "checkpoint", "setting"),
         Index("ix_task_results_newest", "task", "current", "finished_at"),
         Index("ix_task_results_job", "job_id", "task"),
+        Index("ix_task_results_fingerprint", "task", "fingerprint", "finished_at"),  # a checkpoint's newest (0011)
         Index("ix_task_results_setting", "task", "setting_key", "current", "finished_at"),
         Index("ix_task_results_lineage_key", "task", "lineage_key", "lineage_current", "finished_at"),
         Index("ix_task_results_lineage", "task", "current", "lineage", "finished_at"),

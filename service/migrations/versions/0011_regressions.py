@@ -2,7 +2,8 @@
 between a lineage's new checkpoint and the previous one, or a pinned baseline, whose paired 95%
 interval excludes zero and which is beyond the schedule's threshold) and what a schedule watches
 its jobs for (`schedules.alerts`: threshold, pinned baseline, webhooks); each stored leaderboard
-value's standard error (`result_values.stderr`, None for rows stored before). Nothing to fill in:
+value's standard error (`result_values.stderr`, None for rows stored before); an index for a
+checkpoint's newest row of a task (the dry run's earlier spread). Nothing to fill in:
 regressions are found, and errors stored, as jobs finish from now on.
 
 Revision ID: 0011
@@ -46,9 +47,12 @@ def upgrade() -> None:
     )
     op.create_index("ix_regressions_created", "regressions", ["created_at"])
     op.create_index("ix_regressions_job", "regressions", ["job_id"])
+    # a checkpoint's newest row of a task: the dry run's earlier spread (service/resolution.py)
+    op.create_index("ix_task_results_fingerprint", "task_results", ["task", "fingerprint", "finished_at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_task_results_fingerprint", "task_results")
     op.drop_index("ix_regressions_job", "regressions")
     op.drop_index("ix_regressions_created", "regressions")
     op.drop_table("regressions")
