@@ -1,4 +1,4 @@
-"""`lctx submit | status | cancel | resume | results | leaderboard | compare | pull | checkpoints add|list | schedules list|run | endpoints`: talk to the API (base URL and
+"""`lctx submit | status | cancel | resume | results | leaderboard | compare | regressions | pull | checkpoints add|list | schedules list|run | endpoints`: talk to the API (base URL and
 token from settings: LCTX_BASE_URL, LCTX_API_TOKEN). These import the HTTP client and
 the API's pydantic models only: no torch, no Ray, no database."""
 
@@ -128,7 +128,8 @@ def plan_lines(plan: Any) -> list[str]:
 
     lines = [f"  {t.task}: {count(t.samples)} samples, {count(t.prompt_tokens)} tokens to prefill, "
              f"{count(t.generated_tokens)} to generate"
-             + (f", about {duration_text(t.seconds)}" if t.seconds is not None else "") for t in plan.tasks]
+             + (f", about {duration_text(t.seconds)}" if t.seconds is not None else "")
+             + (f"\n    {t.resolution}" if getattr(t, "resolution", "") else "") for t in plan.tasks]
     estimate = f"about {duration_text(plan.seconds)}" if plan.seconds is not None else "not known"
     head = "plan (dry run, nothing queued)" if not plan.queued else "plan"
     return [f"{head}: {plan.samples:,} samples, {plan.prompt_tokens:,} tokens to prefill, "
@@ -272,12 +273,48 @@ def _compare(args: argparse.Namespace) -> int:
         return 0
     cols = comparison["columns"]
     header = ["job", "checkpoint", "setting", *cols]
-    rows = []
+    rows, notes = [], []
+
+    def value(r: dict[str, Any], k: str) -> str:
+        error = (r.get("error_bars") or {}).get(k) or {}
+        se = error.get("stderr")
+        return _number(r["values"][k]) + (f" ± {se:.3f}" if isinstance(se, int | float) else "")
+
+    def difference(r: dict[str, Any], k: str) -> str:
+        d = (r.get("uncertainty") or {}).get(k)
+        if not d or d.get("low") is None:
+            return _number(r["difference"][k], signed=True)
+        mark = " *" if d.get("excludes_zero") else ""
+        return f"{d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]{'' if d.get('paired') else ' u'}{mark}"
+
     for r in comparison["rows"]:
-        rows.append([r["job"], r["checkpoint"], r["setting"], *(_number(r["values"][k]) for k in cols)])
+        rows.append([r["job"], r["checkpoint"], r["setting"], *(value(r, k) for k in cols)])
         if r["job"] != comparison["baseline"]:
-            rows.append(["", "", "  difference", *(_number(r["difference"][k], signed=True) for k in cols)])
+            rows.append(["", "", "  difference", *(difference(r, k) for k in cols)])
+            if r.get("pairing"):
+                notes.append(f"{r['job']}: {r['pairing']}")
     _table(header, rows)
+    print("values ± standard error; differences [95% interval]; * the interval excludes zero; "
+          "u unpaired (the two errors combined)")
+    for note in notes:
+        print(note)
+    return 0
+
+
+def _regressions(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        rows = c.regressions(schedule=args.schedule, lineage=args.lineage, task=args.task, job=args.job,
+                             limit=args.limit)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("no regressions found")
+        return 0
+    _table(["found", "checkpoint", "job", "task", "column", "was", "now", "difference [95%]", "against"],
+           [[r["created_at"][:16], r["checkpoint"], r["job_id"], r["task"], r["column"], _number(r["baseline_value"]),
+             _number(r["value"]), f"{r['difference']:+.3f} [{r['low']:+.3f}, {r['high']:+.3f}]",
+             f"{r['against']} {r['baseline_job_id']}"] for r in rows])
     return 0
 
 
@@ -560,6 +597,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     _client_args(p)
     p.set_defaults(func=_compare)
+
+    p = sub.add_parser("regressions", help="drops nightly schedules found: a lineage's new checkpoint against the "
+                       "previous one (or a pinned baseline), beyond the paired 95%% interval and the threshold")
+    p.add_argument("--schedule")
+    p.add_argument("--lineage", help="checkpoints in this folder (as job paths show it)")
+    p.add_argument("--task")
+    p.add_argument("--job", help="the job that dropped")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--json", action="store_true")
+    _client_args(p)
+    p.set_defaults(func=_regressions)
 
     p = sub.add_parser("pull", help="bring a checkpoint from the Hugging Face hub or a GGUF file into the "
                        "server's checkpoint root and register it")

@@ -52,12 +52,13 @@ def summary_rows(key: str, entry: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(task, what, value) rows for the table printed at the end: the typed result's metrics
     and its series points."""
     from evaluators.registry import task_result
-    from evaluators.results import fmt
+    from evaluators.results import fmt_error
 
     result = task_result(entry)
-    rows = [(key, f"{m.name} ({m.unit}, n={m.n})", fmt(m.value, unit=m.unit)) for m in result.metrics]
+    rows = [(key, f"{m.name} ({m.unit}, n={m.n})", fmt_error(m.value, m.error, unit=m.unit)) for m in result.metrics]
     for s in result.series:
-        rows += [(key, f"{s.label()} @ {s.axis} {p.key} (n={p.n})", fmt(p.value, unit=s.unit)) for p in s.points]
+        rows += [(key, f"{s.label()} @ {s.axis} {p.key} (n={p.n})", fmt_error(p.value, p.error, unit=s.unit))
+                 for p in s.points]
     return rows
 
 
@@ -82,7 +83,7 @@ def print_table(rows: list[tuple[str, str, str]]) -> None:
     if not rows:
         return
     w0, w1 = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
-    print(f"{'task':<{w0}}  {'':<{w1}}  value")
+    print(f"{'task':<{w0}}  {'':<{w1}}  value ± standard error")
     for t, what, v in rows:
         print(f"{t:<{w0}}  {what:<{w1}}  {v}")
 

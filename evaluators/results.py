@@ -22,6 +22,36 @@ Axis = Literal["length", "dataset", "depth", "depth_decile", "category", "bucket
 RESULT_KEY = "result"
 
 
+ErrorMethod = Literal["clt", "clustered", "bootstrap", "none"]
+
+
+class ErrorBar(BaseModel):
+    """A value's sampling uncertainty (evaluators/uncertainty.py computes it from the task's
+    `ErrorRule`): its standard error and 95% interval, and how they were computed. `method`
+    "none" carries no numbers and says why (`reason`): a measurement such as a perplexity,
+    a count, a value with no samples. Never a zero standing for "not computed"."""
+
+    stderr: float | None = Field(description="standard error of the value (None with method 'none')")
+    low: float | None = Field(description="lower end of the 95% interval")
+    high: float | None = Field(description="upper end of the 95% interval")
+    method: ErrorMethod = Field(description="clt: mean of per-sample scores, normal interval; clustered: the same "
+                                            "with cluster-robust errors (samples sharing a context); bootstrap: "
+                                            "seeded resampling through the task's aggregate (percentile interval); "
+                                            "none: not a sampled quantity (see reason)")
+    cluster: str | None = Field(None, description="the record fields naming a shared context (e.g. 'transcript')")
+    clusters: int | None = Field(None, ge=0, description="distinct contexts behind the value")
+    resamples: int | None = Field(None, ge=0, description="bootstrap resamples")
+    reason: str = ""
+
+    def text(self, digits: int = 3, unit: str | None = None) -> str:
+        """`± 0.026` (the standard error) or `(no error: <reason>)`."""
+        if self.stderr is None:
+            return f"(no error: {self.reason})" if self.reason else ""
+        if unit in COUNTED_UNITS:
+            return f"± {self.stderr:.0f}"
+        return f"± {fmt(self.stderr, digits)}"
+
+
 class Metric(BaseModel):
     name: str
     value: float | None
@@ -29,12 +59,15 @@ class Metric(BaseModel):
     unit: str = Field(description="e.g. 'fraction', 'score (0-100)', 'perplexity'")
     n: int = Field(ge=0, description="samples behind the value")
     description: str = ""
+    error: ErrorBar | None = Field(None, description="its uncertainty (None: a result written before lctx "
+                                                     "recorded errors)")
 
 
 class Point(BaseModel):
     key: str | int
     value: float | None
     n: int = Field(ge=0)
+    error: ErrorBar | None = None
 
 
 class Series(BaseModel):
@@ -75,18 +108,25 @@ class TaskResult(BaseModel):
         `<series label>.<axis>=<key>`. With `select` (a point key such as a dataset name)
         only the series points at that key, named by their series' label, and the points
         of series fixed at that key (`at`), named `<name>.<axis>=<key>`."""
-        out: dict[str, tuple[float | None, Metric | Series]] = {}
+        return {name: (item.value, source) for name, (item, source, _) in self.column_items(select).items()}
+
+    def column_items(self, select: str | None = None
+                     ) -> dict[str, tuple[Metric | Point, Metric | Series, dict[str, str | int]]]:
+        """`columns` with each column's metric or point (its value and error) and the
+        coordinates of its cell ({} for a metric: every sample; a point's axis key and `at`)."""
+        out: dict[str, tuple[Metric | Point, Metric | Series, dict[str, str | int]]] = {}
         if select is None:
             for m in self.metrics:
-                out[m.name] = (m.value, m)
+                out[m.name] = (m, m, {})
         for s in self.series:
             for p in s.points:
+                coords = {s.axis: p.key, **s.at}
                 if select is None:
-                    out[f"{s.label()}.{s.axis}={p.key}"] = (p.value, s)
+                    out[f"{s.label()}.{s.axis}={p.key}"] = (p, s, coords)
                 elif str(p.key) == select:
-                    out[s.label()] = (p.value, s)
+                    out[s.label()] = (p, s, coords)
                 elif select in {str(v) for v in s.at.values()}:
-                    out[f"{s.name}.{s.axis}={p.key}"] = (p.value, s)
+                    out[f"{s.name}.{s.axis}={p.key}"] = (p, s, coords)
         return out
 
 
@@ -115,3 +155,12 @@ def fmt(value: float | None, digits: int = 3, unit: str | None = None) -> str:
     if unit in COUNTED_UNITS and float(value).is_integer():
         return str(int(value))
     return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.{digits}f}"
+
+
+def fmt_error(value: float | None, error: ErrorBar | None, digits: int = 3, unit: str | None = None) -> str:
+    """`0.930 ± 0.026` (value ± standard error), the value alone where no error was recorded
+    (an old result) or none applies (a measurement: said by `ErrorBar.reason` elsewhere)."""
+    text = fmt(value, digits, unit)
+    if value is None or error is None or error.stderr is None:
+        return text
+    return f"{text} {error.text(digits, unit)}"

@@ -24,6 +24,7 @@ from checkpoints.engine.prefix_cache import PrefixStats
 from checkpoints.lm import LM, ModelSource
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
+from evaluators import uncertainty
 from evaluators.data import read_files
 from evaluators.errors import EvaluationCancelled, EvaluatorError
 from evaluators.provenance import DataLog, data_record, noting
@@ -63,6 +64,7 @@ class TaskEntry(TypedDict):
     plots: list[str]
     sample_errors: int
     prefix_cache: dict[str, Any] | None
+    errors: dict[str, Any]  # the task's ErrorRule: how each value's error was computed
     seconds: dict[str, float]
     data: NotRequired[dict[str, Any]]  # the files it read, their sha256, hub revisions (tasks that read data)
     result: dict[str, Any]  # RESULT_KEY
@@ -285,6 +287,12 @@ class TaskRun:
                                  f"(first: {records[0]['error']}); see {out_dir / SAMPLES_FILE}")
         result = evaluator.result(records if evaluator.options.sequential() else scored)
         thinking_series(result, scored)
+        if evaluator.options.sequential():
+            uncertainty.unmeasured(result, "the sequential search's answer: its own stopping rule, no sampling "
+                                           "error computed")
+        else:  # every value with its error, by the task's rule (the thinking series are measurements)
+            uncertainty.attach(result, [dict(r) for r in scored], evaluator.error_rule(), evaluator.estimate,
+                               evaluator.name)
         if errors:
             result.extra["sample_errors"] = errors
             result.summary += f" ({errors} samples failed: non-finite outputs)"
@@ -308,6 +316,7 @@ class TaskRun:
             plots=[str(p) for p in plot_paths],
             sample_errors=errors,
             prefix_cache=prefix_cache,
+            errors=evaluator.error_rule().as_dict(),  # how each value's error was computed (the comparisons' too)
             seconds={k: round(v, 4) for k, v in self.seconds.items()},
             result=finite_json(result.model_dump(mode="json")),
         )

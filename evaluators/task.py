@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -30,6 +30,7 @@ from evaluators.options import TaskOptions, parse_options
 from evaluators.provenance import DataLog
 from evaluators.results import TaskResult
 from evaluators.sequential import runner as sequential
+from evaluators.uncertainty import ErrorRule
 
 if TYPE_CHECKING:
     from evaluators.judges import Judging
@@ -209,6 +210,21 @@ class Evaluator:
 
     def aggregate(self, records: list[Record]) -> TaskResult:
         raise NotImplementedError
+
+    # How the task's values relate to its records, for their error bars (evaluators/uncertainty.py):
+    # the per-sample score field, the record field of each series coordinate, the fields naming a
+    # context several samples share. A value that is not its cell's mean is bootstrapped through
+    # `estimate`; a measurement gets none, said.
+    errors: ClassVar[ErrorRule] = ErrorRule()
+
+    def error_rule(self) -> ErrorRule:
+        """`errors` with the task's seed (a task that draws nothing: 0) for its bootstrap."""
+        return replace(self.errors, seed=self.options.recorded_seed() or 0)
+
+    def estimate(self, records: list[Record]) -> TaskResult:
+        """The values alone, for the bootstrap's resamples: `aggregate` unless the task's
+        aggregate does more work than its values need (RULER's own intervals)."""
+        return self.aggregate(records)
 
     # The plan parameter numbering a length's units for the sequential search (evaluators/sequential).
     search_unit: ClassVar[str] = "trial"

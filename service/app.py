@@ -20,7 +20,17 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from evaluators.registry import registry
 from service import guide, web
-from service.api import checkpoints, endpoints, health, jobs, leaderboard, results, schedules, uploads
+from service.api import (
+    checkpoints,
+    endpoints,
+    health,
+    jobs,
+    leaderboard,
+    regressions,
+    results,
+    schedules,
+    uploads,
+)
 from service.api.guard import BodyGuard
 from service.errors import Missing, ServiceError
 from service.metrics import Metrics
@@ -138,7 +148,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                          responses={**errors(401, 422), 503: errors(503)[503]})
     app.state.settings = settings
     app.openapi = lambda: truthful_openapi(app, settings)  # type: ignore[method-assign]
-    routers = [m.router for m in (checkpoints, endpoints, jobs, uploads, results, leaderboard, schedules, health)]
+    routers = [m.router for m in (checkpoints, endpoints, jobs, uploads, results, leaderboard, regressions, schedules,
+                                  health)]
     for router in routers:
         app.include_router(router)
     web.mount(app)  # the dashboard at /, its assets under /ui

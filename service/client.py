@@ -145,6 +145,10 @@ class Client:
     def compare(self, task: str, jobs: list[str]) -> dict[str, Any]:
         return self.request("GET", "/v1/compare", params={"task": task, "jobs": jobs}).json()
 
+    def regressions(self, **filters: Any) -> list[dict[str, Any]]:
+        params = {k: v for k, v in filters.items() if v is not None}
+        return self.request("GET", "/v1/regressions", params=params).json()
+
     def samples(self, job_id: str) -> Iterator[str]:
         with self.http.stream("GET", f"/v1/jobs/{job_id}/samples") as response:
             if response.status_code >= 400:

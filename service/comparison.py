@@ -9,7 +9,7 @@ same setting."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from evaluators.registry import task_options, task_result
@@ -58,6 +58,7 @@ class Scored:
     context: dict[str, Any] | None = None  # the entry's trained context and the lengths run beyond it
     thinking: str | None = None  # the task's thinking setting (None: a task without one)
     data: str | None = None  # the entry's data revision (None: it read no file, or ran before they were recorded)
+    errors: dict[str, float | None] = field(default_factory=dict)  # each column's standard error (None: none)
 
     @property
     def key(self) -> tuple[str, str, str, str, str | None]:
@@ -109,7 +110,9 @@ def scored_in(settings: Settings, job: JobRow, task: str, results: dict[str, Any
                                    f"thinking={thinking}" if thinking not in (None, "default") else "",
                                    options_label(spec, shown), f"data={data}" if data else "") if p)
     context = entry.get("context") if isinstance(entry.get("context"), dict) else None
-    return Scored(job, rope, job.backend, options, setting, result, values, context, thinking, data)
+    errors = {name: item.error.stderr if item.error is not None else None
+              for name, (item, _, _) in result.column_items(select).items()}
+    return Scored(job, rope, job.backend, options, setting, result, values, context, thinking, data, errors)
 
 
 def data_revision(entry: dict[str, Any]) -> str | None:

@@ -116,6 +116,8 @@ class TaskCost:
     largest: dict[str, int]  # the options that count tokens, their largest values (what to lower)
     flops: float | None = None
     estimated: bool = False  # samples or prompts estimated from the data files
+    resolvable: float | None = None  # the smallest difference its samples per length resolve at 95% (service/resolution.py)
+    resolution: str = ""  # how that was reckoned
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,8 @@ class Cost:
 
     def as_dict(self) -> dict[str, Any]:
         return {"tasks": [{"task": t.key, "samples": t.samples, "prompt_tokens": t.prompt_tokens,
-                           "generated_tokens": t.generated_tokens, "seconds": t.seconds} for t in self.tasks],
+                           "generated_tokens": t.generated_tokens, "seconds": t.seconds,
+                           "resolvable": t.resolvable, "resolution": t.resolution} for t in self.tasks],
                 "samples": self.samples, "prompt_tokens": self.prompt_tokens,
                 "generated_tokens": self.generated_tokens, "seconds": self.seconds, "basis": self.basis,
                 "warnings": self.warnings}

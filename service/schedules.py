@@ -19,8 +19,9 @@ from pydantic import ValidationError
 
 from service.cost import check_cost, checkpoint_facts, plan_job
 from service.errors import Conflict, InvalidRequest, ServiceError
+from service.notify import check_webhook
 from service.paths import confine
-from service.schemas import ScheduleCreate, Suite
+from service.schemas import Alerts, ScheduleCreate, Suite
 from service.settings import Settings
 from service.store import JobRow, ScheduleRow, Store, now
 from service.submission import (
@@ -68,10 +69,24 @@ def create_schedule(store: Store, settings: Settings, request: ScheduleCreate,
     tasks = validate_suite(request.suite, settings, cluster_gpus)
     check_judges(store, settings, tasks)  # each job's again
     check_cost(plan_job(list(request.suite.tasks), settings, None, cluster_gpus), settings)  # each job's, at the speed known
+    alerts = None
+    if request.alerts is not None:
+        check_alerts(store, settings, request.alerts)
+        alerts = request.alerts.model_dump(mode="json")
     t = now()
     return store.add_schedule(ScheduleRow(
         name=request.name, cron=request.cron, watch=watch, suite=request.suite.model_dump(mode="json", exclude_none=True),
-        suite_hash=suite_hash(request.suite), next_run_at=next_run(request.cron, t), created_at=t))
+        suite_hash=suite_hash(request.suite), next_run_at=next_run(request.cron, t), created_at=t, alerts=alerts))
+
+
+def check_alerts(store: Store, settings: Settings, alerts: Alerts) -> None:
+    """A pinned baseline job exists; each webhook's URL is on the hosts endpoints may be on and
+    its secret variable on the endpoint keys' allow-list (as an endpoint's are: the service's
+    own token never goes to a registered URL)."""
+    if alerts.baseline is not None:
+        store.get_job(alerts.baseline)  # Missing (404) names it
+    for i, hook in enumerate(alerts.webhooks):
+        check_webhook(settings, hook.url, hook.secret_env, f"alerts.webhooks[{i}]")
 
 
 class ScheduleConfigError(RuntimeError):

@@ -22,6 +22,7 @@ from checkpoints.thinking import Thinking
 from clients.endpoint.options import NO_NUL_PATTERN, EndpointOptions
 from evaluators.options import TaskOptions, did_you_mean
 from evaluators.registry import Task, registry
+from evaluators.results import ErrorBar
 from service.labels import job_rope_label, own_rope_label, rope_label
 from service.names import NAME_PATTERN
 from service.status import JobStatus
@@ -179,6 +180,10 @@ class TaskPlan(BaseModel):
     generated_tokens: int | None = Field(description="most tokens its samples generate: answers, think blocks "
                                          "where thinking can be on, and a judge's verdicts and think blocks")
     seconds: float | None = Field(description="estimated seconds on this service's hardware")
+    resolvable: float | None = Field(None, description="the smallest difference between two such runs its samples "
+                                     "per length resolve at 95%, in its headline's unit (the interval's half-width)")
+    resolution: str = Field("", description="how `resolvable` was reckoned: the variance an earlier job of the "
+                                            "checkpoint showed, or p(1-p) at p = 0.5")
 
 
 class JobPlan(BaseModel):
@@ -331,12 +336,44 @@ class EndpointOut(_Out):
     created_at: datetime
 
 
+WebhookEvent = Literal["finished", "failed", "regression"]
+
+
+class Webhook(_Strict):
+    """Where lctx POSTs a small JSON (with a Slack-compatible `text`) when a job finishes or fails
+    or a regression is found (service/notify.py): a URL on the hosts endpoints may be on
+    (LCTX_ENDPOINT_HOSTS), an optional secret sent in a header from a variable on the endpoint
+    keys' allow-list (never the service's own settings)."""
+
+    url: Annotated[str, Field(min_length=1, max_length=2048, pattern=NO_NUL_PATTERN,
+                              examples=["https://hooks.slack.com/services/T000/B000/XXXX"])]
+    events: list[WebhookEvent] = Field(default_factory=lambda: ["finished", "failed", "regression"],
+                                       min_length=1, max_length=3)
+    secret_env: Annotated[str | None, Field(max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                                            description="variable holding a secret sent with each POST")] = None
+    secret_header: Annotated[str, Field(max_length=64, pattern=r"^[A-Za-z0-9-]+$")] = "Authorization"
+
+
+class Alerts(_Strict):
+    """What a schedule watches its jobs for: regressions (each new checkpoint of a lineage against
+    the previous one, and against `baseline` where pinned: a drop whose paired 95% interval
+    excludes zero and which is at least `threshold`, in the column's unit) and who is told."""
+
+    threshold: float = Field(0.0, ge=0, description="smallest drop that counts (e.g. 0.05 for 5 points of a "
+                                                    "fraction); beyond its interval in any case")
+    baseline: Annotated[str | None, Field(pattern=JOB_ID_PATTERN, description="a job every new checkpoint is "
+                                                                               "compared with too")] = None
+    webhooks: list[Webhook] = Field(default_factory=list, max_length=8)
+
+
 class ScheduleCreate(_Strict):
     name: Name
     cron: Annotated[str, Field(min_length=1, max_length=128, examples=["0 2 * * *"])]
     watch: Annotated[list[Annotated[str, Field(min_length=1, max_length=4096, pattern=NO_NUL_PATTERN)]],
                      Field(min_length=1, max_length=32)]
     suite: Suite
+    alerts: Alerts | None = Field(None, description="regressions and webhooks (default: regressions found and "
+                                                    "listed at threshold 0, no webhook)")
 
 
 class UploadCreate(_Strict):
@@ -364,6 +401,8 @@ class ScheduleOut(_Out):
     next_run_at: datetime
     last_run_at: datetime | None
     created_at: datetime
+    alerts: dict[str, Any] | None = Field(None, description="regression threshold, pinned baseline and webhooks "
+                                                           "(each webhook's URL shown by its host only)")
 
     @computed_field(description="the suite's RoPE setting as one label")
     def rope_label(self) -> str:
@@ -416,6 +455,9 @@ class LeaderboardRow(_Out):
                                       "reaches (trained, or as far as its RoPE scaling is meant to reach): scores "
                                       "there measure extrapolation")
     values: dict[str, float | None]
+    errors: dict[str, float | None] = Field(default_factory=dict, description="each value's standard error (None: "
+                                            "none applies, or stored before lctx kept errors); its interval and "
+                                            "method are in the job's results")
 
 
 class LeaderboardColumn(BaseModel):
@@ -466,8 +508,30 @@ class SamplePrompt(BaseModel):
     needle_start: int = Field(description="character offset of the needle in the prompt (-1: not found in it)")
 
 
+class ColumnDifference(BaseModel):
+    """A column's difference from the baseline with its uncertainty (service/pairing.py)."""
+
+    difference: float
+    stderr: float | None = Field(description="standard error of the difference (None: a value without one)")
+    low: float | None = Field(description="95% interval of the difference")
+    high: float | None
+    paired: bool = Field(description="over the samples both jobs ran, matched by id; false: the two values' errors "
+                                     "combined as independent")
+    n: int | None = Field(description="samples paired (or the smaller run's)")
+    method: str = Field(description="clt / clustered (paired), unpaired, none")
+    clusters: int | None = None
+    excludes_zero: bool | None = Field(description="the interval excludes zero: a difference beyond the noise")
+    note: str = ""
+
+
 class ComparisonRow(LeaderboardRow):
     difference: dict[str, float | None] = Field(description="value minus the baseline's (the first job), per column")
+    error_bars: dict[str, ErrorBar | None] = Field(default_factory=dict, description="each value's standard error and "
+                                               "95% interval, read from the job's results (None: results written "
+                                               "before errors, or gone)")
+    uncertainty: dict[str, ColumnDifference] = Field(default_factory=dict, description="each difference with its "
+                                                     "interval (empty for the baseline)")
+    pairing: str = Field("", description="how the differences were paired with the baseline, or why not")
 
 
 class Comparison(BaseModel):
@@ -502,3 +566,25 @@ def validation_hint(error: dict[str, Any], path: str) -> str:
         return message
     hint = did_you_mean(field, [f for f in model.model_fields if f != "name" or model not in TASK_MODELS.values()])
     return f"{message}: {field!r}{hint}"
+
+
+class RegressionOut(_Out):
+    """A drop of one column between a lineage's new checkpoint and the job it is compared with."""
+
+    id: int
+    job_id: str
+    baseline_job_id: str
+    against: str = Field(description="previous (the lineage's previous checkpoint) or pinned (the schedule's baseline)")
+    schedule: str | None
+    lineage: str | None
+    checkpoint: str
+    task: str
+    column: str
+    value: float
+    baseline_value: float
+    difference: float
+    low: float = Field(description="95% interval of the paired difference")
+    high: float
+    paired: bool
+    threshold: float
+    created_at: datetime

@@ -84,6 +84,9 @@ class Settings(BaseSettings):
                                        "below keep samples")
     retention_keep_marks: bool = Field(True, description="retention: each lineage's first and last job and the best "
                                        "of each task view keep their samples whatever the policy")
+    webhooks: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="URLs lctx POSTs to when any job finishes or fails or a schedule finds a "
+        "regression (comma-separated; each on the hosts LCTX_ENDPOINT_HOSTS allows); a schedule may name its own")
     max_body_mb: float = Field(4.0, gt=0, le=1024, description="largest request body the API reads, in MiB "
                                "(413 beyond it); with LCTX_API_TOKEN, a write without the token is refused before its body is read")
     host: str = Field("127.0.0.1", description="bind address of `lctx serve`")
@@ -160,6 +163,11 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [p.strip() for p in value.replace(os.pathsep, ",").split(",") if p.strip()]
         return value
+
+    @field_validator("webhooks", mode="before")
+    @classmethod
+    def _split_webhooks(cls, value: Any) -> Any:
+        return [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
 
     @field_validator("endpoint_key_names", mode="before")
     @classmethod

@@ -82,7 +82,7 @@ def record(settings: Settings, job: JobRow, view: str, entry: Scored) -> ResultR
         lineage_key=_key(folder or f"fingerprint:{job.fingerprint}", entry.rope, entry.backend, options_key, entry.data),
         finished_at=job.finished_at, trained_context=context.get("trained"),
         beyond_context=list(context.get("beyond", [])), headline=headline, rank=rank,
-        values={c: v for c, (v, _) in entry.values.items()},
+        values={c: v for c, (v, _) in entry.values.items()}, errors={c: entry.errors.get(c) for c in entry.values},
         columns=[Column(**c.model_dump()) for c in columns.values()], job_id=job.id)
 
 

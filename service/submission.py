@@ -35,6 +35,7 @@ from evaluators.registry import parse_task, task_options
 from service.cost import Cost, check_cost, checkpoint_facts, endpoint_facts, plan_job
 from service.errors import Forbidden, InvalidRequest, Missing
 from service.paths import confine, confine_checkpoint_files
+from service.resolution import with_resolution
 from service.schemas import JobCreate, Suite
 from service.settings import Settings
 from service.store import CheckpointRow, EndpointRow, JobRow, Store
@@ -399,6 +400,7 @@ def submit_to_endpoint(store: Store, settings: Settings, request: JobCreate,
         raise InvalidRequest(f"cannot run on endpoint {row.name!r}: " + "; ".join(problems))
     cost = plan_job(list(request.tasks), settings, endpoint_fingerprint(row), model=endpoint_facts(row.tokenizer))
     check_cost(cost, settings)
+    cost = with_resolution(cost, store, settings, endpoint_fingerprint(row), list(request.tasks))
     if dry_run:
         return None, cost
     suite = {**request.model_dump(mode="json", include=set(Suite.model_fields)), "tasks": tasks}
@@ -459,6 +461,7 @@ def submit(store: Store, settings: Settings, request: JobCreate, cluster_gpus: i
             check_resources(request.backend, resolved, settings, cluster_gpus)
     cost = plan_job(list(request.tasks), settings, resolved.fingerprint, cluster_gpus, checkpoint_facts(resolved.path))
     check_cost(cost, settings)
+    cost = with_resolution(cost, store, settings, resolved.fingerprint, list(request.tasks))
     if dry_run:
         return None, cost
     return store.add_job(fingerprint=resolved.fingerprint, **job_fields(resolved, request, tasks)), cost

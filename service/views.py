@@ -71,7 +71,19 @@ def schedule_out(row: ScheduleRow, settings: Settings) -> ScheduleOut:
     out = ScheduleOut.model_validate(row)
     suite = dict(out.suite)
     suite["tasks"] = [client_task(t, settings) for t in suite.get("tasks", [])]
-    return out.model_copy(update={"watch": [client_path(w, settings) for w in out.watch], "suite": suite})
+    alerts = out.alerts
+    if alerts and alerts.get("webhooks"):  # a webhook URL may carry its receiver's token (Slack's do): its host only
+        alerts = {**alerts, "webhooks": [{**h, "url": webhook_shown(h.get("url", ""))} for h in alerts["webhooks"]]}
+    return out.model_copy(update={"watch": [client_path(w, settings) for w in out.watch], "suite": suite,
+                                  "alerts": alerts})
+
+
+def webhook_shown(url: str) -> str:
+    """`https://hooks.slack.com/…`: a webhook's scheme and host, its path (often its secret) left out."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}/…" if parts.scheme and parts.netloc else "…"
 
 
 def client_results(results: dict[str, Any], settings: Settings, job_dir: Path) -> dict[str, Any]:

@@ -764,3 +764,34 @@ def reasoning_standin_app(checkpoint: Path, name: str = "standin/thinker", field
                 "usage": {"prompt_tokens": len(ids), "completion_tokens": len(out.token_ids)}}
 
     return app
+
+
+def passkey_run(settings: Settings, store: object, scores: dict[int, list[float]], checkpoint: str = "tiny",
+                checkpoint_path: str = "/m/tiny", fingerprint: str = "fp", schedule: str | None = None,
+                config: str = "cfg") -> str:
+    """A succeeded passkey job whose trials scored `scores` (length -> per-trial 0/1): its
+    samples.jsonl in its task folder and its results entry made by the real evaluator's
+    aggregate with its error bars attached (evaluators.uncertainty), as a run leaves them.
+    Trial ids are `passkey/len=<n>/trial=<t>`: two such jobs ran the same samples."""
+    from evaluators import uncertainty
+    from evaluators.registry import make_evaluator
+    from service.status import SUCCEEDED
+
+    spec = {"name": "passkey", "lengths": sorted(scores), "trials": max(len(v) for v in scores.values())}
+    evaluator = make_evaluator(spec)
+    job = store.add_job(fingerprint=fingerprint, checkpoint=checkpoint,  # type: ignore[attr-defined]
+                        checkpoint_path=checkpoint_path, tasks=[spec], rope=None, backend="auto", priority=0,
+                        **({"schedule": schedule} if schedule else {}))
+    assert store.claim_next("test").id == job.id and store.finish(job.id, SUCCEEDED)  # type: ignore[attr-defined]
+    records = [{"task": "passkey", "id": f"passkey/len={n}/trial={t}", "config": config, "length": n, "trial": t,
+                "depth_decile": t % 10, "over_target": False, "prompt_tokens": n, "score": s}
+               for n, trials in scores.items() for t, s in enumerate(trials)]
+    folder = task_path(settings.results, job.id, "passkey")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = uncertainty.attach(evaluator.aggregate(records), records, evaluator.error_rule(), evaluator.estimate)
+    entry = {"task": "passkey", "evaluator_version": evaluator.version, "config": config,
+             "options": evaluator.options.as_dict(), "errors": evaluator.error_rule().as_dict(),
+             "result": result.model_dump(mode="json")}
+    store_results(settings, store, job.id, {"passkey": entry})
+    return job.id

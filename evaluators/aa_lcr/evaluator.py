@@ -36,6 +36,7 @@ from evaluators.options import JUDGE_HOWTO
 from evaluators.provenance import note_files
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.task import Built, Evaluator, Sample
+from evaluators.uncertainty import ErrorRule
 
 UNIT = "fraction"
 
@@ -44,6 +45,8 @@ class AaLcrEvaluator(Evaluator):
     name = "aa_lcr"
     version = "1"
     Options = AaLcrOptions
+    # the questions of one document set (and each question's repeats) share its documents
+    errors = ErrorRule(cells={"category": "document_category"}, cluster=("document_set_id",))
     options: AaLcrOptions
 
     def __init__(self, options: AaLcrOptions, data_dir: Path | None = None) -> None:

@@ -23,6 +23,7 @@ from evaluators.generation import chat_prompt, user
 from evaluators.plots import heatmap
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.task import Built, Evaluator, Sample
+from evaluators.uncertainty import ErrorRule
 
 UNIT = "accuracy (%)"
 
@@ -36,6 +37,7 @@ class BabilongEvaluator(Evaluator):
     name = "babilong"
     version = "1"
     Options = BabilongOptions
+    errors = ErrorRule(scale=100, cells={"length": "length", "task": "babi_task"}, strata=("babi_task", "length"))
     options: BabilongOptions
 
     def __init__(self, options: BabilongOptions, data_dir: Path | None = None) -> None:

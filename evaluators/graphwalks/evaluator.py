@@ -23,6 +23,7 @@ from evaluators.graphwalks.options import SETS, GraphwalksOptions
 from evaluators.mrcr.protocol import length_bin
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.task import Built, Evaluator, Sample
+from evaluators.uncertainty import ErrorRule
 
 UNIT = "fraction"
 
@@ -37,6 +38,8 @@ class GraphwalksEvaluator(Evaluator):
     # 2: the headline is the sound F1 (was the card's letter, now f1_card_literal)
     version = "2"
     Options = GraphwalksOptions
+    errors = ErrorRule(cells={"bucket": "bin", "problem_type": "problem_type"},
+                       series_cells={"f1_own_tokens": {"bucket": "own_bin"}, "f1_card_literal": {}})
     options: GraphwalksOptions
 
     def __init__(self, options: GraphwalksOptions, data_dir: Path | None = None) -> None:

@@ -37,6 +37,7 @@ from evaluators.longbench.metrics import longbench_dataset_score, longbench_e_sc
 from evaluators.longbench.options import LongBenchOptions
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.task import Built, Evaluator, Sample
+from evaluators.uncertainty import ErrorRule
 
 log = logging.getLogger("lctx.longbench")
 
@@ -74,6 +75,7 @@ class LongBenchEvaluator(Evaluator):
     #    the leaderboard's EN/ZH averages
     version = "5"
     Options = LongBenchOptions
+    errors = ErrorRule(cells={"dataset": "dataset"})
     options: LongBenchOptions
 
     def __init__(self, options: LongBenchOptions, data_dir: Path | None = None) -> None:

@@ -22,6 +22,7 @@ from evaluators.mrcr.data import load_rows
 from evaluators.mrcr.options import BIN_NAMES, MrcrOptions
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.task import Built, Evaluator, Sample
+from evaluators.uncertainty import ErrorRule
 
 UNIT = "fraction"
 KEPT_FIELDS = ("n_needles", "desired_msg_index", "total_messages", "n_chars", "random_string_to_prepend")
@@ -31,6 +32,8 @@ class MrcrEvaluator(Evaluator):
     name = "mrcr"
     version = "1"
     Options = MrcrOptions
+    errors = ErrorRule(cells={"bucket": "bin", "needles": "n_needles"},
+                       series_cells={"score_own_tokens": {"bucket": "own_bin"}})
     options: MrcrOptions
 
     def __init__(self, options: MrcrOptions, data_dir: Path | None = None) -> None:

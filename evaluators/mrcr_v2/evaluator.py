@@ -23,6 +23,7 @@ from evaluators.mrcr_v2.data import File, load_files
 from evaluators.mrcr_v2.options import CUMULATIVE, FILES, POINTWISE, MrcrV2Options
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.task import Built, Evaluator, Sample
+from evaluators.uncertainty import ErrorRule
 
 UNIT = "fraction"
 
@@ -31,6 +32,9 @@ class MrcrV2Evaluator(Evaluator):
     name = "mrcr_v2"
     version = "1"
     Options = MrcrV2Options
+    # the rows of one transcript share all but their last question: clustered by transcript
+    errors = ErrorRule(cells={"bucket": "length", "needles": "needles"}, cluster=("transcript",),
+                       series_cells={"score_upto": {}, "score_hash_first": {}})
     options: MrcrV2Options
 
     def __init__(self, options: MrcrV2Options, data_dir: Path | None = None) -> None:

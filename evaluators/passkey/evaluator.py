@@ -41,6 +41,7 @@ from evaluators.passkey.options import NeedleOptions, PasskeyOptions
 from evaluators.plots import heatmap
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.task import Built, Evaluator, Sample, decided_early
+from evaluators.uncertainty import ErrorRule
 
 
 def is_correct(output: str, key: int) -> bool:
@@ -143,6 +144,7 @@ class PasskeyEvaluator(_Retrieval):
     name = "passkey"
     version = "2"  # 2: typed result (evaluators.results)
     Options = PasskeyOptions
+    errors = ErrorRule(cells={"length": "length", "depth_decile": "depth_decile"})
     options: PasskeyOptions
 
     def __init__(self, options: PasskeyOptions, data_dir: Path | None = None) -> None:
@@ -246,6 +248,8 @@ class NeedleEvaluator(_Retrieval):
     name = "needle"
     version = "2"  # 2: typed result (evaluators.results)
     Options = NeedleOptions
+    # a cell's trials share its haystack and depth (only the key differs): clustered by them
+    errors = ErrorRule(cells={"length": "length", "depth": "depth_percent"}, cluster=("length", "depth_percent"))
     options: NeedleOptions
 
     def __init__(self, options: NeedleOptions, data_dir: Path | None = None) -> None:

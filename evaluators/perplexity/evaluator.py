@@ -31,6 +31,7 @@ from evaluators.perplexity.options import PerplexityOptions
 from evaluators.plots import lines
 from evaluators.results import TaskResult, fmt, metric, series
 from evaluators.task import Built, Evaluator, Sample
+from evaluators.uncertainty import ErrorRule
 
 
 def read_documents(path: Path) -> list[tuple[str, str]]:
@@ -87,6 +88,10 @@ class PerplexityEvaluator(Evaluator):
     #    overlap by one context token so every token but the document's first is scored (and counted) once
     version = "4"
     Options = PerplexityOptions
+    errors = ErrorRule(measured={
+        "perplexity": "a measurement of the text given: exp of the mean negative log-likelihood over its windows, "
+                      "not a mean of sampled scores",
+        "perplexity_yarn": "a measurement of the text given, as perplexity"})
     options: PerplexityOptions
 
     def __init__(self, options: PerplexityOptions, data_dir: Path | None = None) -> None:

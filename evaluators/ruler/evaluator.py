@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from evaluators.ruler.options import RulerOptions
 from evaluators.ruler.protocol import TASKS, WRAPPERS, split_wrapper
 from evaluators.ruler.synthetic import RulerSample
 from evaluators.task import Built, Evaluator, Sample, decided_early
+from evaluators.uncertainty import MIN_RESAMPLES, ErrorRule
 
 UNIT = "score (0-100)"
 
@@ -45,6 +47,8 @@ class RulerEvaluator(Evaluator):
     name = "ruler"
     version = "1"
     Options = RulerOptions
+    errors = ErrorRule(scale=100, digits=2, cells={"length": "length", "task": "ruler_task"},
+                       strata=("ruler_task", "length"))
     options: RulerOptions
     search_unit = "index"
 
@@ -109,12 +113,20 @@ class RulerEvaluator(Evaluator):
                 **decided_early(response)}
 
     def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
+        """The values; their 95% intervals are each value's error (the shared contract bootstraps
+        each task x length cell on its own with the `bootstrap` and `seed` options: `error_rule`)."""
         cells: dict[tuple[str, int], list[float]] = defaultdict(list)
         nulls: dict[tuple[str, int], int] = defaultdict(int)
         for r in records:
             cells[(r["ruler_task"], r["length"])].append(r["score"])
-            nulls[(r["ruler_task"], r["length"])] += bool(r["null"])
-        return typed(dict(cells), dict(nulls), self.options)
+            nulls[(r["ruler_task"], r["length"])] += bool(r.get("null"))
+        return typed(dict(cells), dict(nulls), self.options.model_copy(update={"bootstrap": 0}))
+
+    def error_rule(self) -> ErrorRule:
+        """The shared rule with RULER's own resamples and seed (its `bootstrap` and `seed` options):
+        a cell's and a length average's errors come from the same seeded resampling as before,
+        through the one contract (each task x length cell resampled on its own: the strata)."""
+        return replace(self.errors, resamples=max(self.options.bootstrap, MIN_RESAMPLES), seed=self.options.seed)
 
     def plots(self, records: list[dict[str, Any]], result: TaskResult, folder: Path) -> list[Path]:
         if not records:
@@ -124,7 +136,8 @@ class RulerEvaluator(Evaluator):
         scores = {(s.at["task"], p.key): p.value for s in result.series if s.name == "score" for p in s.points}
         grid = [[scores.get((t, n)) for n in lengths] for t in tasks]
         avg = {p.key: p.value for s in result.series if s.name == "average" for p in s.points}
-        ci = result.extra["intervals"]["average"]
+        ci = {str(p.key): [p.error.low, p.error.high] for s in result.series if s.name == "average" for p in s.points
+              if p.error is not None and p.error.low is not None}
         return [
             heatmap(folder / "ruler_tasks.png", grid, [str(n) for n in lengths], tasks, "RULER score per task "
                     "and length", "length (tokens, prompt + generation budget)", "task", vmin=0, vmax=100),
@@ -179,9 +192,9 @@ def typed(cells: dict[tuple[str, int], list[float]], nulls: dict[tuple[str, int]
         extra={"template": options.template, "effective_length": eff, "effective_length_relative": rel,
                "nulls": {t: {str(n): f"{nulls.get((t, n), 0)}/{len(cells[(t, n)])}" for n in lengths
                              if (t, n) in cells} for t in tasks},
-               "intervals": {"level": 0.95, "resamples": options.bootstrap,
-                             "cells": {t: {str(n): cell_ci.get((t, n)) for n in lengths if (t, n) in cells}
-                                       for t in tasks},
-                             "average": {str(n): avg_ci.get(n) for n in lengths}},
+               **({"intervals": {"level": 0.95, "resamples": options.bootstrap,
+                                 "cells": {t: {str(n): cell_ci.get((t, n)) for n in lengths if (t, n) in cells}
+                                           for t in tasks},
+                                 "average": {str(n): avg_ci.get(n) for n in lengths}}} if options.bootstrap else {}),
                "metrics": {t: TASKS[t].metric for t in tasks}},
     )

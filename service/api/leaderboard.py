@@ -6,13 +6,15 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from evaluators.registry import registry, unknown_task
-from service.api.deps import JobId, Read, StoreDep
+from service import pairing
+from service.api.deps import JobId, Read, SettingsDep, StoreDep
 from service.comparison import column_order
 from service.errors import Conflict, InvalidRequest, NotFound
 from service.schemas import (
     JOB_ID_PATTERN,
     NO_NUL_PATTERN,
     TASK_PATTERN,
+    ColumnDifference,
     Comparison,
     ComparisonRow,
     JobStanding,
@@ -33,7 +35,8 @@ def _row(rec: ResultRecord, names: list[str]) -> dict:
     return dict(checkpoint=rec.checkpoint, fingerprint=rec.fingerprint, rope=rec.rope, backend=rec.backend,
                 thinking=rec.thinking, data_revision=rec.data_revision, options=rec.options, setting=rec.setting,
                 job=rec.job_id, finished_at=rec.finished_at, trained_context=rec.trained_context,
-                beyond_context=rec.beyond_context, values={c: rec.values.get(c) for c in names})
+                beyond_context=rec.beyond_context, values={c: rec.values.get(c) for c in names},
+                errors={c: rec.errors.get(c) for c in names})
 
 
 def _info(column: Column) -> LeaderboardColumn:
@@ -121,9 +124,11 @@ def _naive(t: datetime | None) -> datetime | None:
 def compare(task: Annotated[str, Query(pattern=TASK_PATTERN, examples=["passkey"])],
             jobs: Annotated[list[Annotated[str, Query(pattern=JOB_ID_PATTERN)]],
                             Query(min_length=2, max_length=32, description="job ids; the first is the baseline")],
-            store: StoreDep) -> Comparison:
+            store: StoreDep, settings: SettingsDep) -> Comparison:
     """Two or more jobs (settings, checkpoints) on one task: every column of each, and its
-    difference from the first job's (per length for tasks with a length series)."""
+    difference from the first job's (per length for tasks with a length series), each value
+    with its error and each difference with its 95% interval: paired over the samples both
+    jobs ran where they ran the same ones, else unpaired, as `pairing` says."""
     entries: list[ResultRecord] = []
     for job_id in jobs:
         job = store.get_job(job_id)
@@ -137,14 +142,21 @@ def compare(task: Annotated[str, Query(pattern=TASK_PATTERN, examples=["passkey"
     columns = {c.name: _info(c) for e in entries for c in e.columns}
     names = column_order(columns)
     base = entries[0].values
+    loaded = [pairing.load(settings, store.get_job(e.job_id), task) for e in entries]
     rows = []
-    for e in entries:
+    for i, e in enumerate(entries):
         row = _row(e, names)
         diff = {}
         for c in names:
             v, b = row["values"][c], base.get(c)
             diff[c] = None if v is None or b is None else v - b
-        rows.append(ComparisonRow(**row, difference=diff))
+        errors = loaded[i].errors() if loaded[i] is not None else {}
+        known, said = {}, "the baseline" if i == 0 else "no intervals: a job's results files are gone or unreadable"
+        if i > 0 and loaded[0] is not None and loaded[i] is not None:
+            found, said = pairing.differences(settings, loaded[0], loaded[i])
+            known = {c: ColumnDifference(**d) for c, d in found.items() if c in names}
+        rows.append(ComparisonRow(**row, difference=diff, error_bars={c: errors.get(c) for c in names},
+                                  uncertainty=known, pairing=said))
     return Comparison(task=task, baseline=entries[0].job_id, columns=names,
                       column_info=[columns[c] for c in names], rows=rows)
 

@@ -34,6 +34,7 @@ from evaluators.errors import EvaluationCancelled, EvaluatorError
 from evaluators.progress import JobProgress
 from evaluators.samplelog import SampleLog, merge_units
 from evaluators.suite import task_keys
+from service import regressions
 from service.errors import ServiceError
 from service.layout import job_dir, task_dir, task_result
 from service.paths import client_error
@@ -227,6 +228,8 @@ class JobRun:
                 except Exception:
                     log.exception("job %s: could not kill a worker", self.job.id)
             self._final_progress()  # a cancel's or requeue's last state (ignored by the store if the job ended)
+        # regressions and webhooks on a thread of their own: the job's end never waits for them
+        regressions.job_ended(self.settings, self.store, self.job.id, self.status)
         return self.status
 
     def _run(self) -> NoReturn:

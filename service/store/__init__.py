@@ -26,6 +26,7 @@ from service.store.models import (
     EndpointRow,
     JobRow,
     JobTaskRow,
+    RegressionRow,
     ReplicaRow,
     ResultColumnRow,
     ResultValueRow,
@@ -34,13 +35,15 @@ from service.store.models import (
     TaskResultRow,
     now,
 )
+from service.store.regressions import RegressionAccess
 from service.store.replicas import ReplicaAccess
 from service.store.results import ResultAccess
 from service.store.schedules import ScheduleAccess
 
-__all__ = ["Base", "CheckpointRow", "Database", "EndpointRow", "JobRow", "JobTaskRow", "ReplicaRow", "ResultColumnRow",
+__all__ = ["Base", "CheckpointRow", "Database", "EndpointRow", "JobRow", "JobTaskRow", "RegressionRow", "ReplicaRow", "ResultColumnRow",
            "ResultValueRow", "ScheduleRow", "Store", "SubmissionRow", "TaskResultRow", "now", "retried"]
 
 
-class Store(CheckpointAccess, EndpointAccess, JobAccess, ScheduleAccess, ReplicaAccess, ResultAccess):
+class Store(CheckpointAccess, EndpointAccess, JobAccess, ScheduleAccess, ReplicaAccess, ResultAccess,
+            RegressionAccess):
     """All database access of the service. Methods return detached ORM rows."""

@@ -118,6 +118,38 @@ class ScheduleRow(Base):
     next_run_at: Mapped[datetime] = mapped_column(DateTime)
     last_run_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=now)
+    # what the schedule watches its jobs for (migration 0011): regression threshold, pinned baseline
+    # job, webhooks (service/schemas.py's Alerts); None: regressions at the default threshold, no webhook
+    alerts: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class RegressionRow(Base):
+    """A drop of one column of one task view between a lineage's new checkpoint and the previous
+    one (or the schedule's pinned baseline) whose paired 95% interval excludes zero and which is
+    beyond the schedule's threshold (service/regressions.py; migration 0011)."""
+
+    __tablename__ = "regressions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    baseline_job_id: Mapped[str] = mapped_column(String(32))
+    against: Mapped[str] = mapped_column(String(16))  # "previous" or "pinned"
+    schedule: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    lineage: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+    checkpoint: Mapped[str] = mapped_column(String(128))
+    task: Mapped[str] = mapped_column(String(200))
+    column: Mapped[str] = mapped_column(String(200))
+    value: Mapped[float] = mapped_column(Float)
+    baseline_value: Mapped[float] = mapped_column(Float)
+    difference: Mapped[float] = mapped_column(Float)
+    low: Mapped[float] = mapped_column(Float)
+    high: Mapped[float] = mapped_column(Float)
+    paired: Mapped[bool] = mapped_column(Boolean)
+    threshold: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=now)
+
+    __table_args__ = (Index("ix_regressions_created", "created_at"), Index("ix_regressions_job", "job_id"),
+                      UniqueConstraint("job_id", "baseline_job_id", "task", "column", name="uq_regression"))
 
 
 class SubmissionRow(Base):
@@ -215,6 +247,7 @@ class TaskResultRow(Base):
         Index("ix_task_results_lineage_board", "task", "lineage_current", "unranked", "rank", "checkpoint", "setting"),
         Index("ix_task_results_newest", "task", "current", "finished_at"),
         Index("ix_task_results_job", "job_id", "task"),
+        Index("ix_task_results_fingerprint", "task", "fingerprint", "finished_at"),  # a checkpoint's newest (0011)
         Index("ix_task_results_setting", "task", "setting_key", "current", "finished_at"),
         Index("ix_task_results_lineage_key", "task", "lineage_key", "lineage_current", "finished_at"),
         Index("ix_task_results_lineage", "task", "current", "lineage", "finished_at"),
@@ -249,6 +282,7 @@ class ResultValueRow(Base):
     rank: Mapped[float | None] = mapped_column(Float, nullable=True)
     checkpoint: Mapped[str | None] = mapped_column(String(128), nullable=True)
     setting: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+    stderr: Mapped[float | None] = mapped_column(Float, nullable=True)  # the value's standard error (0011)
 
     __table_args__ = (Index("ix_result_values_board", "task", "column", "current", "unranked", "rank", "checkpoint",
                             "setting", "result_id"),)

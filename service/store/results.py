@@ -62,6 +62,7 @@ class ResultRecord:
     values: dict[str, float | None]
     columns: list[Column]
     job_id: str = ""
+    errors: dict[str, float | None] = field(default_factory=dict)  # each value's standard error (migration 0011)
 
 
 @dataclass
@@ -261,7 +262,8 @@ def _value_rows(result_id: int, rec: ResultRecord, current: bool, better: dict[s
     """A row's values as stored, each with what sorts the board by it (see ResultValueRow)."""
     return [{"result_id": result_id, "column": c, "value": v, "task": rec.task, "current": current,
              "unranked": v is None, "rank": None if v is None else v if better.get(c) is False else -v,
-             "checkpoint": rec.checkpoint, "setting": rec.setting} for c, v in rec.values.items()]
+             "checkpoint": rec.checkpoint, "setting": rec.setting,
+             "stderr": rec.errors.get(c)} for c, v in rec.values.items()]
 
 
 def _tally(kept: dict[tuple[str, ...], int], task: str, flag: str, row: Any, columns: Any, step: int) -> None:
@@ -376,8 +378,10 @@ class ResultAccess(Database):
             row = conn.execute(select(T).where(T.c.job_id == job_id, T.c.task == task)).first()
             if row is None:
                 return None
-            values = dict(conn.execute(select(V.c.column, V.c.value).where(V.c.result_id == row.id)).all())
+            read = conn.execute(select(V.c.column, V.c.value, V.c.stderr).where(V.c.result_id == row.id)).all()
+            values = {c: v for c, v, _ in read}
             rec = _record(row, values)
+            rec.errors = {c: e for c, _, e in read}
             rec.columns = [_column(c) for c in conn.execute(select(C).where(C.c.task == task, C.c.name.in_(values)))]
         return rec
 
@@ -391,9 +395,11 @@ class ResultAccess(Database):
             if not rows:
                 return []
             values: dict[int, dict[str, float | None]] = {r.id: {} for r in rows}
-            for rid, column, value in conn.execute(select(V.c.result_id, V.c.column, V.c.value)
-                                                   .where(V.c.result_id.in_(list(values)))):
+            errors: dict[int, dict[str, float | None]] = {r.id: {} for r in rows}
+            for rid, column, value, stderr in conn.execute(select(V.c.result_id, V.c.column, V.c.value, V.c.stderr)
+                                                           .where(V.c.result_id.in_(list(values)))):
                 values[rid][column] = value
+                errors[rid][column] = stderr
             tasks = sorted({r.task for r in rows})
             catalog: dict[str, dict[str, Column]] = {t: {} for t in tasks}
             for c in conn.execute(select(C).where(C.c.task.in_(tasks))):
@@ -401,6 +407,7 @@ class ResultAccess(Database):
         out = []
         for r in rows:
             rec = _record(r, values[r.id])
+            rec.errors = errors[r.id]
             rec.columns = [catalog[r.task][n] for n in values[r.id] if n in catalog[r.task]]
             out.append(rec)
         return out
@@ -448,12 +455,17 @@ class ResultAccess(Database):
             found = {r.id: r for r in conn.execute(select(T).where(T.c.id.in_(ids)))} if ids else {}
             rows = [found[i] for i in ids]
             values: dict[int, dict[str, float | None]] = {r.id: {} for r in rows}
+            errors: dict[int, dict[str, float | None]] = {r.id: {} for r in rows}
             if rows:
-                for rid, column, value in conn.execute(select(V.c.result_id, V.c.column, V.c.value)
-                                                       .where(V.c.result_id.in_(list(values)))):
+                for rid, column, value, stderr in conn.execute(
+                        select(V.c.result_id, V.c.column, V.c.value, V.c.stderr)
+                        .where(V.c.result_id.in_(list(values)))):
                     values[rid][column] = value
-        return BoardPage(total=total, total_exact=exact, headline=headline, columns=columns,
-                         rows=[_record(r, values[r.id]) for r in rows])
+                    errors[rid][column] = stderr
+        records = [_record(r, values[r.id]) for r in rows]
+        for rec, r in zip(records, rows, strict=True):
+            rec.errors = errors[r.id]
+        return BoardPage(total=total, total_exact=exact, headline=headline, columns=columns, rows=records)
 
     @staticmethod
     def _kept(q: BoardQuery) -> tuple[str, str] | None:

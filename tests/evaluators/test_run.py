@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from evaluators import TASKS, run_task
+from evaluators.results import TaskResult
 from tests.helpers import tiny_model
 
 DATA = Path(__file__).parent / "data"
@@ -107,6 +108,9 @@ def test_results_are_complete(tmp_path: Path, task: dict, data: str | None) -> N
     assert all(k in result["options"] for k in task if k != "name")
     for r in records(tmp_path / "out"):
         assert {"task", "id", "prompt_tokens", "truncated", "prediction", "references", "score"} <= set(r)
+    typed = TaskResult.model_validate(result["result"])  # every value with its error, or the reason it has none
+    for item in [*typed.metrics, *(p for s in typed.series for p in s.points)]:
+        assert item.error is not None and (item.error.stderr is not None or item.error.reason)
 
 
 def test_cancel_inside_a_batch_keeps_what_finished(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ def test_rows_part_by_data_revision(tmp_path: Path) -> None:
         assert rows["bbbbbbbbbbbb"].values["overall"] == 0.5
         assert rows["aaaaaaaaaaaa"].setting == "rope=checkpoint backend=auto data=aaaaaaaaaaaa"
         assert rows[None].setting == "rope=checkpoint backend=auto"
-        pair = compare("graphwalks", [jobs[2], jobs[1]], store)
+        pair = compare("graphwalks", [jobs[2], jobs[1]], store, settings)
         assert [r.data_revision for r in pair.rows] == ["aaaaaaaaaaaa", "bbbbbbbbbbbb"]
     finally:
         store.close()

@@ -131,3 +131,33 @@ def test_run_now_lists_what_it_submitted_and_why_it_skipped_each_checkpoint(env)
     assert store.list_jobs()[1] == 2
     with pytest.raises(Exception, match="schedule"):
         scheduler.run_now("missing")
+
+
+def test_alerts_are_checked_and_kept(env) -> None:
+    """A schedule's webhooks are refused off the allowed hosts or with a secret variable off the
+    allow-list, and a pinned baseline must exist; accepted alerts are stored with the schedule."""
+    from service.errors import Missing
+
+    settings, store, watch = env
+
+    def make(alerts: dict, name: str = "x"):
+        return create_schedule(store, settings, ScheduleCreate(name=name, cron="0 2 * * *", watch=[str(watch)],
+                                                               suite=SUITE, alerts=alerts))
+
+    with pytest.raises(InvalidRequest, match="webhook host 'hooks.example.com' is not allowed"):
+        make({"webhooks": [{"url": "https://hooks.example.com/x"}]})
+    with pytest.raises(InvalidRequest, match="LCTX_API_TOKEN"):
+        make({"webhooks": [{"url": "http://127.0.0.1:9/x", "secret_env": "LCTX_API_TOKEN"}]})
+    with pytest.raises(Missing):
+        make({"baseline": "nosuchjob"})
+    with pytest.raises(ValidationError):  # a negative threshold, an unknown event
+        make({"threshold": -1})
+    kept = make({"threshold": 0.05, "webhooks": [{"url": "http://127.0.0.1:9/x", "events": ["regression"]}]})
+    assert store.get_schedule(kept.name).alerts == {
+        "threshold": 0.05, "baseline": None,
+        "webhooks": [{"url": "http://127.0.0.1:9/x", "events": ["regression"], "secret_env": None,
+                      "secret_header": "Authorization"}]}
+    from service.views import schedule_out
+
+    shown = schedule_out(store.get_schedule(kept.name), settings).alerts
+    assert shown["webhooks"][0]["url"] == "http://127.0.0.1:9/…"  # the path (a receiver's token) not answered

@@ -34,9 +34,22 @@ export function distinguish(rows) {
   return { names, differ: apart.map((p) => p.name), same };
 }
 
-function diffCell(v) {
+/** A difference with its 95% interval (`u`: unpaired, the two errors combined); bold where the
+ * interval excludes zero (a difference beyond the noise), its note in the title. */
+export function diffCell(v, d) {
   if (v == null) return h("td", { class: "num cell-nodata" }, noData());
-  return h("td", { class: `num${v > 0 ? " diff-pos" : ""}` }, v === 0 ? "0" : fmt(v));
+  const text = v === 0 ? "0" : fmt(v);
+  if (!d || d.low == null) return h("td", { class: `num${v > 0 ? " diff-pos" : ""}`, title: d?.note || "" }, text);
+  const beyond = d.excludes_zero ? " diff-real" : "";
+  return h("td", { class: `num${v > 0 ? " diff-pos" : ""}${beyond}`, title: d.note || "" },
+    `${text} [${fmt(d.low)}, ${fmt(d.high)}]${d.paired ? "" : " u"}${d.excludes_zero ? " *" : ""}`);
+}
+
+/** A value with its standard error (`± se`), its method (and reason where it has none) in the title. */
+export function valueCell(v, e) {
+  if (v == null) return h("td", { class: "num cell-nodata" }, noData());
+  const said = e ? `${e.method}${e.cluster ? ` by ${e.cluster}` : ""}${e.reason ? `: ${e.reason}` : ""}` : "no error recorded";
+  return h("td", { class: "num", title: said }, e?.stderr != null ? `${fmt(v)} ± ${fmt(e.stderr)}` : fmt(v));
 }
 
 function comparisonView(cmp) {
@@ -54,15 +67,18 @@ function comparisonView(cmp) {
       x: numericKeys(g) ? Number(c.key) : c.key, y: r.values[c.name] })) })),
   }));
   const base = cmp.rows[0];
-  const value = (v) => (v == null ? h("td", { class: "num cell-nodata" }, noData()) : h("td", { class: "num" }, fmt(v)));
   const head = (text, r) => h("th", { scope: "col", class: "num", title: `${label(r)}, job ${r.job}` }, text);
   const table = h("table", { class: "compare" },
-    h("caption", { class: "muted" }, `Δ is each value minus the baseline's (${names[0]}: ${label(base)}, job ${cmp.baseline})`),
+    h("caption", { class: "muted" }, `Values ± standard error; Δ is each value minus the baseline's (${names[0]}: ${label(base)}, `
+      + `job ${cmp.baseline}) with its 95% interval: * the interval excludes zero, u unpaired (the samples differ). `
+      + cmp.rows.slice(1).map((r, i) => `${names[i + 1]}: ${r.pairing || "no intervals"}.`).join(" ")),
     h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Column"), head(`${names[0]} (baseline)`, base),
       cmp.rows.slice(1).flatMap((r, i) => [head(names[i + 1], r), head(`Δ ${names[i + 1]}`, r)]))),
     h("tbody", {}, groups.flatMap((g) => g.columns.map((c) => h("tr", {},
-      h("th", { scope: "row" }, g.axis ? `${g.group}: ${c.key}` : c.name), value(base.values[c.name]),
-      cmp.rows.slice(1).flatMap((r) => [value(r.values[c.name]), diffCell(r.difference[c.name])]))))));
+      h("th", { scope: "row" }, g.axis ? `${g.group}: ${c.key}` : c.name),
+      valueCell(base.values[c.name], base.error_bars?.[c.name]),
+      cmp.rows.slice(1).flatMap((r) => [valueCell(r.values[c.name], r.error_bars?.[c.name]),
+        diffCell(r.difference[c.name], r.uncertainty?.[c.name])]))))));
   const what = h("p", { class: "compare-what" }, differ.length ? `The rows differ in ${differ.join(", ")}` : "The rows share "
     + "every setting that changes scores (runs of one setting)", same.length ? `; all share ${same.join(", ")}.` : ".");
   return [what, charts.length ? h("div", {}, charts) : h("p", {}, noData("no series to chart")),

@@ -40,7 +40,7 @@ function storedResult(standing, file) {
   const fileMetrics = file?.metrics || [];
   const metrics = standing.columns.filter((n) => info.get(n).kind === "metric").map((n) => ({
     name: n, value: value(n), unit: info.get(n).unit, higher_is_better: info.get(n).higher_is_better,
-    n: fileMetrics.find((m) => m.name === n)?.n,
+    n: fileMetrics.find((m) => m.name === n)?.n, error: fileMetrics.find((m) => m.name === n)?.error,
   }));
   const at = (i) => fileMetrics.findIndex((m) => m.name === i.name) >>> 0;  // not in the file: last
   metrics.sort((a, b) => at(a) - at(b));
@@ -62,19 +62,31 @@ function storedResult(standing, file) {
       const keys = twin.points.map((p) => String(p.key));
       const pos = (p) => keys.indexOf(String(p.key)) >>> 0;
       se.points.sort((a, b) => pos(a) - pos(b));
-      for (const p of se.points) p.n = twin.points[pos(p)]?.n;
+      for (const p of se.points) {
+        p.n = twin.points[pos(p)]?.n;
+        p.error = twin.points[pos(p)]?.error;
+      }
     }
     return se;
   });
   return { headline: standing.headline, metrics, series, summary: file?.summary || "" };
 }
 
+/** A value's error as the tables show it: `± se [low, high]`, or why it has none; the method in the title. */
+function errorCell(e) {
+  if (!e) return h("td", { class: "num muted", title: "results written before lctx recorded errors" }, "–");
+  const how = `${e.method}${e.cluster ? ` by ${e.cluster}` : ""}${e.clusters ? ` (${e.clusters} contexts)` : ""}`
+    + `${e.resamples ? ` (${e.resamples} resamples)` : ""}${e.reason ? `: ${e.reason}` : ""}`;
+  if (e.stderr == null) return h("td", { class: "muted", title: how }, `none: ${e.reason}`);
+  return h("td", { class: "num", title: how }, `± ${fmt(e.stderr)} [${fmt(e.low)}, ${fmt(e.high)}]`);
+}
+
 function metricsTable(result, source) {
   return h("table", { class: "metrics-table", "data-source": source },
-    h("thead", {}, h("tr", {}, ["Metric", "Value", "Unit", "n", "Better"].map((t) => h("th", { scope: "col" }, t)))),
+    h("thead", {}, h("tr", {}, ["Metric", "Value", "± s.e. [95%]", "Unit", "n", "Better"].map((t) => h("th", { scope: "col" }, t)))),
     h("tbody", {}, result.metrics.map((m) => h("tr", {},
       h("th", { scope: "row" }, m.name === result.headline ? h("strong", {}, `${m.name} (headline)`) : m.name),
-      h("td", { class: "num" }, m.value == null ? noData() : fmt(m.value)), h("td", {}, m.unit),
+      h("td", { class: "num" }, m.value == null ? noData() : fmt(m.value)), errorCell(m.error), h("td", {}, m.unit),
       h("td", { class: "num" }, m.n ?? "–"), h("td", {}, m.higher_is_better == null ? "–" : m.higher_is_better ? "higher" : "lower")))));
 }
 
@@ -119,7 +131,9 @@ function seriesTables(result) {
     ? Object.entries(se.at).map(([k, v]) => `${k}=${v}`).join(" ") : "all");
   const cell = (se, key) => {
     const p = se.points.find((q) => String(q.key) === key);
-    return p == null || p.value == null ? noData() : p.n == null ? fmt(p.value) : `${fmt(p.value)} (n=${p.n})`;
+    if (p == null || p.value == null) return noData();
+    const err = p.error?.stderr != null ? ` ± ${fmt(p.error.stderr)}` : "";
+    return p.n == null ? `${fmt(p.value)}${err}` : `${fmt(p.value)}${err} (n=${p.n})`;
   };
   return [...groups].map(([key, list]) => {
     const keys = [...new Set(list.flatMap((se) => se.points.map((p) => String(p.key))))];
@@ -204,11 +218,18 @@ export async function show() {
       nodes.push(section("Error", errorBox(j.error || `the job was ${j.status}`),
         h("p", { class: "muted" }, "What finished before it ended is shown below as partial results.")));
     }
-    const [stored, file] = await Promise.allSettled([
+    const [stored, file, dropped] = await Promise.allSettled([
       j.status === "succeeded" ? api(`/v1/jobs/${id}/standings`) : Promise.resolve({ tasks: [] }),
-      api(`/v1/jobs/${id}/results`)]);
-    for (const r of [stored, file]) {
+      api(`/v1/jobs/${id}/results`),
+      j.status === "succeeded" && j.schedule ? api(`/v1/regressions?job=${id}`) : Promise.resolve([])]);
+    for (const r of [stored, file, dropped]) {
       if (r.status === "rejected" && !(r.reason instanceof ApiError)) throw r.reason;
+    }
+    if (dropped.value?.length) {  // a nightly regression: this checkpoint dropped beyond the noise
+      nodes.push(section("Regressions", h("ul", { class: "regressions" }, dropped.value.map((r) => h("li", {},
+        `${r.task} ${r.column}: ${fmt(r.baseline_value)} → ${fmt(r.value)} (${fmt(r.difference)}, 95% `
+        + `[${fmt(r.low)}, ${fmt(r.high)}], paired) against the ${r.against} job `,
+        h("a", { href: `/jobs/${r.baseline_job_id}` }, r.baseline_job_id))))));
     }
     if (stored.status === "rejected") nodes.push(errorBox(`Stored results: ${stored.reason.message}`));
     if (file.status === "rejected") nodes.push(errorBox(`Results: ${file.reason.message}`));

@@ -77,13 +77,17 @@ function boardTable(task, board, state, reload, redraw) {
       const v = r.values[c.name];
       const beyond = c.axis === "length" && (r.beyond_context || []).includes(Number(c.key));
       if (v == null) return h("td", { class: "num cell-nodata" }, noData());
-      return h("td", { class: beyond ? "num beyond" : "num", style: heat.get(g)(v),
-        title: beyond ? `beyond the ${r.trained_context}-token context it was trained for (or its RoPE scaling reaches)` : null },
-      fmt(v), beyond ? " †" : null);
+      const se = r.errors?.[c.name];  // the value's standard error: in the cell's title, the cell stays a number
+      const said = [se != null ? `± ${fmt(se)} (standard error)` : null,
+        beyond ? `beyond the ${r.trained_context}-token context it was trained for (or its RoPE scaling reaches)` : null]
+        .filter((x) => x).join("; ");
+      return h("td", { class: beyond ? "num beyond" : "num", style: heat.get(g)(v), title: said || null },
+        fmt(v), beyond ? " †" : null);
     }))));
   const table = h("table", { class: "board", id: `board-${task.replace(/[^\w-]/g, "_")}` },
     h("caption", { class: "muted" }, (board.headline && !state.sort ? `Sorted by ${board.headline} (★), best first; click a column to sort`
-      : "Click a column to sort") + (board.rows.some((r) => (r.beyond_context || []).length)
+      : "Click a column to sort") + "; a value's standard error in its title"
+      + (board.rows.some((r) => (r.beyond_context || []).length)
       ? "; † a length beyond the model's context (trained, or reached by its RoPE scaling)" : "")),
     h("thead", {}, top, h("tr", {}, ths)), h("tbody", {}, rows));
   const compare = h("button", { type: "button" }, "Compare selected");
@@ -158,15 +162,26 @@ async function nightlyCharts(task, board, schedules) {
       const inside = answer.rows;
       if (!inside.length) continue;
       const shown = answer.total > inside.length ? ` (the newest ${inside.length} of ${answer.total} rows)` : "";
+      // the regressions the schedule found in this lineage: their checkpoints marked ▼ on the curve, listed below it
+      const regressions = await api(`/v1/regressions?${new URLSearchParams({ schedule: sch.name, task, lineage: watch,
+        limit: "200" })}`);
+      const dropped = new Set(regressions.map((r) => r.checkpoint));
+      const mark = (c) => (dropped.has(c) ? `${c} ▼` : c);
       const checkpoints = [...new Set(inside.map((r) => r.checkpoint))].sort(collator.compare);
       const settings = [...new Set(inside.map((r) => r.setting))];
       charts.push(lineChart({
         title: `Nightly "${sch.name}" in ${watch}: ${task} ${board.headline} by checkpoint${shown}`,
-        xLabel: "checkpoint (in name order: the training step)", yLabel: `${board.headline}${unit ? ` (${unit})` : ""}`,
-        categories: checkpoints, yRange: unitRange(unit),
+        xLabel: "checkpoint (in name order: the training step; ▼ a regression)",
+        yLabel: `${board.headline}${unit ? ` (${unit})` : ""}`,
+        categories: checkpoints.map(mark), yRange: unitRange(unit),
         series: settings.map((st) => ({ label: st, points: inside.filter((r) => r.setting === st)
-          .map((r) => ({ x: r.checkpoint, y: r.values[board.headline] })) })),
+          .map((r) => ({ x: mark(r.checkpoint), y: r.values[board.headline] })) })),
       }));
+      if (regressions.length) {
+        charts.push(h("ul", { class: "regressions" }, regressions.map((r) => h("li", {},
+          h("a", { href: `/jobs/${r.job_id}` }, r.checkpoint), `: ${r.column} ${fmt(r.baseline_value)} → ${fmt(r.value)} `
+          + `(${fmt(r.difference)}, 95% [${fmt(r.low)}, ${fmt(r.high)}]) against the ${r.against} job ${r.baseline_job_id}`))));
+      }
     }
   }
   return charts;
