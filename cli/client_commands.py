@@ -600,12 +600,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("regressions", help="drops nightly schedules found: a lineage's new checkpoint against the "
                        "previous one (or a pinned baseline), beyond the paired 95%% interval and the threshold")
-    p.add_argument("--schedule")
+    p.add_argument("--schedule", help="only the drops this schedule found")
     p.add_argument("--lineage", help="checkpoints in this folder (as job paths show it)")
-    p.add_argument("--task")
+    p.add_argument("--task", help="only this task (or one view of it: TASK/KEY, as the leaderboard names it)")
     p.add_argument("--job", help="the job that dropped")
-    p.add_argument("--limit", type=int, default=50)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--limit", type=int, default=50, help="drops to list, newest first (default 50)")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     _client_args(p)
     p.set_defaults(func=_regressions)
 

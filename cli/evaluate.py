@@ -296,7 +296,7 @@ def task_judges(parsed: list[Any], args: argparse.Namespace) -> tuple[list[Any],
                 open_judge(t.judge_ref(), args, args.device)
             judges[judge.ref] = judge
             t = parse_task({**t.as_spec(), "judge": judge.ref})
-        for option, ref in t.graders().items():  # models besides the judge (HELMET's citation NLI)
+        for option, ref in t.graders().items():  # models besides the judge (a citation NLI model, say)
             grader = next((j for j in judges.values() if ref in (j.name, j.ref)), None) or \
                 open_judge(ref, args, args.device)
             judges[grader.ref] = grader

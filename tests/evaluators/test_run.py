@@ -27,7 +27,8 @@ def records(folder: Path) -> list[dict]:
 
 def test_tasks_registry() -> None:
     assert set(TASKS) == {"passkey", "needle", "longbench", "longbench_v2", "babilong", "scrolls", "perplexity",
-                          "diagnostics", "ruler", "mrcr", "graphwalks", "mrcr_v2", "aa_lcr", "helmet"}
+                          "diagnostics", "ruler", "mrcr", "graphwalks", "mrcr_v2", "aa_lcr", "helmet", "infinitebench",
+                          "ruler_v2", "nolima", "zero_scrolls"}
 
 
 def test_killed_run_resumes_each_sample_once(tmp_path: Path) -> None:
