@@ -12,6 +12,8 @@ Weight names (ours): `embed.weight`, `layers.{i}.{attn,mlp}_norm.weight` (pre),
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -136,6 +138,7 @@ class Decoder(nn.Module):
         return_weights: bool = False,
         hidden_states: list[torch.Tensor] | None = None,
         rope_length: int | None = None,
+        on_layer: Callable[[int], None] | None = None,
     ) -> tuple[torch.Tensor, AttentionContext]:
         """input_ids (B, T) after `cache.length` cached tokens -> logits (B, T, V)
         (or (B, 1, V) with `logits_for="last"`, or (B, K, V) at row b's positions
@@ -144,7 +147,8 @@ class Decoder(nn.Module):
         were asked for. When
         `hidden_states` is a list, the residual stream after each layer is appended.
         `rope_length` declares the whole prompt's length when it is prefilled in
-        chunks (dynamic NTK sets its base from it)."""
+        chunks (dynamic NTK sets its base from it). `on_layer(i)` after layer i (a long
+        prefill's progress on the CPU, where one chunk takes minutes; it reads nothing back)."""
         start = cache.length if cache is not None else 0
         t = input_ids.shape[1]
         self._update_rope_length(start, t, rope_length)
@@ -162,6 +166,8 @@ class Decoder(nn.Module):
             x = block(x, ctx, cache.layers[i] if cache is not None else None)
             if hidden_states is not None:
                 hidden_states.append(x)
+            if on_layer is not None:
+                on_layer(i)
         if isinstance(logits_for, torch.Tensor):  # (B,) or (B, K) positions per row
             at = logits_for.to(x.device).reshape(x.shape[0], -1)
             x = x[torch.arange(x.shape[0], device=x.device)[:, None], at]  # (B, K, hidden)

@@ -245,6 +245,8 @@ def _eval(args: argparse.Namespace) -> int:
 
     # one estimate of speed and ETA for `lctx eval` and the service: prompt tokens while they prefill
     tracker = JobProgress(show, dict(zip(task_keys(parsed), parsed, strict=True)), every=0.5)
+    if not args.quiet:
+        tracker.heartbeat(1.0)  # the bars move at least once a second, a long prefill's ETA with them
 
     def progress(key: str) -> Callable[[str, int, int], None]:
         bars[key] = tqdm(desc=key, disable=args.quiet, bar_format=BAR_FORMAT)

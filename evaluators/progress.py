@@ -163,9 +163,28 @@ class JobProgress:
             self.timer = None
         self.flush(force=True)
 
+    def heartbeat(self, interval: float = 1.0) -> None:
+        """Re-estimate and write every `interval` seconds whatever the work reports (`lctx eval`'s
+        bars): a long prefill's ETA grows with the time it takes instead of standing still, and the
+        elapsed time moves. The service writes on reports only (its store is not a terminal)."""
+        stop = self._beating = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(interval):
+                with self.lock:
+                    for key, cell in self.state.items():
+                        if key in self.started and cell["done"] < cell["total"]:
+                            self._estimate(key)
+                self.flush(force=True)
+
+        threading.Thread(target=beat, name="lctx-progress-heartbeat", daemon=True).start()
+
     def close(self, write: bool = True) -> dict[str, dict[str, Any]]:
         """No more timed writes; the last state, written unless `write` is False (the job's end
         writes it with its status: `Store.finish`)."""
+        beating = getattr(self, "_beating", None)
+        if beating is not None:
+            beating.set()
         with self.lock:
             timer, self.timer = self.timer, None
         if timer is not None:
