@@ -243,7 +243,8 @@ def test_a_decided_request_stops_where_its_predicate_first_holds():
 
 
 def test_prefill_progress_counts_every_prompt_token_chunk_by_chunk():
-    """`on_prefill` hears of each chunk as it is prefilled (a long batch is never silent)."""
+    """`on_prefill` hears of each chunk as its layers finish (a long batch is never silent): every
+    token once, never more than a chunk at a time, at least once per chunk."""
     model = _model("softmax")
     prompts = _prompts()
     # each prompt on its own, every token prefilled (the prefix cache would serve the loglikelihood context)
@@ -253,8 +254,8 @@ def test_prefill_progress_counts_every_prompt_token_chunk_by_chunk():
     finished: list[int] = []
     engine.generate_until([GenerateRequest(p, max_new_tokens=2) for p in prompts],
                           done=lambda i, _: finished.append(len(heard)))
-    assert sum(heard) == sum(PROMPT_LENGTHS) and max(heard) == 8
-    assert len(heard) == sum(-(-n // 8) for n in PROMPT_LENGTHS)
+    assert sum(heard) == sum(PROMPT_LENGTHS) and max(heard) <= 8
+    assert len(heard) >= sum(-(-n // 8) for n in PROMPT_LENGTHS)
     assert finished and finished[0] > 1  # chunks were reported before the first request ended
     heard.clear()
     engine.loglikelihood([LoglikelihoodRequest(prompts[3], (5, 6))])
