@@ -6,9 +6,9 @@ files: a page costs what it shows, not the whole history.
 
 `rows_of` is the coordinator's at a job's end: `Store.finish` writes the rows in the transaction
 that marks the job succeeded (no succeeded job without its rows); `record_results` stores them
-for a job already succeeded (tests, the bench); `fill` is the migration's: the same rows for
-jobs that ran before (their results.json read; a job whose results are gone is skipped and
-logged)."""
+for a job already succeeded (tests, the bench); `fill_batch` is the data migration's
+(service/upgrades.py): the same rows for jobs that ran before, a batch at a time (their
+results.json read; a job whose results are gone is skipped and logged)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ from service.paths import client_path
 from service.schemas import TASK_PATTERN
 from service.settings import Settings
 from service.status import SUCCEEDED
-from service.store import JobRow, Store
-from service.store.results import Column, ResultRecord, insert_results
+from service.store import JobRow, Store, TaskResultRow
+from service.store.results import Column, ResultRecord, insert_results_many
 
 log = logging.getLogger("lctx.standings")
 
@@ -133,15 +133,17 @@ def record_results_many(settings: Settings, store: Store, jobs: list[tuple[str, 
     store.save_results_many(batch)
 
 
-def fill(conn: Connection, settings: Settings) -> int:
-    """The rows of every succeeded job already run, oldest first, from its results.json (the
-    migration's backfill). A job whose results are gone or unreadable is skipped and logged.
-    Returns the jobs filled."""
-    table = JobRow.__table__
-    done = 0
-    for row in conn.execute(select(table).where(table.c.status == SUCCEEDED)
-                            .order_by(table.c.finished_at, table.c.id)).all():
-        job = JobRow(**row._mapping)
+def fill_batch(conn: Connection, settings: Settings, jobs: list[JobRow]) -> int:
+    """The rows of a batch of succeeded jobs already run (oldest first), from their results.json,
+    in one write (`insert_results_many`): the data migration 0007 asks for (service/upgrades.py).
+    A job whose results are gone or unreadable is skipped and logged; one that has rows already
+    is left as it is. Returns the jobs given rows."""
+    ids = [job.id for job in jobs]
+    have = set(conn.execute(select(TaskResultRow.job_id).where(TaskResultRow.job_id.in_(ids)).distinct()).scalars())
+    batch = []
+    for job in jobs:
+        if job.id in have:
+            continue
         path = job_results(settings, job.id)
         try:
             results = json.loads(path.read_text())["results"]
@@ -149,6 +151,6 @@ def fill(conn: Connection, settings: Settings) -> int:
         except (OSError, ValueError, KeyError, TypeError) as e:
             log.warning("job %s: no leaderboard rows from %s: %s", job.id, path, e)
             continue
-        insert_results(conn, job.id, rows)
-        done += 1
-    return done
+        batch.append((job.id, rows))
+    insert_results_many(conn, batch)
+    return len(batch)
