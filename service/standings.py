@@ -17,6 +17,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -64,15 +65,15 @@ def lineage(settings: Settings, job: JobRow) -> str | None:
     return None if job.endpoint else client_path(Path(job.checkpoint_path).parent, settings)
 
 
-def record(settings: Settings, job: JobRow, view: str, entry: Scored) -> ResultRecord:
-    """The stored row of one scored view."""
+def record(settings: Settings, job: JobRow, view: str, entry: Scored, folder: Any = ...) -> ResultRecord:
+    """The stored row of one scored view (`folder`: its lineage, when the caller has it)."""
     columns = column_info([entry])
     headline = headline_column(entry, view)
     better = columns[headline].higher_is_better if headline in columns else None
     value = entry.values[headline][0] if headline in entry.values else None
     rank = None if value is None else -value if better is not False else value
     options_key = json.dumps(entry.options, sort_keys=True, default=str)
-    folder = lineage(settings, job)
+    folder = lineage(settings, job) if folder is ... else folder
     context = entry.context or {}
     return ResultRecord(
         task=view, checkpoint=job.checkpoint, fingerprint=job.fingerprint, lineage=folder, schedule=job.schedule,
@@ -86,13 +87,33 @@ def record(settings: Settings, job: JobRow, view: str, entry: Scored) -> ResultR
         columns=[Column(**c.model_dump()) for c in columns.values()], job_id=job.id)
 
 
-def records(settings: Settings, job: JobRow, results: dict[str, Any]) -> list[ResultRecord]:
-    """Every view of a succeeded job's results that has values."""
+def records(settings: Settings, job: JobRow, results: dict[str, Any],
+            folders: dict[str, str | None] | None = None) -> list[ResultRecord]:
+    """Every view of a succeeded job's results that has values. A task's result is read once for
+    all its views (`longbench/qasper` is the longbench entry's values at qasper); `folders` keeps
+    the lineage of each checkpoint folder across the calls of a batch (the data migration's)."""
+    parent = str(Path(job.checkpoint_path).parent)
+    if folders is not None and parent in folders and not job.endpoint:
+        folder = folders[parent]
+    else:
+        folder = lineage(settings, job)
+        if folders is not None and not job.endpoint:
+            folders[parent] = folder
+    whole: dict[str, Scored | None] = {}
     out = []
     for view in views(results):
-        entry = scored_in(settings, job, view, results)
+        key, _, select = view.partition("/")
+        if view in results or not select:
+            entry = whole[view] = scored_in(settings, job, view, results)
+        else:
+            if key not in whole:
+                whole[key] = scored_in(settings, job, key, results)
+            base = whole[key]
+            values = base.result.columns(select) if base is not None else None
+            entry = replace(base, values=values) if base is not None and values else \
+                None if base is not None else scored_in(settings, job, view, results)
         if entry is not None:
-            out.append(record(settings, job, view, entry))
+            out.append(record(settings, job, view, entry, folder))
     return out
 
 
@@ -138,7 +159,7 @@ def fill_batch(conn: Connection, settings: Settings, jobs: list[JobRow]) -> int:
     in one write (`insert_results_many`): the data migration 0007 asks for (service/upgrades.py).
     A job whose results are gone or unreadable is skipped and logged; one that has rows already
     is left as it is. Returns the jobs given rows."""
-    ids = [job.id for job in jobs]
+    ids, folders = [job.id for job in jobs], {}
     have = set(conn.execute(select(TaskResultRow.job_id).where(TaskResultRow.job_id.in_(ids)).distinct()).scalars())
     batch = []
     for job in jobs:
@@ -147,7 +168,7 @@ def fill_batch(conn: Connection, settings: Settings, jobs: list[JobRow]) -> int:
         path = job_results(settings, job.id)
         try:
             results = json.loads(path.read_text())["results"]
-            rows = records(settings, job, results) if isinstance(results, dict) else []
+            rows = records(settings, job, results, folders) if isinstance(results, dict) else []
         except (OSError, ValueError, KeyError, TypeError) as e:
             log.warning("job %s: no leaderboard rows from %s: %s", job.id, path, e)
             continue

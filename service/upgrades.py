@@ -125,12 +125,13 @@ class Upgrade:
         """Every pending data migration to its end, batch after batch; False when stopped first."""
         for name in pending(self.store):
             m = MIGRATIONS[name]
-            started, first, said = time.monotonic(), None, 0.0
+            with self.store.read_engine.connect() as conn:
+                first = conn.execute(select(M.c.done).where(M.c.name == name)).scalar() or 0  # done before this start
+            started, said = time.monotonic(), 0.0
             while not self._stop.is_set():
                 row = batch(self.store, self.settings, name, self.settings.upgrade_batch)
                 if row is None:
                     break
-                first = row.done if first is None else first
                 elapsed = time.monotonic() - started
                 rate = (row.done - first) / elapsed if elapsed > 0 and row.done > first else None
                 left = max(0, row.total - row.done)

@@ -199,13 +199,21 @@ def insert_results_many(conn: Connection, jobs: list[tuple[str, list[ResultRecor
             conn.execute(update(T).where(T.c.id.in_(ids[i:i + 500])).values({flag: False}))
             if flag == "current":
                 conn.execute(update(V).where(V.c.result_id.in_(ids[i:i + 500])).values(current=False))
-    result_ids = conn.execute(insert(T).returning(T.c.id, sort_by_parameter_order=True), [dict(
+    # inserted in bulk (an insert that returned each id in order goes row by row on SQLite), then
+    # their ids read back by job and task view, which name one row of a batch (one not yet recorded)
+    conn.execute(insert(T), [dict(
         job_id=job_id, task=rec.task, checkpoint=rec.checkpoint, fingerprint=rec.fingerprint,
         lineage=rec.lineage, schedule=rec.schedule, rope=rec.rope, backend=rec.backend, thinking=rec.thinking,
         data_revision=rec.data_revision, options=rec.options, setting=rec.setting, setting_key=rec.setting_key,
         lineage_key=rec.lineage_key, finished_at=rec.finished_at, trained_context=rec.trained_context,
         beyond_context=rec.beyond_context, headline=rec.headline, unranked=rec.rank is None, rank=rec.rank,
-        **flags[n]) for n, (job_id, rec) in enumerate(recs)]).scalars().all()
+        **flags[n]) for n, (job_id, rec) in enumerate(recs)])
+    job_ids = sorted({job_id for job_id, _ in recs})
+    stored: dict[tuple[str, str], int] = {}
+    for i in range(0, len(job_ids), 500):
+        stored |= {(r.job_id, r.task): r.id for r in conn.execute(
+            select(T.c.id, T.c.job_id, T.c.task).where(T.c.job_id.in_(job_ids[i:i + 500])))}
+    result_ids = [stored[(job_id, rec.task)] for job_id, rec in recs]
     newest: dict[tuple[str, str], Column] = {}  # each column's meaning: the last row's word, as one at a time
     for _, rec in recs:
         for c in rec.columns:
