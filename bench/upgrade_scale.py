@@ -16,7 +16,7 @@ the leaderboard's first page answers. On SQLite and on PostgreSQL (a throw-away 
 tests start one; a new database per size). Saves bench/results/upgrade_scale.{json,md}.
 
 Usage: python bench/upgrade_scale.py [--sizes 1000 10000 25000 100000] [--databases sqlite postgres]
-       [--batch 500] [--out bench/results]"""
+       [--batch 500] [--out bench/results] [--append] [--note TEXT]"""
 
 from __future__ import annotations
 
@@ -143,6 +143,7 @@ def main() -> None:
     ap.add_argument("--databases", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres"])
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    ap.add_argument("--append", action="store_true", help="keep the saved output's other databases")
     ap.add_argument("--note", default="", help="said in the saved output (what was left out, the machine's load)")
     args = ap.parse_args()
     load = os.getloadavg()[0]
@@ -151,6 +152,11 @@ def main() -> None:
     note = (f"Homes made as the release before 0007 left them (schema 0006, results.json per job), upgraded to "
             f"head by this code's app start; batches of {args.batch} jobs; load average {load:.1f} at the start on "
             f"this {os.cpu_count()}-core machine. {args.note}").strip()
+    saved = args.out / "upgrade_scale.json"
+    if args.append and saved.exists():
+        old = json.loads(saved.read_text())
+        databases = [d for d in old["databases"] if d["database"] not in args.databases] + databases
+        note = f"{old['note']} {note}"
     report = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                          f"Python {platform.python_version()}", "note": note, "databases": databases}
     args.out.mkdir(parents=True, exist_ok=True)

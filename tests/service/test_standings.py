@@ -70,6 +70,7 @@ def files_leaderboard(settings: Settings, store: Store, task: str, checkpoint: s
     headline = headline_column(next(iter(entries.values())), task) if entries else None
     better = columns[headline].higher_is_better if headline in columns else None
     if better is not None:
+        rows.sort(key=lambda r: r.finished_at, reverse=True)  # ties: newest first
         rows.sort(key=lambda r: (r.values[headline] is None, -(r.values[headline] or 0) if better
                                  else (r.values[headline] or 0), r.checkpoint, r.setting))
     return Leaderboard(task=task, columns=names, headline=headline if better is not None else None,
@@ -534,7 +535,7 @@ def counted_board(store: Store, q: Any) -> tuple[int, list[str], list[str]]:
         else:
             catalog = conn.execute(select(C).where(C.c.task == q.task, C.c[count] > 0))
         columns = {c.name: c for c in catalog}
-        ties = [T.c.checkpoint, T.c.setting, T.c.id]
+        ties = [T.c.checkpoint, T.c.setting, T.c.finished_at.desc(), T.c.id.desc()]
         if q.sort in ("checkpoint", "setting", "finished_at", "job"):
             col = T.c.job_id if q.sort == "job" else T.c[q.sort]
             down = q.descending if q.descending is not None else q.sort == "finished_at"
