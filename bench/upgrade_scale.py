@@ -69,7 +69,7 @@ def upgrade(settings: Any, size: int) -> dict[str, Any]:
     """Start the app on the home and time it to /healthz, then to /readyz 200."""
     app = create_app(settings)
     seen: dict[str, Any] | None = None
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     with ThreadServer(app) as srv, httpx.Client(base_url=srv.url, timeout=60) as client:
         health = client.get("/healthz").json()
         answers = time.perf_counter() - t
@@ -82,7 +82,7 @@ def upgrade(settings: Any, size: int) -> dict[str, Any]:
                     seen is None or health["upgrading"]["done"] <= size // 2):
                 seen = {"healthz": health, "readyz": ready.json(), "at_s": round(time.perf_counter() - t, 2)}
             time.sleep(0.25)
-        ready_s = time.perf_counter() - t
+        ready_s, cpu_s = time.perf_counter() - t, time.process_time() - cpu
         board = client.get("/v1/leaderboard?task=passkey&limit=50")
         board.raise_for_status()
         assert board.json()["total"] > 0
@@ -94,12 +94,14 @@ def upgrade(settings: Any, size: int) -> dict[str, Any]:
     assert jobs == size and twice == 0, (jobs, size, twice)
     return {"jobs": size, "answers_s": round(answers, 2), "ready_s": round(ready_s, 2),
             "data_migration_s": round(ready_s - answers, 2), "jobs_per_s": round(size / ready_s, 1),
-            "s_per_10000_jobs": round(ready_s * 10_000 / size, 1), "rows": rows, "midway": seen}
+            "s_per_10000_jobs": round(ready_s * 10_000 / size, 1), "cpu_s": round(cpu_s, 2),
+            "cpu_s_per_10000_jobs": round(cpu_s * 10_000 / size, 1), "load_avg": round(os.getloadavg()[0], 1),
+            "rows": rows, "midway": seen}
 
 
-def run_database(kind: str, sizes: list[int], batch: int, tmp: Path) -> dict[str, Any]:
+def run_database(kind: str, sizes: list[int], batch: int, tmp: Path, save: Any) -> dict[str, Any]:
     pg = Postgres().start() if kind == "postgres" else None
-    steps = []
+    steps: list[dict[str, Any]] = []
     try:
         for size in sizes:
             home = tmp / f"{kind}-{size}"
@@ -111,6 +113,7 @@ def run_database(kind: str, sizes: list[int], batch: int, tmp: Path) -> dict[str
             print(f"{kind} {size}: the old home made in {made:.0f} s", file=sys.stderr, flush=True)
             step = upgrade(settings, size) | {"old_home_made_s": round(made, 1)}
             steps.append(step)
+            save({"database": kind, "steps": steps})  # what has finished stays saved if a later size is cut short
             print(f"{kind} {size}: answers {step['answers_s']} s, ready {step['ready_s']} s "
                   f"({step['jobs_per_s']} jobs/s)", file=sys.stderr, flush=True)
             shutil.rmtree(home, ignore_errors=True)
@@ -122,12 +125,13 @@ def run_database(kind: str, sizes: list[int], batch: int, tmp: Path) -> dict[str
 
 def markdown(report: dict[str, Any]) -> str:
     lines = ["# Upgrade scale (#61)", "", report["note"], "", f"Machine: {report['machine']}", "",
-             "| database | jobs | /healthz answers (s) | /readyz 200 (s) | jobs/s | s per 10,000 jobs | rows |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             "| database | jobs | /healthz answers (s) | /readyz 200 (s) | jobs/s | s per 10,000 jobs | CPU s "
+             "| CPU s per 10,000 jobs | load | rows |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for db in report["databases"]:
         for s in db["steps"]:
             lines.append(f"| {db['database']} | {s['jobs']:,} | {s['answers_s']} | {s['ready_s']} | {s['jobs_per_s']} "
-                         f"| {s['s_per_10000_jobs']} | {s['rows']:,} |")
+                         f"| {s['s_per_10000_jobs']} | {s['cpu_s']} | {s['cpu_s_per_10000_jobs']} | {s['load_avg']} | {s['rows']:,} |")
     lines += ["", "What /healthz and /readyz answered midway (the first upgrade of each database):", ""]
     for db in report["databases"]:
         mid = next((s["midway"] for s in db["steps"] if s["midway"]), None)
@@ -147,22 +151,38 @@ def main() -> None:
     ap.add_argument("--note", default="", help="said in the saved output (what was left out, the machine's load)")
     args = ap.parse_args()
     load = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory(prefix="lctx-upgrade-") as tmp:
-        databases = [run_database(kind, args.sizes, args.batch, Path(tmp)) for kind in args.databases]
     note = (f"Homes made as the release before 0007 left them (schema 0006, results.json per job), upgraded to "
             f"head by this code's app start; batches of {args.batch} jobs; load average {load:.1f} at the start on "
-            f"this {os.cpu_count()}-core machine. {args.note}").strip()
+            f"this {os.cpu_count()}-core machine (cpu_s: this process's CPU seconds, what a quiet machine's wall "
+            f"time comes near). {args.note}").strip()
     saved = args.out / "upgrade_scale.json"
-    if args.append and saved.exists():
-        old = json.loads(saved.read_text())
-        databases = [d for d in old["databases"] if d["database"] not in args.databases] + databases
-        note = f"{old['note']} {note}"
-    report = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-                         f"Python {platform.python_version()}", "note": note, "databases": databases}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "upgrade_scale.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
-    (args.out / "upgrade_scale.md").write_text(markdown(report))
-    print(markdown(report))
+    old = json.loads(saved.read_text()) if args.append and saved.exists() else None
+    done: dict[str, dict[str, Any]] = {}
+
+    def save(result: dict[str, Any]) -> None:
+        done[result["database"]] = result
+        databases = list(done.values())
+        notes = note
+        if old is not None:
+            mine = {(d["database"], s["jobs"]) for d in databases for s in d["steps"]}
+            for d in old["databases"]:  # earlier runs' sizes kept, this run's replacing them
+                keep = [s for s in d["steps"] if (d["database"], s["jobs"]) not in mine]
+                same = next((n for n in databases if n["database"] == d["database"]), None)
+                if same is not None:
+                    same["steps"] = sorted(keep + same["steps"], key=lambda s: s["jobs"])
+                elif keep:
+                    databases.append({"database": d["database"], "steps": keep})
+            notes = f"{old['note']} {note}" if note not in old["note"] else old["note"]
+        report = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+                             f"Python {platform.python_version()}", "note": notes, "databases": databases}
+        args.out.mkdir(parents=True, exist_ok=True)
+        saved.write_text(json.dumps(report, indent=1, default=str) + "\n")
+        (args.out / "upgrade_scale.md").write_text(markdown(report))
+
+    with tempfile.TemporaryDirectory(prefix="lctx-upgrade-") as tmp:
+        for kind in args.databases:
+            run_database(kind, args.sizes, args.batch, Path(tmp), save)
+    print((args.out / "upgrade_scale.md").read_text())
 
 
 if __name__ == "__main__":
