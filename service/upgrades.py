@@ -157,12 +157,18 @@ class Upgrade:
 
         def main() -> None:
             try:
-                if self.run():
+                finished = self.run()
+            except Exception as e:
+                log.exception("the upgrade's data migration stopped")
+                self.error = f"the upgrade's data migration failed ({type(e).__name__}: {e}".splitlines()[0] + ")"
+                self._progress = None
+                return
+            try:
+                if finished:
                     then()
             except Exception as e:
-                log.exception("the upgrade stopped")
-                self.error = f"{type(e).__name__}: {e}".splitlines()[0]
-                self._progress = None
+                log.exception("the start after the upgrade failed")
+                self.error = f"the start after the upgrade failed ({type(e).__name__}: {e}".splitlines()[0] + ")"
 
         self._thread = threading.Thread(target=main, name="lctx-upgrade", daemon=True)
         self._thread.start()
@@ -180,7 +186,7 @@ class Upgrade:
     def not_ready(self) -> str | None:
         """Why the service is not ready for the upgrade's sake (/readyz), None when it is."""
         if self.error:
-            return f"the upgrade's data migration failed ({self.error}); see the log, then restart the service"
+            return f"{self.error}; see the log, then restart the service"
         p = self._progress
         if p is None:
             return None
