@@ -44,12 +44,13 @@ def example_checkpoint(root: Path) -> Path:
 
 
 def _upgrade_database(settings: Any) -> None:
-    """Migrate the store to this code's schema (the app's start-up does it again, at no cost)."""
+    """Migrate the store to this code's schema (the app's start-up does it again, at no cost); an
+    upgrade's data migrations run once the API answers, which says how far they are (/healthz)."""
     from service.store import Store
 
     store = Store(settings.database)
     try:
-        store.upgrade(settings)
+        store.upgrade()
     finally:
         store.close()
 

@@ -41,6 +41,7 @@ from service.schedules import Scheduler, ensure_configured_schedule
 from service.schemas import errors, validation_hint
 from service.settings import Settings, get_settings
 from service.store import Store
+from service.upgrades import Upgrade
 
 log = logging.getLogger("lctx.api")
 
@@ -111,7 +112,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings.prepare()
         store = Store(settings.database)
-        store.upgrade(settings)  # a database newer than this code stops the start here
+        store.upgrade()  # a database newer than this code stops the start here
         try:
             ensure_configured_schedule(store, settings)  # LCTX_NIGHTLY_*: the deployment's nightly run
         except Exception:
@@ -124,17 +125,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.scheduler = Scheduler(
             settings, store, on_submit=dispatcher.wake if dispatcher else None
         ) if settings.scheduler else None
-        if dispatcher:
-            try:
+
+        def start_work() -> None:
+            if dispatcher:
                 dispatcher.start()  # a live server holding this replica id stops the start here
+            if app.state.scheduler:
+                app.state.scheduler.start()
+
+        # an upgrade's data migrations (service/upgrades.py) run while the API answers /healthz with their
+        # progress and /readyz 503; jobs run once they are done
+        app.state.upgrade = Upgrade(store, settings)
+        if app.state.upgrade.pending():
+            app.state.upgrade.start(then=start_work)
+        else:
+            try:
+                start_work()
             except Exception:
                 store.close()
                 raise
-        if app.state.scheduler:
-            app.state.scheduler.start()
         try:
             yield
         finally:
+            app.state.upgrade.stop()  # after its batch under way: the next start resumes there
             if app.state.scheduler:
                 app.state.scheduler.stop()
             if dispatcher:

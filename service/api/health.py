@@ -1,7 +1,10 @@
-"""/healthz (the process answers), /readyz (store reachable, the dispatcher process connected to Ray
-and reporting), /metrics."""
+"""/healthz (the process answers; `upgrading` while an upgrade's data migrations run: done, total,
+rate, ETA), /readyz (no upgrade under way, store reachable, the dispatcher process connected to
+Ray and reporting), /metrics."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -16,12 +19,15 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
-async def healthz() -> dict[str, str]:
-    return {"status": "ok"}
+async def healthz(request: Request) -> dict[str, Any]:
+    upgrading = request.app.state.upgrade.status()
+    return {"status": "ok"} | ({"upgrading": upgrading} if upgrading else {})
 
 
 @router.get("/readyz", responses=errors(503))
 def readyz(request: Request, store: StoreDep, dispatcher: DispatcherDep) -> dict[str, str]:
+    if problem := request.app.state.upgrade.not_ready():
+        raise NotReady(problem)
     try:
         store.ping()
     except SQLAlchemyError as e:

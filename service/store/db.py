@@ -129,11 +129,12 @@ class Database:
     def upgrade(self, settings: Any = None) -> str:
         """Bring the database to this code's newest schema revision, in one transaction (on
         PostgreSQL under an advisory lock, so replicas starting together migrate once).
-        Returns that revision. `settings` (the service's) names the results folder: once an upgrade
-        through 0007 reaches the newest revision, the stored leaderboard is filled from the results
-        of jobs already run. A database at a revision this code does not know (made by a newer lctx)
-        is refused with SchemaError; tables made before migrations existed are adopted as the first
-        revision, then upgraded."""
+        Returns that revision. The data migrations a revision asks for (0007: the leaderboard's
+        rows of jobs already run, from their results) are registered here and run after, in
+        batches, by service/upgrades.py (`lctx serve` while /healthz says how far; `settings` is
+        no longer needed here and is accepted for the callers of before). A database at a
+        revision this code does not know (made by a newer lctx) is refused with SchemaError;
+        tables made before migrations existed are adopted as the first revision, then upgraded."""
         from alembic import command
         from alembic.runtime.migration import MigrationContext
 
@@ -150,13 +151,12 @@ class Database:
                                   f"this lctx does not know (its newest is {head}): a newer lctx has upgraded it; "
                                   "upgrade lctx to that version (or newer) before starting it on this database")
             config.attributes["connection"] = conn
-            config.attributes["settings"] = settings
             present = _our_tables(conn)
             if not current and present:
                 command.stamp(config, FIRST_REVISION)  # made by create_all before migrations existed
             elif current and not present:
                 command.stamp(config, "base", purge=True)  # every table dropped by hand: start afresh
-            command.upgrade(config, "head")  # env.py fills the leaderboard's rows if 0007 ran
+            command.upgrade(config, "head")  # env.py registers the data migrations the revisions asked for
         return head
 
     def create_all(self) -> None:

@@ -92,7 +92,8 @@ class JobRow(Base):
 
     __table_args__ = (Index("ix_jobs_queue", "status", "priority", "created_at"),
                       Index("ix_jobs_owner_finished", "owner", "finished_at"),
-                      Index("ix_jobs_created", "created_at", "id"))  # the job list's order
+                      Index("ix_jobs_created", "created_at", "id"),  # the job list's order
+                      Index("ix_jobs_finished", "status", "finished_at", "id"))  # a data migration's order
 
     @property
     def tasks(self) -> list[dict[str, Any]]:
@@ -334,3 +335,23 @@ class ResultColumnRow(Base):
     key: Mapped[str | None] = mapped_column(String(200), nullable=True)
     rows: Mapped[int] = mapped_column(Integer, default=0)
     lineage_rows: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class DataMigrationRow(Base):
+    """A data migration a schema revision asked for (the leaderboard's rows of jobs run before
+    0007), done in batches after the schema upgrade (service/upgrades.py): how far it is (the
+    last job done, by finishing time and id), how much there is, and when it ended. Each batch
+    commits its rows with this row's progress, so one interrupted resumes where it stopped."""
+
+    __tablename__ = "data_migrations"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    total: Mapped[int] = mapped_column(BigInteger)  # jobs to go through, counted when it was asked for
+    done: Mapped[int] = mapped_column(BigInteger)  # jobs gone through (filled or skipped)
+    filled: Mapped[int] = mapped_column(BigInteger)  # of those, the jobs given rows
+    after_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)  # the last job done: its finish
+    after_id: Mapped[str | None] = mapped_column(String(32), nullable=True)  # ... and its id
+    until_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)  # the last job it covers
+    until_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=now)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)  # None: still to do

@@ -21,6 +21,10 @@ T, V, C, B = TaskResultRow.__table__, ResultValueRow.__table__, ResultColumnRow.
 PER = {"fingerprint": ("setting_key", "current", "rows"), "lineage": ("lineage_key", "lineage_current", "lineage_rows")}
 NAME_SORTS = ("checkpoint", "setting", "finished_at", "job")  # sorts that are no value column
 DIMENSIONS = ("lineage", "schedule", "rope", "backend", "thinking")  # filters whose rows are counted as kept
+# the last tie-break of every sort: newest first (a checkpoint evaluated night after night with equal
+# scores shows its latest night first); the index walks stop at the sort's own columns, the rows they tie
+# on sorted by these (a sort of the ties, not of the view)
+NEWEST = (T.c.finished_at.desc(), T.c.id.desc())
 COUNT_BOUND = 1000  # a count of other filters' rows stops here: `total` is then "at least" (`total_exact` False)
 
 
@@ -200,13 +204,21 @@ def insert_results_many(conn: Connection, jobs: list[tuple[str, list[ResultRecor
             conn.execute(update(T).where(T.c.id.in_(ids[i:i + 500])).values({flag: False}))
             if flag == "current":
                 conn.execute(update(V).where(V.c.result_id.in_(ids[i:i + 500])).values(current=False))
-    result_ids = conn.execute(insert(T).returning(T.c.id, sort_by_parameter_order=True), [dict(
+    # inserted in bulk (an insert that returned each id in order goes row by row on SQLite), then
+    # their ids read back by job and task view, which name one row of a batch (one not yet recorded)
+    conn.execute(insert(T), [dict(
         job_id=job_id, task=rec.task, checkpoint=rec.checkpoint, fingerprint=rec.fingerprint,
         lineage=rec.lineage, schedule=rec.schedule, rope=rec.rope, backend=rec.backend, thinking=rec.thinking,
         data_revision=rec.data_revision, options=rec.options, setting=rec.setting, setting_key=rec.setting_key,
         lineage_key=rec.lineage_key, finished_at=rec.finished_at, trained_context=rec.trained_context,
         beyond_context=rec.beyond_context, headline=rec.headline, unranked=rec.rank is None, rank=rec.rank,
-        **flags[n]) for n, (job_id, rec) in enumerate(recs)]).scalars().all()
+        **flags[n]) for n, (job_id, rec) in enumerate(recs)])
+    job_ids = sorted({job_id for job_id, _ in recs})
+    stored: dict[tuple[str, str], int] = {}
+    for i in range(0, len(job_ids), 500):
+        stored |= {(r.job_id, r.task): r.id for r in conn.execute(
+            select(T.c.id, T.c.job_id, T.c.task).where(T.c.job_id.in_(job_ids[i:i + 500])))}
+    result_ids = [stored[(job_id, rec.task)] for job_id, rec in recs]
     newest: dict[tuple[str, str], Column] = {}  # each column's meaning: the last row's word, as one at a time
     for _, rec in recs:
         for c in rec.columns:
@@ -487,7 +499,7 @@ class ResultAccess(Database):
 
     def _by_value(self, conn: Connection, q: BoardQuery, where: list, columns: dict[str, Column]) -> list[int]:
         """The page's row ids sorted by a value column: its valued rows walked in the index's order
-        (rank, checkpoint, setting, id), then, past them, the rows without a value by name."""
+        (rank, checkpoint, setting; then newest first), then, past them, the rows without a value by name."""
         sort = q.sort
         better = columns[sort].higher_is_better if sort in columns else None
         down = q.descending if q.descending is not None else better is not False
@@ -495,12 +507,12 @@ class ResultAccess(Database):
         rank = V.c.rank.asc() if down == (word is not False) else V.c.rank.desc()  # rank: -value unless lower is better
         valued = conn.execute(select(V.c.result_id).join(T, T.c.id == V.c.result_id).where(
             V.c.task == q.task, V.c.column == sort, V.c.current == true(), V.c.unranked == false(), *where)
-            .order_by(rank, V.c.checkpoint, V.c.setting, V.c.result_id).limit(q.offset + q.limit)).scalars().all()
+            .order_by(rank, V.c.checkpoint, V.c.setting, *NEWEST).limit(q.offset + q.limit)).scalars().all()
         ids = list(valued[q.offset:])
         if len(valued) < q.offset + q.limit:
             has = select(V.c.result_id).where(V.c.result_id == T.c.id, V.c.column == sort, V.c.value.is_not(None))
             ids += conn.execute(select(T.c.id).where(*where, ~has.exists())
-                                .order_by(T.c.checkpoint, T.c.setting, T.c.id)
+                                .order_by(T.c.checkpoint, T.c.setting, *NEWEST)
                                 .offset(max(0, q.offset - len(valued))).limit(q.limit - len(ids))).scalars().all()
         return ids
 
@@ -526,8 +538,9 @@ class ResultAccess(Database):
     @staticmethod
     def _order(q: BoardQuery, headline: str | None, columns: dict[str, Column]) -> list:
         """Values best first unless asked otherwise, rows without one last; names and times
-        as asked (times newest first by default); then checkpoint and setting, as before."""
-        ties = [T.c.checkpoint, T.c.setting, T.c.id]
+        as asked (times newest first by default); then checkpoint and setting, as before, and
+        then newest first (a checkpoint's nights of equal scores: its latest on the first page)."""
+        ties = [T.c.checkpoint, T.c.setting, *NEWEST]
         if q.sort in NAME_SORTS:
             col = T.c.job_id if q.sort == "job" else T.c[q.sort]
             down = q.descending if q.descending is not None else q.sort == "finished_at"

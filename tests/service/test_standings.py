@@ -31,6 +31,7 @@ from service.status import CANCELLED, FAILED, QUEUED, SUCCEEDED
 from service.store import JobRow, Store
 from service.store.db import _alembic
 from service.store.jobs import samples_done
+from service.upgrades import upgrade
 from tests.helpers import make_settings, new_postgres_database, store_results
 
 NIGHT0 = datetime(2026, 1, 1, 3, 0)
@@ -70,6 +71,7 @@ def files_leaderboard(settings: Settings, store: Store, task: str, checkpoint: s
     headline = headline_column(next(iter(entries.values())), task) if entries else None
     better = columns[headline].higher_is_better if headline in columns else None
     if better is not None:
+        rows.sort(key=lambda r: r.finished_at, reverse=True)  # ties: newest first
         rows.sort(key=lambda r: (r.values[headline] is None, -(r.values[headline] or 0) if better
                                  else (r.values[headline] or 0), r.checkpoint, r.setting))
     return Leaderboard(task=task, columns=names, headline=headline if better is not None else None,
@@ -285,7 +287,7 @@ def test_the_migration_fills_the_rows_from_results_files_and_skips_lost_ones(tmp
                     write_json_atomic(job_results(settings, job_id),
                                       {"job": job_id, "results": {"passkey": passkey_entry(1, 100 * i, (512, 1024))}})
         with caplog.at_level(logging.WARNING, logger="lctx.standings"):
-            store.upgrade(settings)
+            upgrade(store, settings)
         assert "job1" in caplog.text
         board = leaderboard("passkey", store, limit=100)
         assert sorted(r.job for r in board.rows) == ["job0", "job2"]
@@ -534,7 +536,7 @@ def counted_board(store: Store, q: Any) -> tuple[int, list[str], list[str]]:
         else:
             catalog = conn.execute(select(C).where(C.c.task == q.task, C.c[count] > 0))
         columns = {c.name: c for c in catalog}
-        ties = [T.c.checkpoint, T.c.setting, T.c.id]
+        ties = [T.c.checkpoint, T.c.setting, T.c.finished_at.desc(), T.c.id.desc()]
         if q.sort in ("checkpoint", "setting", "finished_at", "job"):
             col = T.c.job_id if q.sort == "job" else T.c[q.sort]
             down = q.descending if q.descending is not None else q.sort == "finished_at"
@@ -654,9 +656,7 @@ def test_migration_0009_fills_what_the_writes_keep(request, tmp_path: Path, kind
             assert "board_counts" not in {r[0] for r in conn.execute(text(
                 "SELECT name FROM sqlite_master" if kind == "sqlite" else
                 "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"))}
-        from alembic.script import ScriptDirectory
-
-        assert store.upgrade(settings) == ScriptDirectory.from_config(config).get_current_head()  # 0009 and later
+        assert store.upgrade(settings) == _alembic()[1].get_current_head()
         after = stored_tables(store, ids + [r.id for r in store.list_jobs(limit=500)[0] if r.id not in ids])
         assert after == before and after["board_counts"] and after["job_task_counts"]
         for kwargs in QUERIES:

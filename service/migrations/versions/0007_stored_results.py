@@ -5,9 +5,10 @@ columns (`result_values`) and each view's column catalog (`result_columns`); the
 order (created_at, id) indexed.
 
 Existing jobs are filled in: their tasks and counts from their rows, their leaderboard rows
-from their results.json (service/standings.fill, run by the migrations' env.py once the newest
-revision is reached, so it writes that revision's layout; the service's settings name the results
-folder: `lctx serve` passes them; a job whose results are gone is skipped and logged).
+from their results.json (a data migration, service/upgrades.py: registered by the migrations'
+env.py once the newest revision is reached, run after the schema upgrade in committed batches
+with its progress shown, by the code that writes the newest layout's rows; a job whose results
+are gone is skipped and logged).
 
 Revision ID: 0007
 Revises: 0006
@@ -15,8 +16,6 @@ Create Date: 2027-01-12
 """
 
 from __future__ import annotations
-
-import logging
 
 import sqlalchemy as sa
 from alembic import context, op
@@ -27,7 +26,6 @@ branch_labels = None
 depends_on = None
 
 FINAL = ("succeeded", "failed", "cancelled")
-log = logging.getLogger("lctx.store")
 
 
 def upgrade() -> None:
@@ -111,34 +109,28 @@ def upgrade() -> None:
 
 
 def _fill() -> None:
-    """Existing jobs' tasks and counts, and (with the service's settings) their leaderboard rows."""
+    """Existing jobs' tasks and counts (inserted in batches); their leaderboard rows are asked of
+    service/upgrades.py, which fills them after the schema upgrade in committed batches."""
     conn = op.get_bind()
     jobs = sa.table("jobs", sa.column("id", sa.String), sa.column("task_names", sa.Text),
                     sa.column("status", sa.String), sa.column("progress", sa.JSON))
     tasks = sa.table("job_tasks", sa.column("job_id", sa.String), sa.column("task", sa.String))
     counts = {status: [0, 0] for status in FINAL}
-    succeeded = 0
-    for row in conn.execute(sa.select(jobs)).all():
-        names = [t for t in dict.fromkeys((row.task_names or "").split(",")) if t]
-        if names:
-            conn.execute(sa.insert(tasks), [{"job_id": row.id, "task": t} for t in names])
+    pending: list[dict[str, str]] = []
+    for row in conn.execute(sa.select(jobs)):
+        pending += [{"job_id": row.id, "task": t} for t in dict.fromkeys((row.task_names or "").split(",")) if t]
         if row.status in counts:
             counts[row.status][0] += 1
             counts[row.status][1] += sum(int(p.get("done", 0)) for p in (row.progress or {}).values()
                                          if isinstance(p, dict))
-        succeeded += row.status == "succeeded"
+    for i in range(0, len(pending), 5000):
+        conn.execute(sa.insert(tasks), pending[i:i + 5000])
     table = sa.table("job_counts", sa.column("status", sa.String), sa.column("jobs", sa.BigInteger),
                      sa.column("samples", sa.BigInteger))
     conn.execute(sa.insert(table), [{"status": s, "jobs": n, "samples": k} for s, (n, k) in counts.items()])
-    settings = context.config.attributes.get("settings")
-    if settings is None:
-        if succeeded:
-            log.warning("%d succeeded jobs' leaderboard rows were not filled: the upgrade was not given the "
-                        "service's settings (lctx serve gives them)", succeeded)
-        return
-    # filled once the upgrade has reached the newest revision (service/migrations/env.py), by the code that
-    # writes the newest layout's rows (a later revision's tables and columns included)
-    context.config.attributes["fill_results"] = succeeded
+    # the leaderboard's rows of the succeeded jobs: a data migration, done once the newest revision is
+    # reached (service/migrations/env.py registers it) by the code that writes the newest layout's rows
+    context.config.attributes.setdefault("data_migrations", []).append("leaderboard")
 
 
 def downgrade() -> None:
