@@ -7,7 +7,7 @@ checkpoint's newest row of a task (the dry run's earlier spread). Nothing to fil
 regressions are found, and errors stored, as jobs finish from now on.
 
 Revision ID: 0011
-Revises: 0009
+Revises: 0010
 """
 
 from __future__ import annotations
