@@ -12,10 +12,12 @@ from cli.server import apply_setting_flags
 
 
 def _settings(args: argparse.Namespace):  # noqa: ANN202 - service.settings.Settings, imported here
-    from service.settings import get_settings
+    """The service's settings as its environment and these flags give them, read now (not the
+    process's cached ones: the flags were just put in the environment)."""
+    from service.settings import Settings
 
     apply_setting_flags(args)
-    return get_settings()
+    return Settings()
 
 
 def _size(n: int) -> str:

@@ -65,14 +65,12 @@ def board_digest(store: Store, finished_before: datetime | None = None) -> dict[
     return {"sha256": digest.hexdigest(), "rows": rows}
 
 
-def pg_tool(name: str) -> str | None:
-    """A PostgreSQL client tool (pg_dump, pg_restore, createdb) on PATH or in LCTX_PG_BIN."""
-    found = shutil.which(name)
-    if found:
-        return found
-    folder = os.environ.get("LCTX_PG_BIN")
+def pg_tool(name: str, folder: Path | None = None) -> str | None:
+    """A PostgreSQL client tool (pg_dump, pg_restore) in `folder` (LCTX_PG_BIN) or on PATH."""
     candidate = Path(folder) / name if folder else None
-    return str(candidate) if candidate is not None and candidate.is_file() else None
+    if candidate is not None and candidate.is_file():
+        return str(candidate)
+    return shutil.which(name)
 
 
 def _pg_args(url: str) -> tuple[list[str], dict[str, str]]:
@@ -106,7 +104,7 @@ def _copy_database(settings: Settings, folder: Path) -> str:
         return SQLITE_COPY
     if make_url(settings.database).get_backend_name() != "postgresql":
         raise InvalidRequest(f"backup knows SQLite and PostgreSQL; the database is {make_url(settings.database).drivername}")
-    tool = pg_tool("pg_dump")
+    tool = pg_tool("pg_dump", settings.pg_bin)
     if tool is None:
         raise NotReady("pg_dump is not installed here (PATH, LCTX_PG_BIN): install PostgreSQL's client tools "
                        "(Debian: postgresql-client) to back up a PostgreSQL store; nothing was copied")
@@ -186,7 +184,7 @@ def restore(settings: Settings, folder: Path) -> dict[str, Any]:
         if make_url(settings.database).get_backend_name() != "postgresql":
             raise InvalidRequest("the backup is of a PostgreSQL store: restore into a service whose "
                                  "LCTX_DATABASE_URL names a PostgreSQL database")
-        tool = pg_tool("pg_restore")
+        tool = pg_tool("pg_restore", settings.pg_bin)
         if tool is None:
             raise NotReady("pg_restore is not installed here (PATH, LCTX_PG_BIN): install PostgreSQL's client tools "
                            "(Debian: postgresql-client); nothing was restored")

@@ -75,6 +75,8 @@ class Settings(BaseSettings):
     endpoint_key_names: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="further variables an endpoint's api_key_env may name (comma-separated, e.g. "
         "VLLM_API_KEY); a setting of the service or a variable Ray, the hub or libpq read stops the start")
+    pg_bin: Path | None = Field(None, description="a folder holding PostgreSQL's client tools (pg_dump, pg_restore) "
+                                "for `lctx backup`/`restore` of a PostgreSQL store, where they are not on PATH")
     retention_days: float | None = Field(None, gt=0, description="retention: per-sample records and plots of jobs "
                                          "finished more than this many days ago are pruned by `lctx prune` (results, "
                                          "leaderboard rows and curves are kept); unset: kept by age")

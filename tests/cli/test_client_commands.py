@@ -93,7 +93,7 @@ def test_readme_comparison_loop_shows_every_setting(ray_cluster: str, tmp_path: 
         settings_seen = {(row["checkpoint"], row["rope"]) for row in board["rows"]}
         assert settings_seen == set(jobs), settings_seen
         cells = {(row["checkpoint"], row["rope"], col) for row in board["rows"]
-                 for col, v in row["values"].items() if col.startswith("accuracy.length=") and v is not None}
+                 for col, v in row["values"].items() if re.fullmatch(r"accuracy\.length=\d+", col) and v is not None}
         assert len(cells) == 2 * 7  # 1x/2x/4x unscaled, 2x/4x with yarn and ntk, per checkpoint
         assert main(["leaderboard", "passkey", "--rope", "yarn:4", *url]) == 0
         table = capsys.readouterr().out

@@ -109,8 +109,10 @@ def test_an_echoing_endpoint_gets_no_service_secret_and_shows_nothing_it_got(env
         assert r.status_code == 201 and r.json()["capabilities"]["server"].endswith("echo Bearer ***"), r.text
         assert r.json()["tokenizer"] == "tiny"  # relative to its root, not the server's path
 
+        # room for the whole echo (40 tokens): an answer past max_new_tokens is cut to it (and said so)
         job = c.post("/v1/jobs", json={"endpoint": "echo", "tasks": [{"name": "passkey", "lengths": [300],
-                                                                      "trials": 2}]}, headers=auth)
+                                                                      "trials": 2, "max_new_tokens": 64}]},
+                     headers=auth)
         assert job.status_code == 202, job.text
         job_id = job.json()["id"]
         store = Store(settings.database)
