@@ -60,19 +60,14 @@ def judge_flags(message: str) -> str:
 def only_served_model(url: str, args: argparse.Namespace) -> str:
     """The model a judge's server lists when it lists one (`--judge-served-model` left out);
     ValueError naming them when it lists several, or none."""
-    import httpx
+    from checkpoints.errors import EndpointError
+    from clients.endpoint.client import allowed_endpoint_hosts, check_base_url
+    from clients.endpoint.probe import listed_models
 
-    from clients.endpoint.client import GET_LIMIT, allowed_endpoint_hosts, check_base_url, read_bounded_sync
-    from clients.endpoint.options import key_headers
-
-    root = check_base_url(url, allowed_endpoint_hosts())
     try:
-        with httpx.Client(headers=key_headers(getattr(args, "judge_api_key_env", None)), timeout=30) as http:
-            answer = read_bounded_sync(http, "GET", root + "/models", None, GET_LIMIT, 30)
-        names = [str(m["id"]) for m in answer.json()["data"] if isinstance(m, dict)]
-    except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"--judge {url}: {root}/models gave no model list ({type(e).__name__}); give "
-                         "--judge-served-model NAME") from None
+        names = listed_models(check_base_url(url, allowed_endpoint_hosts()), getattr(args, "judge_api_key_env", None))
+    except EndpointError as e:
+        raise ValueError(f"--judge {url}: {judge_flags(str(e))}") from None
     if len(names) != 1:
         raise ValueError(f"--judge {url}: the server lists {len(names)} models ({', '.join(names[:10]) or 'none'}); "
                          "give the judge's with --judge-served-model NAME")

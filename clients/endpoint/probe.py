@@ -71,6 +71,19 @@ def probe(spec: EndpointSpec, tokenizer: Tokenizer | None = None, need_tokenizer
     return asyncio.run(_probe(probe_spec, tokenizer, need_tokenizer))
 
 
+def listed_models(url: str, api_key_env: str | None = None) -> list[str]:
+    """The model names a server lists (GET /models, bounded, the key masked in what comes back);
+    EndpointError when it gives no model list. `url`: an API root already checked."""
+    headers = key_headers(api_key_env)
+    forms = key_forms(headers.get("Authorization", "")[7:])
+    try:
+        with httpx.Client(headers=headers, timeout=30) as http:
+            listed = scrub(read_bounded_sync(http, "GET", url + "/models", None, GET_LIMIT, 30, forms), forms)
+        return [str(m["id"]) for m in listed.json()["data"]]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
+        raise EndpointError(f"{url}/models gave no model list ({type(e).__name__}); give --served-model NAME") from None
+
+
 def probe_server(base_url: str, allowed_hosts: Sequence[str], served_model: str | None = None,
                  tokenizer: str | None = None, api_style: ApiStyle = "completions",
                  api_key_env: str | None = None) -> tuple[EndpointSpec, Capabilities]:
@@ -78,14 +91,7 @@ def probe_server(base_url: str, allowed_hosts: Sequence[str], served_model: str 
     `served_model`, else the first the server lists."""
     url = check_base_url(base_url, allowed_hosts)
     if not served_model:
-        headers = key_headers(api_key_env)
-        forms = key_forms(headers.get("Authorization", "")[7:])
-        try:
-            with httpx.Client(headers=headers, timeout=30) as http:
-                listed = scrub(read_bounded_sync(http, "GET", url + "/models", None, GET_LIMIT, 30, forms), forms)
-            names = [str(m["id"]) for m in listed.json()["data"]]
-        except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
-            raise EndpointError(f"{url}/models gave no model list ({type(e).__name__}); give --served-model") from None
+        names = listed_models(url, api_key_env)
         if not names:
             raise EndpointError(f"{url}/models lists no model; give --served-model NAME")
         served_model = names[0]
