@@ -9,7 +9,10 @@ it holds:
 - `ModelSource`: what the evaluators read of the model behind an LM: its tokenizer, its
   config (the context), whether it is reached through a chat API (`chat_api`: its server
   applies its own chat template to the messages it is sent), how results describe it. Met by `loading.LoadedModel` and
-  `endpoint.ServedModel`."""
+  `endpoint.ServedModel`.
+- `OpenedModel`: a model opened to run requests, its `ModelSource` and its `LM`: met by
+  `checkpoints.opening.Opened` (`open_model`) and `clients.endpoint.engine.Served`
+  (`open_served`)."""
 
 from __future__ import annotations
 
@@ -42,3 +45,17 @@ class ModelSource(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
     def describe_run(self) -> dict[str, Any]: ...
+
+
+class OpenedModel(Protocol):
+    @property
+    def source(self) -> ModelSource: ...
+
+    @property
+    def engine(self) -> LM: ...
+
+    @property
+    def behaviour(self) -> str: ...  # what its answers depend on beyond its identity ("" for weights)
+
+    @property
+    def notes(self) -> dict[str, Any]: ...  # what results add to its description (token counts estimated)

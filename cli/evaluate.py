@@ -109,7 +109,7 @@ def served_model(args: argparse.Namespace, specs: list[dict[str, Any]], out: Pat
     served model refused before any request, then the URL checked, the server probed, what
     it cannot score refused, the output folder claimed for this endpoint and model."""
     from clients.endpoint.client import allowed_endpoint_hosts
-    from clients.endpoint.engine import EndpointEngine, connect
+    from clients.endpoint.engine import open_served
     from clients.endpoint.options import EndpointSpec
     from clients.endpoint.tokenizer import context_of
     from evaluators.served import endpoint_refusals
@@ -126,14 +126,15 @@ def served_model(args: argparse.Namespace, specs: list[dict[str, Any]], out: Pat
         raise ValueError("cannot run on the endpoint:\n  " + "\n  ".join(problems))
     context = args.context_length or (context_of(args.tokenizer) if args.tokenizer else None)
     spec = EndpointSpec(base_url=args.endpoint, **{**endpoint_fields(args), "context_length": context})
-    served = connect(spec, allowed_endpoint_hosts())
+    opened = open_served(spec, allowed_endpoint_hosts())
+    served = opened.source
     problems = endpoint_refusals(specs, served.capabilities.to_dict(), {}, args.api_style)
     if problems:
         raise ValueError("cannot run on the endpoint:\n  " + "\n  ".join(problems))
     out.mkdir(parents=True, exist_ok=True)
     claim_endpoint_output(out, served.spec.base_url, served.spec.served_model)
-    return served, EndpointEngine(served), {"endpoint": {"url": served.spec.base_url,
-                                                         "served_model": served.spec.served_model}}
+    return served, opened.engine, {"endpoint": {"url": served.spec.base_url,
+                                                "served_model": served.spec.served_model}}
 
 
 def claim_endpoint_output(out: Path, url: str, model: str) -> None:
@@ -284,7 +285,7 @@ def task_judges(parsed: list[Any], args: argparse.Namespace) -> tuple[list[Any],
     """The tasks with their judges named as results record them (`name@identity`), and the
     judges by that name, opened once each: a task that needs a judge and names none is
     refused here, before the model loads, as the service refuses such a job."""
-    from cli.judges import open_judge
+    from cli.judges import judge_from_flags
     from evaluators.registry import parse_task
 
     judges: dict[str, Any] = {}
@@ -295,12 +296,12 @@ def task_judges(parsed: list[Any], args: argparse.Namespace) -> tuple[list[Any],
             if problems:
                 raise ValueError("; ".join(problems))
             judge = next((j for j in judges.values() if t.judge_ref() in (j.name, j.ref)), None) or \
-                open_judge(t.judge_ref(), args, args.device)
+                judge_from_flags(t.judge_ref(), args, args.device)
             judges[judge.ref] = judge
             t = parse_task({**t.as_spec(), "judge": judge.ref})
         for option, ref in t.graders().items():  # models besides the judge (a citation NLI model, say)
             grader = next((j for j in judges.values() if ref in (j.name, j.ref)), None) or \
-                open_judge(ref, args, args.device)
+                judge_from_flags(ref, args, args.device)
             judges[grader.ref] = grader
             t = parse_task({**t.as_spec(), option: grader.ref})
         out.append(t)
@@ -330,9 +331,9 @@ def _score(args: argparse.Namespace) -> int:
     scorer = args.scorer
     judge = None
     if scorer.judge:
-        from cli.judges import open_judge
+        from cli.judges import judge_from_flags
 
-        judge = open_judge(args.judge, args, args.device)
+        judge = judge_from_flags(args.judge, args, args.device)
     scored = scorer.run(args, judge)
     print(json.dumps(scored.scores, indent=2, ensure_ascii=False))
     for note in scored.notes:

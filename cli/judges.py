@@ -74,17 +74,18 @@ def only_served_model(url: str, args: argparse.Namespace) -> str:
     return names[0]
 
 
-def open_judge(ref: str, args: argparse.Namespace, device: str = "cpu") -> Judge:
+def judge_from_flags(ref: str, args: argparse.Namespace, device: str = "cpu") -> Judge:
     """The judge `ref` names (a `name@identity` from earlier results must still be that
-    model): a checkpoint folder, loaded on `device`, or an endpoint URL, probed. ValueError
-    saying what to give otherwise."""
-    from evaluators.judges import Judge, check_pin, split_ref
+    model), opened by `evaluators.judges.open_judge`: a checkpoint folder, loaded on `device`,
+    or an endpoint URL with the judge's flags, probed. ValueError saying what to give
+    otherwise; the endpoint code's messages name the judge's flags."""
+    from checkpoints.errors import CheckpointError, EndpointError
+    from evaluators.judges import open_judge, split_ref
 
     name, _ = split_ref(ref)
     if name.startswith(URL_SCHEMES):
-        from checkpoints.errors import EndpointError
         from clients.endpoint.client import allowed_endpoint_hosts
-        from clients.endpoint.engine import EndpointEngine, connect, served_behaviour, served_identity
+        from clients.endpoint.engine import EndpointTarget
         from clients.endpoint.options import EndpointSpec
         from clients.endpoint.tokenizer import context_of
 
@@ -94,30 +95,17 @@ def open_judge(ref: str, args: argparse.Namespace, device: str = "cpu") -> Judge
             context = getattr(args, "judge_context", None) or (context_of(tokenizer) if tokenizer else None)
             spec = EndpointSpec(base_url=name, served_model=model, tokenizer=tokenizer, context_length=context,
                                 api_style="chat", api_key_env=getattr(args, "judge_api_key_env", None))
-            served = connect(spec, allowed_endpoint_hosts(), estimate=True)
+            return open_judge(name, ref, EndpointTarget(spec, tuple(allowed_endpoint_hosts())),
+                              {"url": spec.base_url, "served_model": spec.served_model, "api_style": "chat"})
         except EndpointError as e:
             raise EndpointError(judge_flags(str(e))) from None
-        identity = served_identity(served.spec.base_url, served.spec.served_model)
-        check_pin(ref, identity)
-        details = {"url": served.spec.base_url, "served_model": served.spec.served_model, "api_style": "chat",
-                   **({"token_counts": "estimated"} if getattr(served.tokenizer, "estimated", False) else {})}
-        judge = Judge(name, identity, "endpoint", served, EndpointEngine(served), details,
-                      behaviour=served_behaviour(served.capabilities))
-    else:
-        from checkpoints.errors import CheckpointError
-        from checkpoints.fingerprint import inspect_checkpoint
-        from checkpoints.opening import open_model
+    from checkpoints.opening import CheckpointTarget
 
-        path = Path(name)
-        if not path.is_dir():
-            raise ValueError(f"--judge {name}: neither a checkpoint folder nor an endpoint URL (http://HOST:PORT/v1 "
-                             "with --judge-served-model NAME)")
-        try:
-            identity = inspect_checkpoint(path).fingerprint
-        except CheckpointError as e:
-            raise ValueError(f"--judge {name}: {e}") from None
-        check_pin(ref, identity)
-        opened = open_model(path, device=device)
-        judge = Judge(name, identity, "checkpoint", opened.loaded, opened.engine, {"checkpoint": path.resolve().name})
-    judge.check()
-    return judge
+    path = Path(name)
+    if not path.is_dir():
+        raise ValueError(f"--judge {name}: neither a checkpoint folder nor an endpoint URL (http://HOST:PORT/v1 "
+                         "with --judge-served-model NAME)")
+    try:
+        return open_judge(name, ref, CheckpointTarget(path, device), {"checkpoint": path.resolve().name})
+    except CheckpointError as e:
+        raise ValueError(f"--judge {name}: {e}") from None

@@ -17,8 +17,12 @@ first-class part of a task run (docs/protocols/judges.md).
   its `judgment`, the sample record's field: the judge's name (`name@identity`), its
   settings (never a key), its raw answer and think block, whether the cache answered.
 
-The caller makes the `Judge` (the service's worker from the store, `lctx eval` and `lctx
-score` from their flags): evaluators never import the network clients. No torch at import."""
+- `open_judge`: the one way a judge is opened, from a `JudgeTarget` its caller names (the
+  service's worker from the job's spec, `lctx eval` and `lctx score` from their flags): a
+  checkpoint folder (`checkpoints.opening.CheckpointTarget`) or a served model
+  (`clients.endpoint.engine.EndpointTarget`); its identity checked against the pin before it
+  is opened, the judge checked to take chat messages after. Evaluators never import the
+  network clients: the target opens itself. No torch at import."""
 
 from __future__ import annotations
 
@@ -34,14 +38,14 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from checkpoints import jsonfiles
 from checkpoints.thinking import SERVED_FALLBACK, ThinkFormat, ThinkPlan, think_format
 from evaluators.errors import EvaluatorError
 
 if TYPE_CHECKING:
-    from checkpoints.lm import LM, ModelSource
+    from checkpoints.lm import LM, ModelSource, OpenedModel
     from evaluators.options import TaskOptions
 
 log = logging.getLogger("lctx.judges")
@@ -158,7 +162,7 @@ class Judge:
 
     @property
     def served(self) -> bool:
-        return getattr(self.source, "capabilities", None) is not None
+        return self.kind == "endpoint"
 
     @property
     def chat_served(self) -> bool:
@@ -231,6 +235,32 @@ class Judge:
                                         getattr(generation, "thinking_tokens", 0), generation.stop_reason,
                                         overrun=getattr(generation, "overrun", None))
         return replies
+
+
+class JudgeTarget(Protocol):
+    """A judge's model before it is opened: what identifies it (read first, cheaply) and how it
+    opens (loading weights, connecting to a server)."""
+
+    @property
+    def kind(self) -> Literal["endpoint", "checkpoint"]: ...
+
+    def identity(self) -> str: ...
+
+    def open(self) -> OpenedModel: ...
+
+
+def open_judge(name: str, ref: str, target: JudgeTarget, details: dict[str, Any] | None = None) -> Judge:
+    """The judge `ref` names (`name` or `name@identity`), opened from `target`: EvaluatorError
+    before anything loads when the target is no longer the pinned model, or once opened when
+    it cannot be asked chat messages (no template where one is needed). `details`: how
+    results name it (what the target notes when opened is added)."""
+    identity = target.identity()
+    check_pin(ref, identity)
+    opened = target.open()
+    judge = Judge(name, identity, target.kind, opened.source, opened.engine, {**(details or {}), **opened.notes},
+                  behaviour=opened.behaviour)
+    judge.check()
+    return judge
 
 
 class JudgmentCache:

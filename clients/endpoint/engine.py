@@ -3,7 +3,8 @@ server, `transformers serve`): the same three request types and the same results
 `checkpoints.engine.Engine`, so every evaluator runs unchanged on a model that runs
 elsewhere (docs/protocols/endpoints.md). `connect` makes the `ServedModel` evaluators run
 on (URL checked, tokenizer loaded or the server's, server probed); `EndpointEngine` runs
-requests on it.
+requests on it; `open_served` makes both (`Served`), the one way `lctx eval`, the worker and
+a served judge (`EndpointTarget`) open a served model.
 
 - Prompts arrive as token ids counted with the served model's tokenizer; a prompt plus its
   new tokens longer than the registered context is refused before anything is sent (tasks
@@ -34,7 +35,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from checkpoints.errors import EndpointError
 from checkpoints.lm import Done
@@ -439,3 +440,46 @@ class EndpointEngine:
         log.info("%d requests to %s in %.1fs (%d retries)", len(requests), self.spec.base_url,
                  time.perf_counter() - started, client.retried)
         return results
+
+
+@dataclass
+class Served:
+    """A served model opened to run requests: its `ServedModel` and the `EndpointEngine` over
+    it (the served counterpart of `checkpoints.opening.Opened`)."""
+
+    source: ServedModel
+    engine: EndpointEngine
+
+    @property
+    def behaviour(self) -> str:
+        """What its answers depend on beyond its URL and name (`served_behaviour`)."""
+        return served_behaviour(self.source.capabilities)
+
+    @property
+    def notes(self) -> dict[str, Any]:
+        """What results add to its description: token counts estimated (no tokenizer, no /tokenize)."""
+        return {"token_counts": "estimated"} if isinstance(self.source.tokenizer, EstimatedTokenizer) else {}
+
+
+def open_served(spec: EndpointSpec, allowed_hosts: Sequence[str] = LOOPBACK_HOSTS, estimate: bool = False) -> Served:
+    """The one way `lctx eval --endpoint`, the worker and a served judge open a served model:
+    `connect` (URL checked, tokenizer, probe), then its engine."""
+    served = connect(spec, allowed_hosts, estimate=estimate)
+    return Served(served, EndpointEngine(served))
+
+
+@dataclass(frozen=True)
+class EndpointTarget:
+    """A served model a judge runs on, not connected yet: its identity (URL and model name) is
+    known before anything is sent; opening connects with token counts estimated where the chat
+    server has no tokenizer to count with (a judge's prompts go as messages)."""
+
+    spec: EndpointSpec
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
+    kind: Literal["endpoint"] = "endpoint"
+
+    def identity(self) -> str:
+        return served_identity(self.spec.base_url, self.spec.served_model)
+
+    def open(self) -> Served:
+        return open_served(self.spec, self.allowed_hosts, estimate=True)

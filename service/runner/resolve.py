@@ -10,7 +10,7 @@ from evaluators.registry import parse_task
 from service.runner.spec import JobSpec, JudgeSpec, WorkerConfig
 from service.settings import Settings
 from service.store import JobRow, Store
-from service.submission import endpoint_fingerprint, endpoint_spec, registered_judge
+from service.submission import endpoint_spec, registered_judge
 
 
 def worker_config(settings: Settings) -> WorkerConfig:
@@ -53,12 +53,11 @@ def job_spec(store: Store, settings: Settings, job: JobRow, finished: frozenset[
 
 
 def judge_spec(store: Store, settings: Settings, ref: str) -> JudgeSpec:
-    """A judge's registration as a worker opens it (service.runner.worker.open_judge)."""
+    """A judge's registration as a worker opens it (service.runner.worker.job_judge)."""
     found = registered_judge(store, ref, "judge")
     row: Any = found.row
     if found.kind == "endpoint":
-        return JudgeSpec(ref, "endpoint", row.name, identity=endpoint_fingerprint(row),
-                         endpoint=endpoint_spec(row, settings),
+        return JudgeSpec(ref, "endpoint", row.name, endpoint=endpoint_spec(row, settings),
                          described={"endpoint": row.name, "url": row.base_url, "served_model": row.served_model,
                                     "api_style": row.api_style})
     return JudgeSpec(ref, "checkpoint", row.name, path=row.path, described={"checkpoint": row.name})

@@ -49,7 +49,6 @@ class JudgeSpec:
     ref: str
     kind: Literal["endpoint", "checkpoint"]
     name: str
-    identity: str | None = None  # an endpoint's, known from its registration; a checkpoint's is read from its files
     endpoint: EndpointSpec | None = None
     path: str | None = None
     described: dict[str, Any] = field(default_factory=dict)  # how results name the judge

@@ -25,13 +25,16 @@ import threading
 import weakref
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from service.paths import confine_checkpoint_files
 from service.runner.mail import Mail, Outbox
 from service.runner.progress import UnitNote
 from service.runner.spec import JobSpec, JudgeSpec, WorkerConfig
 from service.runner.units import Unit
+
+if TYPE_CHECKING:
+    from evaluators.judges import Judge
 
 log = logging.getLogger("lctx.worker")
 
@@ -97,10 +100,10 @@ class Worker:
         self.outbox.take()  # nothing of an earlier job is sent as this one's
         warm = key == self.key and spec.endpoint is None  # a served model is probed again (it may have moved)
         if spec.endpoint is not None:
-            from clients.endpoint.engine import EndpointEngine, connect
+            from clients.endpoint.engine import open_served
 
-            self.loaded = connect(spec.endpoint, list(self.config.endpoint_hosts))
-            self.engine = EndpointEngine(self.loaded)
+            served = open_served(spec.endpoint, self.config.endpoint_hosts)
+            self.loaded, self.engine = served.source, served.engine
         else:
             assert spec.checkpoint is not None
             confine_checkpoint_files(Path(spec.checkpoint["path"]), self.config.roots)
@@ -230,7 +233,7 @@ class Worker:
         refs = ([options.judge_ref()] if options.needs_judge else []) + list(graders.values())
         for ref in refs:
             if ref not in self.judges:
-                self.judges[ref] = open_judge(self._spec().judges[ref], self.config)
+                self.judges[ref] = job_judge(self._spec().judges[ref], self.config)
         if self.judgments is None:
             self.judgments = JudgmentCache(self.home / JUDGMENTS_DIR)
         if options.needs_judge and evaluator.judging is None:
@@ -254,28 +257,22 @@ class Worker:
             return False
 
 
-def open_judge(spec: JudgeSpec, config: WorkerConfig) -> Any:
-    """The judge a job's task names, as the coordinator resolved it: an endpoint connected (URL
-    checked against the allowed hosts, the server probed again) or a checkpoint loaded (its files
-    confined to the roots and fingerprinted again); EvaluatorError when it is no longer the model
-    the job was submitted with."""
-    from evaluators.judges import Judge, check_pin
+def job_judge(spec: JudgeSpec, config: WorkerConfig) -> Judge:
+    """The judge a job's task names, as the coordinator resolved it, opened by
+    `evaluators.judges.open_judge`: an endpoint connected (URL checked against the allowed
+    hosts, the server probed again) or a checkpoint loaded (its files confined to the roots
+    and fingerprinted again); EvaluatorError when it is no longer the model the job was
+    submitted with."""
+    from evaluators.judges import open_judge
 
     if spec.kind == "endpoint":
-        from clients.endpoint.engine import EndpointEngine, connect, served_behaviour
+        from clients.endpoint.engine import EndpointTarget
 
-        assert spec.endpoint is not None and spec.identity is not None
-        check_pin(spec.ref, spec.identity)
-        served = connect(spec.endpoint, list(config.endpoint_hosts), estimate=True)
-        return Judge(spec.name, spec.identity, "endpoint", served, EndpointEngine(served), spec.described,
-                     behaviour=served_behaviour(served.capabilities))
-    from checkpoints.fingerprint import inspect_checkpoint
-    from checkpoints.opening import open_model
+        assert spec.endpoint is not None
+        return open_judge(spec.name, spec.ref, EndpointTarget(spec.endpoint, config.endpoint_hosts), spec.described)
+    from checkpoints.opening import CheckpointTarget
 
     assert spec.path is not None
     path = Path(spec.path)
     confine_checkpoint_files(path, config.roots)
-    identity = inspect_checkpoint(path).fingerprint
-    check_pin(spec.ref, identity)
-    opened = open_model(path, device=pick_device(config.device))
-    return Judge(spec.name, identity, "checkpoint", opened.loaded, opened.engine, spec.described)
+    return open_judge(spec.name, spec.ref, CheckpointTarget(path, pick_device(config.device)), spec.described)

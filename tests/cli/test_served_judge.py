@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.judges import judge_flags, open_judge
+from cli.judges import judge_flags, judge_from_flags
 from evaluators.judges import Judging, JudgmentCache
 from tests.helpers import ThreadServer, reasoning_standin_app, tiny_checkpoint
 
@@ -35,7 +35,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):
 
 
 def test_a_chat_judge_needs_no_tokenizer_nor_its_name(server, tmp_path: Path) -> None:
-    judge = open_judge(f"{server.url}/v1", _args())  # no --judge-served-model, no --judge-tokenizer
+    judge = judge_from_flags(f"{server.url}/v1", _args())  # no --judge-served-model, no --judge-tokenizer
     assert judge.source.spec.served_model == "tiny-judge"  # the one model the server lists
     assert judge.details["token_counts"] == "estimated" and judge.source.describe()["tokenizer"] == "estimated"
     assert judge.behaviour and len(judge.behaviour) == 64
@@ -55,7 +55,7 @@ def test_a_chat_judge_needs_no_tokenizer_nor_its_name(server, tmp_path: Path) ->
 def test_errors_name_the_judges_own_flags(server) -> None:
     # A model the server does not list (the stand-in answers any name): its context is not known.
     with pytest.raises(Exception, match="--judge-context") as caught:
-        open_judge(f"{server.url}/v1", _args(judge_served_model="nope"))
+        judge_from_flags(f"{server.url}/v1", _args(judge_served_model="nope"))
     assert "--context /" not in str(caught.value)
     assert judge_flags("none was given (--tokenizer / tokenizer); give --served-model NAME") == \
         "none was given (--judge-tokenizer); give --judge-served-model NAME"

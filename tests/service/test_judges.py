@@ -1,5 +1,5 @@
 """Judges at submission and in the worker (service/submission.py check_judges, service/runner/worker.py
-open_judge), through the API in-process (no lifespan: nothing starts): a task that needs a
+job_judge), through the API in-process (no lifespan: nothing starts): a task that needs a
 judge is refused when it names none, names what is not registered, a checkpoint without a
 chat template, an endpoint not in chat style or one that does not answer; accepted, the job
 records the judge as `name@identity`, which the leaderboard's row key holds, and a worker
@@ -18,7 +18,7 @@ from evaluators.errors import EvaluatorError
 from service.app import create_app
 from service.comparison import scoring_options
 from service.runner.resolve import judge_spec, worker_config
-from service.runner.worker import open_judge
+from service.runner.worker import job_judge
 from service.store import EndpointRow, Store
 from tests.helpers import (
     aa_lcr_files,
@@ -91,11 +91,11 @@ def test_an_accepted_job_records_its_judge_by_identity_and_the_worker_checks_it(
     assert job.tasks[0]["judge"] == f"judge@{identity[:12]}"
     assert c.get(f"/v1/jobs/{job.id}").json()["tasks"][0]["judge"] == f"judge@{identity[:12]}"
     assert scoring_options(job.tasks[0])["judge"] == f"judge@{identity[:12]}"  # the leaderboard row's key
-    judge = open_judge(judge_spec(store, settings, job.tasks[0]["judge"]), worker_config(settings))
+    judge = job_judge(judge_spec(store, settings, job.tasks[0]["judge"]), worker_config(settings))
     assert (judge.ref, judge.kind, judge.details) == (job.tasks[0]["judge"], "checkpoint", {"checkpoint": "judge"})
     chat_checkpoint(path, seed=2)  # retrained in place: another judge under the same name
     with pytest.raises(EvaluatorError, match="the judge judge is now another model"):
-        open_judge(judge_spec(store, settings, job.tasks[0]["judge"]), worker_config(settings))
+        job_judge(judge_spec(store, settings, job.tasks[0]["judge"]), worker_config(settings))
 
 
 def test_a_judged_job_runs_in_the_worker_and_the_next_asks_the_judge_nothing(api) -> None:
