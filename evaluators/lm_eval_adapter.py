@@ -18,8 +18,10 @@ from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from tqdm import tqdm
 
-from checkpoints.engine import DEFAULT_MAX_BATCH, Engine, GenerateRequest, LoglikelihoodRequest
-from checkpoints.loading import LoadedModel, load_model
+from checkpoints.engine import DEFAULT_MAX_BATCH, GenerateRequest, LoglikelihoodRequest
+from checkpoints.engine_options import EngineOptions
+from checkpoints.loading import LoadedModel
+from checkpoints.opening import open_model
 
 log = logging.getLogger("lctx.lm_eval")
 DEFAULT_GEN_TOKENS = 256
@@ -28,7 +30,9 @@ DEFAULT_GEN_TOKENS = 256
 @register_model("lctx")
 class LctxLM(LM):
     """model_args: checkpoint (required), rope, backend, dtype, device, max_length, and
-    batch_size (the engine's most rows decoded at once; its memory budget bounds it too)."""
+    batch_size (the engine's most rows decoded at once; its memory budget bounds it too) and
+    memory_mb (that budget, as `lctx eval --memory-mb`). The checkpoint is opened as `lctx
+    eval` opens it (`checkpoints.opening.open_model`)."""
 
     def __init__(
         self,
@@ -40,21 +44,23 @@ class LctxLM(LM):
         max_length: int | str | None = None,
         loaded: LoadedModel | None = None,
         batch_size: Any = None,
-        memory_budget: int | str | None = None,
+        memory_mb: int | str | None = None,
         **unused: Any,
     ) -> None:
         super().__init__()
+        rows = int(batch_size) if str(batch_size or "").isdigit() and int(batch_size) > 0 else DEFAULT_MAX_BATCH
+        options = EngineOptions(max_batch=rows, memory_mb=int(memory_mb) if memory_mb else None)
         if loaded is None:
             if not checkpoint:
                 raise ValueError("the lctx lm-eval model needs model_args checkpoint=DIR")
-            loaded = load_model(checkpoint, rope=rope or None, backend=backend or "auto", dtype=dtype or None,
-                                device=device or "cpu")
+            opened = open_model(checkpoint, options, rope=rope or None, backend=backend or "auto",
+                                dtype=dtype or None, device=device or "cpu")
+            loaded, self.engine = opened.loaded, opened.engine
+        else:
+            self.engine = options.engine(loaded)
         self.loaded = loaded
         self.tok = loaded.tokenizer
         self.max_length = int(max_length) if max_length else loaded.config.effective_context
-        rows = int(batch_size) if str(batch_size or "").isdigit() and int(batch_size) > 0 else DEFAULT_MAX_BATCH
-        self.engine = Engine(loaded.model, loaded.tokenizer, max_batch=rows,
-                             memory_budget=int(memory_budget) if memory_budget else None)
         if unused:
             log.warning("lctx lm-eval model ignores arguments %s", sorted(unused))
 

@@ -21,6 +21,7 @@ from typing import Any, NotRequired, TypedDict
 
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.engine.prefix_cache import PrefixStats
+from checkpoints.engine_options import EngineOptions
 from checkpoints.lm import LM, ModelSource
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
@@ -213,7 +214,7 @@ class TaskRun:
                                        **({"server_overrun": overrun} if overrun else {})})
             self.check_stop()  # a cancel lands mid-batch; every answered sample is already recorded
 
-        engine = self.engine = self.engine or Engine(loaded.model, loaded.tokenizer)
+        engine = self.engine = self.engine or EngineOptions().engine(loaded)  # the engine's defaults
         stats = engine.stats  # lctx's engine counts prefix reuse; a served model's (EndpointEngine) None
         before = replace(stats) if stats is not None else None
         clock = replace(engine.clock) if engine.clock is not None else None
