@@ -44,6 +44,7 @@ class LoadedModel:
     path: Path
     # The model's own chat template applies here (lctx renders it): a chat-style server's does not.
     chat_api = False
+    served = False  # runs on lctx's engine
 
     @property
     def device(self) -> torch.device:

@@ -80,21 +80,19 @@ def render_conversation(tokenizer: Tokenizer, messages: list[dict[str, str]], mi
     the generation prompt added for the next assistant turn. Templates that close an assistant
     turn with `eos_token` get the tokenizer's own EOS text (a conversation has such turns);
     BOS stays with the tokenizer's encode, as for one message."""
-    eos_ids = getattr(tokenizer, "eos_ids", None) or []
-    eos = tokenizer.decode([eos_ids[0]], skip_special_tokens=False) if eos_ids else ""
+    eos = tokenizer.decode(tokenizer.eos_ids[:1], skip_special_tokens=False) if tokenizer.eos_ids else ""
     return _render(tokenizer, messages, missing, eos_token=eos, thinking=thinking)
 
 
 def _render(tokenizer: Tokenizer, messages: list[dict[str, str]], missing: str, eos_token: str,
             thinking: str = "default") -> str:
-    template = getattr(tokenizer, "chat_template", None)
+    template = tokenizer.chat_template
     if not template:
         raise EvaluatorError(missing)
     try:
         variables, flag = thinking_switch(template, thinking)
     except EvaluatorError:
-        added = getattr(tokenizer, "added_tokens", None)
-        why = thinking_refusal(template, added() if added is not None else [], thinking, "the checkpoint")
+        why = thinking_refusal(template, tokenizer.added_tokens(), thinking, "the checkpoint")
         if why is not None:
             raise EvaluatorError(why) from None
         variables, flag = {}, None  # `on` for a template that always opens a block: what it does anyway
@@ -140,6 +138,6 @@ def served_text(tokenizer: Tokenizer, messages: Sequence[dict[str, str]]) -> str
     """The text whose tokens count a conversation sent to a chat-style server, which renders
     its own template: the messages in the tokenizer's template where it has one (the served
     model's), else their contents one after another."""
-    if getattr(tokenizer, "chat_template", None):
+    if tokenizer.chat_template:
         return render_conversation(tokenizer, list(messages), "")
     return "\n\n".join(m["content"] for m in messages)

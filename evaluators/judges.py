@@ -162,7 +162,7 @@ class Judge:
 
     @property
     def served(self) -> bool:
-        return self.kind == "endpoint"
+        return self.source.served
 
     @property
     def chat_served(self) -> bool:
@@ -174,12 +174,11 @@ class Judge:
         server without a reasoning parser, is then kept apart from the answer the verdict is read
         from, whatever the registration says of the model."""
         tokenizer = self.source.tokenizer
-        added = getattr(tokenizer, "added_tokens", None)
-        found = think_format(added() if added is not None else [], getattr(tokenizer, "chat_template", None))
+        found = think_format(tokenizer.added_tokens(), tokenizer.chat_template)
         return found or (SERVED_FALLBACK if self.served else None)
 
     def template_sha256(self) -> str | None:
-        template = getattr(self.source.tokenizer, "chat_template", None)
+        template = self.source.tokenizer.chat_template
         return hashlib.sha256(template.encode()).hexdigest()[:16] if template else None
 
     def prompt_ids(self, messages: Messages) -> list[int]:
@@ -189,7 +188,7 @@ class Judge:
         from evaluators.chat import render_conversation
 
         tokenizer = self.source.tokenizer
-        if getattr(tokenizer, "chat_template", None):
+        if tokenizer.chat_template:
             return tokenizer.encode(render_conversation(tokenizer, list(messages), ""))
         if self.chat_served:
             return tokenizer.encode("\n\n".join(m["content"] for m in messages))

@@ -309,7 +309,7 @@ class TaskRun:
             model=describe_run(loaded),
             context=context_of(loaded, self.samples),
             chat_template={"applied": evaluator.options.chat_template_wanted(),
-                           "file": getattr(loaded.tokenizer, "chat_template_source", None)},
+                           "file": loaded.tokenizer.chat_template_source},
             thinking=thinking_entry(evaluator, loaded.tokenizer),
             lctx_version=lctx_version(),
             samples=self.total,

@@ -156,8 +156,7 @@ class Evaluator:
         generates answers (its options have `thinking`); None: no think block to plan."""
         if self.options.thinking_setting() is None:
             return None
-        added = getattr(tokenizer, "added_tokens", None)
-        return think_format(added() if added is not None else [], getattr(tokenizer, "chat_template", None))
+        return think_format(tokenizer.added_tokens(), tokenizer.chat_template)
 
     def thinks(self, tokenizer: Tokenizer) -> bool:
         """Whether the model may write a think block before its answer (a format, and thinking

@@ -35,11 +35,10 @@ class ThinkPlanner:
         self.tokenizer = loaded.tokenizer
         self.format = evaluator.think_format(self.tokenizer)
         self.setting = evaluator.options.thinking_setting() or "default"
-        served = getattr(loaded, "capabilities", None) is not None
         why = evaluator.options.thinking_without_template()
         if why is not None and not loaded.chat_api:
             raise EvaluatorError(why)
-        if self.format is None and served and self.setting != "default":
+        if self.format is None and loaded.served and self.setting != "default":
             self.format = SERVED_FALLBACK  # the server's reasoning field, or its text split by the usual tags
         self.budget = int(getattr(evaluator.options, "thinking_budget", 0) or 0)
         self.context = loaded.config.effective_context

@@ -98,6 +98,8 @@ class ServedModel:
     def path(self) -> None:
         return None
 
+    served = True  # runs on its server
+
     @property
     def chat_api(self) -> bool:
         """Sent messages (chat style), the server renders its own template and thinking switch."""
@@ -108,7 +110,7 @@ class ServedModel:
         return {"endpoint": self.spec.base_url, "served_model": self.spec.served_model,
                 "api_style": self.spec.api_style, "context_length": self.spec.context_length,
                 "tokenizer": str(Path(self.spec.tokenizer).resolve()) if self.spec.tokenizer else
-                "estimated" if getattr(self.tokenizer, "estimated", False) else "server",
+                "estimated" if isinstance(self.tokenizer, EstimatedTokenizer) else "server",
                 "backend": "endpoint"}
 
     def describe_run(self) -> dict[str, Any]:
@@ -233,6 +235,7 @@ class EndpointEngine:
         self.stats = None  # prefix reuse happens in the server, unseen here
         self.clock = None  # so does the split between prefill and decoding
         self.on_prefill = None  # prompts are prefilled in the server: no progress by token
+        self.max_batch = None  # the server batches (bounded by the spec's concurrency), not lctx
 
     # --- checks made before anything is sent ---
 

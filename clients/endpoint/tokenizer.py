@@ -121,6 +121,10 @@ class ServerTokenizer:
                 self._cache.popitem(last=False)
         return value
 
+    def added_tokens(self) -> list[str]:
+        """Not told by the server: its reasoning field, or the usual tags, mark thinking."""
+        return []
+
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         def ask() -> tuple[int, ...]:
             answer = self._post("/tokenize", {"model": self.spec.served_model, "prompt": text,
@@ -172,7 +176,6 @@ class EstimatedTokenizer:
     chat_template_source: str | None = None
     vocab_size = 0
     bos_id: int | None = None
-    estimated = True
 
     def __init__(self) -> None:
         self.eos_ids: list[int] = []

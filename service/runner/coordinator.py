@@ -38,13 +38,25 @@ from service import regressions
 from service.errors import ServiceError
 from service.layout import job_dir, task_dir, task_result
 from service.paths import client_error
+from service.runner.calls import (
+    Drain,
+    FinishTask,
+    Load,
+    Loaded,
+    RunUnit,
+    TaskFinished,
+    UnitRan,
+    WorkerCall,
+    checked_answer,
+    checked_call,
+)
 from service.runner.mail import Mailroom
 from service.runner.progress import ProgressFeed, prefix_use, unit_notes
 from service.runner.resolve import job_spec, model_key, worker_config
 from service.runner.results import keep_task, write_results
 from service.runner.spec import JobSpec, WorkerConfig
 from service.runner.units import Unit, UnitQueue, plan_units
-from service.runner.worker import CONTROL, Worker
+from service.runner.worker import Worker
 from service.settings import Settings
 from service.standings import rows_of
 from service.status import FAILED, QUEUED, RUNNING, SUCCEEDED
@@ -62,10 +74,10 @@ JOB_ERRORS = (EvaluatorError, CheckpointError, ServiceError, ValueError)
 
 
 class Handle(Protocol):
-    """A worker as the coordinator sees it: calls return futures; a worker that died makes
-    its future raise one of `JobRun.died`."""
+    """A worker as the coordinator sees it: each call (`service.runner.calls`) returns a future
+    of its answer; a worker that died makes its future raise one of `JobRun.died`."""
 
-    def call(self, method: str, *args: Any) -> Future: ...
+    def call(self, call: WorkerCall) -> Future: ...
 
     def kill(self) -> None: ...
 
@@ -79,9 +91,9 @@ class LocalHandle:
         self.compute = ThreadPoolExecutor(1, thread_name_prefix="lctx-worker")
         self.control = ThreadPoolExecutor(1, thread_name_prefix="lctx-worker-control")
 
-    def call(self, method: str, *args: Any) -> Future:
-        pool = self.control if method in CONTROL else self.compute
-        return pool.submit(getattr(self.worker, method), *args)
+    def call(self, call: WorkerCall) -> Future:
+        pool = self.control if checked_call(call).control else self.compute
+        return pool.submit(self.worker.answer, call)
 
     def kill(self) -> None:
         """Nothing to kill in-process: the running unit stops at its next sample."""
@@ -124,7 +136,7 @@ class WorkerState:
     """One worker as the coordinator knows it: the one place its state lives."""
 
     handle: Handle
-    info: dict[str, Any] | None = None  # what its `load` answered; None while it loads
+    info: Loaded | None = None  # what its `load` answered; None while it loads
     units: list[Unit] = field(default_factory=list)  # the unit it runs, then the one queued behind it
     task: str | None = None  # the task it finishes
     asking: bool = False  # a `drain` is in flight
@@ -138,13 +150,11 @@ class WorkerState:
 
 
 @dataclass(frozen=True, eq=False)
-class Call:
-    """A call in flight: `method` of `service.runner.worker.Worker` on `worker`."""
+class Asked:
+    """A call in flight: `call` asked of `worker`."""
 
     worker: WorkerState
-    method: str
-    unit: Unit | None = None
-    key: str | None = None
+    call: WorkerCall
 
 
 class JobRun:
@@ -155,7 +165,7 @@ class JobRun:
 
     def __init__(self, settings: Settings, store: Store, job: JobRow, spawn: Callable[[], Handle], workers: int,
                  died: tuple[type[BaseException], ...] = (),
-                 release: Callable[[Handle, dict[str, Any]], None] | None = None,
+                 release: Callable[[Handle, Loaded], None] | None = None,
                  for_memory: Callable[[BaseException], bool] = lambda error: False,
                  cluster_gpus: int | None = None) -> None:
         self.settings, self.store, self.job, self.spawn, self.died = settings, store, job, spawn, died
@@ -195,7 +205,7 @@ class JobRun:
         self.entries: dict[str, Any] = {}  # a finished task -> its entry of results.json
         self.queue = UnitQueue([], ())
         self.workers: list[WorkerState] = []
-        self.calls: dict[Future, Call] = {}
+        self.calls: dict[Future, Asked] = {}
         self.deaths = 0
 
     @property
@@ -273,7 +283,7 @@ class JobRun:
         for worker in self.workers:
             if worker.units and not worker.asking and now - worker.asked_at >= MAIL_EVERY_S:
                 worker.asking, worker.asked_at = True, now
-                self._call(Call(worker, "drain"))
+                self._call(worker, Drain())
         if self.calls:
             ready, _ = wait(list(self.calls), timeout=POLL_S, return_when=FIRST_COMPLETED)
         else:
@@ -282,14 +292,15 @@ class JobRun:
         self.feed.refresh(self.totals)
         return ready
 
-    def _call(self, call: Call, *args: Any) -> None:
-        self.calls[call.worker.handle.call(call.method, *args)] = call
+    def _call(self, worker: WorkerState, call: WorkerCall) -> None:
+        self.calls[worker.handle.call(call)] = Asked(worker, call)
 
     def _start(self) -> None:
         worker = WorkerState(self.spawn())
         self.workers.append(worker)
         # a warm worker binds without loading
-        self._call(Call(worker, "load"), self.spec, model_key(self.job, self.settings))
+        assert self.spec is not None
+        self._call(worker, Load(self.spec, model_key(self.job, self.settings)))
 
     def _run_unit(self, worker: WorkerState) -> None:
         unit = self.queue.take()
@@ -299,7 +310,7 @@ class JobRun:
         worker.units.append(unit)
         folder = task_dir(self.settings, self.job.id, unit.key)
         records = SampleLog(folder, unit.stem).records()  # the files that can hold the unit's slice
-        self._call(Call(worker, "run_unit", unit=unit), unit, records, self._batch_cap(unit))
+        self._call(worker, RunUnit(unit, records, self._batch_cap(unit)))
 
     def _finish_task(self, worker: WorkerState, key: str) -> None:
         """Every unit of the task is done: its unit files folded into samples.jsonl (each sample
@@ -307,43 +318,45 @@ class JobRun:
         folder = task_dir(self.settings, self.job.id, key)
         merge_units(folder)
         worker.task = key
-        self._call(Call(worker, "finish_task", key=key), key, self.tasks[key], SampleLog(folder).records(),
-                   prefix_use(folder))
+        self._call(worker, FinishTask(key, self.tasks[key], SampleLog(folder).records(), prefix_use(folder)))
 
     # -- the handlers ----------------------------------------------------------------
 
-    def _dispatch(self, call: Call, future: Future) -> None:
-        worker = call.worker
+    def _dispatch(self, asked: Asked, future: Future) -> None:
+        worker = asked.worker
         if worker.dead:  # its death was handled: the rest of its answers count for nothing
             return
         try:
-            value = future.result()
+            value = checked_answer(asked.call, future.result())
         except self.died as e:
             self.on_worker_died(worker, e)
             return
         except Exception as e:
             raise Ended(self._ended_by(cause_of(e))) from e
-        match call.method:
-            case "load":
-                worker.info = value
-                self.model = self.model or value.get("model")
-                self.warm += bool(value.get("warm"))
-            case "drain":
+        match asked.call:
+            case Load():
+                loaded: Loaded = value
+                worker.info = loaded
+                self.model = self.model or loaded.model
+                self.warm += loaded.warm
+            case Drain():
                 worker.asking = False
                 self.mailroom.deliver(value)
-            case "run_unit":
-                self.mailroom.deliver(value["mail"])
-                worker.units.remove(call.unit)
-                self.on_unit_done(call.unit, value)
-            case "finish_task":
+            case RunUnit(unit=unit):
+                ran: UnitRan = value
+                self.mailroom.deliver(ran.mail)
+                worker.units.remove(unit)
+                self.on_unit_done(unit, ran)
+            case FinishTask(key=key):
+                finished: TaskFinished = value
                 worker.task = None
-                self.entries[call.key] = keep_task(self.settings, self.job.id, call.key, value)
-                self.model = value["model"]
+                self.entries[key] = keep_task(self.settings, self.job.id, key, finished)
+                self.model = finished.model
         if worker.idle:
             worker.idle_since = time.monotonic()
 
-    def on_unit_done(self, unit: Unit, value: dict[str, Any]) -> None:
-        self.totals[unit.key] = max(self.totals.get(unit.key, 0), int(value["total"]))
+    def on_unit_done(self, unit: Unit, ran: UnitRan) -> None:
+        self.totals[unit.key] = max(self.totals.get(unit.key, 0), ran.total)
         self.queue.unit_done(unit)
 
     def on_job_done(self) -> NoReturn:
@@ -387,7 +400,8 @@ class JobRun:
         worker.dead = True
         for future in [f for f, c in self.calls.items() if c.worker is worker]:
             del self.calls[future]  # its other calls fail too, or never answer
-        batch = (self._batch_cap(worker.units[0]) if worker.units else None) or (worker.info or {}).get("max_batch")
+        batch = (self._batch_cap(worker.units[0]) if worker.units else None) or \
+            (worker.info.max_batch if worker.info is not None else None)
         self.workers.remove(worker)
         try:
             worker.handle.kill()  # "unavailable" may come back: it must not linger holding a GPU

@@ -34,10 +34,10 @@ from ray.exceptions import (
 )
 
 from service.metrics import Metrics
+from service.runner.calls import Loaded, WorkerCall, checked_call
 from service.runner.coordinator import JobRun
 from service.runner.resolve import model_key, worker_config
 from service.runner.warm import WarmPool
-from service.runner.worker import CONTROL
 from service.settings import Settings
 from service.status import FINAL
 from service.store import JobRow, Store
@@ -152,11 +152,13 @@ class ActorHandle:
         """Not running yet: starting, or waiting for resources."""
         return not self.created.done()
 
-    def call(self, method: str, *args: Any) -> Future:
-        call = getattr(self.actor, method)
-        if method in CONTROL:
-            call = call.options(concurrency_group="control")
-        return call.remote(*args).future()
+    def call(self, call: WorkerCall) -> Future:
+        """`call` sent to the actor's one entry point (`Worker.answer`): a control call (`Drain`)
+        in the "control" concurrency group, beside a running unit."""
+        answer = self.actor.answer
+        if checked_call(call).control:
+            answer = answer.options(concurrency_group="control")
+        return answer.remote(call).future()
 
     def kill(self) -> None:
         ray.kill(self.actor, no_restart=True)
@@ -292,8 +294,8 @@ class Executor:
                     self.pool.evict_one(keep=key)
                 return ActorHandle(self.settings, job_id, gpus)
 
-            def release(handle: ActorHandle, info: dict[str, Any], key: tuple = key) -> None:
-                self.pool.put(handle, key, int(info.get("model_bytes", 0)))
+            def release(handle: ActorHandle, info: Loaded, key: tuple = key) -> None:
+                self.pool.put(handle, key, info.model_bytes)
 
             run = JobRun(self.settings, self.store, job, spawn, self.workers(job), died=DIED, release=release,
                          for_memory=killed_for_memory, cluster_gpus=self.gpus())

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from checkpoints.jsonfiles import write_json_atomic
 from evaluators.errors import EvaluatorError
@@ -16,18 +17,24 @@ from service.layout import job_results, task_dir, task_plots, task_result
 from service.settings import Settings
 from service.store import JobRow
 
+if TYPE_CHECKING:
+    from service.runner.calls import TaskFinished
 
-def keep_task(settings: Settings, job_id: str, key: str, answer: dict[str, Any]) -> dict[str, Any]:
+
+def keep_task(settings: Settings, job_id: str, key: str, answer: TaskFinished) -> dict[str, Any]:
     """A finished task as a worker sent it (`Worker.finish_task`: its entry and plot files):
-    the plots written to the task's plots folder, the entry's paths made this service's, the
-    entry saved as the task's result.json (kept if a later task fails); returns the entry."""
+    the plots written to the task's plots folder (each a file name, never a path), the entry's
+    paths made this service's, the entry saved as the task's result.json (kept if a later task
+    fails); returns the entry."""
     plots = task_plots(settings, job_id, key)
     paths = []
-    for name, data in sorted(answer["plots"].items()):
+    for name, data in sorted(answer.plots.items()):
+        if Path(name).name != name or name in ("", ".", ".."):
+            raise ValueError(f"task {key}: a worker sent a plot named {name!r}, not a file name")
         plots.mkdir(parents=True, exist_ok=True)
         (plots / name).write_bytes(data)
         paths.append(str(plots / name))
-    entry = {**answer["entry"], "samples_file": str(task_dir(settings, job_id, key) / SAMPLES_FILE), "plots": paths}
+    entry = {**answer.entry, "samples_file": str(task_dir(settings, job_id, key) / SAMPLES_FILE), "plots": paths}
     write_json_atomic(task_result(settings, job_id, key), entry)
     return entry
 

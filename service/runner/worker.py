@@ -1,9 +1,10 @@
 """One worker of a job: the checkpoint loaded once (or the served model connected) and kept
 for every work unit it is given, and for the next job of the same model while it is warm.
 
-A worker only computes. It is given its node's settings (`WorkerConfig`), a job's spec
-(`JobSpec`), units with the records their slices already have, and a stop signal; it answers
-with what it ran: records and unit notes through its `Outbox` (taken by the coordinator's
+A worker only computes. It is given its node's settings (`WorkerConfig`), then calls
+(`service.runner.calls`: `Load` with a job's spec, `RunUnit` with the records a unit's slice
+already has, `FinishTask`, `Drain`), each through `answer`, and a stop signal; it answers
+with what it ran, each answer typed: records and unit notes through its `Outbox` (taken by the coordinator's
 `drain` while a unit runs, the rest with the unit's answer), a finished task's entry and its
 plot files. It opens no database and writes no results folder (the coordinator does both),
 so a node of a Ray cluster needs neither: only the checkpoint and data files at the paths the
@@ -28,19 +29,30 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from service.paths import confine_checkpoint_files
+from service.runner.calls import (
+    Drain,
+    FinishTask,
+    Load,
+    Loaded,
+    RunUnit,
+    TaskFinished,
+    UnitRan,
+    WorkerCall,
+    checked_call,
+)
 from service.runner.mail import Mail, Outbox
 from service.runner.progress import UnitNote
 from service.runner.spec import JobSpec, JudgeSpec, WorkerConfig
 from service.runner.units import Unit
 
 if TYPE_CHECKING:
+    from checkpoints.engine import Engine
+    from checkpoints.loading import LoadedModel
+    from clients.endpoint.engine import EndpointEngine, ServedModel
     from evaluators.judges import Judge
+    from evaluators.run import TaskRun
 
 log = logging.getLogger("lctx.worker")
-
-# The worker's methods the coordinator calls beside a running unit (Ray: the actor's "control"
-# concurrency group; in-process: a thread of their own). The others run one at a time, in order.
-CONTROL = frozenset({"drain", "stop"})
 
 
 def pick_device(setting: str) -> str:
@@ -61,8 +73,9 @@ class Worker:
         self.home = config.node_home()
         self.spec: JobSpec | None = None
         self.key: tuple | None = None  # the model key of what is loaded
-        self.loaded: Any = None
-        self.engine: Any = None
+        self.loaded: LoadedModel | ServedModel | None = None
+        self.engine: Engine | EndpointEngine | None = None
+        self.weight_bytes = 0  # bytes of the loaded weights (what a warm worker keeps holding; 0 for a served model)
         self.evaluators: dict[str, tuple[Any, list[Any]]] = {}  # task key -> (evaluator, its planned samples)
         # task key -> an evaluator drawing its first samples while the weights load (`_load_checkpoint`),
         # and the draw's future
@@ -73,6 +86,20 @@ class Worker:
         self.graded: weakref.WeakSet[Any] = weakref.WeakSet()  # evaluators given their judge and graders
         self.outbox = Outbox()
         self.stopped = threading.Event()
+
+    def answer(self, call: WorkerCall) -> Loaded | UnitRan | TaskFinished | Mail:
+        """The one entry point of the coordinator's calls (`service.runner.calls`); TypeError
+        for anything else."""
+        match checked_call(call):
+            case Load(spec, key):
+                return self.load(spec, key)
+            case RunUnit(unit, records, max_batch):
+                return self.run_unit(unit, records, max_batch)
+            case FinishTask(key, task, records, prefix_cache):
+                return self.finish_task(key, task, records, prefix_cache)
+            case Drain():
+                return self.drain()
+        raise AssertionError(call)  # checked_call admits the four above only
 
     # -- control: answered while a unit runs --------------------------------------------
 
@@ -86,7 +113,7 @@ class Worker:
 
     # -- compute --------------------------------------------------------------------
 
-    def load(self, spec: JobSpec, key: tuple) -> dict[str, Any]:
+    def load(self, spec: JobSpec, key: tuple) -> Loaded:
         """Bind to the job and load its checkpoint (files confined to the roots again: one may
         have been swapped for a link since submission) or connect its served model, unless this
         worker holds that model (`key`) already; returns where this worker runs, whether it was
@@ -103,16 +130,15 @@ class Worker:
             from clients.endpoint.engine import open_served
 
             served = open_served(spec.endpoint, self.config.endpoint_hosts)
-            self.loaded, self.engine = served.source, served.engine
+            self.loaded, self.engine, self.weight_bytes = served.source, served.engine, 0
         else:
             assert spec.checkpoint is not None
             confine_checkpoint_files(Path(spec.checkpoint["path"]), self.config.roots)
             if not warm:
                 self._load_checkpoint(spec)
         self.key = key
-        return {"pid": os.getpid(), "host": socket.gethostname(), "warm": warm, "model_bytes": self.model_bytes(),
-                "max_batch": getattr(self.engine, "max_batch", None),  # None: a served model's engine
-                "model": self.loaded.describe_run()}
+        return Loaded(os.getpid(), socket.gethostname(), warm, self.weight_bytes, self._engine().max_batch,
+                      self._loaded().describe_run())
 
     def _load_checkpoint(self, spec: JobSpec) -> None:
         """The job's checkpoint loaded (the previous model let go first), its engine made and
@@ -122,6 +148,7 @@ class Worker:
 
         config, path = self.config, spec.checkpoint["path"]
         self.loaded = self.engine = None
+        self.weight_bytes = 0
         # Triton's compiled kernels and autotuning timings under this node's home (a docker
         # volume): compiled and tuned once per machine, not in every worker process.
         os.environ.setdefault("TRITON_CACHE_DIR", str(config.triton_cache or self.home / "triton"))
@@ -134,17 +161,12 @@ class Worker:
         opened = open_model(path, config.engine, rope=spec.rope, backend=spec.backend,
                             device=pick_device(config.device), with_tokenizer=draw)
         self.loaded, self.engine = opened.loaded, opened.engine
+        self.weight_bytes = sum(p.numel() * p.element_size() for p in opened.loaded.model.parameters())
         if opened.seconds["warm_up_s"]:
             log.info("job %s: kernels compiled or read from %s in %.1f s", spec.id, os.environ["TRITON_CACHE_DIR"],
                      opened.seconds["warm_up_s"])
 
-    def model_bytes(self) -> int:
-        """Bytes of the loaded weights (what a warm worker keeps holding; 0 for a served model)."""
-        if self.spec is None or self.spec.endpoint is not None or self.loaded is None:
-            return 0
-        return sum(p.numel() * p.element_size() for p in self.loaded.model.parameters())
-
-    def run_unit(self, unit: Unit, records: list[dict[str, Any]], max_batch: int | None = None) -> dict[str, Any]:
+    def run_unit(self, unit: Unit, records: list[dict[str, Any]], max_batch: int | None = None) -> UnitRan:
         """Run what the unit's slice still lacks (`records`: what earlier runs recorded for it,
         skipped), sending each record and the run's note to the outbox; answers with the
         slice's size, what it ran and the outbox's rest. `max_batch` caps the decoding batch
@@ -156,7 +178,8 @@ class Worker:
         where = (unit.key, run_name)
         note = UnitNote(lambda state: self.outbox.note(where, state), unit.stem, label=unit.label,
                         attempt=spec.attempt)
-        full = getattr(self.engine, "max_batch", None)
+        engine = self._engine()
+        full = engine.max_batch  # None: a served model's engine (the server batches)
         batch = min(full, max_batch) if full and max_batch else full
         run = self._task_run(unit.key, unit.task, should_stop=self.stopped.is_set, on_prefill=note.prefilled,
                              log=HandedLog(records, lambda record: self.outbox.record(where, record)))
@@ -164,18 +187,18 @@ class Worker:
         self._judge(run.evaluator)
         try:
             if batch:
-                self.engine.max_batch = batch
+                engine.max_batch = batch
             run.run_part((unit.index, unit.count))
         finally:
             if batch:
-                self.engine.max_batch = full
+                engine.max_batch = full
             use = run.prefix_use()
             note.write(samples=run.recorded,
                        **({k: use[k] for k in ("prompt_tokens", "reused_tokens", "enabled")} if use else {}))
-        return {"total": run.total, "done": len(run.done), "mail": self.outbox.take()}
+        return UnitRan(run.total, len(run.done), self.outbox.take())
 
     def finish_task(self, key: str, task: dict[str, Any], records: list[dict[str, Any]],
-                    prefix_cache: dict[str, Any] | None) -> dict[str, Any]:
+                    prefix_cache: dict[str, Any] | None) -> TaskFinished:
         """Once every unit of the task has finished: its entry of results.json from every record
         (aggregated; `prefix_cache` the use its unit runs noted), its plots as files (name ->
         PNG bytes) for the coordinator to keep, and the model as it ran."""
@@ -189,13 +212,21 @@ class Worker:
         finally:
             shutil.rmtree(run.folder, ignore_errors=True)
         # the model as it ran (a served model reports its name once it has answered)
-        return {"entry": entry, "plots": plots, "model": self.loaded.describe_run()}
+        return TaskFinished(entry, plots, self._loaded().describe_run())
 
     # -- the pieces -------------------------------------------------------------------
 
     def _spec(self) -> JobSpec:
         assert self.spec is not None, "load() first"
         return self.spec
+
+    def _loaded(self) -> LoadedModel | ServedModel:
+        assert self.loaded is not None, "load() first"
+        return self.loaded
+
+    def _engine(self) -> Engine | EndpointEngine:
+        assert self.engine is not None, "load() first"
+        return self.engine
 
     def _scratch(self, key: str) -> Path:
         """A task's scratch folder on this node (where its plots are drawn before they are sent)."""
@@ -210,14 +241,15 @@ class Worker:
 
             evaluator = self.drawing.pop(key, None) if self._draw_done() else None
             evaluator = evaluator or make_evaluator(task, self.config.data_dir)
-            self.evaluators[key] = (evaluator, planned_samples(evaluator, self.loaded))
+            self.evaluators[key] = (evaluator, planned_samples(evaluator, self._loaded()))
         return self.evaluators[key]
 
-    def _task_run(self, key: str, task: dict[str, Any], **kwargs: Any) -> Any:
+    def _task_run(self, key: str, task: dict[str, Any], **kwargs: Any) -> TaskRun:
         from evaluators.run import TaskRun
 
         evaluator, samples = self._evaluator(key, task)
-        return TaskRun(evaluator, self.loaded, self._scratch(key), samples=samples, engine=self.engine, **kwargs)
+        return TaskRun(evaluator, self._loaded(), self._scratch(key), samples=samples, engine=self._engine(),
+                       **kwargs)
 
     def _judge(self, evaluator: Any) -> None:
         """A judged task's judge (opened once per job from the spec the coordinator resolved),

@@ -18,6 +18,7 @@ from evaluators.run import part_of
 from evaluators.samplelog import SAMPLES_FILE, UNITS_DIR, merge_units, sample_files
 from evaluators.task import Sample
 from service.layout import job_results, task_dir
+from service.runner.calls import Load, RunUnit, WorkerCall
 from service.runner.coordinator import JobRun, LocalHandle, run_job
 from service.runner.progress import unit_notes
 from service.runner.resolve import worker_config
@@ -134,9 +135,9 @@ class _Gated:
     def __init__(self, handle: Any, together: LoadTogether) -> None:
         self.handle, self.together = handle, together
 
-    def call(self, method: str, *args: Any) -> Future:
-        future = self.handle.call(method, *args)
-        return self.together.gate(future) if method == "load" else future
+    def call(self, call: WorkerCall) -> Future:
+        future = self.handle.call(call)
+        return self.together.gate(future) if isinstance(call, Load) else future
 
     def kill(self) -> None:
         self.handle.kill()
@@ -210,14 +211,15 @@ class DiesOnce:
         self.dying: Future | None = None  # the dying unit's answer, failed at the second drain
         self.drains = 0
 
-    def call(self, method: str, *args: Any) -> Future:
+    def call(self, call: WorkerCall) -> Future:
+        method = call.method
         if method == "drain" and self.dying is not None:
             self.drains += 1
             if self.drains == 2:
                 self.dying.set_exception(WorkerCrashedError())
-            return self.inner.call(method, *args)
+            return self.inner.call(call)
         if method != self.method or not self.deaths:
-            return self.inner.call(method, *args)
+            return self.inner.call(call)
         self.deaths.pop()
         if method != "run_unit":
             return self.died()
@@ -225,7 +227,7 @@ class DiesOnce:
         real, worker.stopped = worker.stopped, type("Stop", (), {"is_set": lambda _: next(checks, True),
                                                                   "clear": lambda _: None})()
         try:
-            worker.run_unit(*args)
+            worker.answer(call)
         except EvaluationCancelled:
             pass
         finally:
@@ -288,12 +290,12 @@ class Outstanding:
     def __init__(self, settings, job_id: str, seen: list[int]) -> None:
         self.inner, self.seen, self.open = LocalHandle(worker_config(settings)), seen, 0
 
-    def call(self, method: str, *args: Any) -> Future:
-        if method != "run_unit":
-            return self.inner.call(method, *args)
+    def call(self, call: WorkerCall) -> Future:
+        if not isinstance(call, RunUnit):
+            return self.inner.call(call)
         self.open += 1
         self.seen.append(self.open)
-        future = self.inner.call(method, *args)
+        future = self.inner.call(call)
         future.add_done_callback(lambda _: setattr(self, "open", self.open - 1))
         return future
 

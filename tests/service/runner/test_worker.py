@@ -48,12 +48,12 @@ def test_a_unit_run_answers_with_its_records_and_note_and_the_coordinator_writes
                                                                  "fingerprint": "f" * 64}, rope=None, backend="auto")
     worker = Worker(worker_config(settings))
     info = worker.load(spec, ("k",))
-    assert info["warm"] is False and info["model"]["device"] == "cpu"
+    assert info.warm is False and info.model["device"] == "cpu" and info.model_bytes > 0
     unit = Unit("passkey", task)
     answer = worker.run_unit(unit, [])
-    assert answer["total"] == answer["done"] == 3
+    assert answer.total == answer.done == 3
     folder = tmp_path / "coordinator" / "passkey"
-    Mailroom(lambda key: tmp_path / "coordinator" / key).deliver(answer["mail"])
+    Mailroom(lambda key: tmp_path / "coordinator" / key).deliver(answer.mail)
     [records] = [f for f in (folder / "units").glob("*.jsonl")]
     lines = records.read_text().splitlines()
     [note] = unit_notes(folder)
@@ -62,8 +62,8 @@ def test_a_unit_run_answers_with_its_records_and_note_and_the_coordinator_writes
     import json
 
     again = worker.run_unit(unit, [json.loads(x) for x in lines])
-    assert again["done"] == 3 and not again["mail"].records  # nothing ran twice
+    assert again.done == 3 and not again.mail.records  # nothing ran twice
     finished = worker.finish_task("passkey", task, [json.loads(x) for x in lines], None)
-    assert finished["entry"]["samples"] == 3 and finished["plots"]
-    assert all(v[:4] == b"\x89PNG" for v in finished["plots"].values())
+    assert finished.entry["samples"] == 3 and finished.plots
+    assert all(v[:4] == b"\x89PNG" for v in finished.plots.values())
     assert not (settings.home / "scratch" / "j1" / "passkey").exists()  # its scratch folder is gone
