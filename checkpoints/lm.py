@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 if TYPE_CHECKING:
+    from checkpoints.generate import Generation
+    from checkpoints.requests import GenerateRequest, LoglikelihoodRequest, RollingRequest
     from checkpoints.tokenizer import Tokenizer
 
 Done = Callable[[int, Any], None]  # (index, result) of each request the moment it finishes
@@ -75,11 +77,13 @@ class LM(Protocol):
     max_batch: int | None  # rows decoded together (settable between calls); None: a server batches
     on_prefill: Prefilled | None
 
-    def generate_until(self, requests: Sequence[Any], done: Done | None = None) -> list[Any]: ...
+    def generate_until(self, requests: Sequence[GenerateRequest], done: Done | None = None) -> list[Generation]: ...
 
-    def loglikelihood(self, requests: Sequence[Any], done: Done | None = None) -> list[tuple[float, bool]]: ...
+    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest],
+                      done: Done | None = None) -> list[tuple[float, bool]]: ...
 
-    def loglikelihood_rolling(self, requests: Sequence[Any], done: Done | None = None) -> list[Any]: ...
+    def loglikelihood_rolling(self, requests: Sequence[RollingRequest],
+                              done: Done | None = None) -> list[Any]: ...  # per-token log-probabilities of each text
 
 
 @runtime_checkable

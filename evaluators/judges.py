@@ -230,9 +230,8 @@ class Judge:
             with ThreadPoolExecutor(1, thread_name_prefix="lctx-judge") as pool:
                 done = pool.submit(self.engine.generate_until, [r for _, r in requests]).result()
             for (i, _), generation in zip(requests, done, strict=True):
-                replies[i] = JudgeReply(generation.text, getattr(generation, "thinking", None),
-                                        getattr(generation, "thinking_tokens", 0), generation.stop_reason,
-                                        overrun=getattr(generation, "overrun", None))
+                replies[i] = JudgeReply(generation.text, generation.thinking, generation.thinking_tokens,
+                                        generation.stop_reason, overrun=generation.overrun)
         return replies
 
 

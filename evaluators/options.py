@@ -176,6 +176,10 @@ class TaskOptions(BaseModel):
         block to plan, no template switch to apply)."""
         return getattr(self, "thinking", None)
 
+    def thinking_budget_option(self) -> int | None:
+        """The task's `thinking_budget` option (None for a task without one)."""
+        return getattr(self, "thinking_budget", None)
+
     def thinking_without_template(self) -> str | None:
         """Why the thinking switch cannot reach the model (None: it can, or the task has no
         switch); `ThinkingOptions` says when the template is not applied."""

@@ -22,6 +22,7 @@ from typing import Any, NotRequired, TypedDict
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.engine.prefix_cache import PrefixStats
 from checkpoints.engine_options import EngineOptions
+from checkpoints.generate import Generation
 from checkpoints.lm import LM, ModelSource
 from checkpoints.loading import LoadedModel
 from checkpoints.tokenizer import Tokenizer
@@ -208,7 +209,8 @@ class TaskRun:
         planner = ThinkPlanner(evaluator, loaded)
 
         def finished(built: Built, response: Any) -> None:
-            overrun = getattr(response, "overrun", None)  # a served model's answer cut to its budgets
+            # a served model's answer cut to its budgets
+            overrun = response.overrun if isinstance(response, Generation) else None
             self.record(built.sample, {**built.record, **ThinkPlanner.record(built, response),
                                        **evaluator.score(built, response),
                                        **({"server_overrun": overrun} if overrun else {})})
@@ -333,7 +335,7 @@ def thinking_entry(evaluator: Evaluator, tokenizer: Tokenizer) -> dict[str, Any]
     if setting is None:
         return None
     fmt = evaluator.think_format(tokenizer)
-    return {"setting": setting, "budget": getattr(evaluator.options, "thinking_budget", None),
+    return {"setting": setting, "budget": evaluator.options.thinking_budget_option(),
             "format": fmt.as_dict() if fmt is not None else None}
 
 

@@ -33,6 +33,7 @@ from evaluators.sequential import runner as sequential
 from evaluators.uncertainty import ErrorRule
 
 if TYPE_CHECKING:
+    from checkpoints.generate import Generation
     from evaluators.judges import Judging
 
 Request = GenerateRequest | LoglikelihoodRequest | RollingRequest
@@ -262,7 +263,7 @@ class Evaluator:
         `build` finds it done. Default: nothing."""
 
 
-def decided_early(response: Any) -> Fields:
+def decided_early(response: Generation) -> Fields:
     """The record's mark of a generation stopped by its task's `stop_when_decided` option
     (its prediction ends where the score was decided), else nothing."""
-    return {"decided_early": True} if getattr(response, "stop_reason", None) == "decided" else {}
+    return {"decided_early": True} if response.stop_reason == "decided" else {}

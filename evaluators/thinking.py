@@ -17,6 +17,7 @@ from evaluators.errors import EvaluatorError
 from evaluators.results import TaskResult, metric, series
 
 if TYPE_CHECKING:
+    from checkpoints.generate import Generation
     from checkpoints.lm import ModelSource
     from evaluators.task import Built, Evaluator
 
@@ -40,7 +41,7 @@ class ThinkPlanner:
             raise EvaluatorError(why)
         if self.format is None and loaded.served and self.setting != "default":
             self.format = SERVED_FALLBACK  # the server's reasoning field, or its text split by the usual tags
-        self.budget = int(getattr(evaluator.options, "thinking_budget", 0) or 0)
+        self.budget = evaluator.options.thinking_budget_option() or 0
         self.context = loaded.config.effective_context
         if self.format is not None:
             self.force_ids = tuple(self.tokenizer.encode(self.format.force, add_special_tokens=False))
@@ -63,13 +64,12 @@ class ThinkPlanner:
         return built
 
     @staticmethod
-    def record(built: Built, response: Any) -> dict[str, Any]:
+    def record(built: Built, response: Generation | None) -> dict[str, Any]:
         """The record's thinking fields: the block's text, its tokens, whether its budget ran out."""
         if not isinstance(built.request, GenerateRequest) or built.request.think is None or response is None:
             return {}
-        return {"thinking": getattr(response, "thinking", None),
-                "thinking_tokens": getattr(response, "thinking_tokens", 0),
-                "thinking_truncated": getattr(response, "thinking_truncated", False)}
+        return {"thinking": response.thinking, "thinking_tokens": response.thinking_tokens,
+                "thinking_truncated": response.thinking_truncated}
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -96,7 +96,7 @@ class AaLcrEvaluator(Evaluator):
         """The judge's verdict on the answer (never on the think block); nothing is judged for a
         question beyond the model's context (with its thinking budget, where it thinks)."""
         if response is None or built.record.get("beyond_context"):
-            return {"prediction": getattr(response, "text", None), "verdict": None, "score": None}
+            return {"prediction": response.text if response is not None else None, "verdict": None, "score": None}
         if self.judging is None:
             raise EvaluatorError(f"aa_lcr: no judge is attached to grade the answers; {JUDGE_HOWTO}")
         q: Question = built.keep

@@ -84,7 +84,7 @@ class Handle(Protocol):
 
 class LocalHandle:
     """A `Worker` in this process: its compute calls on one thread, in order, and its control
-    calls (`drain`, `stop`) on another, as a Ray actor's concurrency groups run them."""
+    calls (`Drain`) on another, as a Ray actor's concurrency groups run them."""
 
     def __init__(self, config: WorkerConfig) -> None:
         self.worker = Worker(config)

@@ -133,7 +133,7 @@ def killed_for_memory(error: BaseException) -> bool:
 
 class ActorHandle:
     """A `Worker` as a Ray actor: one per GPU it asks for, or `job_cpus` CPUs. Its compute calls
-    run one at a time, in order; `drain` and `stop` in a concurrency group of their own, beside
+    run one at a time, in order; control calls (`Drain`) in a concurrency group of their own, beside
     a running unit. It is given the worker's settings only (no database, no results folder)."""
 
     def __init__(self, settings: Settings, job_id: str, gpus: int) -> None:

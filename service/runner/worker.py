@@ -1,12 +1,12 @@
 """One worker of a job: the checkpoint loaded once (or the served model connected) and kept
 for every work unit it is given, and for the next job of the same model while it is warm.
 
-A worker only computes. It is given its node's settings (`WorkerConfig`), then calls
-(`service.runner.calls`: `Load` with a job's spec, `RunUnit` with the records a unit's slice
-already has, `FinishTask`, `Drain`), each through `answer`, and a stop signal; it answers
-with what it ran, each answer typed: records and unit notes through its `Outbox` (taken by the coordinator's
-`drain` while a unit runs, the rest with the unit's answer), a finished task's entry and its
-plot files. It opens no database and writes no results folder (the coordinator does both),
+A worker only computes. It is given its node's settings (`WorkerConfig`), then typed calls
+through `answer` (`service.runner.calls`: `Load` with a job's spec, `RunUnit` with the
+records a unit's slice already has, `FinishTask`, `Drain`), and a stop signal; it answers
+each with its typed answer: records and unit notes through its `Outbox` (taken by a `Drain`
+while a unit runs, the rest with the unit's answer), a finished task's entry and its plot
+files. It opens no database and writes no results folder (the coordinator does both),
 so a node of a Ray cluster needs neither: only the checkpoint and data files at the paths the
 spec names, and its own home for caches (Triton's kernels, judge answers).
 
@@ -49,8 +49,9 @@ if TYPE_CHECKING:
     from checkpoints.engine import Engine
     from checkpoints.loading import LoadedModel
     from clients.endpoint.engine import EndpointEngine, ServedModel
-    from evaluators.judges import Judge
+    from evaluators.judges import Judge, JudgmentCache
     from evaluators.run import TaskRun
+    from evaluators.task import Evaluator, Sample
 
 log = logging.getLogger("lctx.worker")
 
@@ -76,14 +77,14 @@ class Worker:
         self.loaded: LoadedModel | ServedModel | None = None
         self.engine: Engine | EndpointEngine | None = None
         self.weight_bytes = 0  # bytes of the loaded weights (what a warm worker keeps holding; 0 for a served model)
-        self.evaluators: dict[str, tuple[Any, list[Any]]] = {}  # task key -> (evaluator, its planned samples)
+        self.evaluators: dict[str, tuple[Evaluator, list[Sample]]] = {}  # task key -> (evaluator, its planned samples)
         # task key -> an evaluator drawing its first samples while the weights load (`_load_checkpoint`),
         # and the draw's future
-        self.drawing: dict[str, Any] = {}
+        self.drawing: dict[str, Evaluator] = {}
         self.drawn: Future | None = None
-        self.judges: dict[str, Any] = {}  # the job's judges by the name its tasks record (`name@identity`)
-        self.judgments: Any = None  # this node's cache of judge answers
-        self.graded: weakref.WeakSet[Any] = weakref.WeakSet()  # evaluators given their judge and graders
+        self.judges: dict[str, Judge] = {}  # the job's judges by the name its tasks record (`name@identity`)
+        self.judgments: JudgmentCache | None = None  # this node's cache of judge answers
+        self.graded: weakref.WeakSet[Evaluator] = weakref.WeakSet()  # evaluators given their judge and graders
         self.outbox = Outbox()
         self.stopped = threading.Event()
 
@@ -232,7 +233,7 @@ class Worker:
         """A task's scratch folder on this node (where its plots are drawn before they are sent)."""
         return self.home / "scratch" / self._spec().id / key
 
-    def _evaluator(self, key: str, task: dict[str, Any]) -> tuple[Any, list[Any]]:
+    def _evaluator(self, key: str, task: dict[str, Any]) -> tuple[Evaluator, list[Sample]]:
         """The task's evaluator and plan, made once per worker (preparing data, fitting prompt
         lengths: work every unit of the task would otherwise repeat)."""
         if key not in self.evaluators:
@@ -251,7 +252,7 @@ class Worker:
         return TaskRun(evaluator, self._loaded(), self._scratch(key), samples=samples, engine=self._engine(),
                        **kwargs)
 
-    def _judge(self, evaluator: Any) -> None:
+    def _judge(self, evaluator: Evaluator) -> None:
         """A judged task's judge (opened once per job from the spec the coordinator resolved),
         its budgets and this node's cache of judgments (a resumed or repeated job asks nothing
         twice on this node). Units need it; finishing a task (aggregating) does not."""
