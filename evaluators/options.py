@@ -180,6 +180,16 @@ class TaskOptions(BaseModel):
         """The task's `thinking_budget` option (None for a task without one)."""
         return getattr(self, "thinking_budget", None)
 
+    def lengths_option(self) -> list[int | str]:
+        """The task's `lengths` option as given: token counts, or named bins (MRCR v2's "128K");
+        [] for a task without one, or whose data decides its prompts' lengths."""
+        lengths = getattr(self, "lengths", None)
+        return list(lengths) if isinstance(lengths, list) else []
+
+    def max_new_tokens_option(self) -> int | None:
+        """The task's `max_new_tokens` option (None for a task without one)."""
+        return getattr(self, "max_new_tokens", None)
+
     def thinking_without_template(self) -> str | None:
         """Why the thinking switch cannot reach the model (None: it can, or the task has no
         switch); `ThinkingOptions` says when the template is not applied."""

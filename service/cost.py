@@ -352,8 +352,9 @@ def task_work(spec: TaskOptions, settings: Settings, facts: ModelFacts) -> Work:
     if facts.shape is None:
         return Work(samples, prompts, generated, None, None, estimated)
     mean = prompts / max(1, samples)
-    lengths = getattr(spec, "lengths", None)
-    if isinstance(lengths, list) and lengths and all(isinstance(n, int) for n in lengths) and sum(lengths):
+    given = spec.lengths_option()
+    lengths = [n for n in given if isinstance(n, int)]  # token counts (not MRCR v2's named bins)
+    if lengths and len(lengths) == len(given) and sum(lengths):
         squares = prompts / sum(lengths) * sum(n * n for n in lengths)  # the lengths asked for, in proportion
     else:
         squares = prompts * mean  # every prompt of the mean length (a lower bound where lengths vary)

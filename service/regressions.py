@@ -37,7 +37,7 @@ def watched(loaded: Loaded) -> dict[str, bool]:
         better = source.higher_is_better
         if better is None:
             continue
-        if name == result.headline or (getattr(source, "name", None) == result.headline and "length" in coords
+        if name == result.headline or (source.name == result.headline and "length" in coords
                                        and len(coords) == 1):
             out[name] = better
     return out

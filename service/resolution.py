@@ -25,8 +25,8 @@ def per_length(spec: TaskOptions) -> int | None:
     samples = spec.planned_samples()
     if not samples:
         return None
-    lengths = getattr(spec, "lengths", None)
-    return max(1, samples // len(lengths)) if isinstance(lengths, list) and lengths else samples
+    lengths = spec.lengths_option()
+    return max(1, samples // len(lengths)) if lengths else samples
 
 
 def spread(store: Store, settings: Settings, fingerprint: str | None, task: str) -> tuple[float, str] | None:
@@ -54,7 +54,7 @@ def with_resolution(cost: Cost, store: Store, settings: Settings, fingerprint: s
             out.append(replace(task, resolution="its data decides its samples: not known before it is read"))
             continue
         seen = spread(store, settings, fingerprint, spec.task)
-        where = "a length" if getattr(spec, "lengths", None) else "the task"
+        where = "a length" if spec.lengths_option() else "the task"
         if seen is not None:
             sd, job = seen
             half = resolvable_difference(n, variance=sd * sd, paired=False)

@@ -431,7 +431,7 @@ def _over_context(i: int, spec: TaskOptions, need: int, context: int, thinks: bo
         return (f"tasks[{i}] ({spec.name}): its longest sample takes {need} tokens (its longest length, with the "
                 f"tokens it generates where the length leaves them out), more than {what} of {context} tokens; ask "
                 f"for lengths that fit in {context} tokens")
-    answer = getattr(spec, "max_new_tokens", None)
+    answer = spec.max_new_tokens_option()
     budgets = f"max_new_tokens {answer} with " if answer is not None else ""
     setting = spec.thinking_setting()
     return (f"tasks[{i}] ({spec.name}): its longest sample takes {need + thinking} tokens: {need} of prompt and answer "
