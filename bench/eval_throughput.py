@@ -147,11 +147,10 @@ def loop_only(ckpt: Path, prompts: list[list[int]], new: int, rounds: int) -> di
     """The generation loops alone: Engine.generate_until against HF batched generate."""
     from transformers import LlamaForCausalLM
 
-    from checkpoints.engine import Engine, GenerateRequest
-    from checkpoints.loading import load_model
+    from checkpoints.engine import GenerateRequest
+    from checkpoints.opening import open_model
 
-    loaded = load_model(ckpt, device="cpu")
-    engine = Engine(loaded.model, loaded.tokenizer)
+    engine = open_model(ckpt, device="cpu").engine
     hf = LlamaForCausalLM.from_pretrained(ckpt, attn_implementation="sdpa", dtype=torch.float32).eval()
     reqs = [GenerateRequest(p, max_new_tokens=new) for p in prompts]
 

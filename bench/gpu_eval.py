@@ -115,15 +115,12 @@ def warm_jobs(folder: Path, length: int, n: int, work: Path, device: str, dtype:
     the database are not on this machine: bench/job_latency.py measures what they add):
     each job's wall time from building its samples to its results, against the seconds the
     engine spent prefilling and decoding (the GPU-bound part)."""
-    from checkpoints.engine import Engine
-    from checkpoints.engine.warmup import warm_up
-    from checkpoints.loading import load_model
+    from checkpoints.opening import open_model
     from evaluators.registry import validate_task
     from evaluators.suite import run_suite
 
-    loaded = load_model(folder, dtype=dtype, device=device)
-    engine = Engine(loaded.model, loaded.tokenizer)
-    warm_up(loaded.model)
+    opened = open_model(folder, dtype=dtype, device=device)  # as lctx eval and the worker open it (kernels warm)
+    loaded, engine = opened.loaded, opened.engine
     task = validate_task({"name": "ruler", "tasks": "niah_single_1", "lengths": str(length), "samples": n})
     rows = []
     for job in (1, 2):
