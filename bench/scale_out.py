@@ -27,11 +27,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from evaluators.samplelog import SAMPLES_FILE  # noqa: E402
-from service.layout import task_dir  # noqa: E402
+from service.core.layout import task_dir  # noqa: E402
+from service.core.settings import Settings  # noqa: E402
 from service.runner.coordinator import JobRun  # noqa: E402
 from service.runner.executor import DIED, ActorHandle  # noqa: E402
 from service.runner.progress import unit_notes  # noqa: E402
-from service.settings import Settings  # noqa: E402
 from service.store import Store  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"

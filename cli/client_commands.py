@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from checkpoints.attention.backend import Backend
 from cli.endpoint_flags import PROBE, add_endpoint_flags, endpoint_fields
-from service.status import FINAL, JobStatus
+from service.core.status import FINAL, JobStatus
 
 if TYPE_CHECKING:
     from service.client import Client

@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 
+from service.core.settings import Settings, get_settings
 from service.schemas import (
     CheckpointOut,
     EndpointOut,
@@ -17,7 +18,6 @@ from service.schemas import (
     ScheduleOut,
     ScheduleRun,
 )
-from service.settings import Settings, get_settings
 
 
 class ApiError(Exception):

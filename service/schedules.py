@@ -17,12 +17,12 @@ from pathlib import Path
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterNotAlphaError, croniter
 from pydantic import ValidationError
 
+from service.core.errors import Conflict, InvalidRequest, ServiceError
+from service.core.paths import confine
+from service.core.settings import Settings
 from service.cost import check_cost, checkpoint_facts, plan_job
-from service.errors import Conflict, InvalidRequest, ServiceError
 from service.notify import check_webhook
-from service.paths import confine
 from service.schemas import Alerts, ScheduleCreate, Suite
-from service.settings import Settings
 from service.store import JobRow, ScheduleRow, Store, now
 from service.submission import (
     ResolvedCheckpoint,

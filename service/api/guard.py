@@ -15,7 +15,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.deps import token_refusal
-from service.settings import Settings
+from service.core.settings import Settings
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 
 from service.api.deps import DispatcherDep, NameParam, Read, SettingsDep, StoreDep, Write, known_gpus
-from service.paths import client_error, client_path
+from service.core.paths import client_error, client_path
 from service.schedules import Scheduler, create_schedule
 from service.schemas import JobPlan, ScheduleCheckpoint, ScheduleCreate, ScheduleOut, ScheduleRun, errors
 from service.views import schedule_out

@@ -35,9 +35,11 @@ from evaluators.progress import JobProgress
 from evaluators.samplelog import SampleLog, merge_units
 from evaluators.suite import task_keys
 from service import regressions
-from service.errors import ServiceError
-from service.layout import job_dir, task_dir, task_result
-from service.paths import client_error
+from service.core.errors import ServiceError
+from service.core.layout import job_dir, task_dir, task_result
+from service.core.paths import client_error
+from service.core.settings import Settings
+from service.core.status import FAILED, QUEUED, RUNNING, SUCCEEDED
 from service.runner.mail import Mailroom
 from service.runner.progress import ProgressFeed, prefix_use, unit_notes
 from service.runner.resolve import job_spec, model_key, worker_config
@@ -45,9 +47,7 @@ from service.runner.results import keep_task, write_results
 from service.runner.spec import JobSpec, WorkerConfig
 from service.runner.units import Unit, UnitQueue, plan_units
 from service.runner.worker import CONTROL, Worker
-from service.settings import Settings
 from service.standings import rows_of
-from service.status import FAILED, QUEUED, RUNNING, SUCCEEDED
 from service.store import JobRow, Store
 from service.submission import claimed_job_refusal
 

@@ -33,13 +33,13 @@ from ray.exceptions import (
     WorkerCrashedError,
 )
 
-from service.metrics import Metrics
+from service.core.metrics import Metrics
+from service.core.settings import Settings
+from service.core.status import FINAL
 from service.runner.coordinator import JobRun
 from service.runner.resolve import model_key, worker_config
 from service.runner.warm import WarmPool
 from service.runner.worker import CONTROL
-from service.settings import Settings
-from service.status import FINAL
 from service.store import JobRow, Store
 
 log = logging.getLogger("lctx.execution")

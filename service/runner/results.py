@@ -1,6 +1,6 @@
 """The files a job's coordinator writes as its work comes back (a finished task's entry and
 plots, the job's results.json) and the results of a job that did not finish. Workers send
-what they computed; only the coordinator writes here (service/layout.py says where)."""
+what they computed; only the coordinator writes here (service/core/layout.py says where)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from checkpoints.jsonfiles import write_json_atomic
 from evaluators.errors import EvaluatorError
 from evaluators.samplelog import SAMPLES_FILE
 from evaluators.suite import partial_result, suite_document, task_keys
-from service.layout import job_results, task_dir, task_plots, task_result
-from service.settings import Settings
+from service.core.layout import job_results, task_dir, task_plots, task_result
+from service.core.settings import Settings
 from service.store import JobRow
 
 

@@ -27,7 +27,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from service.paths import confine_checkpoint_files
+from service.core.paths import confine_checkpoint_files
 from service.runner.mail import Mail, Outbox
 from service.runner.progress import UnitNote
 from service.runner.spec import JobSpec, JudgeSpec, WorkerConfig

@@ -39,7 +39,7 @@ def test_compare_prints_errors_and_intervals(tmp_path: Path, capsys: pytest.Capt
 
 def test_regressions_lists_the_drops(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from service import regressions
-    from service.status import SUCCEEDED
+    from service.core.status import SUCCEEDED
     from service.store import ScheduleRow, now
 
     settings = make_settings(tmp_path)

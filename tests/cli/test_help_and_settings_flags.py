@@ -45,7 +45,7 @@ def test_serve_flags_set_the_variables_every_process_of_the_service_reads(tmp_pa
     apply_setting_flags(args, environ)
     assert environ == {"LCTX_DATA_DIR": str(tmp_path / "data"), "LCTX_CHECKPOINT_ROOTS": "a,b",
                        "LCTX_MAX_JOB_SECONDS": "60.0"}
-    from service.settings import Settings
+    from service.core.settings import Settings
 
     for variable in SETTING_FLAGS.values():
         assert variable.startswith("LCTX_")
@@ -54,7 +54,7 @@ def test_serve_flags_set_the_variables_every_process_of_the_service_reads(tmp_pa
 
 
 def test_serve_data_dir_reaches_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from service.settings import Settings
+    from service.core.settings import Settings
 
     monkeypatch.delenv("LCTX_DATA_DIR", raising=False)
     args = build_parser().parse_args(["serve", "--data-dir", str(tmp_path)])

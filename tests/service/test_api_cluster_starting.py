@@ -13,9 +13,9 @@ from fastapi.testclient import TestClient
 
 from service.api import deps
 from service.app import create_app
+from service.core.status import FAILED, QUEUED
 from service.runner.coordinator import JobRun
 from service.runner.supervisor import DispatcherSupervisor
-from service.status import FAILED, QUEUED
 from tests.helpers import make_settings, tiny_checkpoint
 
 PASSKEY = {"name": "passkey", "lengths": [64], "trials": 1}

@@ -12,9 +12,9 @@ import pytest
 
 from cli.main import main
 from service.app import create_app
-from service.layout import job_results
+from service.core.layout import job_results
+from service.core.status import RUNNING
 from service.runner.coordinator import run_job
-from service.status import RUNNING
 from service.store import Store
 from tests.helpers import STANDIN_NAME, ThreadServer, make_settings, standin_app
 

@@ -18,8 +18,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from service.app import create_app
+from service.core.settings import Settings
 from service.runner.coordinator import run_job
-from service.settings import Settings
 from service.store import Store
 from tests.helpers import ThreadServer, make_settings
 

@@ -91,7 +91,7 @@ def test_six_field_cron_is_refused(api: httpx.Client, tmp_path: Path) -> None:
 
 
 def test_triton_is_refused_where_the_cluster_cannot_run_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from service.errors import InvalidRequest
+    from service.core.errors import InvalidRequest
     from service.submission import check_backend
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # the interpreter runs kernels on CPU (tests use it)

@@ -12,8 +12,8 @@ import pytest
 
 from evaluators import TASK_OPTIONS
 from service.app import create_app
-from service.layout import job_dir, task_dir
-from service.status import SUCCEEDED
+from service.core.layout import job_dir, task_dir
+from service.core.status import SUCCEEDED
 from service.store import Store
 from tests.helpers import OLD_RESULTS as OLD
 from tests.helpers import ThreadServer, make_settings, store_results

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from evaluators.registry import parse_task
+from service.core.errors import InvalidRequest
 from service.cost import (
     ModelFacts,
     Shape,
@@ -20,7 +21,6 @@ from service.cost import (
     record_throughput,
     throughput_path,
 )
-from service.errors import InvalidRequest
 from service.schedules import Scheduler, create_schedule
 from service.schemas import JobCreate, ScheduleCreate
 from service.store import Store

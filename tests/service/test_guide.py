@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.settings import Settings
+from service.core.settings import Settings
 from tests.helpers import AssetUrls, make_settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,7 +62,7 @@ def test_guide_not_built_says_to_run_make_docs(tmp_path: Path) -> None:
 def test_the_default_site_is_mkdocs_site_dir() -> None:
     import yaml
 
-    from service.guide import SITE
+    from service.core.guide import SITE
 
     assert Settings.model_fields["guide_dir"].default is None
     assert SITE == REPO / yaml.safe_load((REPO / "mkdocs.yml").read_text())["site_dir"]

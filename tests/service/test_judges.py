@@ -102,9 +102,9 @@ def test_a_judged_job_runs_in_the_worker_and_the_next_asks_the_judge_nothing(api
     """Two jobs of one suite run in-process (service.runner.coordinator.run_job): every judgment of the first
     is recorded and cached in the worker's node home (<home>/judgments), so the second job
     (a rerun, or a resumed job whose records were lost) finds each one there."""
-    from service.layout import task_dir
+    from service.core.layout import task_dir
+    from service.core.status import SUCCEEDED
     from service.runner.coordinator import run_job
-    from service.status import SUCCEEDED
 
     c, store, settings = api
     records = []
@@ -128,8 +128,8 @@ def test_the_leaderboard_keeps_two_judges_apart(api) -> None:
     row of the latest job."""
     from evaluators.aa_lcr.evaluator import typed
     from evaluators.registry import validate_task
-    from service.layout import job_dir
-    from service.status import SUCCEEDED
+    from service.core.layout import job_dir
+    from service.core.status import SUCCEEDED
 
     c, store, settings = api
     fingerprint = c.get("/v1/checkpoints/tiny").json()["fingerprint"]

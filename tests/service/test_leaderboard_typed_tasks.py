@@ -13,8 +13,8 @@ from evaluators.graphwalks.evaluator import typed as graphwalks_typed
 from evaluators.longbench_v2.evaluator import typed as longbench_v2_typed
 from evaluators.mrcr.evaluator import typed as mrcr_typed
 from service.app import create_app
-from service.layout import job_dir
-from service.status import SUCCEEDED
+from service.core.layout import job_dir
+from service.core.status import SUCCEEDED
 from service.store import Store
 from tests.helpers import ThreadServer, make_settings, store_results
 

@@ -16,7 +16,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, text
 
-from service.errors import SchemaError
+from service.core.errors import SchemaError
 from service.store import Base, Store
 from service.store.db import FIRST_REVISION, _alembic
 from tests.helpers import free_port, new_postgres_database

@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from service.app import create_app
+from service.core.settings import Settings
 from service.schedules import ScheduleConfigError, Scheduler, ensure_configured_schedule
-from service.settings import Settings
 from service.store import Store
 from tests.helpers import ThreadServer, free_port, tiny_checkpoint
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.status import RUNNING, SUCCEEDED
+from service.core.status import RUNNING, SUCCEEDED
 from service.store import Store
 from tests.helpers import free_port, ready, recorded, tiny_checkpoint, wait_for, wait_job
 

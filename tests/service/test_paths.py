@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import Forbidden, InvalidRequest
-from service.paths import child, confine
+from service.core.errors import Forbidden, InvalidRequest
+from service.core.paths import child, confine
 
 
 def test_inside_root_resolves(tmp_path: Path) -> None:

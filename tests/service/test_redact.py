@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.redact import install_log_redaction, redact
+from service.core.redact import install_log_redaction, redact
 from tests.helpers import free_port, wait_for
 
 SECRET = "SeCrEt-pw-42"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import Conflict
-from service.replicas import INSTANCE, register, this_replica
-from service.settings import Settings
+from service.core.errors import Conflict
+from service.core.replicas import INSTANCE, register, this_replica
+from service.core.settings import Settings
 from service.store import Base, ReplicaRow, Store, now
 
 
@@ -42,8 +42,8 @@ def store(url: str) -> Store:
 
 HOLDER = textwrap.dedent("""
     import sys, time
-    from service.replicas import register
-    from service.settings import Settings
+    from service.core.replicas import register
+    from service.core.settings import Settings
     from service.store import Store
     register(Store(sys.argv[1]), Settings(home=sys.argv[2], replica_id="shared"))
     print("registered", flush=True)

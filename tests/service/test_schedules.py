@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from service.errors import Forbidden, InvalidRequest
+from service.core.errors import Forbidden, InvalidRequest
 from service.schedules import Scheduler, create_schedule
 from service.schemas import ScheduleCreate
 from service.store import Store
@@ -136,7 +136,7 @@ def test_run_now_lists_what_it_submitted_and_why_it_skipped_each_checkpoint(env)
 def test_alerts_are_checked_and_kept(env) -> None:
     """A schedule's webhooks are refused off the allowed hosts or with a secret variable off the
     allow-list, and a pinned baseline must exist; accepted alerts are stored with the schedule."""
-    from service.errors import Missing
+    from service.core.errors import Missing
 
     settings, store, watch = env
 

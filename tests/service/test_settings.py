@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from service.settings import Settings
+from service.core.settings import Settings
 
 
 def test_defaults_are_embedded_under_var(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -41,7 +41,7 @@ def test_bad_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_settings_reference_lists_every_setting_with_its_meaning() -> None:
     """The guide's settings page (made by `make docs` from this class) has a row per field, with
     its default and its description."""
-    from service.reference import settings_page
+    from service.core.reference import settings_page
 
     page = settings_page()
     rows = {line.split("|")[1].strip(): line for line in page.splitlines() if line.startswith("| `LCTX_")}

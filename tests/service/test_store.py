@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from service.errors import Conflict, NotFound
-from service.status import CANCELLED, QUEUED, RUNNING, SUCCEEDED
+from service.core.errors import Conflict, NotFound
+from service.core.status import CANCELLED, QUEUED, RUNNING, SUCCEEDED
 from service.store import ScheduleRow, Store, now
 
 

@@ -11,8 +11,8 @@ import pytest
 from evaluators.helmet.evaluator import typed
 from evaluators.helmet.options import HelmetOptions
 from service.app import create_app
-from service.layout import job_dir
-from service.status import SUCCEEDED
+from service.core.layout import job_dir
+from service.core.status import SUCCEEDED
 from service.store import Store
 from tests.helpers import ThreadServer, make_settings, store_results
 

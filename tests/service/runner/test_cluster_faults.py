@@ -21,10 +21,10 @@ import httpx
 import pytest
 
 from evaluators.samplelog import SAMPLES_FILE, sample_files
-from service.layout import RESULTS_FILE, TASK_RESULT, job_path, job_results, task_path
+from service.core.layout import RESULTS_FILE, TASK_RESULT, job_path, job_results, task_path
+from service.core.status import SUCCEEDED
 from service.runner.coordinator import run_job
 from service.runner.progress import unit_notes
-from service.status import SUCCEEDED
 from service.store import Store
 from tests.helpers import (
     KILL_MID_UNIT_BATCH,

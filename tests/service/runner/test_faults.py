@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from service.app import create_app
-from service.layout import task_dir
+from service.core.layout import task_dir
 from tests.helpers import (
     PG_BIN,
     Postgres,

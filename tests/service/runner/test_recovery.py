@@ -15,10 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.layout import RESULTS_FILE, job_path, job_results, task_dir, task_path
+from service.core.layout import RESULTS_FILE, job_path, job_results, task_dir, task_path
+from service.core.status import QUEUED
 from service.runner.dispatcher import read_status
 from service.runner.progress import unit_notes
-from service.status import QUEUED
 from service.store import Store
 from tests.helpers import KILL_MID_UNIT_BATCH, free_port, ready, recorded, tiny_checkpoint, wait_for, wait_job
 

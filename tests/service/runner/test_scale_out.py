@@ -17,12 +17,12 @@ from evaluators.errors import EvaluationCancelled
 from evaluators.run import part_of
 from evaluators.samplelog import SAMPLES_FILE, UNITS_DIR, merge_units, sample_files
 from evaluators.task import Sample
-from service.layout import job_results, task_dir
+from service.core.layout import job_results, task_dir
+from service.core.status import CANCELLED, FAILED, RUNNING, SUCCEEDED
 from service.runner.coordinator import JobRun, LocalHandle, run_job
 from service.runner.progress import unit_notes
 from service.runner.resolve import worker_config
 from service.runner.units import plan_units
-from service.status import CANCELLED, FAILED, RUNNING, SUCCEEDED
 from service.store import Store
 from tests.helpers import KILL_MID_UNIT_BATCH, make_settings, tiny_checkpoint, wait_for
 

@@ -11,7 +11,7 @@ import pytest
 
 from service import regressions
 from service.app import create_app
-from service.status import SUCCEEDED
+from service.core.status import SUCCEEDED
 from service.store import ScheduleRow, Store, now
 from tests.helpers import ThreadServer, make_settings, passkey_run
 from tests.service.web.browser import new_page

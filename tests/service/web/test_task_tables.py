@@ -14,8 +14,8 @@ import pytest
 from evaluators.graphwalks.evaluator import typed as graphwalks_typed
 from evaluators.mrcr.evaluator import typed as mrcr_typed
 from service.app import create_app
-from service.layout import job_results
-from service.status import SUCCEEDED
+from service.core.layout import job_results
+from service.core.status import SUCCEEDED
 from service.store import Store
 from tests.helpers import ThreadServer, make_settings, store_results
 from tests.service.web.browser import new_page

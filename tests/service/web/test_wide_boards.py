@@ -15,7 +15,7 @@ from evaluators.ruler.evaluator import typed
 from evaluators.ruler.options import RulerOptions
 from evaluators.ruler.protocol import TASKS
 from service.app import create_app
-from service.status import SUCCEEDED
+from service.core.status import SUCCEEDED
 from service.store import Store
 from tests.helpers import ThreadServer, make_settings, store_results
 from tests.service.web.browser import new_page

@@ -23,7 +23,7 @@ _secret_sources: list[Callable[[], list[str]]] = []
 
 
 def mask(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every secret value replaced by *** (longest first: service/secrets.py
+    """`text` with every secret value replaced by *** (longest first: service/core/secrets.py
     orders them, so a secret containing another is masked whole)."""
     for secret in secrets:
         if secret in text:
@@ -32,7 +32,7 @@ def mask(text: str, secrets: Iterable[str]) -> str:
 
 
 def redact_all(text: str) -> str:
-    """`text` with URL passwords and every known secret value (service/secrets.py) masked."""
+    """`text` with URL passwords and every known secret value (service/core/secrets.py) masked."""
     known = sorted({s for source in _secret_sources for s in source()}, key=len, reverse=True)
     return mask(redact(text), known)
 

@@ -12,8 +12,8 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from service.core.status import QUEUED
 from service.disk import KINDS, HistoryDisk
-from service.status import QUEUED
 from service.store import JobRow, Store
 
 

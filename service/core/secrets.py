@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterable, Mapping
 
 from clients.endpoint.keys import reserved_reason
-from service.errors import InvalidRequest
-from service.redact import URL_CREDENTIALS, mask
+from service.core.errors import InvalidRequest
+from service.core.redact import URL_CREDENTIALS, mask
 
 # Names that look like they hold a secret: their values are masked in every answer and log.
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|_KEY(_|$)|AUTH", re.IGNORECASE)

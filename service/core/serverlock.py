@@ -16,8 +16,8 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 from checkpoints.jsonfiles import write_json_atomic
-from service.errors import Conflict
-from service.settings import Settings
+from service.core.errors import Conflict
+from service.core.settings import Settings
 
 HOME_LOCK = "server.lock"
 HOME_INFO = "server.json"

@@ -16,8 +16,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from checkpoints.engine_options import EngineOptions, engine_field
 from evaluators.datafiles import DEFAULT_MAX_TEXT_FILE_BYTES
-from service.names import NAME_PATTERN
-from service.secrets import check_key_variable, known_secrets, reserved_reason
+from service.core.names import NAME_PATTERN
+from service.core.secrets import check_key_variable, known_secrets, reserved_reason
 
 
 def default_replica_id(home: Path) -> str:
@@ -28,7 +28,7 @@ def default_replica_id(home: Path) -> str:
 
 class Settings(BaseSettings):
     """Every knob of the service; the settings reference of the guide (`make docs`) is made from
-    this class (service/reference.py)."""
+    this class (service/core/reference.py)."""
 
     model_config = SettingsConfigDict(env_prefix="LCTX_", extra="ignore")
 

@@ -13,7 +13,7 @@ from starlette.responses import Response
 from starlette.types import Scope
 
 PREFIX = "/guide"
-SITE = Path(__file__).resolve().parents[1] / "var" / "site"  # mkdocs.yml's site_dir
+SITE = Path(__file__).resolve().parents[2] / "var" / "site"  # mkdocs.yml's site_dir
 NOT_BUILT = "the guide is not built on this server: run `make docs` in the lctx source tree (or `make serve`)"
 
 

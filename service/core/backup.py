@@ -30,9 +30,9 @@ from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
 from checkpoints.jsonfiles import write_json_atomic
-from service.errors import InvalidRequest, NotReady
-from service.serverlock import sqlite_file
-from service.settings import Settings
+from service.core.errors import InvalidRequest, NotReady
+from service.core.serverlock import sqlite_file
+from service.core.settings import Settings
 from service.store import Store
 from service.store.models import ResultValueRow, TaskResultRow
 

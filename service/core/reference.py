@@ -12,7 +12,7 @@ from typing import Any
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from service.settings import Settings
+from service.core.settings import Settings
 
 DEFAULT_CLAUSE = re.compile(r"[;:,]? default (.+)$")  # a description's closing "default X": the default shown
 
@@ -53,7 +53,7 @@ def settings_page() -> str:
         "# Settings",
         "",
         "Every setting of the service, read from `LCTX_*` environment variables (pydantic-settings;",
-        "`service/settings.py`). This page is generated from the `Settings` class by `make docs`; a",
+        "`service/core/settings.py`). This page is generated from the `Settings` class by `make docs`; a",
         "bad value stops the start with a message naming the variable. Paths are taken relative to",
         "the folder `lctx serve` starts in, once.",
         "",

@@ -14,7 +14,7 @@ import secrets
 import socket
 from datetime import datetime
 
-from service.settings import Settings
+from service.core.settings import Settings
 from service.store import ReplicaRow, Store, now
 
 INSTANCE = secrets.token_hex(8)  # this process; `lctx serve`'s check and the app's registration share it
@@ -44,5 +44,5 @@ def this_replica(settings: Settings, started_at: datetime | None = None) -> Repl
 
 
 def register(store: Store, settings: Settings) -> None:
-    """Claim this server's replica id (service.errors.Conflict when a live server holds it)."""
+    """Claim this server's replica id (service.core.errors.Conflict when a live server holds it)."""
     store.claim_replica(this_replica(settings), settings.lease_seconds, holder_is_dead)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evaluators.suite import RESULTS_FILE, TASK_RESULT, task_folder
-from service.settings import Settings
+from service.core.settings import Settings
 
 TASKS_DIR = "tasks"
 PLOTS_DIR = "plots"  # beside a task's samples (evaluators.run writes its plots there)

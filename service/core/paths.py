@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from service.errors import Forbidden, InvalidRequest
-from service.names import NAME_PATTERN
-from service.redact import mask, redact
+from service.core.errors import Forbidden, InvalidRequest
+from service.core.names import NAME_PATTERN
+from service.core.redact import mask, redact
 
 if TYPE_CHECKING:
-    from service.settings import Settings
+    from service.core.settings import Settings
 
 SAFE_NAME = re.compile(NAME_PATTERN)
 
