@@ -146,10 +146,10 @@ def fault_run(trials: int, unit: int, length: int) -> dict[str, Any]:
     cluster = TwoNodeRay(tmp)
     seen: dict[str, Any] = {}
     try:
-        from service.runner.executor import connect
+        from service.runner.executor import connect_ray
 
         settings = settings_for(tmp / "var", unit, 2)
-        connect(settings.model_copy(update={"ray_address": cluster.address}))
+        connect_ray(settings.model_copy(update={"ray_address": cluster.address}))
         task = {"name": "passkey", "lengths": [length], "trials": trials, "seed": 7}
 
         def kill_mid_unit(run: JobRun, job: Any) -> None:

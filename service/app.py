@@ -39,7 +39,7 @@ from service.core.paths import client_error
 from service.core.redact import install_log_redaction
 from service.core.settings import Settings, get_settings
 from service.runner.supervisor import DispatcherSupervisor
-from service.schedules import Scheduler, ensure_configured_schedule
+from service.schedules import ScheduleTicker, ensure_configured_schedule
 from service.schemas import errors, validation_hint
 from service.store import Store
 from service.upgrades import Upgrade
@@ -123,7 +123,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.metrics = Metrics(store, settings.results)
         dispatcher = DispatcherSupervisor(settings, store, app.state.metrics) if settings.executor else None
         app.state.dispatcher = dispatcher
-        app.state.scheduler = Scheduler(
+        app.state.scheduler = ScheduleTicker(
             settings, store, on_submit=dispatcher.wake if dispatcher else None
         ) if settings.scheduler else None
 

@@ -138,7 +138,10 @@ def checkpoint_dirs(folder: Path) -> list[Path]:
         return []
 
 
-class Scheduler:
+class ScheduleTicker:
+    """Ticks the cron schedules on a thread of its own: each due schedule's watch folders scanned
+    and new checkpoints submitted (named apart from the engine's admission Scheduler)."""
+
     def __init__(self, settings: Settings, store: Store, on_submit: Callable[[], None] | None = None) -> None:
         self.settings, self.store, self.on_submit = settings, store, on_submit
         self._stop = threading.Event()

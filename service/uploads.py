@@ -21,8 +21,7 @@ from evaluators.registry import task_result, validate_task
 from evaluators.samplelog import SAMPLES_FILE
 from evaluators.suite import suite_document, task_keys
 from service.core.errors import Conflict, InvalidRequest
-from service.core.layout import job_results, task_dir
-from service.core.layout import task_result as task_result_path
+from service.core.layout import job_results, task_dir, task_result_path
 from service.core.settings import Settings
 from service.core.status import UPLOADED
 from service.schemas import UploadCreate

@@ -15,7 +15,7 @@ TASKS_DIR = "tasks"
 PLOTS_DIR = "plots"  # beside a task's samples (evaluators.run writes its plots there)
 
 __all__ = ["PLOTS_DIR", "RESULTS_FILE", "TASKS_DIR", "TASK_RESULT", "job_dir", "job_path", "job_results", "task_dir",
-           "task_path", "task_plots", "task_result"]
+           "task_path", "task_plots", "task_result_path"]
 
 
 def job_path(results: Path, job_id: str) -> Path:
@@ -40,7 +40,7 @@ def task_dir(settings: Settings, job_id: str, key: str) -> Path:
     return task_path(settings.results, job_id, key)
 
 
-def task_result(settings: Settings, job_id: str, key: str) -> Path:
+def task_result_path(settings: Settings, job_id: str, key: str) -> Path:
     """A finished task's entry (its part of the job's document, kept if a later task fails)."""
     return task_dir(settings, job_id, key) / TASK_RESULT
 

@@ -36,7 +36,7 @@ from evaluators.samplelog import SampleLog, merge_units
 from evaluators.suite import task_keys
 from service import regressions
 from service.core.errors import ServiceError
-from service.core.layout import job_dir, task_dir, task_result
+from service.core.layout import job_dir, task_dir, task_result_path
 from service.core.paths import client_error
 from service.core.settings import Settings
 from service.core.status import FAILED, QUEUED, RUNNING, SUCCEEDED
@@ -256,7 +256,7 @@ class JobRun:
         if self.cluster_gpus is not None:
             claimed_job_refusal(self.store, self.settings, self.job, self.cluster_gpus)
         for key in self.tasks:
-            done = task_result(self.settings, self.job.id, key)
+            done = task_result_path(self.settings, self.job.id, key)
             if done.is_file():
                 self.entries[key] = json.loads(done.read_text())
         self.spec = job_spec(self.store, self.settings, self.job, finished=frozenset(self.entries))

@@ -84,7 +84,7 @@ def local_ray_options(settings: Settings) -> dict[str, Any]:
     return options
 
 
-def connect(settings: Settings) -> None:
+def connect_ray(settings: Settings) -> None:
     """Join the Ray cluster of `settings.ray_address` / RAY_ADDRESS, or start a local one."""
     if ray.is_initialized():
         return
@@ -190,7 +190,7 @@ class Executor:
         """Connect to Ray (in the calling thread: Ray's start-up wants the main thread),
         requeue what a dead process left running, then poll in a thread."""
         try:
-            connect(self.settings)
+            connect_ray(self.settings)
         except Exception as e:
             self.error = f"cannot start or join Ray: {e}"
             log.exception("executor failed to start")

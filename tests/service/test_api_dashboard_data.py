@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from service.app import create_app
-from service.schedules import Scheduler
+from service.schedules import ScheduleTicker
 from tests.helpers import ThreadServer, make_settings, tiny_checkpoint
 
 pytestmark = pytest.mark.integration  # a server on loopback
@@ -35,7 +35,7 @@ def test_checkpoint_details_and_jobs_by_schedule(tmp_path: Path, models: Path) -
                                              "suite": suite}).status_code == 201
         c.post("/v1/jobs", json={"checkpoint": str(models / "run" / "step-1"), **suite})  # not the schedule's
         store = app.state.store
-        submitted = Scheduler(settings, store).tick(at=store.get_schedule("nightly").next_run_at)
+        submitted = ScheduleTicker(settings, store).tick(at=store.get_schedule("nightly").next_run_at)
         jobs = c.get("/v1/jobs", params={"schedule": "nightly"}).json()
         assert jobs["total"] == 2 and {j["id"] for j in jobs["items"]} == {j.id for j in submitted}
         assert all(j["schedule"] == "nightly" for j in jobs["items"])

@@ -16,7 +16,7 @@ import pytest
 
 from service.app import create_app
 from service.core.settings import Settings
-from service.schedules import ScheduleConfigError, Scheduler, ensure_configured_schedule
+from service.schedules import ScheduleConfigError, ScheduleTicker, ensure_configured_schedule
 from service.store import Store
 from tests.helpers import ThreadServer, free_port, tiny_checkpoint
 
@@ -65,7 +65,7 @@ def test_schedule_from_the_environment_is_created_once(monkeypatch: pytest.Monke
     tiny_checkpoint(runs / "step-100")
     store = Store(settings.database)
     try:
-        jobs = Scheduler(settings, store).tick(store.get_schedule("nightly").next_run_at)
+        jobs = ScheduleTicker(settings, store).tick(store.get_schedule("nightly").next_run_at)
         assert [(j.checkpoint, j.schedule) for j in jobs] == [("step-100", "nightly")]
     finally:
         store.close()

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from service.app import create_app
-from service.schedules import Scheduler
+from service.schedules import ScheduleTicker
 from tests.helpers import ThreadServer, make_settings, tiny_checkpoint, wait_for, wait_job
 from tests.service.web.browser import SCREENSHOTS, new_page, screenshot
 
@@ -60,7 +60,7 @@ def world(ray_cluster: str, chromium, tmp_path_factory: pytest.TempPathFactory):
                                           "suite": NIGHTLY})
         assert r.status_code == 201, r.text
         store = app.state.store
-        nightly = Scheduler(settings, store, on_submit=app.state.dispatcher.wake).tick(
+        nightly = ScheduleTicker(settings, store, on_submit=app.state.dispatcher.wake).tick(
             at=store.get_schedule("nightly").next_run_at)
         assert len(nightly) == 3
         (models / "doomed" / "model.safetensors").unlink()  # gone between registration and run
