@@ -22,7 +22,7 @@ from evaluators.longbench.evaluator import (
 )
 from tests.helpers import points, tiny_model, typed
 
-DATA = Path(__file__).parent / "data" / "longbench"
+DATA = Path(__file__).resolve().parents[1] / "data" / "longbench"
 
 
 # LongBench's config/dataset2maxlen.json, as a check on what was read from lm-eval.

@@ -119,7 +119,7 @@ def test_stop_when_decided_gives_the_same_scores_and_shorter_predictions(tmp_pat
     the integer, marked in its record."""
     from checkpoints.loading import load_model
 
-    loaded = load_model(Path(__file__).resolve().parents[2] / "demo" / "checkpoints" / "softmax")
+    loaded = load_model(Path(__file__).resolve().parents[3] / "demo" / "checkpoints" / "softmax")
     task = {"name": "passkey", "lengths": [200], "trials": 6, "seed": 3, "max_new_tokens": 12}
     full = run_task(loaded, task, tmp_path / "full")
     early = run_task(loaded, {**task, "stop_when_decided": True}, tmp_path / "early")

@@ -14,7 +14,7 @@ from evaluators.scrolls.data import group_by_id, load_scrolls
 from evaluators.scrolls.evaluator import score_predictions_file, truncate_end
 from tests.helpers import points, tiny_model, typed
 
-DATA = Path(__file__).parent / "data" / "scrolls"
+DATA = Path(__file__).resolve().parents[1] / "data" / "scrolls"
 
 
 def test_rows_sharing_an_id_are_one_example() -> None:
