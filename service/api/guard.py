@@ -37,7 +37,7 @@ def refusal(status: int, detail: str, code: str, **headers: str) -> JSONResponse
 
 class BodyGuard:
     """ASGI middleware: for a request to a write route (every non-GET route of the API
-    needs the token: tests/service/test_api_edges.py checks that), the token is checked
+    needs the token: tests/service/api/test_guard.py checks that), the token is checked
     from the headers alone and a body's content type before anything is read."""
 
     def __init__(self, app: ASGIApp, settings: Settings, routes: list[BaseRoute]) -> None:

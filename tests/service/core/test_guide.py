@@ -15,7 +15,7 @@ from service.app import create_app
 from service.core.settings import Settings
 from tests.helpers import AssetUrls, make_settings
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def small_site(site: Path) -> Path:

@@ -16,7 +16,7 @@ from tests.helpers import ThreadServer, make_settings, points, tiny_checkpoint, 
 pytestmark = pytest.mark.integration  # a server on loopback and Ray
 
 PASSKEY = {"name": "passkey", "lengths": [128, 256], "trials": 2, "seed": 0}
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 HOTPOTQA = [{"input": "Which city is the capital of France?", "context": "Passage 1: Paris is the capital of France. "
              "Passage 2: Berlin is the capital of Germany.", "answers": ["Paris"], "length": 20,
              "dataset": "hotpotqa", "language": "en", "all_classes": None, "_id": f"hp-{i}"} for i in range(2)]
@@ -33,7 +33,7 @@ def service(ray_cluster: str, tmp_path_factory: pytest.TempPathFactory):
     shutil.copy(REPO / "tests" / "evaluators" / "data" / "longbench" / "qasper.jsonl", data / "qasper.jsonl")
     (data / "hotpotqa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in HOTPOTQA))
     # one worker per job: its units run in order (the partial-results test needs passkey finished
-    # before LongBench fails; spreading is tests/service/runner/test_scale_out.py's)
+    # before LongBench fails; spreading is tests/service/runner/test_runner_scale_out.py's)
     settings = make_settings(tmp, executor=True, ray_address=ray_cluster, replica_id="api-test", data_dir=data,
                              job_workers=1)
     with ThreadServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:

@@ -1,7 +1,7 @@
 """Faults a GPU node meets, each against the real component (issue #40 item 4): PostgreSQL
 restarted mid-job, the disk filling while a unit writes. Nothing is lost or duplicated.
-(A worker killed as the out-of-memory killer kills: tests/service/runner/test_recovery.py; a cancel
-while units run on two nodes: tests/service/runner/test_cluster_faults.py.)"""
+(A worker killed as the out-of-memory killer kills: tests/service/runner/test_runner_recovery.py; a cancel
+while units run on two nodes: tests/service/runner/test_runner_cluster_faults.py.)"""
 
 from __future__ import annotations
 
