@@ -37,11 +37,11 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
 
+    from service.core.settings import Settings
     from service.cost import duration, read_throughput
     from service.demo import REAL_MODEL
     from service.runner.coordinator import run_job
     from service.schemas import JobCreate
-    from service.settings import Settings
     from service.store import Store
     from service.submission import submit
 

@@ -51,8 +51,8 @@ sys.path.insert(0, str(REPO))
 
 from evaluators.results import TaskResult, metric, series  # noqa: E402
 from service.app import create_app  # noqa: E402
+from service.core.status import SUCCEEDED  # noqa: E402
 from service.standings import record_results, record_results_many  # noqa: E402
-from service.status import SUCCEEDED  # noqa: E402
 from service.store import ScheduleRow, Store, now  # noqa: E402
 from tests.helpers import Postgres, ThreadServer, make_settings  # noqa: E402
 

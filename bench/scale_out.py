@@ -27,11 +27,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from evaluators.samplelog import SAMPLES_FILE  # noqa: E402
-from service.layout import task_dir  # noqa: E402
+from service.core.layout import task_dir  # noqa: E402
+from service.core.settings import Settings  # noqa: E402
 from service.runner.coordinator import JobRun  # noqa: E402
 from service.runner.executor import DIED, ActorHandle  # noqa: E402
 from service.runner.progress import unit_notes  # noqa: E402
-from service.settings import Settings  # noqa: E402
 from service.store import Store  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
@@ -146,10 +146,10 @@ def fault_run(trials: int, unit: int, length: int) -> dict[str, Any]:
     cluster = TwoNodeRay(tmp)
     seen: dict[str, Any] = {}
     try:
-        from service.runner.executor import connect
+        from service.runner.executor import connect_ray
 
         settings = settings_for(tmp / "var", unit, 2)
-        connect(settings.model_copy(update={"ray_address": cluster.address}))
+        connect_ray(settings.model_copy(update={"ray_address": cluster.address}))
         task = {"name": "passkey", "lengths": [length], "trials": trials, "seed": 7}
 
         def kill_mid_unit(run: JobRun, job: Any) -> None:

@@ -83,7 +83,7 @@ import contextlib, io
 from cli.main import main
 from evaluators.registry import task_names
 from service.app import create_app
-from service.settings import Settings
+from service.core.settings import Settings
 assert "toy" in task_names()
 text = io.StringIO()
 with contextlib.redirect_stdout(text), contextlib.suppress(SystemExit):
@@ -101,7 +101,7 @@ def job_field(repo: Path) -> str:
     return """
 from cli.client_commands import job_flags
 from service.schemas import JobCreate, JobOut
-from service.settings import Settings
+from service.core.settings import Settings
 from service.store import Store
 from service.views import job_out
 assert "note" in job_flags() and "note" in JobCreate.model_fields and "note" in JobOut.model_fields

@@ -1,6 +1,6 @@
 """The engine's settings, declared once (as `clients/endpoint/options.py` declares a served
 model's): the fields, their bounds, defaults and help that the service's settings
-(`LCTX_ENGINE_*`, `service.settings.Settings` reads `engine_field`), a worker's config
+(`LCTX_ENGINE_*`, `service.core.settings.Settings` reads `engine_field`), a worker's config
 (`service.runner.spec.WorkerConfig.engine`) and `lctx eval`'s flags (`cli/evaluate.py`)
 read, and the one way they become an `Engine` (`EngineOptions.engine`). Pydantic only, and
 beside the engine package rather than in it (whose `__init__` imports torch): the CLI's

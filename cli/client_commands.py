@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from checkpoints.attention.backend import Backend
 from cli.endpoint_flags import PROBE, add_endpoint_flags, endpoint_fields
-from service.status import FINAL, JobStatus
+from service.core.status import FINAL, JobStatus
 
 if TYPE_CHECKING:
-    from service.client import Client
+    from service.client import ServiceClient
 
 
 # How a task and its options are spelled on the command line (`parse_task` reads it, `task_flag` writes it).
@@ -137,10 +137,10 @@ def plan_lines(plan: Any) -> list[str]:
             *(f"warning: {w}" for w in plan.warnings)]
 
 
-def _client(args: argparse.Namespace) -> Client:
-    from service.client import Client  # httpx and the API models: only for the command that talks
+def _client(args: argparse.Namespace) -> ServiceClient:
+    from service.client import ServiceClient  # httpx and the API models: only for the command that talks
 
-    return Client(base_url=args.url, token=args.token)
+    return ServiceClient(base_url=args.url, token=args.token)
 
 
 def _submit(args: argparse.Namespace) -> int:

@@ -1,6 +1,6 @@
 """`lctx eval`, `lctx score <benchmark>` and `lctx lm-eval`: the evaluators from the shell,
 without the service. Tasks, their flags and their scorers come from the registry: this
-module names no task (tests/cli/test_names_no_task.py)."""
+module names no task (tests/cli/test_cli_names_no_task.py)."""
 
 from __future__ import annotations
 

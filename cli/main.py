@@ -10,7 +10,7 @@ import os
 import sys
 
 from checkpoints.errors import CheckpointError, EndpointUnavailable
-from service.errors import ServiceError
+from service.core.errors import ServiceError
 
 # Command groups, in help order. A module missing here simply adds no commands.
 COMMAND_MODULES = (

@@ -11,10 +11,10 @@ from pathlib import Path
 from cli.server import apply_setting_flags
 
 
-def _settings(args: argparse.Namespace):  # noqa: ANN202 - service.settings.Settings, imported here
+def _settings(args: argparse.Namespace):  # noqa: ANN202 - service.core.settings.Settings, imported here
     """The service's settings as its environment and these flags give them, read now (not the
     process's cached ones: the flags were just put in the environment)."""
-    from service.settings import Settings
+    from service.core.settings import Settings
 
     apply_setting_flags(args)
     return Settings()
@@ -29,7 +29,7 @@ def _size(n: int) -> str:
 
 
 def _backup(args: argparse.Namespace) -> int:
-    from service.backup import backup
+    from service.core.backup import backup
 
     manifest = backup(_settings(args), Path(args.folder))
     print(f"backed up the store ({manifest['database']}, schema {manifest['revision']}) and "
@@ -39,8 +39,8 @@ def _backup(args: argparse.Namespace) -> int:
 
 
 def _restore(args: argparse.Namespace) -> int:
-    from service.backup import restore
-    from service.serverlock import ServerLock
+    from service.core.backup import restore
+    from service.core.serverlock import ServerLock
 
     settings = _settings(args)
     lock = ServerLock(settings)

@@ -69,7 +69,7 @@ def _install_demos(settings: Any) -> list[Any]:
 
 def _claim_replica(settings: Any) -> None:
     """Refuse to start when a live server holds this replica id (its jobs would be requeued)."""
-    from service.replicas import register
+    from service.core.replicas import register
     from service.store import Store
 
     store = Store(settings.database)
@@ -106,8 +106,8 @@ def apply_setting_flags(args: argparse.Namespace, environ: dict[str, str] | None
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from service.serverlock import ServerLock
-    from service.settings import get_settings
+    from service.core.serverlock import ServerLock
+    from service.core.settings import get_settings
 
     apply_setting_flags(args)
     settings = get_settings()
@@ -127,7 +127,7 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
     sys.stdout.reconfigure(line_buffering=True)  # what to do next, printed as it is known (a log file, a pipe)
 
     from service.app import create_app
-    from service.redact import install_log_redaction, redact
+    from service.core.redact import install_log_redaction, redact
 
     install_log_redaction(settings.secrets)
     url = f"http://{settings.host}:{settings.port}"
@@ -140,7 +140,7 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
     demo = None if registered else example_checkpoint(settings.roots[0])
     print(f"lctx API on {url}  (docs {url}/docs; database {redact(settings.database)}; results {settings.results};"
           f" checkpoint roots {', '.join(map(str, settings.roots))}). Ready when {url}/readyz answers 200.")
-    from service.settings import get_settings
+    from service.core.settings import get_settings
 
     cli_url = get_settings().url  # where `lctx submit` and the other client commands of this environment look
     if cli_url != url:  # `make serve PORT=8124`: the client commands would look at the default address

@@ -12,14 +12,14 @@ from mkdocs.structure.files import File, Files
 
 REPO = Path(__file__).resolve().parents[1]
 PLOTS = "bench/results"  # committed plots, published at the same path inside the site
-# Generated pages: path inside the site -> the function of service/reference.py that writes it.
+# Generated pages: path inside the site -> the function of service/core/reference.py that writes it.
 GENERATED = {"reference/settings.md": "settings_page", "reference/api.md": "api_page"}
 
 
 def _generated(name: str) -> str:
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    from service import reference
+    from service.core import reference
 
     if name == "api_page":
         return reference.api_page(reference.app_openapi())

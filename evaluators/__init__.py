@@ -1,4 +1,4 @@
-"""From a model to scores: passkey, needle grid, RULER, SCROLLS, LongBench, perplexity, diagnostics.
+"""From a model to scores: one folder per task, each registering itself (`lctx eval --help` lists them).
 
 Each task is a folder `evaluators/<task>/` that registers itself (`evaluators.registry`).
 The stable entry points other packages use: `TASKS` (name -> evaluator class),

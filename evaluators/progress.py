@@ -35,7 +35,7 @@ def duration(seconds: float) -> str:
 
 
 @dataclass(frozen=True)
-class Plan:
+class PlannedWork:
     """What a task's options plan, read from them typed once: samples (0 where the data
     decides), prompt tokens and tokens of work (prompt tokens plus the tokens each sample may
     generate; None where unknown), and whether a sequential search runs it (each block
@@ -47,13 +47,13 @@ class Plan:
     sequential: bool
 
 
-def plan_of(task: dict[str, Any] | TaskOptions) -> Plan:
+def plan_of(task: dict[str, Any] | TaskOptions) -> PlannedWork:
     """The plan of a task spec as a job records it (typed here: the JSON boundary) or of
     options already typed."""
     options = task if isinstance(task, TaskOptions) else parse_task(task)
     samples, prompts = options.planned_samples() or 0, options.planned_tokens()
     work = None if prompts is None else prompts + (options.planned_generated() or 0)
-    return Plan(samples, prompts, work, options.sequential())
+    return PlannedWork(samples, prompts, work, options.sequential())
 
 
 def tokens_text(done: int, total: int, tokens: int, planned: int | None, tokens_per_s: float | None) -> str:

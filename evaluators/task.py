@@ -1,6 +1,6 @@
-"""The task contract: what a task implements (`Evaluator`: plan, build, score, aggregate)
-and the plain data that passes between it and the run (`Sample`, `Built`, the fields of a
-record). lm-eval keeps its task contract (`api/task.py`) apart from the run
+"""The task contract: what a task implements (`Evaluator`: plan, build, score or run_sample,
+aggregate, and legacy_result where the task wrote results before the contract) and the plain
+data that passes between it and the run (`Sample`, `Built`, the fields of a record). lm-eval keeps its task contract (`api/task.py`) apart from the run
 (`evaluator.py`) the same way: `evaluators.run` is the loop that drives any task.
 
 An evaluator plans its samples cheaply (ids and parameters, no model calls), turns each

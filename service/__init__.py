@@ -1,1 +1,2 @@
-"""From an HTTP request to stored results: API, job store, execution, schedules, CLI."""
+"""From an HTTP request to stored results: the API (`api/`), the job store (`store/`), execution
+(`runner/`), schedules and the leaderboard; `core/` holds the infrastructure they stand on."""

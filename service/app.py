@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Mount, Route
 
 from evaluators.registry import registry
-from service import guide, web
+from service import web
 from service.api import (
     checkpoints,
     endpoints,
@@ -32,14 +32,15 @@ from service.api import (
     uploads,
 )
 from service.api.guard import BodyGuard
-from service.errors import Missing, ServiceError
-from service.metrics import Metrics
-from service.paths import client_error
-from service.redact import install_log_redaction
+from service.core import guide
+from service.core.errors import Missing, ServiceError
+from service.core.metrics import Metrics
+from service.core.paths import client_error
+from service.core.redact import install_log_redaction
+from service.core.settings import Settings, get_settings
 from service.runner.supervisor import DispatcherSupervisor
-from service.schedules import Scheduler, ensure_configured_schedule
+from service.schedules import ScheduleTicker, ensure_configured_schedule
 from service.schemas import errors, validation_hint
-from service.settings import Settings, get_settings
 from service.store import Store
 from service.upgrades import Upgrade
 
@@ -122,7 +123,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.metrics = Metrics(store, settings.results)
         dispatcher = DispatcherSupervisor(settings, store, app.state.metrics) if settings.executor else None
         app.state.dispatcher = dispatcher
-        app.state.scheduler = Scheduler(
+        app.state.scheduler = ScheduleTicker(
             settings, store, on_submit=dispatcher.wake if dispatcher else None
         ) if settings.scheduler else None
 

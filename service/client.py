@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 
+from service.core.settings import Settings, get_settings
 from service.schemas import (
     CheckpointOut,
     EndpointOut,
@@ -17,7 +18,6 @@ from service.schemas import (
     ScheduleOut,
     ScheduleRun,
 )
-from service.settings import Settings, get_settings
 
 
 class ApiError(Exception):
@@ -30,7 +30,9 @@ class ApiError(Exception):
         self.status, self.detail = status, detail
 
 
-class Client:
+class ServiceClient:
+    """The lctx service's API over HTTP (named apart from clients.endpoint.Client, a served model's)."""
+
     def __init__(self, base_url: str | None = None, token: str | None = None, timeout: float = 30.0,
                  settings: Settings | None = None) -> None:
         settings = settings or get_settings()
@@ -44,7 +46,7 @@ class Client:
     def close(self) -> None:
         self.http.close()
 
-    def __enter__(self) -> Client:
+    def __enter__(self) -> ServiceClient:
         return self
 
     def __exit__(self, *exc: object) -> None:

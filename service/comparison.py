@@ -14,10 +14,10 @@ from typing import Any
 
 from evaluators.registry import task_options, task_result
 from evaluators.results import Metric, Series, TaskResult
+from service.core.layout import job_results
+from service.core.settings import Settings
 from service.labels import job_rope_label
-from service.layout import job_results
 from service.schemas import LeaderboardColumn
-from service.settings import Settings
 from service.store import JobRow
 from service.views import client_task
 

@@ -40,8 +40,8 @@ from typing import Any
 from checkpoints.jsonfiles import write_json_atomic
 from evaluators.options import TaskOptions
 from evaluators.progress import duration
-from service.errors import InvalidRequest
-from service.settings import Settings
+from service.core.errors import InvalidRequest
+from service.core.settings import Settings
 
 THROUGHPUT_FILE = "throughput.json"
 KEEP = 20  # the last jobs measured, per checkpoint fingerprint or endpoint identity

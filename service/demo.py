@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
-from service.errors import Conflict
-from service.settings import Settings
+from service.core.errors import Conflict
+from service.core.settings import Settings
 from service.store import Store
 from service.submission import checkpoint_info
 from training.train import demo_checkpoints

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluators.samplelog import SAMPLES_FILE, UNITS_DIR
-from service.layout import PLOTS_DIR, TASKS_DIR, job_dir
-from service.settings import Settings
+from service.core.layout import PLOTS_DIR, TASKS_DIR, job_dir
+from service.core.settings import Settings
 
 KINDS = ("samples", "plots", "results")  # per-sample records (and unit files), plots, the rest (results JSON)
 

@@ -22,9 +22,9 @@ import httpx
 
 from checkpoints.errors import EndpointError
 from clients.endpoint.client import check_base_url
-from service.errors import InvalidRequest
-from service.redact import mask
-from service.settings import Settings
+from service.core.errors import InvalidRequest
+from service.core.redact import mask
+from service.core.settings import Settings
 
 log = logging.getLogger("lctx.notify")
 

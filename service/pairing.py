@@ -21,8 +21,8 @@ from evaluators.results import ErrorBar, TaskResult
 from evaluators.samplelog import SampleLog
 from evaluators.uncertainty import ErrorRule, compare_columns
 from service.comparison import data_revision, scoring_options, task_spec
-from service.layout import job_results, task_dir
-from service.settings import Settings
+from service.core.layout import job_results, task_dir
+from service.core.settings import Settings
 from service.store import JobRow
 
 

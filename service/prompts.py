@@ -11,7 +11,7 @@ from typing import Any
 from checkpoints import jsonfiles
 from evaluators.errors import EvaluatorError
 from evaluators.samplelog import sample_files
-from service.errors import NotFound
+from service.core.errors import NotFound
 
 Rebuilt = tuple[str, str]  # (prompt, needle)
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from clients.pull import PullError, pull_gguf, pull_hub
-from service.errors import Conflict, InvalidRequest
-from service.paths import confine
+from service.core.errors import Conflict, InvalidRequest
+from service.core.paths import confine
+from service.core.settings import Settings
 from service.schemas import CheckpointPull
-from service.settings import Settings
 from service.store import CheckpointRow, Store
 from service.submission import check_model_memory, checkpoint_info
 

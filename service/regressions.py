@@ -18,11 +18,11 @@ import threading
 from typing import Any
 
 from service import notify
-from service.layout import job_results
+from service.core.layout import job_results
+from service.core.settings import Settings
+from service.core.status import FAILED, SUCCEEDED
 from service.pairing import Loaded, differences, load
-from service.settings import Settings
 from service.standings import lineage
-from service.status import FAILED, SUCCEEDED
 from service.store import JobRow, RegressionRow, Store, now
 
 log = logging.getLogger("lctx.regressions")

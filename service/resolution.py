@@ -14,9 +14,9 @@ from dataclasses import replace
 
 from evaluators.options import TaskOptions
 from evaluators.uncertainty import resolvable_difference
+from service.core.settings import Settings
 from service.cost import Cost
 from service.pairing import load
-from service.settings import Settings
 from service.store import Store
 
 

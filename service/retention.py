@@ -24,10 +24,10 @@ from sqlalchemy import select
 
 from checkpoints.jsonfiles import write_json_atomic
 from evaluators.samplelog import SAMPLES_FILE, UNITS_DIR
-from service.errors import Gone, InvalidRequest
-from service.layout import PLOTS_DIR, TASKS_DIR, job_dir
-from service.settings import Settings
-from service.status import FINAL
+from service.core.errors import Gone, InvalidRequest
+from service.core.layout import PLOTS_DIR, TASKS_DIR, job_dir
+from service.core.settings import Settings
+from service.core.status import FINAL
 from service.store import JobRow, Store
 from service.store.models import TaskResultRow
 

@@ -17,12 +17,12 @@ from pathlib import Path
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterNotAlphaError, croniter
 from pydantic import ValidationError
 
+from service.core.errors import Conflict, InvalidRequest, ServiceError
+from service.core.paths import confine
+from service.core.settings import Settings
 from service.cost import check_cost, checkpoint_facts, plan_job
-from service.errors import Conflict, InvalidRequest, ServiceError
 from service.notify import check_webhook
-from service.paths import confine
 from service.schemas import Alerts, ScheduleCreate, Suite
-from service.settings import Settings
 from service.store import JobRow, ScheduleRow, Store, now
 from service.submission import (
     ResolvedCheckpoint,
@@ -138,7 +138,10 @@ def checkpoint_dirs(folder: Path) -> list[Path]:
         return []
 
 
-class Scheduler:
+class ScheduleTicker:
+    """Ticks the cron schedules on a thread of its own: each due schedule's watch folders scanned
+    and new checkpoints submitted (named apart from the engine's admission Scheduler)."""
+
     def __init__(self, settings: Settings, store: Store, on_submit: Callable[[], None] | None = None) -> None:
         self.settings, self.store, self.on_submit = settings, store, on_submit
         self._stop = threading.Event()

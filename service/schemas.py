@@ -23,9 +23,9 @@ from clients.endpoint.options import NO_NUL_PATTERN, EndpointOptions
 from evaluators.options import TaskOptions, did_you_mean
 from evaluators.registry import Task, registry
 from evaluators.results import ErrorBar
+from service.core.names import NAME_PATTERN
+from service.core.status import JobStatus
 from service.labels import job_rope_label, own_rope_label, rope_label
-from service.names import NAME_PATTERN
-from service.status import JobStatus
 
 # Patterns of text that reaches the database (PostgreSQL refuses NUL characters in text).
 JOB_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"

@@ -26,11 +26,11 @@ from sqlalchemy.engine import Connection
 
 from evaluators.registry import task_result
 from service.comparison import Scored, column_info, headline_column, scored_in
-from service.layout import job_results
-from service.paths import client_path
+from service.core.layout import job_results
+from service.core.paths import client_path
+from service.core.settings import Settings
+from service.core.status import SUCCEEDED
 from service.schemas import TASK_PATTERN
-from service.settings import Settings
-from service.status import SUCCEEDED
 from service.store import JobRow, Store, TaskResultRow
 from service.store.results import Column, ResultRecord, insert_results_many
 

@@ -32,12 +32,12 @@ from evaluators.errors import EvaluatorError
 from evaluators.judges import check_pin, pinned_ref, split_ref
 from evaluators.options import JUDGE_HOWTO, TaskOptions
 from evaluators.registry import parse_task, task_options
+from service.core.errors import Forbidden, InvalidRequest, Missing
+from service.core.paths import confine, confine_checkpoint_files
+from service.core.settings import Settings
 from service.cost import Cost, check_cost, checkpoint_facts, endpoint_facts, plan_job
-from service.errors import Forbidden, InvalidRequest, Missing
-from service.paths import confine, confine_checkpoint_files
 from service.resolution import with_resolution
 from service.schemas import JobCreate, Suite
-from service.settings import Settings
 from service.store import CheckpointRow, EndpointRow, JobRow, Store
 
 log = logging.getLogger("lctx.submission")
@@ -495,7 +495,7 @@ def data_warnings(tasks: list[dict[str, Any]], settings: Settings) -> list[str]:
     fix: `TaskOptions.data_warnings`, cheap checks of the files the tasks will read), one line
     per finding naming the task, server paths made client paths. The job is accepted and its
     submission answered with these; the run's results say what it found (`data.warnings`)."""
-    from service.paths import client_text
+    from service.core.paths import client_text
 
     data_dir = settings.data_dir.absolute() if settings.data_dir else None
     out = []

@@ -27,9 +27,9 @@ from typing import Any
 from sqlalchemy import func, insert, select, tuple_, update
 from sqlalchemy.engine import Connection
 
-from service.settings import Settings
+from service.core.settings import Settings
+from service.core.status import SUCCEEDED
 from service.standings import fill_batch
-from service.status import SUCCEEDED
 from service.store import JobRow, Store, now
 from service.store.models import DataMigrationRow
 

@@ -20,13 +20,12 @@ from evaluators.errors import EvaluatorError
 from evaluators.registry import task_result, validate_task
 from evaluators.samplelog import SAMPLES_FILE
 from evaluators.suite import suite_document, task_keys
-from service.errors import Conflict, InvalidRequest
-from service.layout import job_results, task_dir
-from service.layout import task_result as task_result_path
+from service.core.errors import Conflict, InvalidRequest
+from service.core.layout import job_results, task_dir, task_result_path
+from service.core.settings import Settings
+from service.core.status import UPLOADED
 from service.schemas import UploadCreate
-from service.settings import Settings
 from service.standings import rows_of
-from service.status import UPLOADED
 from service.store import JobRow, Store
 from service.store.jobs import new_job_id
 

@@ -12,10 +12,10 @@ from checkpoints.errors import CheckpointError
 from checkpoints.tokenizer import read_chat_template
 from clients.pull import read_source
 from evaluators.registry import task_options
-from service.paths import client_error, client_path, client_text
+from service.core.paths import client_error, client_path, client_text
+from service.core.settings import Settings
+from service.core.status import UPLOADED
 from service.schemas import CheckpointOut, EndpointOut, JobOut, JobState, ScheduleOut
-from service.settings import Settings
-from service.status import UPLOADED
 from service.store import CheckpointRow, EndpointRow, JobRow, ScheduleRow
 
 

@@ -33,8 +33,8 @@ from checkpoints.loading import LoadedModel, load_model, save_model
 from checkpoints.model import Decoder
 from checkpoints.tokenizer import ByteTokenizer
 from evaluators.results import TaskResult
-from service.layout import job_results, task_path
-from service.settings import Settings
+from service.core.layout import job_results, task_path
+from service.core.settings import Settings
 from service.standings import record_results
 
 PG_BIN = Path("/usr/local/bin")
@@ -822,7 +822,7 @@ def passkey_run(settings: Settings, store: object, scores: dict[int, list[float]
     Trial ids are `passkey/len=<n>/trial=<t>`: two such jobs ran the same samples."""
     from evaluators import uncertainty
     from evaluators.registry import make_evaluator
-    from service.status import SUCCEEDED
+    from service.core.status import SUCCEEDED
 
     spec = {"name": "passkey", "lengths": sorted(scores), "trials": max(len(v) for v in scores.values())}
     evaluator = make_evaluator(spec)

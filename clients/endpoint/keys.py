@@ -1,5 +1,5 @@
 """Which environment variables may hold a served model's API key: the one rule the service
-(`service/secrets.py`, with the operator's allow-list on top) and the CLI (`--api-key-env`,
+(`service/core/secrets.py`, with the operator's allow-list on top) and the CLI (`--api-key-env`,
 `--judge-api-key-env`) apply. A key variable is sent as a bearer token to whatever URL is
 given, so never a variable of lctx's service (its token, its database URL: LCTX_*, apart from
 the endpoint-key family LCTX_ENDPOINT_KEY_*) nor one the process or the libraries it runs hold

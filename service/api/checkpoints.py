@@ -15,8 +15,8 @@ from service.api.deps import (
     cluster_gpus,
     known_gpus,
 )
-from service.errors import InvalidRequest
-from service.paths import confine
+from service.core.errors import InvalidRequest
+from service.core.paths import confine
 from service.pulling import pull_checkpoint
 from service.schemas import CheckpointCreate, CheckpointOut, CheckpointPull, errors
 from service.submission import check_model_memory, checkpoint_info

@@ -10,11 +10,11 @@ from typing import Annotated
 from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from service.errors import Unauthorized
-from service.metrics import Metrics
+from service.core.errors import Unauthorized
+from service.core.metrics import Metrics
+from service.core.settings import Settings
 from service.runner.supervisor import DispatcherSupervisor
 from service.schemas import JOB_ID_PATTERN, NAME_PATTERN
-from service.settings import Settings
 from service.store import Store
 
 _bearer = HTTPBearer(auto_error=False, description="LCTX_API_TOKEN, when the service has one")

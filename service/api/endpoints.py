@@ -3,7 +3,7 @@ the URL checked (scheme, allowed host), the tokenizer folder (if given; else the
 /tokenize) confined to the checkpoint roots, the server probed (the model listed or
 answering a one-token request; token prompts, how it scores prompts, /tokenize, version) and what it said recorded, with the service's secrets masked. The API key never
 passes through here: only the name of the variable that holds it on the workers, which
-must be one the operator set aside for endpoint keys (service/secrets.py)."""
+must be one the operator set aside for endpoint keys (service/core/secrets.py)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from clients.endpoint.options import EndpointSpec
 from clients.endpoint.probe import probe, registered_context
 from clients.endpoint.tokenizer import context_of
 from service.api.deps import NameParam, Read, SettingsDep, StoreDep, Write
-from service.errors import InvalidRequest
-from service.paths import confine
+from service.core.errors import InvalidRequest
+from service.core.paths import confine
+from service.core.secrets import masked
 from service.schemas import EndpointCreate, EndpointOut, errors
-from service.secrets import masked
 from service.store import EndpointRow, now
 from service.views import endpoint_out
 

@@ -15,7 +15,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.deps import token_refusal
-from service.settings import Settings
+from service.core.settings import Settings
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -37,7 +37,7 @@ def refusal(status: int, detail: str, code: str, **headers: str) -> JSONResponse
 
 class BodyGuard:
     """ASGI middleware: for a request to a write route (every non-GET route of the API
-    needs the token: tests/service/test_api_edges.py checks that), the token is checked
+    needs the token: tests/service/api/test_guard.py checks that), the token is checked
     from the headers alone and a body's content type before anything is read."""
 
     def __init__(self, app: ASGIApp, settings: Settings, routes: list[BaseRoute]) -> None:

@@ -12,7 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy.exc import SQLAlchemyError
 
 from service.api.deps import DispatcherDep, MetricsDep, Read, StoreDep
-from service.errors import NotReady
+from service.core.errors import NotReady
 from service.schemas import errors
 
 router = APIRouter(tags=["health"])

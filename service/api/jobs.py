@@ -17,10 +17,10 @@ from service.api.deps import (
     cluster_gpus,
     known_gpus,
 )
+from service.core.names import NAME_PATTERN
+from service.core.status import FINAL
 from service.disk import disk_of
-from service.names import NAME_PATTERN
 from service.schemas import NO_NUL_PATTERN, TASK_PATTERN, JobCreate, JobList, JobOut, JobPlan, Status, errors
-from service.status import FINAL
 from service.submission import data_warnings, submit
 from service.views import job_out
 

@@ -9,7 +9,8 @@ from evaluators.registry import registry, unknown_task
 from service import pairing
 from service.api.deps import JobId, Read, SettingsDep, StoreDep
 from service.comparison import column_order
-from service.errors import Conflict, InvalidRequest, NotFound
+from service.core.errors import Conflict, InvalidRequest, NotFound
+from service.core.status import SUCCEEDED
 from service.schemas import (
     JOB_ID_PATTERN,
     NO_NUL_PATTERN,
@@ -24,7 +25,6 @@ from service.schemas import (
     LeaderboardRow,
     errors,
 )
-from service.status import SUCCEEDED
 from service.store.results import NAME_SORTS, BoardQuery, Column, ResultRecord
 
 router = APIRouter(tags=["leaderboard"])

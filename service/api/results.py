@@ -14,15 +14,15 @@ from fastapi.responses import FileResponse, Response, StreamingResponse
 from evaluators.samplelog import sample_files
 from evaluators.suite import task_keys
 from service.api.deps import JobId, Read, SettingsDep, StoreDep
-from service.errors import Conflict, NotFound
-from service.layout import job_dir, job_results, task_dir, task_plots
-from service.names import NAME_PATTERN
-from service.paths import child
+from service.core.errors import Conflict, NotFound
+from service.core.layout import job_dir, job_results, task_dir, task_plots
+from service.core.names import NAME_PATTERN
+from service.core.paths import child
+from service.core.status import CANCELLED, FAILED, SUCCEEDED
 from service.prompts import find_record, rebuild_prompt
 from service.retention import pruned, refuse_if_pruned
 from service.runner.results import partial_results
 from service.schemas import NO_NUL_PATTERN, TASK_PATTERN, SamplePrompt, errors
-from service.status import CANCELLED, FAILED, SUCCEEDED
 from service.store import JobRow
 from service.views import client_results
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 
 from service.api.deps import DispatcherDep, NameParam, Read, SettingsDep, StoreDep, Write, known_gpus
-from service.paths import client_error, client_path
-from service.schedules import Scheduler, create_schedule
+from service.core.paths import client_error, client_path
+from service.schedules import ScheduleTicker, create_schedule
 from service.schemas import JobPlan, ScheduleCheckpoint, ScheduleCreate, ScheduleOut, ScheduleRun, errors
 from service.views import schedule_out
 
@@ -50,7 +50,7 @@ def run_schedule(name: NameParam, store: StoreDep, settings: SettingsDep, dispat
     folder of its watch folders, with the job submitted for it or why it was skipped (the same
     fingerprint already run with this suite, by this schedule or another; a refusal)."""
     schedule = store.get_schedule(name)
-    outcomes = Scheduler(settings, store, on_submit=dispatcher.wake if dispatcher else None).run_now(name)
+    outcomes = ScheduleTicker(settings, store, on_submit=dispatcher.wake if dispatcher else None).run_now(name)
     rows = [ScheduleCheckpoint(folder=client_path(o.folder, settings), checkpoint=o.checkpoint,
                                job=o.job.id if o.job else None,
                                skipped=client_error(o.skipped, settings) if o.skipped else None,

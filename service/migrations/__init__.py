@@ -3,4 +3,4 @@
 
 A schema change is a new file in `versions/` whose `down_revision` is the current head;
 write its operations out (`op.add_column(...)`), check it with
-`tests/service/test_migrations.py` (the models and the migrated schema must agree)."""
+`tests/service/migrations/test_migrations.py` (the models and the migrated schema must agree)."""

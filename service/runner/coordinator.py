@@ -35,9 +35,9 @@ from evaluators.progress import JobProgress
 from evaluators.samplelog import SampleLog, merge_units
 from evaluators.suite import task_keys
 from service import regressions
-from service.errors import ServiceError
-from service.layout import job_dir, task_dir, task_result
-from service.paths import client_error
+from service.core.errors import ServiceError
+from service.core.layout import job_dir, task_dir, task_result_path
+from service.core.paths import client_error
 from service.runner.calls import (
     Drain,
     FinishTask,
@@ -57,9 +57,8 @@ from service.runner.results import keep_task, write_results
 from service.runner.spec import JobSpec, WorkerConfig
 from service.runner.units import Unit, UnitQueue, plan_units
 from service.runner.worker import Worker
-from service.settings import Settings
+from service.core.settings import Settings
 from service.standings import rows_of
-from service.status import FAILED, QUEUED, RUNNING, SUCCEEDED
 from service.store import JobRow, Store
 from service.submission import claimed_job_refusal
 
@@ -266,7 +265,7 @@ class JobRun:
         if self.cluster_gpus is not None:
             claimed_job_refusal(self.store, self.settings, self.job, self.cluster_gpus)
         for key in self.tasks:
-            done = task_result(self.settings, self.job.id, key)
+            done = task_result_path(self.settings, self.job.id, key)
             if done.is_file():
                 self.entries[key] = json.loads(done.read_text())
         self.spec = job_spec(self.store, self.settings, self.job, finished=frozenset(self.entries))

@@ -35,7 +35,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from checkpoints.jsonfiles import write_json_atomic
-from service.settings import Settings
+from service.core.settings import Settings
 
 log = logging.getLogger("lctx.dispatcher")
 
@@ -159,7 +159,7 @@ def run(settings: Settings, stdin: int) -> int:
 
 
 def main() -> int:
-    from service.redact import install_log_redaction
+    from service.core.redact import install_log_redaction
 
     install_log_redaction()
     handler = logging.StreamHandler()

@@ -33,13 +33,13 @@ from ray.exceptions import (
     WorkerCrashedError,
 )
 
-from service.metrics import Metrics
+from service.core.metrics import Metrics
 from service.runner.calls import Loaded, WorkerCall, checked_call
 from service.runner.coordinator import JobRun
 from service.runner.resolve import model_key, worker_config
 from service.runner.warm import WarmPool
-from service.settings import Settings
-from service.status import FINAL
+from service.core.settings import Settings
+from service.core.status import FINAL
 from service.store import JobRow, Store
 
 log = logging.getLogger("lctx.execution")
@@ -84,7 +84,7 @@ def local_ray_options(settings: Settings) -> dict[str, Any]:
     return options
 
 
-def connect(settings: Settings) -> None:
+def connect_ray(settings: Settings) -> None:
     """Join the Ray cluster of `settings.ray_address` / RAY_ADDRESS, or start a local one."""
     if ray.is_initialized():
         return
@@ -192,7 +192,7 @@ class Executor:
         """Connect to Ray (in the calling thread: Ray's start-up wants the main thread),
         requeue what a dead process left running, then poll in a thread."""
         try:
-            connect(self.settings)
+            connect_ray(self.settings)
         except Exception as e:
             self.error = f"cannot start or join Ray: {e}"
             log.exception("executor failed to start")

@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from evaluators.registry import parse_task
+from service.core.settings import Settings
 from service.runner.spec import JobSpec, JudgeSpec, WorkerConfig
-from service.settings import Settings
 from service.store import JobRow, Store
 from service.submission import endpoint_spec, registered_judge
 

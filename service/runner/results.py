@@ -1,6 +1,6 @@
 """The files a job's coordinator writes as its work comes back (a finished task's entry and
 plots, the job's results.json) and the results of a job that did not finish. Workers send
-what they computed; only the coordinator writes here (service/layout.py says where)."""
+what they computed; only the coordinator writes here (service/core/layout.py says where)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from checkpoints.jsonfiles import write_json_atomic
 from evaluators.errors import EvaluatorError
 from evaluators.samplelog import SAMPLES_FILE
 from evaluators.suite import partial_result, suite_document, task_keys
-from service.layout import job_results, task_dir, task_plots, task_result
-from service.settings import Settings
+from service.core.layout import job_results, task_dir, task_plots, task_result_path
+from service.core.settings import Settings
 from service.store import JobRow
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def keep_task(settings: Settings, job_id: str, key: str, answer: TaskFinished) -
         (plots / name).write_bytes(data)
         paths.append(str(plots / name))
     entry = {**answer.entry, "samples_file": str(task_dir(settings, job_id, key) / SAMPLES_FILE), "plots": paths}
-    write_json_atomic(task_result(settings, job_id, key), entry)
+    write_json_atomic(task_result_path(settings, job_id, key), entry)
     return entry
 
 
@@ -57,7 +57,7 @@ def partial_results(settings: Settings, job: JobRow) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for key, task in zip(task_keys(job.tasks), job.tasks, strict=True):
         folder = task_dir(settings, job.id, key)
-        done = task_result(settings, job.id, key)
+        done = task_result_path(settings, job.id, key)
         if done.is_file():
             results[key] = json.loads(done.read_text())
             continue

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from service.metrics import Metrics
-from service.replicas import INSTANCE, register
+from service.core.metrics import Metrics
+from service.core.replicas import INSTANCE, register
+from service.core.settings import Settings
 from service.runner.dispatcher import REPORT_EVERY_S, read_status, settings_json, status_path
-from service.settings import Settings
 from service.store import Store, now
 
 log = logging.getLogger("lctx.supervisor")

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaluators.progress import Plan, plan_of
+from evaluators.progress import PlannedWork, plan_of
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Unit:
 
 
 def plan_units(tasks: dict[str, dict[str, Any]], unit_samples: int | None, workers: int,
-               unit_tokens: int = 131_072, plans: dict[str, Plan] | None = None) -> list[Unit]:
+               unit_tokens: int = 131_072, plans: dict[str, PlannedWork] | None = None) -> list[Unit]:
     """The job's work units: a task its options plan n samples for splits into slices of about
     `unit_tokens` tokens of work each (its planned prompt and generated tokens: a few seconds
     of a worker's time, so what each unit costs around its samples stays small beside them,

@@ -28,7 +28,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from service.paths import confine_checkpoint_files
+from service.core.paths import confine_checkpoint_files
 from service.runner.calls import (
     Drain,
     FinishTask,

@@ -1,4 +1,5 @@
-"""The durable store: jobs, checkpoints, schedules and schedule submissions.
+"""The durable store: jobs, checkpoints, endpoints, schedules and their submissions, the
+leaderboard's rows, regressions and the server replicas.
 
 SQLAlchemy 2. SQLite by default (WAL, busy timeout; writes take the lock up front with
 BEGIN IMMEDIATE so a read-then-write transaction never fails on a stale snapshot),

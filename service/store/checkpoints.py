@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from service.errors import Conflict
+from service.core.errors import Conflict
 from service.store.db import Database, retried
 from service.store.models import CheckpointRow, now
 

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.errors import Missing, SchemaError
+from service.core.errors import Missing, SchemaError
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 FIRST_REVISION = "0001"  # the schema `Base.metadata.create_all` made before migrations existed

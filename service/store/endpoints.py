@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.errors import Conflict
+from service.core.errors import Conflict
 from service.store.db import Database, retried
 from service.store.models import CheckpointRow, EndpointRow
 

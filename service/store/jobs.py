@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
-from service.errors import Conflict, Missing
-from service.status import CANCELLED, FAILED, FINAL, QUEUED, RUNNING, SUCCEEDED, JobStatus
+from service.core.errors import Conflict, Missing
+from service.core.status import CANCELLED, FAILED, FINAL, QUEUED, RUNNING, SUCCEEDED, JobStatus
 from service.store.db import Database, retried
 from service.store.models import JobCountRow, JobRow, JobTaskCountRow, JobTaskRow, SubmissionRow, now
 from service.store.results import ResultRecord, insert_results

@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from service.status import QUEUED
+from service.core.status import QUEUED
 
 
 def now() -> datetime:

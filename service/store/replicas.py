@@ -7,7 +7,7 @@ from collections.abc import Callable
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 
-from service.errors import Conflict
+from service.core.errors import Conflict
 from service.store.db import Database, retried
 from service.store.models import ReplicaRow, now
 

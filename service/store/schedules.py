@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from service.errors import Conflict
+from service.core.errors import Conflict
 from service.store.db import Database, retried
 from service.store.models import JobRow, ScheduleRow, SubmissionRow
 

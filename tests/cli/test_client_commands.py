@@ -23,7 +23,7 @@ def test_parse_task_options() -> None:
 
 
 def test_submit_flags_and_the_client_follow_the_request_model(capsys: pytest.CaptureFixture) -> None:
-    from service.client import Client
+    from service.client import ServiceClient
     from service.schemas import JobCreate
 
     assert set(job_flags()) == set(JobCreate.model_fields) - {"checkpoint", "tasks"}
@@ -32,7 +32,7 @@ def test_submit_flags_and_the_client_follow_the_request_model(capsys: pytest.Cap
     help_text = capsys.readouterr().out
     assert all(f"--{name}" in help_text for name in job_flags())
     assert "{auto,reference,torch,triton}" in help_text  # a Literal field's choices
-    with Client(base_url="http://127.0.0.1:9") as client, pytest.raises(ValueError, match="unknown job fields"):
+    with ServiceClient(base_url="http://127.0.0.1:9") as client, pytest.raises(ValueError, match="unknown job fields"):
         client.submit("ck", [{"name": "passkey"}], ropes="yarn:4")  # refused before any request
 
 

@@ -20,7 +20,7 @@ import jsonschema
 import pytest
 import yaml
 
-from service.settings import Settings
+from service.core.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKER = REPO / "docker"

@@ -31,7 +31,7 @@ import contextlib, io, json, sys
 from cli.main import main
 from evaluators.registry import task_names
 from service.app import create_app
-from service.settings import Settings
+from service.core.settings import Settings
 
 help_text = io.StringIO()
 with contextlib.redirect_stdout(help_text), contextlib.suppress(SystemExit):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from evaluators.graphwalks.evaluator import typed
 from service.api.leaderboard import compare, leaderboard
-from service.layout import job_dir
-from service.status import SUCCEEDED
+from service.core.layout import job_dir
+from service.core.status import SUCCEEDED
 from service.store import Store
 from tests.helpers import make_settings, store_results
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from evaluators.registry import parse_task
+from service.core.errors import InvalidRequest
 from service.cost import (
     ModelFacts,
     Shape,
@@ -20,8 +21,7 @@ from service.cost import (
     record_throughput,
     throughput_path,
 )
-from service.errors import InvalidRequest
-from service.schedules import Scheduler, create_schedule
+from service.schedules import ScheduleTicker, create_schedule
 from service.schemas import JobCreate, ScheduleCreate
 from service.store import Store
 from service.submission import submit
@@ -215,7 +215,7 @@ def test_a_schedule_over_the_cap_is_refused_and_its_jobs_skipped_with_the_reason
     from checkpoints.fingerprint import inspect_checkpoint
 
     record_throughput(settings, inspect_checkpoint(step).fingerprint, 1, 10.0)  # this checkpoint measured: 0.1 tok/s
-    [outcome] = Scheduler(settings, store).run_now("ok")
+    [outcome] = ScheduleTicker(settings, store).run_now("ok")
     assert outcome.job is None and "over its limit" in outcome.skipped
 
 
@@ -226,5 +226,5 @@ def test_a_schedules_run_says_each_jobs_estimate(env) -> None:
     create_schedule(store, settings, ScheduleCreate(name="ok", cron="0 2 * * *", watch=[str(watch)], suite={
         "tasks": [{"name": "passkey", "lengths": [64], "trials": 1}]}))
     tiny_checkpoint(watch / "step-1")
-    [outcome] = Scheduler(settings, store).run_now("ok")
+    [outcome] = ScheduleTicker(settings, store).run_now("ok")
     assert outcome.job is not None and outcome.seconds is not None and "no run measured yet" in outcome.basis

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from service.api.leaderboard import compare
-from service.layout import job_results
+from service.core.layout import job_results
 from service.store import Store
 from tests.helpers import make_settings, passkey_run
 

@@ -11,7 +11,7 @@ import pytest
 
 from checkpoints.tokenizer import ByteTokenizer
 from evaluators.passkey.evaluator import NeedleEvaluator, PasskeyEvaluator
-from service.errors import NotFound
+from service.core.errors import NotFound
 from service.prompts import find_record, rebuild_prompt
 
 LOADED = SimpleNamespace(tokenizer=ByteTokenizer())  # build() reads only the tokenizer of the loaded model

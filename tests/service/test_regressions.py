@@ -16,8 +16,8 @@ from fastapi.responses import JSONResponse
 
 from service import notify, regressions
 from service.api.regressions import list_regressions
-from service.errors import InvalidRequest
-from service.status import FAILED, SUCCEEDED
+from service.core.errors import InvalidRequest
+from service.core.status import FAILED, SUCCEEDED
 from service.store import ScheduleRow, Store, now
 from tests.helpers import ThreadServer, make_settings, new_postgres_database, passkey_run
 

@@ -16,7 +16,7 @@ import pytest
 
 from cli.main import main
 from service.app import create_app
-from service.backup import backup, pg_tool, restore
+from service.core.backup import backup, pg_tool, restore
 from service.retention import apply_prune, plan_prune
 from service.store import Store
 from tests.helpers import ThreadServer, make_settings, new_postgres_database, tiny_checkpoint

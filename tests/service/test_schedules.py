@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from service.errors import Forbidden, InvalidRequest
-from service.schedules import Scheduler, create_schedule
+from service.core.errors import Forbidden, InvalidRequest
+from service.schedules import ScheduleTicker, create_schedule
 from service.schemas import ScheduleCreate
 from service.store import Store
 from tests.helpers import make_settings, tiny_checkpoint
@@ -35,7 +35,7 @@ def test_due_schedule_submits_once_per_checkpoint(env) -> None:
     settings, store, watch = env
     schedule = create_schedule(store, settings, ScheduleCreate(name="nightly", cron="0 2 * * *",
                                                                 watch=[str(watch)], suite=SUITE))
-    scheduler = Scheduler(settings, store)
+    scheduler = ScheduleTicker(settings, store)
     assert scheduler.tick(schedule.next_run_at - timedelta(seconds=1)) == []  # not due yet
     tiny_checkpoint(watch / "run-1")
     (watch / "not-a-checkpoint").mkdir()
@@ -45,7 +45,7 @@ def test_due_schedule_submits_once_per_checkpoint(env) -> None:
     next_tick = store.get_schedule("nightly").next_run_at
     assert next_tick == schedule.next_run_at + timedelta(days=1)
     assert scheduler.tick(next_tick) == []  # the next night: nothing new
-    assert Scheduler(settings, Store(settings.database)).tick(next_tick + timedelta(days=1)) == []  # restarted
+    assert ScheduleTicker(settings, Store(settings.database)).tick(next_tick + timedelta(days=1)) == []  # restarted
     tiny_checkpoint(watch / "run-2", seed=1)
     later = scheduler.tick(next_tick + timedelta(days=2))
     assert [j.checkpoint for j in later] == ["run-2"]
@@ -60,7 +60,7 @@ def test_two_replicas_ticking_at_once_submit_once(env) -> None:
     tiny_checkpoint(watch / "run-1")
     schedule = create_schedule(store, settings, ScheduleCreate(name="n", cron="*/5 * * * *",
                                                                 watch=[str(watch)], suite=SUITE))
-    replicas = [Scheduler(settings, Store(settings.database)) for _ in range(3)]
+    replicas = [ScheduleTicker(settings, Store(settings.database)) for _ in range(3)]
     out: list[int] = []
     threads = [threading.Thread(target=lambda s=s: out.append(len(s.tick(schedule.next_run_at)))) for s in replicas]
     for t in threads:
@@ -113,7 +113,7 @@ def test_run_now_lists_what_it_submitted_and_why_it_skipped_each_checkpoint(env)
     (watch / "broken" / "config.json").write_text("{}")  # a checkpoint folder whose config says nothing
     first = create_schedule(store, settings, ScheduleCreate(name="a", cron="0 2 * * *", watch=[str(watch)],
                                                              suite=SUITE))
-    scheduler = Scheduler(settings, store)
+    scheduler = ScheduleTicker(settings, store)
     woken = []
     scheduler.on_submit = lambda: woken.append(1)
     out = {o.folder.name: o for o in scheduler.run_now("a")}
@@ -136,7 +136,7 @@ def test_run_now_lists_what_it_submitted_and_why_it_skipped_each_checkpoint(env)
 def test_alerts_are_checked_and_kept(env) -> None:
     """A schedule's webhooks are refused off the allowed hosts or with a secret variable off the
     allow-list, and a pinned baseline must exist; accepted alerts are stored with the schedule."""
-    from service.errors import Missing
+    from service.core.errors import Missing
 
     settings, store, watch = env
 

@@ -24,10 +24,10 @@ from evaluators.results import TaskResult, metric, series
 from service.api.leaderboard import compare, leaderboard
 from service.app import create_app
 from service.comparison import Scored, column_info, column_order, headline_column, scored
-from service.layout import job_results
+from service.core.layout import job_results
+from service.core.settings import Settings
+from service.core.status import CANCELLED, FAILED, QUEUED, SUCCEEDED
 from service.schemas import Leaderboard, LeaderboardRow
-from service.settings import Settings
-from service.status import CANCELLED, FAILED, QUEUED, SUCCEEDED
 from service.store import JobRow, Store
 from service.store.db import _alembic
 from service.store.jobs import samples_done

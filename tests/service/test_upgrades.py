@@ -25,9 +25,9 @@ from sqlalchemy import text
 from evaluators.results import TaskResult, metric, series
 from service.api.leaderboard import leaderboard
 from service.app import create_app
-from service.settings import Settings
+from service.core.settings import Settings
+from service.core.status import SUCCEEDED
 from service.standings import record_results, record_results_many
-from service.status import SUCCEEDED
 from service.store import Store
 from service.store.db import _alembic
 from service.upgrades import upgrade
@@ -126,7 +126,7 @@ def test_a_home_of_0006_upgraded_has_the_leaderboard_a_fresh_write_gives(tmp_pat
 UPGRADE = """
 import logging, sys
 logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(name)s %(message)s")
-from service.settings import get_settings
+from service.core.settings import get_settings
 from service.store import Store
 from service.upgrades import upgrade
 upgrade(Store(get_settings().database), get_settings())

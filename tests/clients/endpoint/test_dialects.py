@@ -1,7 +1,7 @@
 """The server dialects read the documented answer shapes: our prompt tokens' log-probabilities
 (the first None) and whether each was the top choice; a shape that does not match is an
 EndpointError, never a guess. The servers themselves (stand-ins of vLLM and SGLang,
-`transformers serve`): test_servers.py."""
+`transformers serve`): test_engine_servers.py."""
 
 from __future__ import annotations
 

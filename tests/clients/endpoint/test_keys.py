@@ -13,9 +13,9 @@ from checkpoints.errors import EndpointError
 from cli.main import build_parser
 from clients.endpoint.keys import key_variable_refusal, reserved_reason
 from clients.endpoint.options import EndpointSpec, key_headers
-from service.errors import InvalidRequest
-from service.secrets import check_key_variable
-from service.settings import own_variables
+from service.core.errors import InvalidRequest
+from service.core.secrets import check_key_variable
+from service.core.settings import own_variables
 
 REFUSED = ["LCTX_API_TOKEN", "LCTX_DATABASE_URL", "AWS_SECRET_ACCESS_KEY", "HOME", "PATH", "DATABASE_URL",
            "HF_TOKEN", "PGPASSWORD", "SSH_AUTH_SOCK"]

@@ -1,5 +1,5 @@
 """What a registration records of the probe's answer (the servers themselves:
-test_servers.py)."""
+test_engine_servers.py)."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from service.runner.resolve import worker_config
 from service.runner.spec import JobSpec
 from service.runner.units import Unit
 from service.runner.worker import Worker
-from service.status import FAILED
+from service.core.status import FAILED
 from service.store import Store
 from tests.helpers import make_settings, tiny_checkpoint
 

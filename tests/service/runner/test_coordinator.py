@@ -13,10 +13,10 @@ from checkpoints.jsonfiles import write_json_atomic
 from evaluators.samplelog import SAMPLES_FILE
 from evaluators.suite import task_keys
 from service.app import create_app
-from service.layout import job_results, task_dir
+from service.core.layout import job_results, task_dir
+from service.core.status import CANCELLED, FAILED, SUCCEEDED
 from service.runner.coordinator import run_job
 from service.runner.units import Unit, UnitQueue
-from service.status import CANCELLED, FAILED, SUCCEEDED
 from service.store import Store
 from tests.helpers import make_settings, ruler_draw_threads, tiny_checkpoint
 

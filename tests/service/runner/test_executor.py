@@ -1,6 +1,6 @@
 """The executor's sizing without starting Ray: jobs running at once and workers per job
 come from the settings when set (the retry policy of dead workers is per work unit:
-tests/service/runner/test_scale_out.py)."""
+tests/service/runner/test_runner_scale_out.py)."""
 
 from __future__ import annotations
 

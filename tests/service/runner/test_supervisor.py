@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from service.core.settings import Settings
 from service.runner.dispatcher import settings_json
 from service.runner.supervisor import DispatcherSupervisor
-from service.settings import Settings
 from service.store import Store
 from tests.helpers import make_settings, wait_for
 
@@ -119,8 +119,8 @@ def test_a_dispatcher_started_by_hand_says_who_starts_it() -> None:
 
 @pytest.mark.timeout(30)
 def test_job_durations_are_observed_once_each_for_this_replicas_jobs(tmp_path: Path, store: Store) -> None:
-    from service.metrics import Metrics
-    from service.status import FAILED, SUCCEEDED
+    from service.core.metrics import Metrics
+    from service.core.status import FAILED, SUCCEEDED
 
     def finished_job(owner: str, status: str) -> str:
         job = store.add_job(checkpoint="ck", checkpoint_path="/m/ck", fingerprint="f" * 64,

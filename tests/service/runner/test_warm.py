@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from service.app import create_app
-from service.layout import job_results
+from service.core.layout import job_results
 from service.runner.warm import WarmPool
 from tests.helpers import ThreadServer, make_settings, tiny_checkpoint, wait_job
 

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def test_a_worker_module_loads_no_store_no_settings_and_no_database_driver() -> None:
     code = ("import sys, service.runner.worker; "
-            "print(sorted(m for m in ('sqlalchemy', 'service.store', 'service.settings', 'ray', 'torch') "
+            "print(sorted(m for m in ('sqlalchemy', 'service.store', 'service.core.settings', 'ray', 'torch') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
