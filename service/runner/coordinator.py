@@ -38,6 +38,8 @@ from service import regressions
 from service.core.errors import ServiceError
 from service.core.layout import job_dir, task_dir, task_result_path
 from service.core.paths import client_error
+from service.core.settings import Settings
+from service.core.status import FAILED, QUEUED, RUNNING, SUCCEEDED
 from service.runner.calls import (
     Drain,
     FinishTask,
@@ -57,7 +59,6 @@ from service.runner.results import keep_task, write_results
 from service.runner.spec import JobSpec, WorkerConfig
 from service.runner.units import Unit, UnitQueue, plan_units
 from service.runner.worker import Worker
-from service.core.settings import Settings
 from service.standings import rows_of
 from service.store import JobRow, Store
 from service.submission import claimed_job_refusal

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from service.core.status import FAILED
 from service.runner.calls import (
     Drain,
     FinishTask,
@@ -26,7 +27,6 @@ from service.runner.resolve import worker_config
 from service.runner.spec import JobSpec
 from service.runner.units import Unit
 from service.runner.worker import Worker
-from service.core.status import FAILED
 from service.store import Store
 from tests.helpers import make_settings, tiny_checkpoint
 

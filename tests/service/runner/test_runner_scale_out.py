@@ -18,6 +18,7 @@ from evaluators.run import part_of
 from evaluators.samplelog import SAMPLES_FILE, UNITS_DIR, merge_units, sample_files
 from evaluators.task import Sample
 from service.core.layout import job_results, task_dir
+from service.core.status import CANCELLED, FAILED, RUNNING, SUCCEEDED
 from service.runner.calls import Load, RunUnit, WorkerCall
 from service.runner.coordinator import JobRun, LocalHandle, run_job
 from service.runner.progress import unit_notes
