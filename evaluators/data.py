@@ -182,17 +182,17 @@ def first_file(candidates: list[Path], what: str, howto: str) -> Path:
     return found
 
 
-def suite_records(path: Path, howto: str, check: Callable[[dict[str, Any], str], dict[str, Any]],
-                  limit: int | None = None, what: str = "a record") -> list[dict[str, Any]]:
+def suite_records(path: Path, howto: str, check: Callable[[dict[str, Any], str], Any],
+                  limit: int | None = None, what: str = "a record") -> list[Any]:
     """A benchmark's JSONL file in its official layout (InfiniteBench, ZeroSCROLLS, RULER v2):
     each non-blank line a JSON object passed through `check(record, "<path>:<line>")` (which
-    returns it, or raises EvaluatorError naming what is wrong), read in file order up to
+    returns it or what the suite makes of it, or raises EvaluatorError naming what is wrong), read in file order up to
     `limit` records (the rest of the file is not read); an EvaluatorError with `howto` for a
     line that is not an object and for a file with no record."""
     problem = text_file_problem(path, sniff=0) or text_problem(path, SNIFF_BYTES)
     if problem:
         raise EvaluatorError(f"{path} cannot be read as JSONL: {problem}; {howto}")
-    out: list[dict[str, Any]] = []
+    out: list[Any] = []
     try:
         for lineno, rec in jsonfiles.records(path, what=what):
             if limit is not None and len(out) >= limit:

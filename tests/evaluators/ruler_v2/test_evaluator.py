@@ -31,9 +31,13 @@ def write_setup(root: Path, setup: str) -> None:
 
 
 def test_missing_setup_and_files_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(EvaluatorError, match="setups"):
+    with pytest.raises(EvaluatorError, match="lengths"):
         validate_task({"name": "ruler_v2"})
-    opts = RulerV2Options(setups=["m_4096"], tasks=["qa_easy"])
+    with pytest.raises(EvaluatorError, match="setups"):
+        validate_task({"name": "ruler_v2", "source": "prepared"})
+    with pytest.raises(EvaluatorError, match="source=prepared"):
+        validate_task({"name": "ruler_v2", "lengths": [4096], "setups": "m_4096"})
+    opts = RulerV2Options(source="prepared", setups=["m_4096"], tasks=["qa_easy"])
     [line] = opts.missing_files(tmp_path)
     assert str(tmp_path / "ruler2" / "m_4096" / "qa_easy" / "test.jsonl") in line and "prepare" in line
 
@@ -41,7 +45,7 @@ def test_missing_setup_and_files_are_refused(tmp_path: Path) -> None:
 def test_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
     write_setup(tmp_path / "data", "tiny_512")
     loaded = tiny_model(tmp_path / "m", max_position_embeddings=512)
-    task = {"name": "ruler_v2", "setups": "tiny_512", "tasks": "mv_niah_basic,mk_niah_medium",
+    task = {"name": "ruler_v2", "source": "prepared", "setups": "tiny_512", "tasks": "mv_niah_basic,mk_niah_medium",
             "chat_template": False, "max_new_tokens": 4}
     result = run_task(loaded, task, tmp_path / "out", data_dir=tmp_path / "data")
     recs = [json.loads(x) for x in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
