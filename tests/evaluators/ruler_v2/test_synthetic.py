@@ -278,6 +278,24 @@ def test_counts_decide_as_every_probe_encoded_and_the_seed_draws(word_tokenizer,
             [s.line() for s in fast]
 
 
+def test_first_tries_turned_down_on_counts_draw_the_same_samples(word_tokenizer, source_data: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where first tries are mostly too long (real tokenizers on niah), each is first counted on
+    its units; a try clearly over is turned down without its encode: the same samples."""
+    from evaluators.ruler_v2 import synthetic
+
+    def drawn(exact: bool) -> tuple[list[dict[str, Any]], synthetic.Stream]:
+        stream = synthetic.Niah("mv_niah_basic", word_tokenizer, 900, 42, lambda q: q, source_data, exact)
+        size = stream.size(lambda m: stream.build(m)[0])
+        # 30 lines (about 480 tokens) beyond the size found: each first try is far over the limit
+        return [stream.draw(i, size + 30, stream.build).line() for i in range(3)], stream
+
+    want, _ = drawn(True)
+    monkeypatch.setattr(synthetic.Stream, "first_likely_over", lambda self: True)
+    got, stream = drawn(False)
+    assert got == want and stream.first_over == stream.first_tries == 3
+
+
 def test_the_chat_template_is_not_counted_in_the_length(word_tokenizer, source_data: Path) -> None:
     """The length bounds the question (the scripts count it alone); the prompt the model
     receives is the template around it, encoded once."""
