@@ -16,8 +16,11 @@ from Python's own documentation text (`pydoc_data.topics`): MMLU-style four-opti
 and HotpotQA-style ten-document questions; the prompts have RULER v2's shapes and sizes, not its
 words (--data-dir for the real files).
 
-    nice .venv/bin/python bench/ruler_v2_build.py [--samples 32] [--length 32768] \\
+    TOKENIZERS_PARALLELISM=false nice .venv/bin/python bench/ruler_v2_build.py [--samples 32] [--length 32768] \\
         [--tasks mk_niah_basic,mv_niah_basic,mk_niah_medium,qa_medium]
+
+TOKENIZERS_PARALLELISM=false makes the batched unit counts single-threaded, so the CPU times
+compare the work done (the library's idle worker threads would add their spinning to it).
 
 Writes bench/results/ruler_v2_build.{json,md}."""
 
@@ -152,7 +155,8 @@ def main() -> None:
         print(json.dumps(r), flush=True)
         rows.append(r)
     doc = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                       "python": platform.python_version(), "load": round(os.getloadavg()[0], 1)},
+                       "python": platform.python_version(), "load": round(os.getloadavg()[0], 1),
+                       "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "(unset)")},
            "tokenizer": folder.name, "data": str(args.data_dir) if args.data_dir else
            "stand-ins (pydoc_data.topics: MMLU-style and HotpotQA-style)", "rows": rows}
     args.out.mkdir(parents=True, exist_ok=True)
