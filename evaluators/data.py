@@ -1,5 +1,6 @@
 """The data reads every task shares: a text option's file (checked when a job arrives, read
-when it runs), JSONL records checked field by field, parquet rows, the files a result
+when it runs), JSONL records checked field by field (`suite_records`: a benchmark's own JSONL layout, each line
+checked by the suite, `first_file`: the refusal of a missing file), parquet rows, the files a result
 records (`read_files`), and the Hugging Face hub (a dataset loaded at its main branch's
 commit, a snapshot of data files; an unreachable hub is asked once per process). A
 malformed record is an error naming the file and line. Each task's own layout lives in its
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -168,6 +170,39 @@ def read_jsonl(path: Path, fields: dict[str, tuple], required: tuple[str, ...]) 
             raise EvaluatorError(f"{path}:{lineno}: field 'answers' must be a list of strings")
         records.append(rec)
     return records
+
+
+def first_file(candidates: list[Path], what: str, howto: str) -> Path:
+    """The first of `candidates` that is a file; an EvaluatorError naming every path looked
+    for and where to get the data otherwise (the suites' one refusal of a missing file)."""
+    found = next((p for p in candidates if p.is_file()), None)
+    if found is None:
+        looked = " and ".join(map(str, candidates)) or "<data directory> (none is configured: --data-dir or LCTX_DATA_DIR)"
+        raise EvaluatorError(f"{what} not found: looked for {looked}; {howto}")
+    return found
+
+
+def suite_records(path: Path, howto: str, check: Callable[[dict[str, Any], str], Any],
+                  limit: int | None = None, what: str = "a record") -> list[Any]:
+    """A benchmark's JSONL file in its official layout (InfiniteBench, ZeroSCROLLS, RULER v2):
+    each non-blank line a JSON object passed through `check(record, "<path>:<line>")` (which
+    returns it or what the suite makes of it, or raises EvaluatorError naming what is wrong), read in file order up to
+    `limit` records (the rest of the file is not read); an EvaluatorError with `howto` for a
+    line that is not an object and for a file with no record."""
+    problem = text_file_problem(path, sniff=0) or text_problem(path, SNIFF_BYTES)
+    if problem:
+        raise EvaluatorError(f"{path} cannot be read as JSONL: {problem}; {howto}")
+    out: list[Any] = []
+    try:
+        for lineno, rec in jsonfiles.records(path, what=what):
+            if limit is not None and len(out) >= limit:
+                break
+            out.append(check(rec, f"{path}:{lineno}"))
+    except jsonfiles.BadRecord as e:
+        raise EvaluatorError(f"{e}; {howto}") from None
+    if not out:
+        raise EvaluatorError(f"{path} holds no records; {howto}")
+    return out
 
 
 def read_parquet(path: Path, fields: dict[str, tuple], howto: str) -> list[dict[str, Any]]:

@@ -5,10 +5,10 @@ Each record is checked for what `create_prompt` and `get_answer` read."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from evaluators.data import first_file, suite_records
 from evaluators.errors import EvaluatorError
 from evaluators.infinitebench.options import DATA_HOWTO, task_paths
 from evaluators.infinitebench.protocol import get_answer
@@ -37,23 +37,7 @@ def check_record(eg: Any, task: str, where: str) -> dict[str, Any]:
 
 
 def load_task(data_dir: Path, task: str, limit: int | None = None) -> list[dict[str, Any]]:
-    """The first `limit` records (all when None) of the task's file."""
-    path = next((p for p in task_paths(data_dir, task) if p.is_file()), None)
-    if path is None:
-        looked = " and ".join(map(str, task_paths(data_dir, task)))
-        raise EvaluatorError(f"InfiniteBench {task} data not found: looked for {looked}; {DATA_HOWTO}")
-    out: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if limit is not None and len(out) >= limit:
-                break
-            if not line.strip():
-                continue
-            try:
-                eg = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise EvaluatorError(f"{path}:{lineno}: not JSON ({e.msg}); {DATA_HOWTO}") from None
-            out.append(check_record(eg, task, f"{path}:{lineno}"))
-    if not out:
-        raise EvaluatorError(f"{path} holds no records; {DATA_HOWTO}")
-    return out
+    """The first `limit` records (all when None) of the task's file (`evaluators.data`'s
+    shared reading of a suite's JSONL file, each record checked by `check_record`)."""
+    path = first_file(task_paths(data_dir, task), f"InfiniteBench {task} data", DATA_HOWTO)
+    return suite_records(path, DATA_HOWTO, lambda eg, where: check_record(eg, task, where), limit)

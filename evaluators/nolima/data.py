@@ -8,15 +8,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from evaluators.data import first_file
 from evaluators.errors import EvaluatorError
 from evaluators.nolima.options import DATA_HOWTO, NoLiMaOptions, book_dir, books_in
 from evaluators.nolima.protocol import Test, expand_tests
 
 
 def load_tests(options: NoLiMaOptions, data_dir: Path) -> list[Test]:
-    path = options.needle_file(data_dir)
-    if not path.is_file():
-        raise EvaluatorError(f"NoLiMa needle set not found: looked for {path}; {DATA_HOWTO}")
+    path = first_file([options.needle_file(data_dir)], "NoLiMa needle set", DATA_HOWTO)
     try:
         tests = expand_tests(json.loads(path.read_text(encoding="utf-8")))
     except json.JSONDecodeError as e:

@@ -5,10 +5,10 @@ was prepared with). Each line is checked for what the scorer reads."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from evaluators.data import first_file, suite_records
 from evaluators.errors import EvaluatorError
 from evaluators.ruler_v2.options import DATA_HOWTO, task_file
 from evaluators.ruler_v2.protocol import route
@@ -27,21 +27,6 @@ def check_sample(row: Any, task: str, where: str) -> dict[str, Any]:
 
 
 def load_task(data_dir: Path, setup: str, task: str, limit: int | None = None) -> list[dict[str, Any]]:
-    path = task_file(data_dir, setup, task)
-    if not path.is_file():
-        raise EvaluatorError(f"RULER v2 data not found: looked for {path}; {DATA_HOWTO}")
-    rows: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if limit is not None and len(rows) >= limit:
-                break
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise EvaluatorError(f"{path}:{lineno}: not JSON ({e.msg}); {DATA_HOWTO}") from None
-            rows.append(check_sample(row, task, f"{path}:{lineno}"))
-    if not rows:
-        raise EvaluatorError(f"{path} holds no samples; {DATA_HOWTO}")
-    return rows
+    """The first `limit` prepared samples of a task (`evaluators.data`'s shared reading)."""
+    path = first_file([task_file(data_dir, setup, task)], "RULER v2 data", DATA_HOWTO)
+    return suite_records(path, DATA_HOWTO, lambda row, where: check_sample(row, task, where), limit, "a sample")

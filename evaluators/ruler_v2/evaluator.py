@@ -1,21 +1,26 @@
 """RULER v2 through the engine (docs/protocols/ruler_v2.md).
 
-Each prepared sample's `question` (the whole prompt, as NeMo-Skills' prepare scripts wrote
-it) is sent as one user message in the chat template (prompt_config generic/default; the
-raw text with chat_template=false), greedy, up to `max_new_tokens` within what the model's
-context leaves. The generation is scored by the task's route (`protocol.route`): eval_ruler2
-with match type all, part or 2steps, or eval_mcq's boxed letter for mk_niah_medium/hard. A
-sample whose prompt leaves no room to generate is recorded `beyond_context` and scored 0,
-as NeMo-Skills counts a failed generation. The result is each task's 100 x mean per setup,
-and per setup `compute_score`'s mean over the tasks."""
+The samples are drawn here (`source=generate`: `synthetic`, NeMo-Skills' prepare scripts on
+RULER's generator, one seeded stream per task and length, each prompt encoded once and its ids
+kept for the request) or read from the files prepare.py wrote (`source=prepared`). Each
+sample's `question` (the whole prompt) is sent as one user message in the chat template
+(prompt_config generic/default; the raw text with chat_template=false), greedy, up to
+`max_new_tokens` within what the model's context leaves. The generation is scored by the
+task's route (`protocol.route`): eval_ruler2 with match type all, part or 2steps, or eval_mcq's
+boxed letter for mk_niah_medium/hard. A sample whose prompt leaves no room to generate is
+recorded `beyond_context` and scored 0, as NeMo-Skills counts a failed generation. The result
+is each task's 100 x mean per setup (or length), and per setup `compute_score`'s mean over the
+tasks."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 from checkpoints.generate import Generation
 from checkpoints.loading import LoadedModel
+from checkpoints.requests import GenerateRequest
 from evaluators.errors import EvaluatorError
 from evaluators.generation import chat_prompt, user
 from evaluators.results import TaskResult, fmt, metric, series
@@ -23,6 +28,7 @@ from evaluators.ruler_v2 import protocol
 from evaluators.ruler_v2.data import load_task
 from evaluators.ruler_v2.options import RulerV2Options
 from evaluators.ruler_v2.protocol import setup_score, table
+from evaluators.ruler_v2.synthetic import V2Sample, generate, planned
 from evaluators.task import Built, Evaluator, Sample
 
 UNIT = "accuracy (%)"
@@ -30,39 +36,71 @@ UNIT = "accuracy (%)"
 
 class RulerV2Evaluator(Evaluator):
     name = "ruler_v2"
-    version = "1"
+    version = "2"
     Options = RulerV2Options
     options: RulerV2Options
 
     def __init__(self, options: RulerV2Options, data_dir: Path | None = None) -> None:
         super().__init__(options, data_dir)
-        self.samples: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.samples: dict[tuple[str, str], list[dict[str, Any]]] = {}  # source=prepared: the files' lines
+        self._group: tuple[tuple[str, int], list[V2Sample]] | None = None  # source=generate: the last drawn
+        self._drawing = threading.Lock()
 
     def prepare(self, loaded: LoadedModel) -> None:
-        if self.data_dir is None:
-            raise EvaluatorError(f"ruler_v2 reads prepared files and no data directory is configured; "
-                                 f"{self.options.data_howto}")
-        self.samples = {(s, t): load_task(self.data_dir, s, t, self.options.limit)
-                        for s in self.options.setups for t in self.options.tasks}
+        o = self.options
+        missing = o.missing_files(self.data_dir)
+        if missing:
+            raise EvaluatorError("; ".join(missing))
+        if o.source == "prepared":
+            self.samples = {(s, t): load_task(self.data_dir, s, t, o.limit) for s in o.setups or [] for t in o.tasks}
 
     def plan(self, loaded: LoadedModel) -> list[Sample]:
-        return [Sample(f"ruler_v2/{s}/{t}/{i}", {"setup": s, "subtask": t, "index": i})
-                for (s, t), rows in self.samples.items() for i in range(len(rows))]
+        o = self.options
+        if o.source == "prepared":
+            return [Sample(f"ruler_v2/{s}/{t}/{i}", {"setup": s, "subtask": t, "index": i})
+                    for (s, t), rows in self.samples.items() for i in range(len(rows))]
+        return [Sample(f"ruler_v2/{n}/{t}/{i}", {"setup": str(n), "length": n, "subtask": t, "index": i})
+                for n in o.lengths or [] for t in o.tasks for i in range(planned(t, o.samples, self.data_dir))]
+
+    def drawn(self, loaded: LoadedModel, task: str, length: int) -> list[V2Sample]:
+        """All samples of one task and length, drawn at once (one seeded stream); the last group
+        is kept while its samples are built."""
+        with self._drawing:
+            if self._group is None or self._group[0] != (task, length):
+                tokenizer = loaded.tokenizer
+                rows = generate(task, tokenizer, length, self.options.samples, self.options.seed,
+                                lambda q: self.wrap(tokenizer, q), self.data_dir)
+                self._group = ((task, length), rows)
+            return self._group[1]
 
     def build(self, loaded: LoadedModel, sample: Sample) -> Built:
         p = sample.params
-        row = self.samples[(p["setup"], p["subtask"])][p["index"]]
-        chat = chat_prompt(self, loaded, user(row["question"]))  # evaluators.generation's chat path
-        ids = chat.ids
+        if self.options.source == "prepared":
+            row = self.samples[(p["setup"], p["subtask"])][p["index"]]
+            chat = chat_prompt(self, loaded, user(row["question"]))  # evaluators.generation's chat path
+            ids, request = chat.ids, chat.request
+        else:
+            drawn = self.drawn(loaded, p["subtask"], p["length"])[p["index"]]
+            row = drawn.line()
+            if loaded.chat_api or drawn.ids is None:  # a chat-style server is sent the message itself
+                chat = chat_prompt(self, loaded, user(row["question"]))
+                ids, request = chat.ids, chat.request
+            else:  # the fit test's encode is the request
+                ids = list(drawn.ids)
+                messages = tuple(user(row["question"]))
+
+                def request(budget: int) -> GenerateRequest:
+                    return GenerateRequest(ids, max_new_tokens=budget, messages=messages)
         context = loaded.config.effective_context
         budget = min(self.options.max_new_tokens, context - len(ids))
         record = {"setup": p["setup"], "subtask": p["subtask"], "index": p["index"], "route": protocol.route(p["subtask"]),
                   "prepared_length": row.get("length"), "prompt_tokens": len(ids), "truncated": False,
                   "references": row["expected_answer"]}
+        if "length" in p:
+            record = {**record, "length": p["length"], "sample_index": row["index"]}
         if budget < 1:
             return Built(sample, None, {**record, "beyond_context": True}, keep=row)
-        return Built(sample, chat.request(budget),
-                     {**record, "beyond_context": False, "max_new_tokens": budget}, keep=row)
+        return Built(sample, request(budget), {**record, "beyond_context": False, "max_new_tokens": budget}, keep=row)
 
     def score(self, built: Built, response: Generation | None) -> dict[str, Any]:
         if response is None:
@@ -71,7 +109,7 @@ class RulerV2Evaluator(Evaluator):
         return {"prediction": response.text, "predicted_answer": s.predicted_answer, "score": s.score}
 
     def aggregate(self, records: list[dict[str, Any]]) -> TaskResult:
-        return typed(records, self.options.setups, self.options.tasks)
+        return typed(records, self.options.groups, self.options.tasks)
 
     @classmethod
     def legacy_result(cls, entry: dict[str, Any]) -> TaskResult:

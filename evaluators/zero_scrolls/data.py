@@ -6,10 +6,10 @@ its outputs (verify_task.drop_duplicates_in_input)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from evaluators.data import first_file, suite_records
 from evaluators.errors import EvaluatorError
 from evaluators.zero_scrolls.options import DATA_HOWTO, data_file
 from evaluators.zero_scrolls.protocol import references_by_id
@@ -18,26 +18,17 @@ FIELDS = ("id", "input", "truncation_seperator")
 INDICES = ("query_start_index", "query_end_index", "document_start_index", "document_end_index")
 
 
+def check_row(row: dict[str, Any], where: str) -> dict[str, Any]:
+    bad = [k for k in FIELDS if not isinstance(row.get(k), str)] + \
+        [k for k in INDICES if not isinstance(row.get(k), int) or isinstance(row.get(k), bool)]
+    if bad:
+        raise EvaluatorError(f"{where}: field(s) {bad} missing or of the wrong type; {DATA_HOWTO}")
+    return row
+
+
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        raise EvaluatorError(f"ZeroSCROLLS data not found: looked for {path}; {DATA_HOWTO}")
-    rows = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise EvaluatorError(f"{path}:{lineno}: not JSON ({e.msg}); {DATA_HOWTO}") from None
-            bad = [k for k in FIELDS if not isinstance(row.get(k), str)] + \
-                [k for k in INDICES if not isinstance(row.get(k), int)]
-            if bad:
-                raise EvaluatorError(f"{path}:{lineno}: field(s) {bad} missing or of the wrong type; {DATA_HOWTO}")
-            rows.append(row)
-    if not rows:
-        raise EvaluatorError(f"{path} holds no examples; {DATA_HOWTO}")
-    return rows
+    """Every line of a split's file (`evaluators.data`'s shared reading, each row checked)."""
+    return suite_records(first_file([path], "ZeroSCROLLS data", DATA_HOWTO), DATA_HOWTO, check_row, what="an example")
 
 
 def load_dataset(data_dir: Path, dataset: str, split: str, limit: int | None = None

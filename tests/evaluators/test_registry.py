@@ -64,8 +64,12 @@ PINNED: list[tuple[dict[str, Any], str]] = [
     # selection only (tasks, limit): the default's hash
     ({"name": "infinitebench", "tasks": "passkey", "limit": 2}, "29e784936e9662e6"),
     ({"name": "infinitebench", "prompts": "gpt4", "chat_template": True, "max_new_tokens": 64}, "41b9fe6b8b5ea44a"),
-    ({"name": "ruler_v2", "setups": "llama_32768", "limit": 2}, "a95d1df5bd6b01f9"),
-    ({"name": "ruler_v2", "setups": "a_4096", "chat_template": False, "max_new_tokens": 128}, "a51faca29565f86f"),
+    ({"name": "ruler_v2", "source": "prepared", "setups": "llama_32768", "limit": 2}, "fdcaac4af47703e7"),
+    ({"name": "ruler_v2", "source": "prepared", "setups": "a_4096", "chat_template": False, "max_new_tokens": 128},
+     "cd2ee2f800fdbefa"),
+    # selection only (lengths, samples, tasks): the default's hash; the seed draws other samples
+    ({"name": "ruler_v2", "lengths": [4096, 32768], "samples": 10, "tasks": "qa_easy"}, "321489c70d837d81"),
+    ({"name": "ruler_v2", "lengths": [4096], "seed": 7}, "ee4d1bd61af36668"),
     ({"name": "nolima", "lengths": [1000], "limit": 2, "books": 1}, "b8fa50c4679a9be4"),
     ({"name": "nolima", "needle_set": "needle_set_hard", "metric": "EM", "depths": 5}, "9f1a5fd4922e1847"),
     ({"name": "zero_scrolls", "datasets": "quality", "limit": 2}, "017243979ce83a4a"),

@@ -31,9 +31,13 @@ def write_setup(root: Path, setup: str) -> None:
 
 
 def test_missing_setup_and_files_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(EvaluatorError, match="setups"):
+    with pytest.raises(EvaluatorError, match="lengths"):
         validate_task({"name": "ruler_v2"})
-    opts = RulerV2Options(setups=["m_4096"], tasks=["qa_easy"])
+    with pytest.raises(EvaluatorError, match="setups"):
+        validate_task({"name": "ruler_v2", "source": "prepared"})
+    with pytest.raises(EvaluatorError, match="source=prepared"):
+        validate_task({"name": "ruler_v2", "lengths": [4096], "setups": "m_4096"})
+    opts = RulerV2Options(source="prepared", setups=["m_4096"], tasks=["qa_easy"])
     [line] = opts.missing_files(tmp_path)
     assert str(tmp_path / "ruler2" / "m_4096" / "qa_easy" / "test.jsonl") in line and "prepare" in line
 
@@ -41,7 +45,7 @@ def test_missing_setup_and_files_are_refused(tmp_path: Path) -> None:
 def test_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
     write_setup(tmp_path / "data", "tiny_512")
     loaded = tiny_model(tmp_path / "m", max_position_embeddings=512)
-    task = {"name": "ruler_v2", "setups": "tiny_512", "tasks": "mv_niah_basic,mk_niah_medium",
+    task = {"name": "ruler_v2", "source": "prepared", "setups": "tiny_512", "tasks": "mv_niah_basic,mk_niah_medium",
             "chat_template": False, "max_new_tokens": 4}
     result = run_task(loaded, task, tmp_path / "out", data_dir=tmp_path / "data")
     recs = [json.loads(x) for x in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
@@ -56,3 +60,31 @@ def test_end_to_end_on_a_tiny_model(tmp_path: Path) -> None:
     cells = protocol.table(recs)["tiny_512"]
     assert res.headline == "average" and res.metric("tiny_512").value == protocol.setup_score(cells)
     assert res.metric("tiny_512/mk_niah_medium").n == 2 and res.extra["beyond_context"] == 1
+
+
+def test_generated_end_to_end_on_a_tiny_model(tmp_path: Path, source_data: Path) -> None:
+    """source=generate: per task and length, the samples drawn as `synthetic.generate` draws them
+    with the evaluator's chat path, each request the fit test's ids; scored by the task's route."""
+    from evaluators.ruler_v2.synthetic import generate
+
+    loaded = tiny_model(tmp_path / "m", max_position_embeddings=2048)
+    task = {"name": "ruler_v2", "lengths": [1500, 1800], "samples": 1, "tasks": "mk_niah_basic,mv_niah_hard,qa_hard",
+            "chat_template": False, "max_new_tokens": 4}
+    result = run_task(loaded, task, tmp_path / "out", data_dir=source_data)
+    recs = [json.loads(x) for x in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
+    assert len(recs) == 6 and {(r["length"], r["setup"]) for r in recs} == {(1500, "1500"), (1800, "1800")}
+    for r in recs:
+        drawn = generate(r["subtask"], loaded.tokenizer, r["length"], 1, data_dir=source_data)[r["index"]]
+        assert r["references"] == drawn.expected_answer and r["sample_index"] == drawn.index
+        assert r["prompt_tokens"] == len(drawn.ids) and r["prepared_length"] <= r["length"]
+        assert r["score"] == protocol.score_one(r["subtask"], r["prediction"], r["references"]).score
+    res = typed(result)
+    assert res.metric("1800/qa_hard").n == 1 and res.metric("1500").value == protocol.setup_score(
+        protocol.table(recs)["1500"])
+
+
+def test_generate_refuses_missing_sources(tmp_path: Path) -> None:
+    opts = RulerV2Options(lengths=[4096], tasks=["mk_niah_basic", "qa_hard"])
+    dev, train = opts.missing_files(tmp_path)
+    assert "hotpotqa.json" in dev and str(tmp_path / "ruler2") in dev and "hotpot_train_v1.1.json" in train
+    assert RulerV2Options(lengths=[4096], tasks=["mk_niah_basic"]).missing_files(None) == []
