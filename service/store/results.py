@@ -6,11 +6,12 @@ service/standings.py, which reads the typed results."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, delete, false, func, insert, select, text, true, tuple_, update
+from sqlalchemy import JSON, Table, bindparam, delete, false, func, insert, select, text, true, tuple_, update
 from sqlalchemy.engine import Connection
 
 from service.store.db import Database
@@ -204,21 +205,32 @@ def insert_results_many(conn: Connection, jobs: list[tuple[str, list[ResultRecor
             conn.execute(update(T).where(T.c.id.in_(ids[i:i + 500])).values({flag: False}))
             if flag == "current":
                 conn.execute(update(V).where(V.c.result_id.in_(ids[i:i + 500])).values(current=False))
-    # inserted in bulk (an insert that returned each id in order goes row by row on SQLite), then
-    # their ids read back by job and task view, which name one row of a batch (one not yet recorded)
-    conn.execute(insert(T), [dict(
+    rows = [dict(
         job_id=job_id, task=rec.task, checkpoint=rec.checkpoint, fingerprint=rec.fingerprint,
         lineage=rec.lineage, schedule=rec.schedule, rope=rec.rope, backend=rec.backend, thinking=rec.thinking,
         data_revision=rec.data_revision, options=rec.options, setting=rec.setting, setting_key=rec.setting_key,
         lineage_key=rec.lineage_key, finished_at=rec.finished_at, trained_context=rec.trained_context,
         beyond_context=rec.beyond_context, headline=rec.headline, unranked=rec.rank is None, rank=rec.rank,
-        **flags[n]) for n, (job_id, rec) in enumerate(recs)])
-    job_ids = sorted({job_id for job_id, _ in recs})
-    stored: dict[tuple[str, str], int] = {}
-    for i in range(0, len(job_ids), 500):
-        stored |= {(r.job_id, r.task): r.id for r in conn.execute(
-            select(T.c.id, T.c.job_id, T.c.task).where(T.c.job_id.in_(job_ids[i:i + 500])))}
-    result_ids = [stored[(job_id, rec.task)] for job_id, rec in recs]
+        **flags[n]) for n, (job_id, rec) in enumerate(recs)]
+    if conn.dialect.name == "postgresql":
+        # ids taken from the table's sequence first, then every row copied in (COPY: one statement
+        # for the batch, not one per row)
+        result_ids = sorted(conn.execute(text(
+            "SELECT nextval(pg_get_serial_sequence('task_results', 'id')) FROM generate_series(1, :n)"),
+            {"n": len(rows)}).scalars())
+        for rid, row in zip(result_ids, rows, strict=True):
+            row["id"] = rid
+        copy_rows(conn, T, rows)
+    else:
+        # inserted in bulk (an insert that returned each id in order goes row by row on SQLite), then
+        # their ids read back by job and task view, which name one row of a batch (one not yet recorded)
+        conn.execute(insert(T), rows)
+        job_ids = sorted({job_id for job_id, _ in recs})
+        stored: dict[tuple[str, str], int] = {}
+        for i in range(0, len(job_ids), 500):
+            stored |= {(r.job_id, r.task): r.id for r in conn.execute(
+                select(T.c.id, T.c.job_id, T.c.task).where(T.c.job_id.in_(job_ids[i:i + 500])))}
+        result_ids = [stored[(job_id, rec.task)] for job_id, rec in recs]
     newest: dict[tuple[str, str], Column] = {}  # each column's meaning: the last row's word, as one at a time
     for _, rec in recs:
         for c in rec.columns:
@@ -241,13 +253,33 @@ def insert_results_many(conn: Connection, jobs: list[tuple[str, list[ResultRecor
     values = [v for rid, (_, rec), f in zip(result_ids, recs, flags, strict=True)
               for v in _value_rows(rid, rec, f["current"], {c: words.get((rec.task, c)) for c in rec.values})]
     if values:
-        conn.execute(insert(V), values)
+        copy_rows(conn, V, values)
     _move(conn, kept)
     for (task, name), steps in delta.items():
         steps = {k: v for k, v in steps.items() if v}
         if steps:
             conn.execute(update(C).where(C.c.task == task, C.c.name == name)
                          .values({k: C.c[k] + v for k, v in steps.items()}))
+
+
+def copy_rows(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+    """Rows inserted in bulk: on PostgreSQL by COPY (a statement for them all: the server's
+    per-statement work and the driver's per-row parameters gone; JSON columns sent as their
+    text, as SQLAlchemy's JSON type would), elsewhere by an executemany insert. Each row gives
+    the same columns (the first row's)."""
+    if not rows:
+        return
+    if conn.dialect.name != "postgresql":
+        conn.execute(insert(table), rows)
+        return
+    names = list(rows[0])
+    as_json = [isinstance(table.c[n].type, JSON) for n in names]
+    quote = conn.dialect.identifier_preparer.quote
+    raw = conn.connection.driver_connection
+    with raw.cursor() as cursor, cursor.copy(
+            f"COPY {quote(table.name)} ({', '.join(quote(n) for n in names)}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row([json.dumps(row[n]) if j else row[n] for n, j in zip(names, as_json, strict=True)])
 
 
 def _catalog(conn: Connection, task: str, columns: list[Column]) -> None:
