@@ -6,9 +6,10 @@ files: a page costs what it shows, not the whole history.
 
 `rows_of` is the coordinator's at a job's end: `Store.finish` writes the rows in the transaction
 that marks the job succeeded (no succeeded job without its rows); `record_results` stores them
-for a job already succeeded (tests, the bench); `fill_batch` is the data migration's
+for a job already succeeded (tests, the bench); `read_batch` and `write_batch` are the data migration's
 (service/upgrades.py): the same rows for jobs that ran before, a batch at a time (their
-results.json read; a job whose results are gone is skipped and logged)."""
+results.json read ahead in a thread, then written; a job whose results are gone is skipped and
+logged)."""
 
 from __future__ import annotations
 
@@ -154,24 +155,39 @@ def record_results_many(settings: Settings, store: Store, jobs: list[tuple[str, 
     store.save_results_many(batch)
 
 
-def fill_batch(conn: Connection, settings: Settings, jobs: list[JobRow]) -> int:
-    """The rows of a batch of succeeded jobs already run (oldest first), from their results.json,
-    in one write (`insert_results_many`): the data migration 0007 asks for (service/upgrades.py).
-    A job whose results are gone or unreadable is skipped and logged; one that has rows already
-    is left as it is. Returns the jobs given rows."""
-    ids, folders = [job.id for job in jobs], {}
-    have = set(conn.execute(select(TaskResultRow.job_id).where(TaskResultRow.job_id.in_(ids)).distinct()).scalars())
+def read_batch(settings: Settings, jobs: list[JobRow]) -> list[tuple[str, list[ResultRecord]]]:
+    """The rows of a batch of succeeded jobs already run (oldest first), from their results.json:
+    the data migration 0007 asks for (service/upgrades.py), read with no database at hand (a
+    thread reads the next batch while the one before is written). A job whose results are gone
+    or unreadable is skipped and logged."""
+    folders: dict[str, str | None] = {}
     batch = []
     for job in jobs:
-        if job.id in have:
-            continue
         path = job_results(settings, job.id)
         try:
-            results = json.loads(path.read_text())["results"]
+            results = json.loads(path.read_bytes())["results"]
             rows = records(settings, job, results, folders) if isinstance(results, dict) else []
         except (OSError, ValueError, KeyError, TypeError) as e:
             log.warning("job %s: no leaderboard rows from %s: %s", job.id, path, e)
             continue
         batch.append((job.id, rows))
+    return batch
+
+
+def write_batch(conn: Connection, batch: list[tuple[str, list[ResultRecord]]]) -> int:
+    """`read_batch`'s rows in one write (`insert_results_many`), in the caller's transaction; a
+    job that has rows already is left as it is. Returns the jobs given rows."""
+    ids = [job_id for job_id, _ in batch]
+    have: set[str] = set()
+    for i in range(0, len(ids), 500):
+        have |= set(conn.execute(select(TaskResultRow.job_id).where(TaskResultRow.job_id.in_(ids[i:i + 500]))
+                                 .distinct()).scalars())
+    batch = [(job_id, rows) for job_id, rows in batch if job_id not in have]
     insert_results_many(conn, batch)
     return len(batch)
+
+
+def fill_batch(conn: Connection, settings: Settings, jobs: list[JobRow]) -> int:
+    """The rows of a batch of succeeded jobs already run, read and written in one go
+    (`read_batch`, then `write_batch`). Returns the jobs given rows."""
+    return write_batch(conn, read_batch(settings, jobs))
