@@ -178,7 +178,7 @@ def insert_results_many(conn: Connection, jobs: list[tuple[str, list[ResultRecor
 
     for n, (_, rec) in enumerate(recs):
         flags.append({})
-        for key, flag, count in PER.values():
+        for key, flag, _ in PER.values():
             held = holders.setdefault((flag, rec.task, getattr(rec, key)), [])
             flags[n][flag] = all(at <= rec.finished_at for _, at in held)  # ties: the newer row
             if not flags[n][flag]:
@@ -186,13 +186,16 @@ def insert_results_many(conn: Connection, jobs: list[tuple[str, list[ResultRecor
             for old, _ in held:
                 if isinstance(old, str):  # this batch's: it is inserted without the flag
                     flags[int(old)][flag] = False
-                    move(rec.task, recs[int(old)][1].values, count, -1)
-                    _tally(kept, rec.task, flag, recs[int(old)][1], recs[int(old)][1].values, -1)
                 else:
                     dropped[flag].append(old)
             held[:] = [(str(n), rec.finished_at)]
-            move(rec.task, rec.values, count, +1)
-            _tally(kept, rec.task, flag, rec, rec.values, +1)
+    # the counts the batch's rows move: those that hold a flag at the end (one that took it and
+    # lost it to a later row of the batch moves nothing: counted once, not added and taken back)
+    for n, (_, rec) in enumerate(recs):
+        for _, flag, count in PER.values():
+            if flags[n][flag]:
+                move(rec.task, rec.values, count, +1)
+                _tally(kept, rec.task, flag, rec, rec.values, +1)
     # the stored holders' columns, for their counts
     for _, flag, count in PER.values():
         ids = dropped[flag]
@@ -313,13 +316,15 @@ def _value_rows(result_id: int, rec: ResultRecord, current: bool, better: dict[s
 def _tally(kept: dict[tuple[str, ...], int], task: str, flag: str, row: Any, columns: Any, step: int) -> None:
     """A row (a record or a stored row) taking (+1) or losing (-1) a flag: the kept counts it moves,
     the whole view's and each fixed filter's it has a value of, the rows and each column."""
+    columns = ("", *columns)
+    get = kept.get
     for dimension in ("", *DIMENSIONS):
         value = getattr(row, dimension) if dimension else ""
         if value is None:
             continue
-        for column in ("", *columns):
+        for column in columns:
             key = (task, flag, dimension, value, column)
-            kept[key] = kept.get(key, 0) + step
+            kept[key] = get(key, 0) + step
 
 
 def _tally_stored(conn: Connection, kept: dict[tuple[str, ...], int], flag: str, ids: list[int], step: int) -> None:
