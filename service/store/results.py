@@ -9,9 +9,26 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import JSON, Table, bindparam, delete, false, func, insert, select, text, true, tuple_, update
+from sqlalchemy import (
+    ARRAY,
+    JSON,
+    String,
+    Table,
+    any_,
+    bindparam,
+    delete,
+    false,
+    func,
+    insert,
+    select,
+    text,
+    true,
+    tuple_,
+    update,
+)
 from sqlalchemy.engine import Connection
 
 from service.store.db import Database
@@ -162,9 +179,10 @@ def insert_results_many(conn: Connection, jobs: list[tuple[str, list[ResultRecor
     holders: dict[tuple[str, str, str], list[tuple[int | str, datetime]]] = {}
     for key, flag, _ in PER.values():
         wanted = sorted({getattr(rec, key) for _, rec in recs})
-        for i in range(0, len(wanted), 500):
+        step = len(wanted) if conn.dialect.name == "postgresql" else 500  # PostgreSQL: each list one array
+        for i in range(0, len(wanted), step):
             for h in conn.execute(select(T.c.id, T.c.task, T.c[key], T.c.finished_at).where(
-                    T.c.task.in_(tasks), T.c[key].in_(wanted[i:i + 500]), T.c[flag] == true())):
+                    _among(conn, T.c.task, tasks), _among(conn, T.c[key], wanted[i:i + step]), T.c[flag] == true())):
                 holders.setdefault((flag, h.task, h[2]), []).append((h.id, h.finished_at))
     flags: list[dict[str, bool]] = []
     dropped: dict[str, list[int]] = {flag: [] for _, flag, _ in PER.values()}
@@ -265,6 +283,14 @@ def insert_results_many(conn: Connection, jobs: list[tuple[str, list[ResultRecor
                          .values({k: C.c[k] + v for k, v in steps.items()}))
 
 
+def _among(conn: Connection, column: Any, values: list[str]) -> Any:
+    """`column IN values`: on PostgreSQL `= ANY` of one array parameter (a statement of one
+    parameter, not one per value, for the driver to parse)."""
+    if conn.dialect.name == "postgresql":
+        return column == any_(bindparam(None, values, type_=ARRAY(String)))
+    return column.in_(values)
+
+
 def copy_rows(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
     """Rows inserted in bulk: on PostgreSQL by COPY (a statement for them all: the server's
     per-statement work and the driver's per-row parameters gone; JSON columns sent as their
@@ -276,13 +302,19 @@ def copy_rows(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> Non
         conn.execute(insert(table), rows)
         return
     names = list(rows[0])
-    as_json = [isinstance(table.c[n].type, JSON) for n in names]
+    row_of = itemgetter(*names)
+    as_json = [i for i, n in enumerate(names) if isinstance(table.c[n].type, JSON)]
     quote = conn.dialect.identifier_preparer.quote
     raw = conn.connection.driver_connection
     with raw.cursor() as cursor, cursor.copy(
             f"COPY {quote(table.name)} ({', '.join(quote(n) for n in names)}) FROM STDIN") as copy:
         for row in rows:
-            copy.write_row([json.dumps(row[n]) if j else row[n] for n, j in zip(names, as_json, strict=True)])
+            values = row_of(row)
+            if as_json:
+                values = list(values)
+                for i in as_json:
+                    values[i] = json.dumps(values[i])
+            copy.write_row(values)
 
 
 def _catalog(conn: Connection, task: str, columns: list[Column]) -> None:
@@ -340,6 +372,15 @@ def _tally_stored(conn: Connection, kept: dict[tuple[str, ...], int], flag: str,
 def _move(conn: Connection, kept: dict[tuple[str, ...], int]) -> None:
     """The kept counts moved: a count not yet kept starts at its step."""
     keys = [k for k, step in kept.items() if step]
+    if conn.dialect.name == "postgresql" and keys:  # one upsert of them all, its rows sent as arrays
+        conn.execute(text(
+            'INSERT INTO board_counts (task, flag, dimension, value, "column", rows) SELECT * FROM '
+            "unnest(CAST(:task AS text[]), CAST(:flag AS text[]), CAST(:dimension AS text[]), "
+            "CAST(:value AS text[]), CAST(:column AS text[]), CAST(:rows AS bigint[])) "
+            'ON CONFLICT (task, flag, dimension, value, "column") DO UPDATE SET rows = board_counts.rows + excluded.rows'),
+            {"task": [k[0] for k in keys], "flag": [k[1] for k in keys], "dimension": [k[2] for k in keys],
+             "value": [k[3] for k in keys], "column": [k[4] for k in keys], "rows": [kept[k] for k in keys]})
+        return
     cols = (B.c.task, B.c.flag, B.c.dimension, B.c.value, B.c.column)
     known: set[tuple[str, ...]] = set()
     for i in range(0, len(keys), 200):
