@@ -66,8 +66,10 @@ def lineage(settings: Settings, job: JobRow) -> str | None:
     return None if job.endpoint else client_path(Path(job.checkpoint_path).parent, settings)
 
 
-def record(settings: Settings, job: JobRow, view: str, entry: Scored, folder: Any = ...) -> ResultRecord:
-    """The stored row of one scored view (`folder`: its lineage, when the caller has it)."""
+def record(settings: Settings, job: JobRow, view: str, entry: Scored, folder: Any = ...,
+           keys: dict[tuple[Any, ...], tuple[str, str, str]] | None = None) -> ResultRecord:
+    """The stored row of one scored view (`folder`: its lineage, when the caller has it; `keys`:
+    the setting's options and keys made for the job's other views, as its setting repeats)."""
     columns = column_info([entry])
     headline = headline_column(entry, view)
     better = columns[headline].higher_is_better if headline in columns else None
@@ -75,13 +77,18 @@ def record(settings: Settings, job: JobRow, view: str, entry: Scored, folder: An
     rank = None if value is None else -value if better is not False else value
     options_key = json.dumps(entry.options, sort_keys=True, default=str)
     folder = lineage(settings, job) if folder is ... else folder
+    setting = (entry.rope, entry.backend, options_key, entry.data, folder)
+    made = keys.get(setting) if keys is not None else None
+    if made is None:
+        made = (json.dumps(entry.options, default=str), _key(job.fingerprint, *setting[:4]),
+                _key(folder or f"fingerprint:{job.fingerprint}", *setting[:4]))
+        if keys is not None:
+            keys[setting] = made
     context = entry.context or {}
     return ResultRecord(
         task=view, checkpoint=job.checkpoint, fingerprint=job.fingerprint, lineage=folder, schedule=job.schedule,
         rope=entry.rope, backend=entry.backend, thinking=entry.thinking, data_revision=entry.data,
-        options=json.loads(json.dumps(entry.options, default=str)), setting=entry.setting,
-        setting_key=_key(job.fingerprint, entry.rope, entry.backend, options_key, entry.data),
-        lineage_key=_key(folder or f"fingerprint:{job.fingerprint}", entry.rope, entry.backend, options_key, entry.data),
+        options=json.loads(made[0]), setting=entry.setting, setting_key=made[1], lineage_key=made[2],
         finished_at=job.finished_at, trained_context=context.get("trained"),
         beyond_context=list(context.get("beyond", [])), headline=headline, rank=rank,
         values={c: v for c, (v, _) in entry.values.items()}, errors={c: entry.errors.get(c) for c in entry.values},
@@ -101,6 +108,7 @@ def records(settings: Settings, job: JobRow, results: dict[str, Any],
         if folders is not None and not job.endpoint:
             folders[parent] = folder
     whole: dict[str, Scored | None] = {}
+    keys: dict[tuple[Any, ...], tuple[str, str, str]] = {}
     out = []
     for view in views(results):
         key, _, select = view.partition("/")
@@ -114,7 +122,7 @@ def records(settings: Settings, job: JobRow, results: dict[str, Any],
             entry = replace(base, values=values) if base is not None and values else \
                 None if base is not None else scored_in(settings, job, view, results)
         if entry is not None:
-            out.append(record(settings, job, view, entry, folder))
+            out.append(record(settings, job, view, entry, folder, keys))
     return out
 
 
