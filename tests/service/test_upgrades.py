@@ -221,3 +221,42 @@ def test_ties_in_every_sort_show_a_checkpoints_newest_night_first(tmp_path: Path
             assert page["rows"][0]["job"] == newest, sort
             if "per" not in sort:
                 assert page["total"] == 500 and page["rows"][1]["job"] == ids[-2], sort
+
+
+def test_batches_read_ahead_are_written_only_where_the_progress_stands(tmp_path: Path) -> None:
+    """The reading thread's batches (on PostgreSQL, read while the one before is written) are
+    written only where the committed progress stands: when another replica moved it meanwhile
+    (here a batch written on another connection), the batch read ahead is dropped and the next
+    one read in the transaction, and every job ends with its rows once."""
+    import threading
+
+    from service.upgrades import MIGRATIONS, Ahead, batch
+
+    settings = make_settings(tmp_path / "old", upgrade_batch=5)
+    jobs = jobs_of(settings, nights=8)  # 24 jobs: 5 batches
+    old_home(settings, jobs)
+    store = Store(settings.database)
+    try:
+        store.upgrade()
+        with store.read_engine.connect() as conn:
+            start = conn.execute(text("SELECT * FROM data_migrations WHERE name = 'leaderboard'")).one()
+        stop = threading.Event()
+        ahead = Ahead(store, settings, MIGRATIONS["leaderboard"], start, 5, stop)
+        try:
+            with store.write_engine.connect() as conn, store.write_engine.connect() as replica:
+                assert batch(conn, settings, "leaderboard", 5, ahead).done == 5 and not ahead.off  # read ahead
+                assert batch(replica, settings, "leaderboard", 5).done == 10  # another replica's batch
+                row = batch(conn, settings, "leaderboard", 5, ahead)  # the one read ahead starts at 5: dropped
+                assert ahead.off and row.done == 15
+                while row.finished_at is None:
+                    row = batch(conn, settings, "leaderboard", 5, ahead)
+        finally:
+            stop.set()
+            ahead.close()
+        assert (row.done, row.filled) == (len(jobs), len(jobs))
+        with store.read_engine.connect() as conn:
+            assert conn.execute(text("SELECT count(DISTINCT job_id) FROM task_results")).scalar() == len(jobs)
+            assert conn.execute(text("SELECT count(*) FROM (SELECT job_id, task FROM task_results GROUP BY job_id, "
+                                     "task HAVING count(*) > 1) d")).scalar() == 0
+    finally:
+        store.close()
