@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, insert, select, tuple_, update
+from sqlalchemy import Table, func, insert, inspect, select, tuple_, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
@@ -33,7 +33,7 @@ from service.settings import Settings
 from service.standings import read_batch, write_batch
 from service.status import SUCCEEDED
 from service.store import JobRow, Store, now
-from service.store.models import DataMigrationRow
+from service.store.models import DataMigrationRow, ResultValueRow, TaskResultRow
 
 log = logging.getLogger("lctx.upgrade")
 
@@ -55,10 +55,17 @@ class DataMigration:
     statuses: tuple[str, ...]
     read: Callable[[Settings, list[JobRow]], Any]
     write: Callable[[Connection, Any], int]
+    # the tables it fills: found empty at its first batch, their indexes but `needs` (those its
+    # writing reads through) are dropped in that batch's transaction and made again in its last
+    # one (an index built once from its rows costs a fraction of an entry added per row)
+    tables: tuple[Table, ...] = ()
+    needs: frozenset[str] = frozenset()
 
 
 MIGRATIONS = {m.name: m for m in (
-    DataMigration("leaderboard", "the leaderboard rows of jobs run before", (SUCCEEDED,), read_batch, write_batch),
+    DataMigration("leaderboard", "the leaderboard rows of jobs run before", (SUCCEEDED,), read_batch, write_batch,
+                  (TaskResultRow.__table__, ResultValueRow.__table__),
+                  frozenset({"ix_task_results_job", "ix_task_results_setting", "ix_task_results_lineage_key"})),
 )}
 AHEAD = 2  # batches read ahead of the one being written (each held in memory until written)
 Cursor = tuple[Any, Any]  # (finished_at, id) of the last job a batch went through; (None, None) before the first
@@ -177,14 +184,39 @@ def batch(conn: Connection, settings: Settings, name: str, size: int, ahead: Ahe
             jobs = _next_jobs(conn, m, (row.until_at, row.until_id), (row.after_at, row.after_id), size)
             taken = jobs, m.read(settings, jobs) if jobs else None
         jobs, read = taken
+        if row.done == 0 and m.tables and all(conn.execute(select(t).limit(1)).first() is None for t in m.tables):
+            _drop_indexes(conn, m)
         filled = m.write(conn, read) if jobs else 0
         values: dict[str, Any] = {"done": row.done + len(jobs), "filled": row.filled + filled}
         if jobs:
             values |= {"after_at": jobs[-1].finished_at, "after_id": jobs[-1].id}
         if len(jobs) < size:
             values["finished_at"] = now()
+            _make_indexes(conn, m)
         conn.execute(update(M).where(M.c.name == name).values(**values))
         return conn.execute(select(M).where(M.c.name == name)).first()
+
+
+def _drop_indexes(conn: Connection, m: DataMigration) -> None:
+    for table in m.tables:
+        for index in table.indexes:
+            if index.name not in m.needs:
+                index.drop(conn, checkfirst=True)
+    log.info("data migration %s: %s filled from empty, their indexes made at the end", m.name,
+             ", ".join(t.name for t in m.tables))
+
+
+def _make_indexes(conn: Connection, m: DataMigration) -> None:
+    """Every index of the migration's tables there (those it dropped made again: the last batch's)."""
+    started = time.monotonic()
+    made = 0
+    for table in m.tables:
+        for index in table.indexes:
+            if not inspect(conn).has_index(table.name, index.name):
+                index.create(conn)
+                made += 1
+    if made:
+        log.info("data migration %s: %d indexes made in %.1f s", m.name, made, time.monotonic() - started)
 
 
 def pending(store: Store) -> list[str]:

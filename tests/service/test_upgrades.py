@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 
 from evaluators.results import TaskResult, metric, series
 from service.api.leaderboard import leaderboard
@@ -30,6 +30,7 @@ from service.standings import record_results, record_results_many
 from service.status import SUCCEEDED
 from service.store import Store
 from service.store.db import _alembic
+from service.store.models import ResultValueRow, TaskResultRow
 from service.upgrades import upgrade
 from tests.helpers import ThreadServer, make_settings, new_postgres_database, old_home
 
@@ -89,6 +90,14 @@ def boards(store: Store) -> list[dict[str, Any]]:
     return [leaderboard("passkey", store, **{"limit": 100, **q}).model_dump() for q in QUERIES]
 
 
+def every_index_there(store: Store) -> bool:
+    """Every index the models declare is in the database (the backfill drops most of the leaderboard
+    tables' while it fills them from empty and makes them again at its end)."""
+    with store.read_engine.connect() as conn:
+        found = {t: {ix["name"] for ix in inspect(conn).get_indexes(t)} for t in ("task_results", "result_values")}
+    return all(ix.name in found[t.name] for t in (TaskResultRow.__table__, ResultValueRow.__table__) for ix in t.indexes)
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def urls(request: pytest.FixtureRequest) -> tuple[dict[str, str], dict[str, str]]:
     """Two empty databases (the old home's, the fresh write's) as Settings overrides."""
@@ -114,7 +123,7 @@ def test_a_home_of_0006_upgraded_has_the_leaderboard_a_fresh_write_gives(tmp_pat
         with store.read_engine.connect() as conn:
             m = conn.execute(text("SELECT * FROM data_migrations WHERE name = 'leaderboard'")).one()
         assert (m.done, m.total, m.filled, m.finished_at is not None) == (len(jobs), len(jobs), len(jobs) - 1, True)
-        assert boards(store) == boards(written)
+        assert boards(store) == boards(written) and every_index_there(store)
         ck07 = leaderboard("passkey", store, checkpoint="ck07", limit=10)
         assert ck07.total == 30 and ck07.rows[0].finished_at == NIGHT0 + timedelta(days=29, hours=5)
         assert upgrade(store, settings) and boards(store) == boards(written)  # a second start: nothing again
@@ -157,7 +166,10 @@ def test_an_upgrade_killed_midway_resumes_and_writes_every_row_once(tmp_path: Pa
             done = conn.execute(text("SELECT done FROM data_migrations WHERE name = 'leaderboard'")).scalar()
             assert 3 <= done < len(jobs), done  # killed midway: some batches committed, not all
             assert conn.execute(text("SELECT count(DISTINCT job_id) FROM task_results")).scalar() == done
+        with store.read_engine.connect() as conn:  # dropped by the first batch, the tables being empty
+            assert "ix_task_results_board" not in {ix["name"] for ix in inspect(conn).get_indexes("task_results")}
         upgrade(store, settings)  # started again: resumes after the last committed batch
+        assert every_index_there(store)  # made again by the last batch
         with store.read_engine.connect() as conn:
             assert conn.execute(text("SELECT count(DISTINCT job_id) FROM task_results")).scalar() == len(jobs)
             assert conn.execute(text("SELECT count(*) FROM (SELECT job_id, task FROM task_results GROUP BY job_id, "
