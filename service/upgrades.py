@@ -10,6 +10,12 @@ a transaction: a batch's rows and the migration's progress (its last job) commit
 a process killed at any point and started again resumes after the last committed batch and
 ends with every row once (a job that has rows already is left as it is, besides).
 
+What makes it fast (25,000 jobs in well under a minute on two cores): a batch's rows written
+in a few statements (store/results.py `insert_results_many`; on PostgreSQL by COPY); the
+tables it fills from empty without most of their indexes, made once at its end; on
+PostgreSQL the next batches' files read and made into rows in a thread (`Ahead`) while the
+server writes the batch before.
+
 `lctx serve` runs them in a thread of the app's start-up (service/app.py): /healthz answers
 with `upgrading` (done, total, rate, ETA), /readyz answers 503 until they are done, and the
 dispatcher and scheduler start after them (no job finishes while old rows are written). The
