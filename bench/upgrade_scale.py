@@ -65,10 +65,30 @@ def history(settings: Any, size: int) -> list[dict[str, Any]]:
     return jobs
 
 
-def upgrade(settings: Any, size: int) -> dict[str, Any]:
+def server_cpu(pg: Any) -> float | None:
+    """The CPU seconds the PostgreSQL cluster's processes (its postmaster and backends) have used,
+    read from /proc (None: not PostgreSQL, or not Linux): the server's side of an upgrade."""
+    if pg is None or not Path("/proc").is_dir():
+        return None
+    postmaster = int((pg.dir / "data" / "postmaster.pid").read_text().split()[0])
+    ticks = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(pid) == postmaster or int(fields[1]) == postmaster:
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def upgrade(settings: Any, size: int, pg: Any = None) -> dict[str, Any]:
     """Start the app on the home and time it to /healthz, then to /readyz 200."""
     app = create_app(settings)
     seen: dict[str, Any] | None = None
+    server0 = server_cpu(pg)
     t, cpu = time.perf_counter(), time.process_time()
     with ThreadServer(app) as srv, httpx.Client(base_url=srv.url, timeout=60) as client:
         health = client.get("/healthz").json()
@@ -83,6 +103,7 @@ def upgrade(settings: Any, size: int) -> dict[str, Any]:
                 seen = {"healthz": health, "readyz": ready.json(), "at_s": round(time.perf_counter() - t, 2)}
             time.sleep(0.25)
         ready_s, cpu_s = time.perf_counter() - t, time.process_time() - cpu
+        server_s = server_cpu(pg) - server0 if pg is not None else None
         board = client.get("/v1/leaderboard?task=passkey&limit=50")
         board.raise_for_status()
         assert board.json()["total"] > 0
@@ -95,7 +116,8 @@ def upgrade(settings: Any, size: int) -> dict[str, Any]:
     return {"jobs": size, "answers_s": round(answers, 2), "ready_s": round(ready_s, 2),
             "data_migration_s": round(ready_s - answers, 2), "jobs_per_s": round(size / ready_s, 1),
             "s_per_10000_jobs": round(ready_s * 10_000 / size, 1), "cpu_s": round(cpu_s, 2),
-            "cpu_s_per_10000_jobs": round(cpu_s * 10_000 / size, 1), "load_avg": round(os.getloadavg()[0], 1),
+            "cpu_s_per_10000_jobs": round(cpu_s * 10_000 / size, 1),
+            "server_cpu_s": round(server_s, 2) if server_s is not None else None, "load_avg": round(os.getloadavg()[0], 1),
             "rows": rows, "midway": seen}
 
 
@@ -111,7 +133,7 @@ def run_database(kind: str, sizes: list[int], batch: int, tmp: Path, save: Any) 
             old_home(settings, history(settings, size))
             made = time.perf_counter() - t
             print(f"{kind} {size}: the old home made in {made:.0f} s", file=sys.stderr, flush=True)
-            step = upgrade(settings, size) | {"old_home_made_s": round(made, 1)}
+            step = upgrade(settings, size, pg) | {"old_home_made_s": round(made, 1)}
             steps.append(step)
             save({"database": kind, "steps": steps})  # what has finished stays saved if a later size is cut short
             print(f"{kind} {size}: answers {step['answers_s']} s, ready {step['ready_s']} s "
@@ -126,12 +148,14 @@ def run_database(kind: str, sizes: list[int], batch: int, tmp: Path, save: Any) 
 def markdown(report: dict[str, Any]) -> str:
     lines = ["# Upgrade scale (#61)", "", report["note"], "", f"Machine: {report['machine']}", "",
              "| database | jobs | /healthz answers (s) | /readyz 200 (s) | jobs/s | s per 10,000 jobs | CPU s "
-             "| CPU s per 10,000 jobs | load | rows |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| CPU s per 10,000 jobs | server CPU s | load | rows |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for db in report["databases"]:
         for s in db["steps"]:
             lines.append(f"| {db['database']} | {s['jobs']:,} | {s['answers_s']} | {s['ready_s']} | {s['jobs_per_s']} "
-                         f"| {s['s_per_10000_jobs']} | {s['cpu_s']} | {s['cpu_s_per_10000_jobs']} | {s['load_avg']} | {s['rows']:,} |")
+                         f"| {s['s_per_10000_jobs']} | {s['cpu_s']} | {s['cpu_s_per_10000_jobs']} "
+                         f"| {s.get('server_cpu_s') if s.get('server_cpu_s') is not None else '-'} | {s['load_avg']} "
+                         f"| {s['rows']:,} |")
     lines += ["", "What /healthz and /readyz answered midway (the first upgrade of each database):", ""]
     for db in report["databases"]:
         mid = next((s["midway"] for s in db["steps"] if s["midway"]), None)

@@ -8,7 +8,7 @@ import argparse
 import json
 from pathlib import Path
 
-from cli.server import apply_setting_flags
+from cli.server import add_setting_flags, apply_setting_flags
 
 
 def _settings(args: argparse.Namespace):  # noqa: ANN202 - service.core.settings.Settings, imported here
@@ -79,31 +79,22 @@ def _prune(args: argparse.Namespace) -> int:
     return 0
 
 
-def _setting_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--home", help="the service's home (sets LCTX_HOME; default ./var)")
-    p.add_argument("--results-dir", help="its results folder (sets LCTX_RESULTS_DIR; default <home>/results)")
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("backup", help="copy the service's store and results into a new folder while it runs "
                        "(SQLite's online backup, or pg_dump), checked: the copy's leaderboard equals the original's")
     p.add_argument("folder", help="a new (or empty) folder to write the backup into")
-    _setting_flags(p)
+    add_setting_flags(p, "home", "results_dir")
     p.set_defaults(func=_backup)
 
     p = sub.add_parser("restore", help="put a backup in place of a stopped service's store and results (the ones "
                        "there are moved aside, never deleted), then check the restored leaderboard")
     p.add_argument("folder", help="a folder `lctx backup` wrote")
-    _setting_flags(p)
+    add_setting_flags(p, "home", "results_dir")
     p.set_defaults(func=_restore)
 
     p = sub.add_parser("prune", help="apply the retention policy (LCTX_RETENTION_DAYS, LCTX_RETENTION_KEEP): remove "
                        "the per-sample records and plots of old jobs, keep their results, leaderboard rows and curves")
     p.add_argument("--dry-run", action="store_true", help="say what would be freed, remove nothing")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
-    p.add_argument("--retention-days", type=float, help="prune jobs finished more than this many days ago "
-                   "(sets LCTX_RETENTION_DAYS)")
-    p.add_argument("--retention-keep", type=int, help="keep the newest N jobs of each lineage whatever their age "
-                   "(sets LCTX_RETENTION_KEEP)")
-    _setting_flags(p)
+    add_setting_flags(p, "retention_days", "retention_keep", "home", "results_dir")
     p.set_defaults(func=_prune)

@@ -92,6 +92,29 @@ SETTING_FLAGS: dict[str, str] = {
     "retention_days": "LCTX_RETENTION_DAYS",
     "retention_keep": "LCTX_RETENTION_KEEP",
 }
+# each flag's declaration, once for every command that takes it (`lctx serve`, `lctx backup`, ...)
+_FLAG_ARGUMENTS: dict[str, dict[str, Any]] = {
+    "home": {"help": "root of the embedded defaults: database, results, checkpoints (sets LCTX_HOME; default ./var)"},
+    "data_dir": {"help": "local benchmark files the jobs' data-backed tasks read (sets LCTX_DATA_DIR; none by "
+                 "default: such jobs are refused, naming the files)"},
+    "checkpoint_root": {"action": "append", "metavar": "DIR", "help": "a folder checkpoints may lie in; repeat for "
+                        "several (sets LCTX_CHECKPOINT_ROOTS; default <home>/checkpoints)"},
+    "results_dir": {"help": "where results/<job>/ are written (sets LCTX_RESULTS_DIR; default <home>/results)"},
+    "max_job_seconds": {"type": float, "help": "refuse jobs estimated to take longer (sets LCTX_MAX_JOB_SECONDS; "
+                        "default no cap)"},
+    "max_running_jobs": {"type": int, "help": "jobs run at once (sets LCTX_MAX_RUNNING_JOBS)"},
+    "retention_days": {"type": float, "help": "prune jobs finished more than this many days ago "
+                       "(sets LCTX_RETENTION_DAYS)"},
+    "retention_keep": {"type": int, "help": "keep the newest N jobs of each lineage whatever their age "
+                       "(sets LCTX_RETENTION_KEEP)"},
+}
+
+
+def add_setting_flags(p: argparse.ArgumentParser, *names: str) -> None:
+    """Declare the setting flags `names` (SETTING_FLAGS' keys) on a command; `apply_setting_flags`
+    then puts those given into the environment."""
+    for name in names:
+        p.add_argument("--" + name.replace("_", "-"), **_FLAG_ARGUMENTS[name])
 
 
 def apply_setting_flags(args: argparse.Namespace, environ: dict[str, str] | None = None) -> None:
@@ -179,17 +202,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, help="port (default LCTX_PORT or 8000)")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
                    help="uvicorn's log level (default info)")
-    p.add_argument("--home", help="root of the embedded defaults: database, results, checkpoints "
-                   "(sets LCTX_HOME; default ./var)")
-    p.add_argument("--data-dir", help="local benchmark files the jobs' data-backed tasks read "
-                   "(sets LCTX_DATA_DIR; none by default: such jobs are refused, naming the files)")
-    p.add_argument("--checkpoint-root", action="append", metavar="DIR",
-                   help="a folder checkpoints may lie in; repeat for several (sets LCTX_CHECKPOINT_ROOTS; "
-                   "default <home>/checkpoints)")
-    p.add_argument("--results-dir", help="where results/<job>/ are written (sets LCTX_RESULTS_DIR; "
-                   "default <home>/results)")
-    p.add_argument("--max-job-seconds", type=float, help="refuse jobs estimated to take longer "
-                   "(sets LCTX_MAX_JOB_SECONDS; default no cap)")
-    p.add_argument("--max-running-jobs", type=int, help="jobs run at once (sets LCTX_MAX_RUNNING_JOBS)")
+    add_setting_flags(p, "home", "data_dir", "checkpoint_root", "results_dir", "max_job_seconds", "max_running_jobs")
     p.set_defaults(func=_serve)
 

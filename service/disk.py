@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +35,12 @@ def _kind(relative: Path) -> str:
     return "results"
 
 
-def job_disk(folder: Path) -> dict[str, Any]:
-    """{"total", "samples", "plots", "results", "tasks": {key: {kind: bytes}}} of one job's folder
-    (bytes; a task key as its folder is named)."""
-    out: dict[str, Any] = {"total": 0, **dict.fromkeys(KINDS, 0), "tasks": {}}
+def job_files(folder: Path) -> Iterator[tuple[Path, str, str | None, int]]:
+    """Each file under a job's folder: (path, kind, task key or None, bytes). The one
+    classification of a job's files: what `job_disk` counts and retention prunes (its samples
+    and plots)."""
     if not folder.is_dir():
-        return out
+        return
     for root, _dirs, files in os.walk(folder):
         for name in files:
             path = Path(root) / name
@@ -48,13 +49,19 @@ def job_disk(folder: Path) -> dict[str, Any]:
             except OSError:  # removed meanwhile (a unit folded, a prune)
                 continue
             relative = path.relative_to(folder)
-            kind = _kind(relative)
-            out[kind] += size
-            out["total"] += size
-            key = _task_of(relative)
-            if key is not None:
-                task = out["tasks"].setdefault(key, dict.fromkeys(KINDS, 0))
-                task[kind] += size
+            yield path, _kind(relative), _task_of(relative), size
+
+
+def job_disk(folder: Path) -> dict[str, Any]:
+    """{"total", "samples", "plots", "results", "tasks": {key: {kind: bytes}}} of one job's folder
+    (bytes; a task key as its folder is named)."""
+    out: dict[str, Any] = {"total": 0, **dict.fromkeys(KINDS, 0), "tasks": {}}
+    for _path, kind, key, size in job_files(folder):
+        out[kind] += size
+        out["total"] += size
+        if key is not None:
+            task = out["tasks"].setdefault(key, dict.fromkeys(KINDS, 0))
+            task[kind] += size
     return out
 
 

@@ -23,15 +23,17 @@ from typing import Any
 from sqlalchemy import select
 
 from checkpoints.jsonfiles import write_json_atomic
-from evaluators.samplelog import SAMPLES_FILE, UNITS_DIR
+from evaluators.samplelog import UNITS_DIR
 from service.core.errors import Gone, InvalidRequest
-from service.core.layout import PLOTS_DIR, TASKS_DIR, job_dir
+from service.core.layout import PLOTS_DIR, job_dir
 from service.core.settings import Settings
 from service.core.status import FINAL
+from service.disk import job_files
 from service.store import JobRow, Store
 from service.store.models import TaskResultRow
 
 PRUNED_FILE = "pruned.json"  # in a pruned job's folder: what went and when
+PRUNED_KINDS = ("samples", "plots")  # of service/disk.py's kinds: what a prune removes
 
 
 @dataclass
@@ -87,19 +89,11 @@ def _lineage(job: Any) -> str:
     return f"endpoint:{job.endpoint}" if job.endpoint else str(Path(job.checkpoint_path).parent)
 
 
-def _prunable_files(folder: Path) -> list[Path]:
-    """Per-sample records and plots under a job's folder: its task folders' samples.jsonl, unit
-    files and plots (results.json and each task's result.json stay)."""
-    out: list[Path] = []
-    tasks = folder / TASKS_DIR
-    if not tasks.is_dir():
-        return out
-    for task in sorted(p for p in tasks.iterdir() if p.is_dir()):
-        out += [task / SAMPLES_FILE] if (task / SAMPLES_FILE).is_file() else []
-        for sub in (UNITS_DIR, PLOTS_DIR):
-            if (task / sub).is_dir():
-                out += sorted(p for p in (task / sub).rglob("*") if p.is_file())
-    return out
+def _prunable_files(folder: Path) -> list[tuple[Path, int]]:
+    """Per-sample records and plots under a job's folder, with their bytes, as service/disk.py
+    classifies a job's files: its task folders' samples.jsonl, unit files and plots
+    (results.json and each task's result.json stay)."""
+    return sorted((path, size) for path, kind, _task, size in job_files(folder) if kind in PRUNED_KINDS)
 
 
 def plan_prune(store: Store, settings: Settings, now: datetime | None = None) -> PrunePlan:
@@ -149,7 +143,7 @@ def plan_prune(store: Store, settings: Settings, now: datetime | None = None) ->
         files = _prunable_files(job_dir(settings, job.id))
         if not files:
             continue  # pruned before, or nothing recorded
-        plan.append(JobPrune(job.id, job.finished_at, files, sum(f.stat().st_size for f in files)))
+        plan.append(JobPrune(job.id, job.finished_at, [f for f, _ in files], sum(size for _, size in files)))
     return PrunePlan(policy, plan, dict(kept))
 
 

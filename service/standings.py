@@ -6,9 +6,10 @@ files: a page costs what it shows, not the whole history.
 
 `rows_of` is the coordinator's at a job's end: `Store.finish` writes the rows in the transaction
 that marks the job succeeded (no succeeded job without its rows); `record_results` stores them
-for a job already succeeded (tests, the bench); `fill_batch` is the data migration's
+for a job already succeeded (tests, the bench); `read_batch` and `write_batch` are the data migration's
 (service/upgrades.py): the same rows for jobs that ran before, a batch at a time (their
-results.json read; a job whose results are gone is skipped and logged)."""
+results.json read ahead in a thread, then written; a job whose results are gone is skipped and
+logged)."""
 
 from __future__ import annotations
 
@@ -65,8 +66,10 @@ def lineage(settings: Settings, job: JobRow) -> str | None:
     return None if job.endpoint else client_path(Path(job.checkpoint_path).parent, settings)
 
 
-def record(settings: Settings, job: JobRow, view: str, entry: Scored, folder: Any = ...) -> ResultRecord:
-    """The stored row of one scored view (`folder`: its lineage, when the caller has it)."""
+def record(settings: Settings, job: JobRow, view: str, entry: Scored, folder: Any = ...,
+           keys: dict[tuple[Any, ...], tuple[str, str, str]] | None = None) -> ResultRecord:
+    """The stored row of one scored view (`folder`: its lineage, when the caller has it; `keys`:
+    the setting's options and keys made for the job's other views, as its setting repeats)."""
     columns = column_info([entry])
     headline = headline_column(entry, view)
     better = columns[headline].higher_is_better if headline in columns else None
@@ -74,13 +77,18 @@ def record(settings: Settings, job: JobRow, view: str, entry: Scored, folder: An
     rank = None if value is None else -value if better is not False else value
     options_key = json.dumps(entry.options, sort_keys=True, default=str)
     folder = lineage(settings, job) if folder is ... else folder
+    setting = (entry.rope, entry.backend, options_key, entry.data, folder)
+    made = keys.get(setting) if keys is not None else None
+    if made is None:
+        made = (json.dumps(entry.options, default=str), _key(job.fingerprint, *setting[:4]),
+                _key(folder or f"fingerprint:{job.fingerprint}", *setting[:4]))
+        if keys is not None:
+            keys[setting] = made
     context = entry.context or {}
     return ResultRecord(
         task=view, checkpoint=job.checkpoint, fingerprint=job.fingerprint, lineage=folder, schedule=job.schedule,
         rope=entry.rope, backend=entry.backend, thinking=entry.thinking, data_revision=entry.data,
-        options=json.loads(json.dumps(entry.options, default=str)), setting=entry.setting,
-        setting_key=_key(job.fingerprint, entry.rope, entry.backend, options_key, entry.data),
-        lineage_key=_key(folder or f"fingerprint:{job.fingerprint}", entry.rope, entry.backend, options_key, entry.data),
+        options=json.loads(made[0]), setting=entry.setting, setting_key=made[1], lineage_key=made[2],
         finished_at=job.finished_at, trained_context=context.get("trained"),
         beyond_context=list(context.get("beyond", [])), headline=headline, rank=rank,
         values={c: v for c, (v, _) in entry.values.items()}, errors={c: entry.errors.get(c) for c in entry.values},
@@ -100,6 +108,7 @@ def records(settings: Settings, job: JobRow, results: dict[str, Any],
         if folders is not None and not job.endpoint:
             folders[parent] = folder
     whole: dict[str, Scored | None] = {}
+    keys: dict[tuple[Any, ...], tuple[str, str, str]] = {}
     out = []
     for view in views(results):
         key, _, select = view.partition("/")
@@ -113,7 +122,7 @@ def records(settings: Settings, job: JobRow, results: dict[str, Any],
             entry = replace(base, values=values) if base is not None and values else \
                 None if base is not None else scored_in(settings, job, view, results)
         if entry is not None:
-            out.append(record(settings, job, view, entry, folder))
+            out.append(record(settings, job, view, entry, folder, keys))
     return out
 
 
@@ -154,24 +163,39 @@ def record_results_many(settings: Settings, store: Store, jobs: list[tuple[str, 
     store.save_results_many(batch)
 
 
-def fill_batch(conn: Connection, settings: Settings, jobs: list[JobRow]) -> int:
-    """The rows of a batch of succeeded jobs already run (oldest first), from their results.json,
-    in one write (`insert_results_many`): the data migration 0007 asks for (service/upgrades.py).
-    A job whose results are gone or unreadable is skipped and logged; one that has rows already
-    is left as it is. Returns the jobs given rows."""
-    ids, folders = [job.id for job in jobs], {}
-    have = set(conn.execute(select(TaskResultRow.job_id).where(TaskResultRow.job_id.in_(ids)).distinct()).scalars())
+def read_batch(settings: Settings, jobs: list[JobRow]) -> list[tuple[str, list[ResultRecord]]]:
+    """The rows of a batch of succeeded jobs already run (oldest first), from their results.json:
+    the data migration 0007 asks for (service/upgrades.py), read with no database at hand (a
+    thread reads the next batch while the one before is written). A job whose results are gone
+    or unreadable is skipped and logged."""
+    folders: dict[str, str | None] = {}
     batch = []
     for job in jobs:
-        if job.id in have:
-            continue
         path = job_results(settings, job.id)
         try:
-            results = json.loads(path.read_text())["results"]
+            results = json.loads(path.read_bytes())["results"]
             rows = records(settings, job, results, folders) if isinstance(results, dict) else []
         except (OSError, ValueError, KeyError, TypeError) as e:
             log.warning("job %s: no leaderboard rows from %s: %s", job.id, path, e)
             continue
         batch.append((job.id, rows))
+    return batch
+
+
+def write_batch(conn: Connection, batch: list[tuple[str, list[ResultRecord]]]) -> int:
+    """`read_batch`'s rows in one write (`insert_results_many`), in the caller's transaction; a
+    job that has rows already is left as it is. Returns the jobs given rows."""
+    ids = [job_id for job_id, _ in batch]
+    have: set[str] = set()
+    for i in range(0, len(ids), 500):
+        have |= set(conn.execute(select(TaskResultRow.job_id).where(TaskResultRow.job_id.in_(ids[i:i + 500]))
+                                 .distinct()).scalars())
+    batch = [(job_id, rows) for job_id, rows in batch if job_id not in have]
     insert_results_many(conn, batch)
     return len(batch)
+
+
+def fill_batch(conn: Connection, settings: Settings, jobs: list[JobRow]) -> int:
+    """The rows of a batch of succeeded jobs already run, read and written in one go
+    (`read_batch`, then `write_batch`). Returns the jobs given rows."""
+    return write_batch(conn, read_batch(settings, jobs))

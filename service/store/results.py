@@ -6,11 +6,29 @@ service/standings.py, which reads the typed results."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import bindparam, delete, false, func, insert, select, text, true, tuple_, update
+from sqlalchemy import (
+    ARRAY,
+    JSON,
+    String,
+    Table,
+    any_,
+    bindparam,
+    delete,
+    false,
+    func,
+    insert,
+    select,
+    text,
+    true,
+    tuple_,
+    update,
+)
 from sqlalchemy.engine import Connection
 
 from service.store.db import Database
@@ -161,9 +179,10 @@ def insert_results_many(conn: Connection, jobs: list[tuple[str, list[ResultRecor
     holders: dict[tuple[str, str, str], list[tuple[int | str, datetime]]] = {}
     for key, flag, _ in PER.values():
         wanted = sorted({getattr(rec, key) for _, rec in recs})
-        for i in range(0, len(wanted), 500):
+        step = len(wanted) if conn.dialect.name == "postgresql" else 500  # PostgreSQL: each list one array
+        for i in range(0, len(wanted), step):
             for h in conn.execute(select(T.c.id, T.c.task, T.c[key], T.c.finished_at).where(
-                    T.c.task.in_(tasks), T.c[key].in_(wanted[i:i + 500]), T.c[flag] == true())):
+                    _among(conn, T.c.task, tasks), _among(conn, T.c[key], wanted[i:i + step]), T.c[flag] == true())):
                 holders.setdefault((flag, h.task, h[2]), []).append((h.id, h.finished_at))
     flags: list[dict[str, bool]] = []
     dropped: dict[str, list[int]] = {flag: [] for _, flag, _ in PER.values()}
@@ -177,7 +196,7 @@ def insert_results_many(conn: Connection, jobs: list[tuple[str, list[ResultRecor
 
     for n, (_, rec) in enumerate(recs):
         flags.append({})
-        for key, flag, count in PER.values():
+        for key, flag, _ in PER.values():
             held = holders.setdefault((flag, rec.task, getattr(rec, key)), [])
             flags[n][flag] = all(at <= rec.finished_at for _, at in held)  # ties: the newer row
             if not flags[n][flag]:
@@ -185,13 +204,16 @@ def insert_results_many(conn: Connection, jobs: list[tuple[str, list[ResultRecor
             for old, _ in held:
                 if isinstance(old, str):  # this batch's: it is inserted without the flag
                     flags[int(old)][flag] = False
-                    move(rec.task, recs[int(old)][1].values, count, -1)
-                    _tally(kept, rec.task, flag, recs[int(old)][1], recs[int(old)][1].values, -1)
                 else:
                     dropped[flag].append(old)
             held[:] = [(str(n), rec.finished_at)]
-            move(rec.task, rec.values, count, +1)
-            _tally(kept, rec.task, flag, rec, rec.values, +1)
+    # the counts the batch's rows move: those that hold a flag at the end (one that took it and
+    # lost it to a later row of the batch moves nothing: counted once, not added and taken back)
+    for n, (_, rec) in enumerate(recs):
+        for _, flag, count in PER.values():
+            if flags[n][flag]:
+                move(rec.task, rec.values, count, +1)
+                _tally(kept, rec.task, flag, rec, rec.values, +1)
     # the stored holders' columns, for their counts
     for _, flag, count in PER.values():
         ids = dropped[flag]
@@ -204,21 +226,32 @@ def insert_results_many(conn: Connection, jobs: list[tuple[str, list[ResultRecor
             conn.execute(update(T).where(T.c.id.in_(ids[i:i + 500])).values({flag: False}))
             if flag == "current":
                 conn.execute(update(V).where(V.c.result_id.in_(ids[i:i + 500])).values(current=False))
-    # inserted in bulk (an insert that returned each id in order goes row by row on SQLite), then
-    # their ids read back by job and task view, which name one row of a batch (one not yet recorded)
-    conn.execute(insert(T), [dict(
+    rows = [dict(
         job_id=job_id, task=rec.task, checkpoint=rec.checkpoint, fingerprint=rec.fingerprint,
         lineage=rec.lineage, schedule=rec.schedule, rope=rec.rope, backend=rec.backend, thinking=rec.thinking,
         data_revision=rec.data_revision, options=rec.options, setting=rec.setting, setting_key=rec.setting_key,
         lineage_key=rec.lineage_key, finished_at=rec.finished_at, trained_context=rec.trained_context,
         beyond_context=rec.beyond_context, headline=rec.headline, unranked=rec.rank is None, rank=rec.rank,
-        **flags[n]) for n, (job_id, rec) in enumerate(recs)])
-    job_ids = sorted({job_id for job_id, _ in recs})
-    stored: dict[tuple[str, str], int] = {}
-    for i in range(0, len(job_ids), 500):
-        stored |= {(r.job_id, r.task): r.id for r in conn.execute(
-            select(T.c.id, T.c.job_id, T.c.task).where(T.c.job_id.in_(job_ids[i:i + 500])))}
-    result_ids = [stored[(job_id, rec.task)] for job_id, rec in recs]
+        **flags[n]) for n, (job_id, rec) in enumerate(recs)]
+    if conn.dialect.name == "postgresql":
+        # ids taken from the table's sequence first, then every row copied in (COPY: one statement
+        # for the batch, not one per row)
+        result_ids = sorted(conn.execute(text(
+            "SELECT nextval(pg_get_serial_sequence('task_results', 'id')) FROM generate_series(1, :n)"),
+            {"n": len(rows)}).scalars())
+        for rid, row in zip(result_ids, rows, strict=True):
+            row["id"] = rid
+        copy_rows(conn, T, rows)
+    else:
+        # inserted in bulk (an insert that returned each id in order goes row by row on SQLite), then
+        # their ids read back by job and task view, which name one row of a batch (one not yet recorded)
+        conn.execute(insert(T), rows)
+        job_ids = sorted({job_id for job_id, _ in recs})
+        stored: dict[tuple[str, str], int] = {}
+        for i in range(0, len(job_ids), 500):
+            stored |= {(r.job_id, r.task): r.id for r in conn.execute(
+                select(T.c.id, T.c.job_id, T.c.task).where(T.c.job_id.in_(job_ids[i:i + 500])))}
+        result_ids = [stored[(job_id, rec.task)] for job_id, rec in recs]
     newest: dict[tuple[str, str], Column] = {}  # each column's meaning: the last row's word, as one at a time
     for _, rec in recs:
         for c in rec.columns:
@@ -241,13 +274,47 @@ def insert_results_many(conn: Connection, jobs: list[tuple[str, list[ResultRecor
     values = [v for rid, (_, rec), f in zip(result_ids, recs, flags, strict=True)
               for v in _value_rows(rid, rec, f["current"], {c: words.get((rec.task, c)) for c in rec.values})]
     if values:
-        conn.execute(insert(V), values)
+        copy_rows(conn, V, values)
     _move(conn, kept)
     for (task, name), steps in delta.items():
         steps = {k: v for k, v in steps.items() if v}
         if steps:
             conn.execute(update(C).where(C.c.task == task, C.c.name == name)
                          .values({k: C.c[k] + v for k, v in steps.items()}))
+
+
+def _among(conn: Connection, column: Any, values: list[str]) -> Any:
+    """`column IN values`: on PostgreSQL `= ANY` of one array parameter (a statement of one
+    parameter, not one per value, for the driver to parse)."""
+    if conn.dialect.name == "postgresql":
+        return column == any_(bindparam(None, values, type_=ARRAY(String)))
+    return column.in_(values)
+
+
+def copy_rows(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+    """Rows inserted in bulk: on PostgreSQL by COPY (a statement for them all: the server's
+    per-statement work and the driver's per-row parameters gone; JSON columns sent as their
+    text, as SQLAlchemy's JSON type would), elsewhere by an executemany insert. Each row gives
+    the same columns (the first row's)."""
+    if not rows:
+        return
+    if conn.dialect.name != "postgresql":
+        conn.execute(insert(table), rows)
+        return
+    names = list(rows[0])
+    row_of = itemgetter(*names)
+    as_json = [i for i, n in enumerate(names) if isinstance(table.c[n].type, JSON)]
+    quote = conn.dialect.identifier_preparer.quote
+    raw = conn.connection.driver_connection
+    with raw.cursor() as cursor, cursor.copy(
+            f"COPY {quote(table.name)} ({', '.join(quote(n) for n in names)}) FROM STDIN") as copy:
+        for row in rows:
+            values = row_of(row)
+            if as_json:
+                values = list(values)
+                for i in as_json:
+                    values[i] = json.dumps(values[i])
+            copy.write_row(values)
 
 
 def _catalog(conn: Connection, task: str, columns: list[Column]) -> None:
@@ -281,13 +348,15 @@ def _value_rows(result_id: int, rec: ResultRecord, current: bool, better: dict[s
 def _tally(kept: dict[tuple[str, ...], int], task: str, flag: str, row: Any, columns: Any, step: int) -> None:
     """A row (a record or a stored row) taking (+1) or losing (-1) a flag: the kept counts it moves,
     the whole view's and each fixed filter's it has a value of, the rows and each column."""
+    columns = ("", *columns)
+    get = kept.get
     for dimension in ("", *DIMENSIONS):
         value = getattr(row, dimension) if dimension else ""
         if value is None:
             continue
-        for column in ("", *columns):
+        for column in columns:
             key = (task, flag, dimension, value, column)
-            kept[key] = kept.get(key, 0) + step
+            kept[key] = get(key, 0) + step
 
 
 def _tally_stored(conn: Connection, kept: dict[tuple[str, ...], int], flag: str, ids: list[int], step: int) -> None:
@@ -303,6 +372,15 @@ def _tally_stored(conn: Connection, kept: dict[tuple[str, ...], int], flag: str,
 def _move(conn: Connection, kept: dict[tuple[str, ...], int]) -> None:
     """The kept counts moved: a count not yet kept starts at its step."""
     keys = [k for k, step in kept.items() if step]
+    if conn.dialect.name == "postgresql" and keys:  # one upsert of them all, its rows sent as arrays
+        conn.execute(text(
+            'INSERT INTO board_counts (task, flag, dimension, value, "column", rows) SELECT * FROM '
+            "unnest(CAST(:task AS text[]), CAST(:flag AS text[]), CAST(:dimension AS text[]), "
+            "CAST(:value AS text[]), CAST(:column AS text[]), CAST(:rows AS bigint[])) "
+            'ON CONFLICT (task, flag, dimension, value, "column") DO UPDATE SET rows = board_counts.rows + excluded.rows'),
+            {"task": [k[0] for k in keys], "flag": [k[1] for k in keys], "dimension": [k[2] for k in keys],
+             "value": [k[3] for k in keys], "column": [k[4] for k in keys], "rows": [kept[k] for k in keys]})
+        return
     cols = (B.c.task, B.c.flag, B.c.dimension, B.c.value, B.c.column)
     known: set[tuple[str, ...]] = set()
     for i in range(0, len(keys), 200):

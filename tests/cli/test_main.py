@@ -79,3 +79,19 @@ def test_leaderboard_fits_120_columns_headline_and_lengths_first() -> None:
         2 + max(len(column_header(c, "accuracy")), 7) for c in shown)
     assert width <= 120
     assert fitting_columns(board, 10_000) == board["columns"]  # room for all: the board's order kept
+
+
+def test_operator_commands_take_the_setting_flags_serve_declares(tmp_path: Path) -> None:
+    """`lctx backup/restore/prune` declare --home and --results-dir (and prune its retention
+    flags) from the one table `lctx serve` reads: each sets the variable serve's does."""
+    from cli.server import _FLAG_ARGUMENTS
+
+    assert set(_FLAG_ARGUMENTS) == set(SETTING_FLAGS)
+    for command in (["backup", "out"], ["restore", "out"], ["prune", "--retention-days", "30", "--retention-keep", "3"]):
+        args = build_parser().parse_args([*command, "--home", str(tmp_path), "--results-dir", str(tmp_path / "r")])
+        environ: dict[str, str] = {}
+        apply_setting_flags(args, environ)
+        expected = {"LCTX_HOME": str(tmp_path), "LCTX_RESULTS_DIR": str(tmp_path / "r")}
+        if command[0] == "prune":
+            expected |= {"LCTX_RETENTION_DAYS": "30.0", "LCTX_RETENTION_KEEP": "3"}
+        assert environ == expected, command

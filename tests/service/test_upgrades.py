@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 
 from evaluators.results import TaskResult, metric, series
 from service.api.leaderboard import leaderboard
@@ -30,6 +30,7 @@ from service.core.status import SUCCEEDED
 from service.standings import record_results, record_results_many
 from service.store import Store
 from service.store.db import _alembic
+from service.store.models import ResultValueRow, TaskResultRow
 from service.upgrades import upgrade
 from tests.helpers import ThreadServer, make_settings, new_postgres_database, old_home
 
@@ -89,6 +90,14 @@ def boards(store: Store) -> list[dict[str, Any]]:
     return [leaderboard("passkey", store, **{"limit": 100, **q}).model_dump() for q in QUERIES]
 
 
+def every_index_there(store: Store) -> bool:
+    """Every index the models declare is in the database (the backfill drops most of the leaderboard
+    tables' while it fills them from empty and makes them again at its end)."""
+    with store.read_engine.connect() as conn:
+        found = {t: {ix["name"] for ix in inspect(conn).get_indexes(t)} for t in ("task_results", "result_values")}
+    return all(ix.name in found[t.name] for t in (TaskResultRow.__table__, ResultValueRow.__table__) for ix in t.indexes)
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def urls(request: pytest.FixtureRequest) -> tuple[dict[str, str], dict[str, str]]:
     """Two empty databases (the old home's, the fresh write's) as Settings overrides."""
@@ -114,7 +123,7 @@ def test_a_home_of_0006_upgraded_has_the_leaderboard_a_fresh_write_gives(tmp_pat
         with store.read_engine.connect() as conn:
             m = conn.execute(text("SELECT * FROM data_migrations WHERE name = 'leaderboard'")).one()
         assert (m.done, m.total, m.filled, m.finished_at is not None) == (len(jobs), len(jobs), len(jobs) - 1, True)
-        assert boards(store) == boards(written)
+        assert boards(store) == boards(written) and every_index_there(store)
         ck07 = leaderboard("passkey", store, checkpoint="ck07", limit=10)
         assert ck07.total == 30 and ck07.rows[0].finished_at == NIGHT0 + timedelta(days=29, hours=5)
         assert upgrade(store, settings) and boards(store) == boards(written)  # a second start: nothing again
@@ -157,7 +166,10 @@ def test_an_upgrade_killed_midway_resumes_and_writes_every_row_once(tmp_path: Pa
             done = conn.execute(text("SELECT done FROM data_migrations WHERE name = 'leaderboard'")).scalar()
             assert 3 <= done < len(jobs), done  # killed midway: some batches committed, not all
             assert conn.execute(text("SELECT count(DISTINCT job_id) FROM task_results")).scalar() == done
+        with store.read_engine.connect() as conn:  # dropped by the first batch, the tables being empty
+            assert "ix_task_results_board" not in {ix["name"] for ix in inspect(conn).get_indexes("task_results")}
         upgrade(store, settings)  # started again: resumes after the last committed batch
+        assert every_index_there(store)  # made again by the last batch
         with store.read_engine.connect() as conn:
             assert conn.execute(text("SELECT count(DISTINCT job_id) FROM task_results")).scalar() == len(jobs)
             assert conn.execute(text("SELECT count(*) FROM (SELECT job_id, task FROM task_results GROUP BY job_id, "
@@ -221,3 +233,42 @@ def test_ties_in_every_sort_show_a_checkpoints_newest_night_first(tmp_path: Path
             assert page["rows"][0]["job"] == newest, sort
             if "per" not in sort:
                 assert page["total"] == 500 and page["rows"][1]["job"] == ids[-2], sort
+
+
+def test_batches_read_ahead_are_written_only_where_the_progress_stands(tmp_path: Path) -> None:
+    """The reading thread's batches (on PostgreSQL, read while the one before is written) are
+    written only where the committed progress stands: when another replica moved it meanwhile
+    (here a batch written on another connection), the batch read ahead is dropped and the next
+    one read in the transaction, and every job ends with its rows once."""
+    import threading
+
+    from service.upgrades import MIGRATIONS, Ahead, batch
+
+    settings = make_settings(tmp_path / "old", upgrade_batch=5)
+    jobs = jobs_of(settings, nights=8)  # 24 jobs: 5 batches
+    old_home(settings, jobs)
+    store = Store(settings.database)
+    try:
+        store.upgrade()
+        with store.read_engine.connect() as conn:
+            start = conn.execute(text("SELECT * FROM data_migrations WHERE name = 'leaderboard'")).one()
+        stop = threading.Event()
+        ahead = Ahead(store, settings, MIGRATIONS["leaderboard"], start, 5, stop)
+        try:
+            with store.write_engine.connect() as conn, store.write_engine.connect() as replica:
+                assert batch(conn, settings, "leaderboard", 5, ahead).done == 5 and not ahead.off  # read ahead
+                assert batch(replica, settings, "leaderboard", 5).done == 10  # another replica's batch
+                row = batch(conn, settings, "leaderboard", 5, ahead)  # the one read ahead starts at 5: dropped
+                assert ahead.off and row.done == 15
+                while row.finished_at is None:
+                    row = batch(conn, settings, "leaderboard", 5, ahead)
+        finally:
+            stop.set()
+            ahead.close()
+        assert (row.done, row.filled) == (len(jobs), len(jobs))
+        with store.read_engine.connect() as conn:
+            assert conn.execute(text("SELECT count(DISTINCT job_id) FROM task_results")).scalar() == len(jobs)
+            assert conn.execute(text("SELECT count(*) FROM (SELECT job_id, task FROM task_results GROUP BY job_id, "
+                                     "task HAVING count(*) > 1) d")).scalar() == 0
+    finally:
+        store.close()
