@@ -191,3 +191,29 @@ def test_file_options_are_read_far_enough_to_serve_their_task(tmp_path: Path) ->
     assert file_option_problem(tmp_path / "fine.txt", "fine.txt") is None
     assert file_option_problem(tmp_path / "some", "some") == "some is a folder; give a file"
     assert "nope.txt does not exist" in file_option_problem(tmp_path / "nope.txt", "nope.txt")
+
+
+def test_suite_records_and_first_file(tmp_path: Path) -> None:
+    """The suites' one reading of their JSONL files: each line checked by the suite, read up to
+    the limit (a bad line past it is never read), a missing file refused naming every path."""
+    from evaluators.data import first_file, suite_records
+
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"a": 1}\n\n{"a": 2}\n[3]\n')
+
+    def check(rec: dict, where: str) -> dict:
+        if rec["a"] > 1:
+            raise EvaluatorError(f"{where}: too big")
+        return rec
+
+    assert suite_records(path, "get it", check, limit=1) == [{"a": 1}]
+    with pytest.raises(EvaluatorError, match=r"t.jsonl:3: too big"):
+        suite_records(path, "get it", check)
+    with pytest.raises(EvaluatorError, match=r"t.jsonl:4: .*must be a JSON object.*; get it"):
+        suite_records(path, "get it", lambda r, w: r)
+    path.write_text("\n \n")
+    with pytest.raises(EvaluatorError, match="holds no records; get it"):
+        suite_records(path, "get it", lambda r, w: r)
+    with pytest.raises(EvaluatorError, match=f"X not found: looked for {tmp_path / 'a'} and {tmp_path / 'b'}; how"):
+        first_file([tmp_path / "a", tmp_path / "b"], "X", "how")
+    assert first_file([tmp_path / "a", path], "X", "how") == path
