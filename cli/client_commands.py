@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from checkpoints.attention.backend import Backend
 from cli.endpoint_flags import PROBE, add_endpoint_flags, endpoint_fields
+from cli.evaluate import print_table, summary_rows
+from evaluators.progress import duration, tokens_text
 from service.core.status import FINAL, JobStatus
 
 if TYPE_CHECKING:
@@ -96,15 +98,11 @@ def _print_job(job: Any) -> None:
 
 
 def duration_text(seconds: float) -> str:
-    from evaluators.progress import duration  # one way to say a duration: the plan's warnings use it too
-
     return duration(seconds)
 
 
 def progress_line(job: Any) -> str:
     """A job's progress on one line: per task samples, tokens prefilled, speed; the job's ETA."""
-    from evaluators.progress import tokens_text
-
     parts, eta, known = [], 0.0, True
     for key, p in job.progress.items():
         prefill = tokens_text(p.done, p.total, p.tokens, p.planned_tokens, p.tokens_per_s)
@@ -180,8 +178,6 @@ def _submit(args: argparse.Namespace) -> int:
 
 def _print_scores(results: dict[str, Any]) -> None:
     """The score table of a finished job (what finished, for a failed one)."""
-    from cli.evaluate import print_table, summary_rows
-
     rows = []
     for key, entry in (results.get("results") or {}).items():
         if isinstance(entry, dict) and "result" in entry:

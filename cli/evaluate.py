@@ -1,6 +1,8 @@
 """`lctx eval`, `lctx score <benchmark>` and `lctx lm-eval`: the evaluators from the shell,
 without the service. Tasks, their flags and their scorers come from the registry: this
-module names no task (tests/cli/test_cli_names_no_task.py)."""
+module names no task (tests/cli/test_cli_names_no_task.py). What loads torch, httpx, tqdm or a task's
+evaluator is imported inside the command that needs it: `lctx --help` loads none of them
+(tests/cli/test_cli_startup.py); the light contracts are imported here."""
 
 from __future__ import annotations
 
@@ -13,12 +15,27 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from checkpoints.attention.backend import Backend
 from checkpoints.engine_options import EngineOptions
+from checkpoints.jsonfiles import write_json_atomic
 from cli.endpoint_flags import add_endpoint_flags, endpoint_fields
-from cli.judges import add_judge_flags
+from cli.judges import add_judge_flags, judge_from_flags
 from cli.task_options import option_flags
-from evaluators.registry import describe_tasks, scorers, task_options, unknown_task
+from clients.endpoint.options import EndpointSpec
+from evaluators.progress import JobProgress, tokens_text
+from evaluators.progress import duration as duration_text
+from evaluators.registry import (
+    describe_tasks,
+    make_evaluator,
+    parse_task,
+    scorers,
+    task_options,
+    task_result,
+    unknown_task,
+)
+from evaluators.results import fmt_error
 
 
 def parse_value(text: str) -> Any:
@@ -51,9 +68,6 @@ def task_options_of(args: argparse.Namespace, name: str) -> dict[str, Any]:
 def summary_rows(key: str, entry: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(task, what, value) rows for the table printed at the end: the typed result's metrics
     and its series points."""
-    from evaluators.registry import task_result
-    from evaluators.results import fmt_error
-
     result = task_result(entry)
     rows = [(key, f"{m.name} ({m.unit}, n={m.n})", fmt_error(m.value, m.error, unit=m.unit)) for m in result.metrics]
     for s in result.series:
@@ -69,9 +83,6 @@ def eval_postfix(cell: dict[str, Any]) -> str:
     """What `lctx eval`'s bar adds to a task's samples: prompt tokens prefilled of the plan and
     their speed, and the ETA (from tokens while the prompts prefill: a long batch finishes its
     first sample only after minutes), or the totals reached once the task is done."""
-    from evaluators.progress import duration as duration_text
-    from evaluators.progress import tokens_text
-
     prefill = tokens_text(cell["done"], cell["total"], cell["tokens"], cell["planned_tokens"], cell["tokens_per_s"])
     if cell["total"] and cell["done"] >= cell["total"]:
         return prefill
@@ -110,7 +121,6 @@ def served_model(args: argparse.Namespace, specs: list[dict[str, Any]], out: Pat
     it cannot score refused, the output folder claimed for this endpoint and model."""
     from clients.endpoint.client import allowed_endpoint_hosts
     from clients.endpoint.engine import open_served
-    from clients.endpoint.options import EndpointSpec
     from clients.endpoint.tokenizer import context_of
     from evaluators.served import endpoint_refusals
 
@@ -181,11 +191,8 @@ def _int_from(text: str, least: int) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from checkpoints.jsonfiles import write_json_atomic
     from checkpoints.opening import open_model
     from evaluators.data import local_file_problems
-    from evaluators.progress import JobProgress
-    from evaluators.registry import make_evaluator, parse_task, task_result
     from evaluators.suite import RESULTS_FILE, draw_ahead, run_suite, suite_document, task_keys
 
     options = task_options()
@@ -285,9 +292,6 @@ def task_judges(parsed: list[Any], args: argparse.Namespace) -> tuple[list[Any],
     """The tasks with their judges named as results record them (`name@identity`), and the
     judges by that name, opened once each: a task that needs a judge and names none is
     refused here, before the model loads, as the service refuses such a job."""
-    from cli.judges import judge_from_flags
-    from evaluators.registry import parse_task
-
     judges: dict[str, Any] = {}
     out = []
     for t in parsed:
@@ -331,8 +335,6 @@ def _score(args: argparse.Namespace) -> int:
     scorer = args.scorer
     judge = None
     if scorer.judge:
-        from cli.judges import judge_from_flags
-
         judge = judge_from_flags(args.judge, args, args.device)
     scored = scorer.run(args, judge)
     print(json.dumps(scored.scores, indent=2, ensure_ascii=False))
@@ -394,8 +396,6 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
 
 def engine_options(args: argparse.Namespace) -> EngineOptions:
     """The engine flags as the engine's options; ValueError naming a flag out of bounds."""
-    from pydantic import ValidationError
-
     try:
         return EngineOptions(memory_mb=args.memory_mb, max_batch=args.max_batch, prefix_cache=args.prefix_cache,
                              draft_tokens=args.draft_tokens)

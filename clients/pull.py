@@ -11,12 +11,14 @@ or not at all (written beside the target, then renamed)."""
 
 from __future__ import annotations
 
+import argparse
 import fnmatch
 import hashlib
 import json
 import os
 import re
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -237,9 +239,6 @@ def ensure_gguf_checkpoint(gguf_file: Path, target: Path, on_step: Callable[[str
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m clients.pull GGUF TARGET`: the demo's conversion in a process of its own."""
-    import argparse
-    import sys
-
     parser = argparse.ArgumentParser(prog="python -m clients.pull")
     parser.add_argument("gguf", type=Path)
     parser.add_argument("target", type=Path)

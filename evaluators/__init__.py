@@ -15,17 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from evaluators.errors import EvaluationCancelled, EvaluatorError
-from evaluators.registry import validate_task
+from evaluators.registry import evaluator_classes, task_options, validate_task
 
 
 def __getattr__(name: str) -> Any:
     if name == "TASKS":
-        from evaluators.registry import evaluator_classes
-
         return evaluator_classes()
     if name == "TASK_OPTIONS":
-        from evaluators.registry import task_options
-
         return task_options()
     if name in ("run_task", "run_suite", "partial_result"):
         from evaluators import suite

@@ -27,13 +27,14 @@ from checkpoints.tokenizer import (
 )
 from clients.endpoint.engine import served_identity
 from clients.endpoint.options import EndpointSpec
+from clients.endpoint.probe import unanswered
 from evaluators.data import file_option_problem
 from evaluators.errors import EvaluatorError
 from evaluators.judges import check_pin, pinned_ref, split_ref
 from evaluators.options import JUDGE_HOWTO, TaskOptions
 from evaluators.registry import parse_task, task_options
 from service.core.errors import Forbidden, InvalidRequest, Missing
-from service.core.paths import confine, confine_checkpoint_files
+from service.core.paths import client_text, confine, confine_checkpoint_files
 from service.core.settings import Settings
 from service.cost import Cost, check_cost, checkpoint_facts, endpoint_facts, plan_job
 from service.resolution import with_resolution
@@ -338,8 +339,6 @@ def check_judges(store: Store, settings: Settings, tasks: list[dict[str, Any]]) 
     which has a chat template. Its `judge` option becomes `name@identity` in place (the spec
     the job records: the configuration hash and the leaderboard row hold which model judged).
     InvalidRequest saying what is wrong and what to do (docs/protocols/judges.md)."""
-    from clients.endpoint.probe import unanswered
-
     for i, task in enumerate(tasks):
         options = parse_task(task)
         where = f"tasks[{i}] ({options.task})"
@@ -495,8 +494,6 @@ def data_warnings(tasks: list[dict[str, Any]], settings: Settings) -> list[str]:
     fix: `TaskOptions.data_warnings`, cheap checks of the files the tasks will read), one line
     per finding naming the task, server paths made client paths. The job is accepted and its
     submission answered with these; the run's results say what it found (`data.warnings`)."""
-    from service.core.paths import client_text
-
     data_dir = settings.data_dir.absolute() if settings.data_dir else None
     out = []
     for i, task in enumerate(tasks):

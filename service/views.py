@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from checkpoints.config_reader import load_config
 from checkpoints.errors import CheckpointError
@@ -80,8 +81,6 @@ def schedule_out(row: ScheduleRow, settings: Settings) -> ScheduleOut:
 
 def webhook_shown(url: str) -> str:
     """`https://hooks.slack.com/…`: a webhook's scheme and host, its path (often its secret) left out."""
-    from urllib.parse import urlsplit
-
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}/…" if parts.scheme and parts.netloc else "…"
 

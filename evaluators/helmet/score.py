@@ -6,6 +6,7 @@ when the command runs)."""
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from evaluators.registry import Scored, Scorer
@@ -20,8 +21,6 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, _judge: object = None) -> Scored:
-    import json
-
     from evaluators.helmet.rescore import differences, score_prediction_dir
 
     pred_dir = Path(args.pred_dir)

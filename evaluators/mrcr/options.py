@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -76,8 +77,6 @@ def needle_files(root: Path, n: int) -> list[Path]:
 
 def o200k_available() -> bool:
     """Whether the packaged ranks are installed (found without importing the package)."""
-    from importlib.util import find_spec
-
     return find_spec("quicktok") is not None
 
 

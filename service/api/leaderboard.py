@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
@@ -111,8 +111,6 @@ def _naive(t: datetime | None) -> datetime | None:
     """UTC without a zone, as the store keeps times (service.store.models.now)."""
     if t is None or t.tzinfo is None:
         return t
-    from datetime import UTC
-
     try:
         return t.astimezone(UTC).replace(tzinfo=None)
     except OverflowError as e:

@@ -35,7 +35,9 @@ from typing import Any
 from pydantic import SecretStr
 
 from checkpoints.jsonfiles import write_json_atomic
+from service.core.redact import install_log_redaction
 from service.core.settings import Settings
+from service.store import Store
 
 log = logging.getLogger("lctx.dispatcher")
 
@@ -123,7 +125,6 @@ def _lock_home(settings: Settings, stop: threading.Event, reporter: _Reporter) -
 
 def run(settings: Settings, stdin: int) -> int:
     from service.runner.executor import Executor  # ray loads here, in this process only
-    from service.store import Store
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -159,8 +160,6 @@ def run(settings: Settings, stdin: int) -> int:
 
 
 def main() -> int:
-    from service.core.redact import install_log_redaction
-
     install_log_redaction()
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter(f"%(asctime)s dispatcher[{os.getpid()}] %(levelname)s %(name)s: %(message)s"))

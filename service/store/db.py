@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import create_engine, event, inspect, select, text
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -173,8 +173,6 @@ class Database:
     @property
     def safe_url(self) -> str:
         """The URL with any password masked, for messages."""
-        from sqlalchemy.engine import make_url
-
         return make_url(self.url).render_as_string(hide_password=True)
 
     def close(self) -> None:
