@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from checkpoints.errors import EndpointError
 from checkpoints.lm import Done
+from checkpoints.requests import GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.tokenizer import Tokenizer
 from clients.endpoint.client import LOOPBACK_HOSTS, Client, Unusable, check_base_url, shown
 from clients.endpoint.dialects import SCORING_METHODS, prompt_logprobs, thinking_fields
@@ -52,7 +53,6 @@ from clients.endpoint.tokenizer import (
 )
 
 if TYPE_CHECKING:  # the engine's types (torch): imported where requests run, so `lctx endpoints probe` stays light
-    from checkpoints.engine import GenerateRequest, LoglikelihoodRequest, RollingRequest
     from checkpoints.generate import Generation
 
 log = logging.getLogger("lctx.endpoint")
@@ -215,6 +215,19 @@ def overrun_slack(budget: int) -> int:
     before it is called the server's overrun: the text of n generated tokens can encode to a few
     more (merges across the server's token boundaries); a server that ignores its budget sends far more."""
     return max(8, budget // 8)
+
+
+def prompt_of(request: GenerateRequest | LoglikelihoodRequest | RollingRequest) -> tuple[int, ...]:
+    """The tokens a request sends before anything is generated or scored: its prompt, its
+    context, or the text it scores."""
+    match request:
+        case GenerateRequest():
+            return tuple(request.prompt_ids)
+        case LoglikelihoodRequest():
+            return request.context_ids
+        case RollingRequest():
+            return request.ids
+    raise TypeError(f"not a request: {type(request).__name__}")
 
 
 def prefix_order(prompts: Sequence[tuple[int, ...]]) -> list[int]:
@@ -419,8 +432,7 @@ class EndpointEngine:
 
     async def _gather(self, requests: Sequence[Any], one: Any, done: Done | None) -> list[Any]:
         results: list[Any] = [None] * len(requests)
-        keys = [getattr(r, "prompt_ids", None) or getattr(r, "context_ids", None) or getattr(r, "ids", ())
-                for r in requests]
+        keys = [prompt_of(r) for r in requests]
         started = time.perf_counter()
         async with Client(self.spec) as client:
             async def run(i: int) -> tuple[int, Any]:
