@@ -63,7 +63,7 @@ def _on_device(model: Decoder, backend: str) -> Decoder:
 def test_batched_generation_equals_one_at_a_time(variant, backend, config):
     model = _on_device(_model(variant, **dict(config)), backend)
     reqs = [GenerateRequest(p, max_new_tokens=n, stop_at_eos=False)
-            for p, n in zip(_prompts(), (5, 9, 1, 7, 12, 3), strict=True)]
+            for p, n in zip(_prompts(), (3, 5, 1, 4, 6, 2), strict=True)]
     got = Engine(model, TOK, max_batch=4).generate_until(reqs)
     for req, gen in zip(reqs, got, strict=True):
         want = _single(model, req)
