@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 # How a task and its options are spelled on the command line (`parse_task` reads it, `task_flag` writes it).
 TASK_EXAMPLE = "TASK:lengths=256,512:trials=10"
+# `submit --wait` asks for the job's status after WAIT_FIRST_POLL_S, doubling the wait up to WAIT_POLL_S.
+WAIT_FIRST_POLL_S, WAIT_POLL_S = 0.1, 1.0
 
 
 def parse_task(text: str) -> dict[str, Any]:
@@ -160,9 +162,10 @@ def _submit(args: argparse.Namespace) -> int:
             print(f"warning: {warning}", file=sys.stderr, flush=True)
         if job.plan is not None and not args.quiet:  # on stderr: stdout keeps the job id and the scores
             print("\n".join(plan_lines(job.plan)), file=sys.stderr, flush=True)
-        shown = ""
+        shown, delay = "", WAIT_FIRST_POLL_S
         while args.wait and job.status not in FINAL:
-            time.sleep(1.0)
+            time.sleep(delay)
+            delay = min(WAIT_POLL_S, delay * 2)  # a small job ends within a second: no whole second lost on it
             job = c.job(job.id)
             line = progress_line(job)
             if line != shown and not args.quiet:  # on stderr: stdout keeps the job id and the scores

@@ -10,7 +10,11 @@ What the test changes, and only that:
   `<!-- readme-test: OLD => NEW -->` (e.g. fewer trials), visible in the page's source;
 - a block whose line above starts with "Needs " says what it needs that a fresh `make serve`
   on this machine does not have (Docker, a GPU node, data files): it is not run, and the test
-  checks that such a line is there rather than letting a block fail.
+  checks that such a line is there rather than letting a block fail;
+- a block of `lctx eval`, `inspect` and `generate` commands only (each opens its checkpoint in
+  its own process and never asks the API) runs beside the blocks that use the server, in its
+  own order: the two lanes share the machine's cores (a block of them reads only what the
+  server's start put in place, the demo and real checkpoints).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +37,8 @@ from tests.helpers import free_port, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"<!--\s*readme-test:\s*(.*?)\s*=>\s*(.*?)\s*-->")
+# Commands that run without the API: a block made of them only runs beside the server's blocks.
+BESIDE = re.compile(r"\.venv/bin/lctx (eval|inspect|generate) ")
 PRELUDE = """
 curl() { command curl --fail-with-body "$@"; }
 make() { command make -n -C "$LCTX_REPO" "$@"; }
@@ -64,6 +72,14 @@ def readme_blocks(text: str) -> list[Block]:
     return blocks
 
 
+def runs_beside_the_server(code: str) -> bool:
+    """Every command of the block (continued lines joined, comments dropped) is `lctx eval`,
+    `inspect` or `generate`."""
+    commands = [x.split("#")[0].strip() for x in code.replace("\\\n", " ").splitlines()]
+    commands = [x for x in commands if x]
+    return bool(commands) and all(BESIDE.match(x) for x in commands)
+
+
 def nav_pages(nav: object) -> list[str]:
     """The Markdown files of mkdocs.yml's nav, in order (generated pages have no file)."""
     if isinstance(nav, str):
@@ -88,6 +104,11 @@ def test_blocks_are_found_and_markers_parse() -> None:
     assert {p.name for p in pages} >= {"service.md", "real-model.md", "deploy.md", "evaluators.md"}
     assert any(b.replacements for b in blocks) and any(b.needs for b in blocks)
     assert any(b.replacements for b in guide) and any(b.needs for b in guide)
+    beside = [b for b in blocks + guide if not b.needs and runs_beside_the_server(b.code)]
+    assert len(beside) >= 4 and all("curl" not in b.code and " submit " not in b.code for b in beside)
+    assert runs_beside_the_server(".venv/bin/lctx eval --checkpoint c \\\n  --task passkey   # a comment")
+    assert not runs_beside_the_server(".venv/bin/lctx eval --checkpoint c\n.venv/bin/lctx submit c --wait")
+    assert not runs_beside_the_server("cp -r a b\n.venv/bin/lctx generate --checkpoint b")
     for page in pages:
         for b in readme_blocks(page.read_text(encoding="utf-8")):
             for old, _ in b.replacements:
@@ -128,11 +149,12 @@ def test_every_readme_command_block_runs_against_a_fresh_server(ray_cluster: str
             return REAL_MODEL in names or server.poll() is not None
 
         wait_for(real_model_ready, 180, 0.5, "the real model registered")
-        ran = 0
-        blocks = [(page, b) for page in command_pages() for b in readme_blocks(page.read_text(encoding="utf-8"))]
-        for page, block in blocks:
-            if block.needs:
-                continue
+        blocks = [(page, b) for page in command_pages() for b in readme_blocks(page.read_text(encoding="utf-8"))
+                  if not b.needs]
+        beside = [(page, b) for page, b in blocks if runs_beside_the_server(b.code)]
+        failed = threading.Event()  # the other lane stops at its next block
+
+        def run(page: Path, block: Block) -> None:
             code = block.code.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
             for old, new in block.replacements:
                 code = code.replace(old, new)
@@ -140,7 +162,21 @@ def test_every_readme_command_block_runs_against_a_fresh_server(ray_cluster: str
                                   capture_output=True, text=True, timeout=600)
             assert proc.returncode == 0, (f"{page.relative_to(REPO)} block at line {block.line} failed ({proc.returncode}):\n{code}\n"
                                           f"--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}")
-            ran += 1
+
+        def run_all(lane: list[tuple[Path, Block]]) -> int:
+            for ran, (page, block) in enumerate(lane):
+                if failed.is_set():
+                    return ran
+                try:
+                    run(page, block)
+                except BaseException:
+                    failed.set()
+                    raise
+            return len(lane)
+
+        with ThreadPoolExecutor(1) as pool:
+            beside_ran = pool.submit(run_all, beside)
+            ran = run_all([x for x in blocks if x not in beside]) + beside_ran.result()
         assert ran >= 8
     finally:
         server.terminate()
