@@ -50,16 +50,22 @@ def test_a_resumed_task_counts_the_samples_of_the_earlier_run() -> None:
 
 
 def test_no_eta_of_0_s_while_samples_remain_once_the_planned_tokens_are_read() -> None:
-    """Planned tokens are an estimate (a prefix cache, a tokenizer): once they are reached with
-    samples left, the ETA comes from samples, or is unknown until one finishes; never 0 s."""
+    """Planned tokens are an estimate (a prefix cache, a tokenizer, answers that stop early):
+    once the prompt tokens are read, the answers' budgets say what is left; once those are
+    spent too with samples left, the ETA comes from samples, or is unknown until one finishes;
+    never 0 s."""
     writes: list[dict] = []
-    progress = JobProgress(writes.append, {"passkey": PASSKEY}, every=0)
+    now = [0.0]
+    progress = JobProgress(writes.append, {"passkey": PASSKEY}, every=0, clock=lambda: now[0])
     progress.samples("passkey")("passkey", 0, 6)
-    time.sleep(0.05)
-    progress.prefilled("passkey")(9000)  # every planned token read, no sample done
+    now[0] = 9.0
+    progress.prefilled("passkey")(9000)  # every planned prompt token read, no token generated
+    assert writes[-1]["passkey"]["eta_s"] == 1.8  # 6 x 10 budgeted, each 30 prompt tokens of 1 ms
+    now[0] = 10.0
+    progress.generated("passkey")(60)  # every budgeted token generated, no sample recorded
     assert writes[-1]["passkey"]["eta_s"] is None
-    time.sleep(0.05)
+    now[0] = 12.0
     progress.samples("passkey")("passkey", 3, 6)
-    assert writes[-1]["passkey"]["eta_s"] > 0  # half the samples: as long again, never 0
+    assert writes[-1]["passkey"]["eta_s"] == 12.0  # half the samples: as long again, never 0
     progress.samples("passkey")("passkey", 6, 6)
     assert writes[-1]["passkey"]["eta_s"] == 0.0
