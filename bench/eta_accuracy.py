@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 RESULTS = ROOT / "bench" / "results"
-WARM_SHARE = 0.10  # points in the first tenth of the run's time are not judged (nothing measured yet)
+WARM_SHARE = 0.10  # points in the first tenth of the run's work (or time) are not judged (nothing measured yet)
 
 
 def real_model() -> Path:
@@ -126,11 +126,11 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))] if ordered else 0.0
 
 
-def judge(points: list[tuple[float, float | None]], end: float) -> dict[str, Any]:
+def judge(points: list[tuple[float, float | None]], end: float, since: float) -> dict[str, Any]:
     """`points`: (time, predicted seconds left) of a run ending at `end`; the ratios actual /
-    predicted after the first WARM_SHARE of the run and the share within [0.5, 2] (a point
-    without an estimate counts as outside)."""
-    judged = [(t, eta) for t, eta in points if t >= WARM_SHARE * end and t < end]
+    predicted from `since` on and the share within [0.5, 2] (a point without an estimate counts
+    as outside)."""
+    judged = [(t, eta) for t, eta in points if since <= t < end]
     ratios = [(end - t) / eta if eta else None for t, eta in judged]
     within = [r for r in ratios if r is not None and 0.5 <= r <= 2.0]
     known = [r for r in ratios if r is not None]
@@ -190,6 +190,25 @@ def replay_now(spec: dict[str, Any], reports: list[dict[str, Any]],
     return out
 
 
+def warm_until(spec: dict[str, Any], reports: list[dict[str, Any]]) -> float:
+    """When WARM_SHARE of the planned work (prompt tokens and the answers' budgets) was counted."""
+    from evaluators.progress import plan_of
+
+    plan = plan_of(spec)
+    planned, counted = (plan.prompt_tokens or 0) + (plan.generated_tokens or 0), 0
+    for r in reports:
+        counted += r.get("tokens", 0) + r.get("generated", 0)
+        if counted >= WARM_SHARE * planned:
+            return r["t"]
+    return reports[-1]["t"] if reports else 0.0
+
+
+def judged(spec: dict[str, Any], trace: dict[str, Any], points: list[tuple[float, float | None]]) -> dict[str, Any]:
+    """The ratios after the first WARM_SHARE of the work (as the issue asks) and of the time."""
+    end = trace["end"]
+    return {"work": judge(points, end, warm_until(spec, trace["reports"])), "time": judge(points, end, WARM_SHARE * end)}
+
+
 def load() -> str:
     one, five, fifteen = os.getloadavg()
     return f"{one:.2f} / {five:.2f} / {fifteen:.2f}"
@@ -208,19 +227,18 @@ def main() -> None:
         saved = json.loads(args.replay.read_text())
         trace, spec = saved["trace"], saved["spec"]
         running = [w["t"] for w in trace["writes"] if w["done"] < w["total"]]
-        print(json.dumps(judge(replay_now(spec, trace["reports"], running), trace["end"])))
+        print(json.dumps(judged(spec, trace, replay_now(spec, trace["reports"], running))))
         return
     spec = {"name": "passkey", "lengths": args.lengths, "trials": args.trials, "seed": 0}
     model = args.model or real_model()
     load_before = load()
     trace = run(model, spec)
     load_after = load()
-    end = trace["end"]
     writes, reports = trace["writes"], trace["reports"]
-    live = judge([(w["t"], w["eta_s"]) for w in writes if w["done"] < w["total"]], end)
+    live = judged(spec, trace, [(w["t"], w["eta_s"]) for w in writes if w["done"] < w["total"]])
     running = [w["t"] for w in writes if w["done"] < w["total"]]
-    old = judge(replay_old(spec, reports, running), end)
-    replayed = judge(replay_now(spec, reports, running), end)
+    old = judged(spec, trace, replay_old(spec, reports, running))
+    replayed = judged(spec, trace, replay_now(spec, reports, running))
     moved = [r["t"] for r in reports if r.get("tokens") or r.get("generated") or "done" in r]
     summary = {"spec": spec, "model": str(model.name), "seconds": round(trace["seconds"], 1),
                "samples": trace["samples"], "load_before": load_before, "load_after": load_after,
@@ -233,8 +251,14 @@ def main() -> None:
     print(report(summary))
 
 
+def row(name: str, j: dict[str, Any]) -> str:
+    w, t = j["work"], j["time"]
+    return (f"| {name} | {w['points']} | {w['within_2x']:.1%} | {t['within_2x']:.1%} | {w['unknown']} | "
+            f"{w['ratio_min']} | {w['ratio_median']} | {w['ratio_max']} |")
+
+
 def report(s: dict[str, Any]) -> str:
-    e, r, b, w, m = s["eta"], s["eta_replayed"], s["eta_before"], s["writes"], s["work_moves"]
+    w, m = s["writes"], s["work_moves"]
     return f"""# ETA accuracy on the real model
 
 `bench/eta_accuracy.py`: `lctx eval`'s progress on {s['model']} (fp32, CPU, {s['cpus']} cores shared),
@@ -243,17 +267,18 @@ passkey at lengths {s['spec']['lengths']} x {s['spec']['trials']} trials, run in
 {s['load_after']}.
 
 Ratio = actual seconds left / the ETA shown, at every written state after the first {WARM_SHARE:.0%}
-of the run's time (a state without an ETA counts as outside).
+of the planned work (prompt tokens and the answers' budgets counted; the ratio columns are of
+these points) and, beside it, of the run's time; a state without an ETA counts as outside.
 
-| estimator | points | within [0.5, 2] | no ETA | ratio min | median | max |
-|---|---|---|---|---|---|---|
-| live (`JobProgress` as the run wrote it) | {e['points']} | {e['within_2x']:.1%} | {e['unknown']} | {e['ratio_min']} | {e['ratio_median']} | {e['ratio_max']} |
-| now (`JobProgress`, replayed on the captured reports) | {r['points']} | {r['within_2x']:.1%} | {r['unknown']} | {r['ratio_min']} | {r['ratio_median']} | {r['ratio_max']} |
-| before (prompt-token share, then samples; replayed) | {b['points']} | {b['within_2x']:.1%} | {b['unknown']} | {b['ratio_min']} | {b['ratio_median']} | {b['ratio_max']} |
+| estimator | points | within [0.5, 2] | (after {WARM_SHARE:.0%} of the time) | no ETA | ratio min | median | max |
+|---|---|---|---|---|---|---|---|
+{row("live (`JobProgress` as the run wrote it)", s["eta"])}
+{row("now (`JobProgress`, replayed on the captured reports)", s["eta_replayed"])}
+{row("before (prompt-token share, then samples; replayed)", s["eta_before"])}
 
 Progress written (`lctx eval`'s bar redrawn): {w['count']} times, gap max {w['max_s']} s, p95 {w['p95_s']} s.
-Work reported (tokens prefilled or generated, samples done: the count itself moving): {m['count']} times, gap max
-{m['max_s']} s, p95 {m['p95_s']} s.
+Work reported (tokens prefilled or generated, samples done: the count itself moving): {m['count']} times, gap
+max {m['max_s']} s, p95 {m['p95_s']} s.
 """
 
 

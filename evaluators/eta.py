@@ -8,7 +8,10 @@ The time between two reports is the cost of the work the second one reports (the
 work once it is done), and the time since the last report is counted to the kind reported last,
 so a stall raises the estimate as it lasts. Seconds left = seconds per prompt token so far x
 prompt tokens the plan has left + seconds per generated token x generated tokens left (at most
-the budgets of the samples not done). Before a token is generated, a generated token is taken
+the budgets of the samples not done). The seconds per token fade with a time constant of the
+run's elapsed time, so the recent part weighs most: a machine whose load changed, prompts read
+faster later (longer chunks, more of them from the prefix cache) are followed, and one slow
+moment does not rule a long run. Before a token is generated, a generated token is taken
 to cost GENERATED_COST prompt tokens.
 
 Counting prompt tokens alone, as equal shares of the work, said 55 s left of 168 s on the real
@@ -19,6 +22,7 @@ left; where the planned tokens are all counted with samples left, those samples 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 GENERATED_COST = 30.0  # prompt tokens' time one generated token takes until measured (20-40 on the CPU)
@@ -43,6 +47,7 @@ class Eta:
         self.last = self.start  # the last report of work
         self.seen = [self.tokens, self.generated]  # tokens of each kind counted so far
         self.spent = [0.0, 0.0]  # seconds each kind took
+        self.counted = [0.0, 0.0]  # tokens of each kind those seconds did (both fading alike)
         self.kind = 0  # the kind reported last: the time since then is its (0 prompt, 1 generated)
 
     def observe(self, now: float, tokens: int, generated: int) -> None:
@@ -53,15 +58,17 @@ class Eta:
             return
         per = self.costs(self.last) or (1.0, GENERATED_COST)
         work = [moved[0] * per[0], moved[1] * per[1]]
+        fade = math.exp(-(now - self.last) / (now - self.start))  # the run so far, its recent part weighing most
         for k in (0, 1):
-            self.spent[k] += (now - self.last) * work[k] / sum(work)
+            self.spent[k] = self.spent[k] * fade + (now - self.last) * work[k] / sum(work)
+            self.counted[k] = self.counted[k] * fade + moved[k]
         self.seen = [tokens, generated]
         self.last = now
         self.kind = 1 if moved[1] else 0
 
     def costs(self, now: float) -> tuple[float, float] | None:
         """Seconds per prompt token and per generated token (None: no token counted yet)."""
-        counted = [self.seen[0] - self.tokens, self.seen[1] - self.generated]
+        counted = self.counted
         if not any(counted):
             return None
         spent = list(self.spent)
