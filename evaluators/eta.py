@@ -3,10 +3,10 @@ so far in this run (`lctx eval`'s bars and a job's progress: `evaluators.progres
 
 Two kinds of work, measured apart because they cost very differently: prompt tokens prefilled
 (reported a chunk's layer at a time) and tokens generated (reported after each decoding step;
-on the CPU a generated token took the time of 20-40 prefilled ones, bench/results/eta_accuracy.md).
+on the CPU a generated token took the time of 20 to 60 prompt tokens, bench/results/eta_accuracy.md).
 The time between two reports is the cost of the work the second one reports (the engine reports
-work once it is done), and the time since the last report is counted to the kind reported last,
-so a stall raises the estimate as it lasts. Seconds left = seconds per prompt token so far x
+work once it is done), and the time since the last report makes every token dearer by its share
+of the time the work so far took, so a stall raises the estimate as it lasts. Seconds left = seconds per prompt token so far x
 prompt tokens the plan has left + seconds per generated token x generated tokens left (at most
 the budgets of the samples not done). The seconds per token fade with a time constant of the
 run's elapsed time, so the recent part weighs most: a machine whose load changed, prompts read
@@ -15,8 +15,8 @@ moment does not rule a long run. Before a token is generated, a generated token 
 to cost GENERATED_COST prompt tokens.
 
 Counting prompt tokens alone, as equal shares of the work, said 55 s left of 168 s on the real
-model: its samples' long prompts are read slower than its short ones, and a batch's decoding
-comes after every prompt is read. Where no token is reported (a served model, a task whose
+model, and 0.1 s through the last minute: a batch decodes after every prompt is read, for
+minutes on the CPU, and its samples finish together at the end. Where no token is reported (a served model, a task whose
 tokens its data decides) the samples say it: the time per sample of this run times the samples
 left; where the planned tokens are all counted with samples left, those samples say the rest."""
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-GENERATED_COST = 30.0  # prompt tokens' time one generated token takes until measured (20-40 on the CPU)
+GENERATED_COST = 30.0  # prompt tokens' time one generated token takes until measured (20 to 60 on the CPU)
 
 
 @dataclass
@@ -48,7 +48,6 @@ class Eta:
         self.seen = [self.tokens, self.generated]  # tokens of each kind counted so far
         self.spent = [0.0, 0.0]  # seconds each kind took
         self.counted = [0.0, 0.0]  # tokens of each kind those seconds did (both fading alike)
-        self.kind = 0  # the kind reported last: the time since then is its (0 prompt, 1 generated)
 
     def observe(self, now: float, tokens: int, generated: int) -> None:
         """The tokens counted at `now`: the time since the last report is what they took (split
@@ -64,16 +63,17 @@ class Eta:
             self.counted[k] = self.counted[k] * fade + moved[k]
         self.seen = [tokens, generated]
         self.last = now
-        self.kind = 1 if moved[1] else 0
 
     def costs(self, now: float) -> tuple[float, float] | None:
         """Seconds per prompt token and per generated token (None: no token counted yet)."""
         counted = self.counted
         if not any(counted):
             return None
-        spent = list(self.spent)
-        spent[self.kind] += max(0.0, now - self.last)  # the work in hand, not reported yet
-        per = [spent[k] / counted[k] if counted[k] else None for k in (0, 1)]
+        # the work in hand, not reported yet, against the time the work so far took: a stall as
+        # long as a tenth of it makes every token a tenth dearer (put on one kind, a few tokens
+        # of it would make it dear beyond reason)
+        stretch = 1.0 + max(0.0, now - self.last) / max(1e-9, sum(self.spent))
+        per = [self.spent[k] * stretch / counted[k] if counted[k] else None for k in (0, 1)]
         if per[1] is None:
             return per[0], per[0] * GENERATED_COST
         if per[0] is None:

@@ -237,7 +237,8 @@ class Engine:
     when set, runs after every prefilled chunk: a batch admits all its prompts before its
     first decode step, so minutes can pass before any request finishes; `on_generated(tokens)`
     after every decoding step (the tokens its rows kept: a batch's decoding can take minutes
-    on the CPU before its rows finish together). `cuda_graphs`: decode
+    on the CPU before its rows finish together; a row's first token, read off its prefill, is
+    the prefill's). `cuda_graphs`: decode
     steps as CUDA graphs (None: where the model's step can be captured; `model_step.ModelStep`).
     `draft_tokens`: the most tokens a decoding row drafts from its own text and verifies in
     one step (`checkpoints.engine.prompt_lookup`; None: `default_draft_tokens`, 0: never)."""
@@ -391,8 +392,6 @@ class Engine:
                 started = [self._start(index, run.requests[index], run.bytes_per_token * reserved)]
             else:
                 started = self._start_batch(group, run.requests)
-            if self.on_generated is not None:
-                self.on_generated(len(started))  # each row's first token, read off its prefill
             for row, seq in started:
                 if row.first_step(self.tokenizer):
                     seq.release()
@@ -461,8 +460,6 @@ class Engine:
     def _generate_alone(self, index: int, req: GenerateRequest, done: Done | None) -> Generation:
         row, seq = self._start(index, req, 0)
         finished = row.first_step(self.tokenizer)
-        if self.on_generated is not None:
-            self.on_generated(1)
         while not finished:
             logits = self.step.decode_alone(row.tokens[-1], seq)
             finished = row.step(pick(logits, [row.blocked()])[0], self.tokenizer)

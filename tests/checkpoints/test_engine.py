@@ -278,8 +278,8 @@ def test_prefill_progress_counts_every_prompt_token_chunk_by_chunk():
 
 def test_generation_progress_counts_every_generated_token_step_by_step():
     """`on_generated` hears of each decoding step's kept tokens (a batch decoding for minutes
-    after its prompts are read is never silent): every generated token once, drafts kept
-    included, before the rows finish."""
+    after its prompts are read is never silent): every token after each row's first (read off
+    its prefill) once, drafts kept included, before the rows finish."""
     model = _model("softmax")
     for engine in (Engine(model, TOK, max_batch=4), Engine(model, TOK, max_batch=4, draft_tokens=0)):
         heard: list[int] = []
@@ -291,7 +291,7 @@ def test_generation_progress_counts_every_generated_token_step_by_step():
         engine.on_generated = heard.append
         got = engine.generate_until([GenerateRequest(p, max_new_tokens=6, stop_at_eos=False) for p in _prompts()],
                                     done=done)
-        assert sum(heard) == sum(len(g.token_ids) for g in got) == 6 * len(got)
+        assert sum(heard) == sum(len(g.token_ids) - 1 for g in got) == 5 * len(got)
         assert len(heard) >= 2 and finished[0] > 0
 
 
