@@ -69,3 +69,30 @@ def test_no_eta_of_0_s_while_samples_remain_once_the_planned_tokens_are_read() -
     assert writes[-1]["passkey"]["eta_s"] == 12.0  # half the samples: as long again, never 0
     progress.samples("passkey")("passkey", 6, 6)
     assert writes[-1]["passkey"]["eta_s"] == 0.0
+
+
+def test_the_feed_reads_generated_tokens_from_the_unit_notes_and_this_run_counts_only_its_own(tmp_path) -> None:
+    """A job's feed sums the unit runs' notes (tokens prefilled and generated); notes of an
+    earlier attempt, read at the first refresh, are not this run's work."""
+    from service.runner.progress import ProgressFeed, UnitNote, write_note
+
+    now = [0.0]
+    writes: list[dict] = []
+    progress = JobProgress(writes.append, {"passkey": PASSKEY}, every=0, clock=lambda: now[0])
+    feed = ProgressFeed(progress, {"passkey": tmp_path})
+    earlier = UnitNote(lambda state: write_note(tmp_path, "u0-old", state), "u0", every=0)
+    earlier.prefilled(3000)
+    earlier.generated(10)
+    feed.refresh()
+    assert (writes[-1]["passkey"]["tokens"], writes[-1]["passkey"]["generated"]) == (3000, 10)
+    note = UnitNote(lambda state: write_note(tmp_path, "u0-new", state), "u0", every=0)
+    now[0] = 9.0
+    note.prefilled(9000)  # this run's 9,000 of the 9,000 planned in 9 s; 60 tokens budgeted left
+    feed.refresh()
+    cell = writes[-1]["passkey"]
+    assert cell["tokens"] == 12000 and cell["tokens_per_s"] == 1000.0
+    assert cell["eta_s"] == 1.8  # 60 tokens at 30 prompt tokens' time: nothing of the earlier attempt's
+    now[0] = 10.0
+    note.generated(20)
+    feed.refresh()
+    assert writes[-1]["passkey"]["generated"] == 30 and writes[-1]["passkey"]["eta_s"] == 2.0  # 40 left, 50 ms each
