@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 RESULTS = ROOT / "bench" / "results"
+EARLIER = RESULTS / "eta_accuracy_earlier.json"  # traces of earlier runs, replayed with this code in every report
 WARM_SHARE = 0.10  # points in the first tenth of the run's work (or time) are not judged (nothing measured yet)
 
 
@@ -222,6 +223,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--replay", type=Path, help="judge the trace of an earlier eta_accuracy.json with this code "
                     "(printed, nothing written)")
+    ap.add_argument("--rewrite", action="store_true", help="judge the saved run (eta_accuracy.json) and the earlier "
+                    "traces again with this code and rewrite the report, without running the model")
     args = ap.parse_args()
     if args.replay:
         saved = json.loads(args.replay.read_text())
@@ -229,26 +232,46 @@ def main() -> None:
         running = [w["t"] for w in trace["writes"] if w["done"] < w["total"]]
         print(json.dumps(judged(spec, trace, replay_now(spec, trace["reports"], running))))
         return
-    spec = {"name": "passkey", "lengths": args.lengths, "trials": args.trials, "seed": 0}
-    model = args.model or real_model()
-    load_before = load()
-    trace = run(model, spec)
-    load_after = load()
-    writes, reports = trace["writes"], trace["reports"]
-    live = judged(spec, trace, [(w["t"], w["eta_s"]) for w in writes if w["done"] < w["total"]])
-    running = [w["t"] for w in writes if w["done"] < w["total"]]
-    old = judged(spec, trace, replay_old(spec, reports, running))
-    replayed = judged(spec, trace, replay_now(spec, reports, running))
-    moved = [r["t"] for r in reports if r.get("tokens") or r.get("generated") or "done" in r]
-    summary = {"spec": spec, "model": str(model.name), "seconds": round(trace["seconds"], 1),
-               "samples": trace["samples"], "load_before": load_before, "load_after": load_after,
-               "cpus": os.cpu_count(), "python": platform.python_version(),
-               "eta": live, "eta_replayed": replayed, "eta_before": old, "writes": gaps([w["t"] for w in writes]),
-               "work_moves": gaps(moved)}
+    if args.rewrite:
+        saved = json.loads((args.out / "eta_accuracy.json").read_text())
+        trace = saved.pop("trace")
+        summary = summarize(saved["spec"], trace, {k: saved[k] for k in ABOUT})
+    else:
+        spec = {"name": "passkey", "lengths": args.lengths, "trials": args.trials, "seed": 0}
+        model = args.model or real_model()
+        load_before = load()
+        trace = run(model, spec)
+        about = {"model": str(model.name), "seconds": round(trace["seconds"], 1), "samples": trace["samples"],
+                 "load_before": load_before, "load_after": load(), "cpus": os.cpu_count(),
+                 "python": platform.python_version()}
+        summary = summarize(spec, trace, about)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "eta_accuracy.json").write_text(json.dumps({**summary, "trace": trace}, indent=1) + "\n")
+    (args.out / "eta_accuracy.json").write_text(json.dumps({**summary, "trace": trace}, separators=(",", ":")) + "\n")
     (args.out / "eta_accuracy.md").write_text(report(summary))
     print(report(summary))
+
+
+ABOUT = ("model", "seconds", "samples", "load_before", "load_after", "cpus", "python")
+
+
+def summarize(spec: dict[str, Any], trace: dict[str, Any], about: dict[str, Any]) -> dict[str, Any]:
+    """The run judged: the ETA as written, replayed with this code and with the one before; the
+    gaps between writes and between reports of work; the earlier runs' traces replayed."""
+    writes, reports = trace["writes"], trace["reports"]
+    running = [w["t"] for w in writes if w["done"] < w["total"]]
+    moved = [r["t"] for r in reports if r.get("tokens") or r.get("generated") or "done" in r]
+    earlier = []
+    if EARLIER.is_file():
+        for e in json.loads(EARLIER.read_text()):
+            times = [w["t"] for w in e["trace"]["writes"] if w["done"] < w["total"]]
+            earlier.append({**{k: e[k] for k in ("label", "spec", "seconds", "load_before", "load_after")},
+                            "eta_replayed": judged(e["spec"], e["trace"], replay_now(e["spec"], e["trace"]["reports"], times)),
+                            "eta_before": judged(e["spec"], e["trace"], replay_old(e["spec"], e["trace"]["reports"], times))})
+    return {"spec": spec, **about,
+            "eta": judged(spec, trace, [(w["t"], w["eta_s"]) for w in writes if w["done"] < w["total"]]),
+            "eta_replayed": judged(spec, trace, replay_now(spec, reports, running)),
+            "eta_before": judged(spec, trace, replay_old(spec, reports, running)),
+            "writes": gaps([w["t"] for w in writes]), "work_moves": gaps(moved), "earlier": earlier}
 
 
 def row(name: str, j: dict[str, Any]) -> str:
@@ -279,7 +302,22 @@ these points) and, beside it, of the run's time; a state without an ETA counts a
 Progress written (`lctx eval`'s bar redrawn): {w['count']} times, gap max {w['max_s']} s, p95 {w['p95_s']} s.
 Work reported (tokens prefilled or generated, samples done: the count itself moving): {m['count']} times, gap
 max {m['max_s']} s, p95 {m['p95_s']} s.
-"""
+""" + earlier_report(s.get("earlier", []))
+
+
+def earlier_report(runs: list[dict[str, Any]]) -> str:
+    if not runs:
+        return ""
+    lines = ["", "Earlier runs of this benchmark on the same model and task (their captured reports in",
+             f"`{EARLIER.relative_to(ROOT)}`, replayed with this code; run 1 was captured before the engine",
+             "reported generated tokens, so its generation is judged at the cost assumed for it throughout):", "",
+             f"| run | seconds | load (1/5/15 min) before -> after | estimator | points | within [0.5, 2] | (after {WARM_SHARE:.0%} "
+             "of the time) | no ETA | ratio min | median | max |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        for name, key in (("now", "eta_replayed"), ("before", "eta_before")):
+            lines.append(f"| {r['label']} | {r['seconds']} | {r['load_before']} -> {r['load_after']} |"
+                         + row(name, r[key])[1:])
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
