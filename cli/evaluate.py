@@ -62,7 +62,7 @@ def summary_rows(key: str, entry: dict[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
-HEARTBEAT_S = 0.5  # `lctx eval` redraws its bars this often whatever the work reports
+HEARTBEAT_S = 0.25  # `lctx eval` redraws its bars this often whatever the work reports
 BAR_FORMAT = "{desc}: {n_fmt}/{total_fmt} samples [{elapsed}]{postfix}"  # no tqdm rate: `?sample/s` says nothing
 
 
@@ -247,8 +247,9 @@ def _eval(args: argparse.Namespace) -> int:
     # one estimate of speed and ETA for `lctx eval` and the service: prompt tokens while they prefill
     tracker = JobProgress(show, dict(zip(task_keys(parsed), parsed, strict=True)), every=0.5)
     if not args.quiet:
-        # the bars move at least once a second, a long prefill's ETA with them: a beat every half second
-        # keeps the gap under a second on a loaded machine (1.1 s seen at load 16 with a beat every second)
+        # the bars move at least once a second, a long prefill's ETA with them: a beat every quarter second
+        # keeps the gap under a second on a loaded machine (1.1 s seen at load 16 with a beat every second,
+        # 1.2 s at load 17 with one every half second)
         tracker.heartbeat(HEARTBEAT_S)
 
     def progress(key: str) -> Callable[[str, int, int], None]:

@@ -180,13 +180,16 @@ class JobProgress:
     def heartbeat(self, interval: float = 1.0) -> None:
         """Re-estimate and write every `interval` seconds whatever the work reports (`lctx eval`'s
         bars): a long prefill's ETA grows with the time it takes instead of standing still, and the
-        elapsed time moves. The service writes on reports only (its store is not a terminal)."""
+        elapsed time moves. Beats keep to their times (a late one does not push the next back). The
+        service writes on reports only (its store is not a terminal)."""
         stop = self._beating = threading.Event()
 
         def beat() -> None:
-            while not stop.wait(interval):
+            due = time.monotonic() + interval
+            while not stop.wait(max(0.0, due - time.monotonic())):
                 self.tick()
                 self.flush(force=True)
+                due = max(due + interval, time.monotonic() + interval / 4)
 
         threading.Thread(target=beat, name="lctx-progress-heartbeat", daemon=True).start()
 
