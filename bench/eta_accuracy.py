@@ -299,6 +299,14 @@ these points) and, beside it, of the run's time; a state without an ETA counts a
 {row("now (`JobProgress`, replayed on the captured reports)", s["eta_replayed"])}
 {row("before (prompt-token share, then samples; replayed)", s["eta_before"])}
 
+The ETA is the prompt and generated tokens the plan has left at the seconds a token of each kind
+took so far (`evaluators/eta.py`). It says too much (ratios below 1) where the prefix cache serves
+prompt tokens late in the run (passkey's prompts share their haystacks: the engine reports those
+tokens as they are served, unannounced before) or the machine's load falls during the run, and
+too little where it rises; a batch's decoding, after every prompt is read, is timed from its
+first step on (before it, a generated token is taken for 30 prompt tokens: 2 to 60 were measured,
+by the load).
+
 Progress written (`lctx eval`'s bar redrawn): {w['count']} times, gap max {w['max_s']} s, p95 {w['p95_s']} s.
 Work reported (tokens prefilled or generated, samples done: the count itself moving): {m['count']} times, gap
 max {m['max_s']} s, p95 {m['p95_s']} s.

@@ -3,29 +3,31 @@ so far in this run (`lctx eval`'s bars and a job's progress: `evaluators.progres
 
 Two kinds of work, measured apart because they cost very differently: prompt tokens prefilled
 (reported a chunk's layer at a time) and tokens generated (reported after each decoding step;
-on the CPU a generated token took the time of 20 to 60 prompt tokens, bench/results/eta_accuracy.md).
-The time between two reports is the cost of the work the second one reports (the engine reports
-work once it is done), and the time since the last report makes every token dearer by its share
-of the time the work so far took, so a stall raises the estimate as it lasts. Seconds left = seconds per prompt token so far x
-prompt tokens the plan has left + seconds per generated token x generated tokens left (at most
-the budgets of the samples not done). The seconds per token fade with a time constant of the
-run's elapsed time, so the recent part weighs most: a machine whose load changed, prompts read
-faster later (longer chunks, more of them from the prefix cache) are followed, and one slow
-moment does not rule a long run. Before a token is generated, a generated token is taken
-to cost GENERATED_COST prompt tokens.
+on the CPU a generated token took the time of 2 to 60 prompt tokens, by the load:
+bench/results/eta_accuracy.md). The time between two reports is the cost of the work the second
+one reports (the engine reports work once it is done), and the time since the last report makes
+every token dearer by its share of the time the work so far took, so a stall raises the estimate
+as it lasts. Seconds left = seconds per prompt token so far x prompt tokens the plan has left +
+seconds per generated token x generated tokens left (at most the budgets of the samples not
+done). The seconds per token fade with a time constant of the run's elapsed time, so the recent
+part weighs most: a machine whose load changed, prompts read faster later are followed, and one
+slow moment does not rule a long run. Before a token is generated, a generated token is taken to
+cost GENERATED_COST prompt tokens.
 
 Counting prompt tokens alone, as equal shares of the work, said 55 s left of 168 s on the real
 model, and 0.1 s through the last minute: a batch decodes after every prompt is read, for
-minutes on the CPU, and its samples finish together at the end. Where no token is reported (a served model, a task whose
-tokens its data decides) the samples say it: the time per sample of this run times the samples
-left; where the planned tokens are all counted with samples left, those samples say the rest."""
+minutes on the CPU, and its samples finish together at the end. Where no token is reported (a
+served model, a task whose tokens its data decides) the samples say it: the time per sample of
+this run times the samples left; where the planned tokens are all counted with samples left,
+those samples say the rest. Not foreseen: prompt tokens the prefix cache will serve (reported as
+they are served, nearly free), so a run whose prompts share much says too much until then."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-GENERATED_COST = 30.0  # prompt tokens' time one generated token takes until measured (20 to 60 on the CPU)
+GENERATED_COST = 30.0  # prompt tokens' time one generated token takes until measured (2 to 60 on the CPU)
 
 
 @dataclass
