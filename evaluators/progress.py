@@ -1,14 +1,16 @@
 """A run's progress as people read it and the service stores it: per task, samples done of
-its planned total (known for every task from the start), prompt tokens prefilled, the
-measured prefill speed and an ETA; `lctx eval`'s bars and the service's job rows show the
-same numbers (`JobProgress`), and say them the same way (`tokens_text`, `duration`).
+its planned total (known for every task from the start), prompt tokens prefilled, tokens
+generated, the measured prefill speed and an ETA; `lctx eval`'s bars and the service's job rows
+show the same numbers (`JobProgress`), and say them the same way (`tokens_text`, `duration`).
 
-A batch of long prompts is prefilled before its first sample finishes, so counting samples
-alone shows 0/30 for minutes: the engine reports each prefilled chunk (`Engine.on_prefill`)
-and the ETA is taken from tokens when the task's options say how many it will read (their
-`planned_tokens`), else from samples. Updates are written at most every `every` seconds,
-and a throttled update is written by a timer when its burst ends, so the written state never
-stays behind the work. Pydantic only (the client commands print progress with it)."""
+A batch of long prompts is prefilled before its first sample finishes, and decoded together
+after, so counting samples alone shows 0/30 for minutes: the engine reports each prefilled chunk
+(`Engine.on_prefill`, a layer at a time) and each decoding step (`Engine.on_generated`), and the
+ETA weighs the prompt and generated tokens the task's options plan (`planned_tokens`,
+`planned_generated`) by the time each kind took so far (`evaluators.eta.Eta`), else counts
+samples. Updates are written at most every `every` seconds, and a throttled update is written by
+a timer when its burst ends, so the written state never stays behind the work. Pydantic only (the
+client commands print progress with it)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from evaluators.eta import Eta
 from evaluators.options import TaskOptions
 from evaluators.registry import parse_task
 
@@ -45,15 +48,16 @@ class PlannedWork:
     prompt_tokens: int | None
     work_tokens: int | None
     sequential: bool
+    generated_tokens: int | None = None  # the answers' budgets (None: the data decides)
 
 
 def plan_of(task: dict[str, Any] | TaskOptions) -> PlannedWork:
     """The plan of a task spec as a job records it (typed here: the JSON boundary) or of
     options already typed."""
     options = task if isinstance(task, TaskOptions) else parse_task(task)
-    samples, prompts = options.planned_samples() or 0, options.planned_tokens()
-    work = None if prompts is None else prompts + (options.planned_generated() or 0)
-    return PlannedWork(samples, prompts, work, options.sequential())
+    samples, prompts, generated = options.planned_samples() or 0, options.planned_tokens(), options.planned_generated()
+    work = None if prompts is None else prompts + (generated or 0)
+    return PlannedWork(samples, prompts, work, options.sequential(), generated)
 
 
 def tokens_text(done: int, total: int, tokens: int, planned: int | None, tokens_per_s: float | None) -> str:
@@ -70,17 +74,18 @@ class JobProgress:
     """Per-task progress of one job run, written through `write(state)` (the store)."""
 
     def __init__(self, write: Callable[[dict[str, dict[str, Any]]], None], tasks: dict[str, dict[str, Any]],
-                 previous: dict[str, dict[str, Any]] | None = None, every: float = 0.5) -> None:
-        self.write, self.every = write, every
+                 previous: dict[str, dict[str, Any]] | None = None, every: float = 0.5,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.write, self.every, self.clock = write, every, clock  # clock: a test's own time
         self.lock = threading.Lock()
         self.state: dict[str, dict[str, Any]] = {}
-        self.started: dict[str, tuple[float, int]] = {}  # task -> (monotonic start, samples done then)
+        self.started: dict[str, Eta] = {}  # task -> its estimate, from the moment this run first heard of it
         self.plans = {key: plan_of(task) for key, task in tasks.items()}  # typed once per job run
         for key, plan in self.plans.items():
             old = (previous or {}).get(key, {})
             self.state[key] = {"done": int(old.get("done", 0)), "total": max(plan.samples, int(old.get("total", 0))),
                                "tokens": 0, "planned_tokens": plan.prompt_tokens, "tokens_per_s": None,
-                               "eta_s": None}
+                               "generated": 0, "eta_s": None}
         self.last = 0.0
         self.timer: threading.Timer | None = None
 
@@ -98,17 +103,29 @@ class JobProgress:
 
         return report
 
-    def set(self, key: str, done: int | None = None, total: int | None = None, tokens: int | None = None) -> None:
-        """A task's samples done, planned total or tokens prefilled as measured now; the
-        estimates follow and the state is written (throttled)."""
+    def generated(self, key: str) -> Callable[[int], None]:
+        def report(tokens: int) -> None:
+            self.set(key, generated=self.state[key]["generated"] + int(tokens))
+
+        return report
+
+    def set(self, key: str, done: int | None = None, total: int | None = None, tokens: int | None = None,
+            generated: int | None = None) -> None:
+        """A task's samples done, planned total, tokens prefilled or generated as measured now
+        (the first call starts the task's clock: what was counted then is an earlier run's);
+        the estimates follow and the state is written (throttled)."""
+        fields = (("done", done), ("total", total), ("tokens", tokens), ("generated", generated))
         with self.lock:
             cell = self.state[key]
-            self.started.setdefault(key, (time.monotonic(), cell["done"] if done is None else int(done)))
-            changed = any(v is not None and v != cell[k] for k, v in (("done", done), ("total", total),
-                                                                       ("tokens", tokens)))
+            if key not in self.started:
+                plan = self.plans[key]
+                first = {name: cell[name] if value is None else int(value) for name, value in fields}
+                self.started[key] = Eta(plan.prompt_tokens, plan.generated_tokens, plan.samples, first["done"],
+                                        first["tokens"], first["generated"], self.clock())
+            changed = any(v is not None and v != cell[k] for k, v in fields)
             if not changed:
                 return
-            for name, value in (("done", done), ("total", total), ("tokens", tokens)):
+            for name, value in fields:
                 if value is not None:
                     cell[name] = int(value)
             self._estimate(key)
@@ -117,27 +134,24 @@ class JobProgress:
     # --- estimates and writes --------------------------------------------------------
 
     def _estimate(self, key: str) -> None:
-        """Speed and ETA of the task from what this run measured: the share of its planned
-        tokens prefilled (samples recorded before this run counted as theirs), else of its
-        samples done."""
-        cell = self.state[key]
-        start, done_before = self.started[key]
-        elapsed = time.monotonic() - start
-        if elapsed <= 0 or cell["total"] <= 0:
-            return
-        cell["tokens_per_s"] = round(cell["tokens"] / elapsed, 1) if cell["tokens"] else None
-        before = done_before / cell["total"]
-        share = cell["done"] / cell["total"]
-        if cell["planned_tokens"]:  # planned tokens are an estimate: once reached, the samples left say the rest
-            by_tokens = before + cell["tokens"] / cell["planned_tokens"]
-            share = by_tokens if by_tokens < 1.0 else share
-        gained = share - before
-        if cell["done"] >= cell["total"]:
-            cell["eta_s"] = 0.0
-        elif gained > 0:  # never 0 s while samples remain
-            cell["eta_s"] = max(0.1, round(elapsed * (1 - share) / gained, 1))
-        else:
-            cell["eta_s"] = None  # measuring again: the prompts are read, no sample of this run has finished
+        """Speed and ETA of the task from what this run measured (`Eta`: the prompt and
+        generated tokens its plan has left, each at the time a token of its kind took)."""
+        cell, eta = self.state[key], self.started[key]
+        now = self.clock()
+        tokens, generated = cell["tokens"], cell["generated"]
+        eta.observe(now, tokens, generated)
+        elapsed = now - eta.start
+        if elapsed > 0 and tokens > eta.tokens:
+            cell["tokens_per_s"] = round((tokens - eta.tokens) / elapsed, 1)
+        cell["eta_s"] = eta.seconds_left(now, cell["done"], cell["total"], tokens, generated)
+
+    def tick(self) -> None:
+        """Re-estimate every running task now, whatever it reported (the heartbeat): time passing
+        without work is measured too."""
+        with self.lock:
+            for key, cell in self.state.items():
+                if key in self.started and cell["done"] < cell["total"]:
+                    self._estimate(key)
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         with self.lock:
@@ -166,16 +180,16 @@ class JobProgress:
     def heartbeat(self, interval: float = 1.0) -> None:
         """Re-estimate and write every `interval` seconds whatever the work reports (`lctx eval`'s
         bars): a long prefill's ETA grows with the time it takes instead of standing still, and the
-        elapsed time moves. The service writes on reports only (its store is not a terminal)."""
+        elapsed time moves. Beats keep to their times (a late one does not push the next back). The
+        service writes on reports only (its store is not a terminal)."""
         stop = self._beating = threading.Event()
 
         def beat() -> None:
-            while not stop.wait(interval):
-                with self.lock:
-                    for key, cell in self.state.items():
-                        if key in self.started and cell["done"] < cell["total"]:
-                            self._estimate(key)
+            due = time.monotonic() + interval
+            while not stop.wait(max(0.0, due - time.monotonic())):
+                self.tick()
                 self.flush(force=True)
+                due = max(due + interval, time.monotonic() + interval / 4)
 
         threading.Thread(target=beat, name="lctx-progress-heartbeat", daemon=True).start()
 

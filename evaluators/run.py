@@ -159,10 +159,12 @@ class TaskRun:
     def __init__(self, evaluator: Evaluator, loaded: LoadedModel, folder: Path, unit: str | None = None,
                  progress: Progress | None = None, should_stop: ShouldStop | None = None,
                  engine: Engine | None = None, on_prefill: Callable[[int], None] | None = None,
-                 samples: list[Sample] | None = None, log: SampleLog | HandedLog | None = None) -> None:
+                 samples: list[Sample] | None = None, log: SampleLog | HandedLog | None = None,
+                 on_generated: Callable[[int], None] | None = None) -> None:
         self.evaluator, self.loaded, self.folder = evaluator, loaded, Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.should_stop, self.engine, self.on_prefill = should_stop, engine, on_prefill
+        self.on_generated = on_generated
         self.report = progress or (lambda *_: None)
         self.samples = samples if samples is not None else planned_samples(evaluator, loaded)
         described = loaded.describe()
@@ -220,7 +222,7 @@ class TaskRun:
         stats = engine.stats  # lctx's engine counts prefix reuse; a served model's (EndpointEngine) None
         before = replace(stats) if stats is not None else None
         clock = replace(engine.clock) if engine.clock is not None else None
-        engine.on_prefill = self.on_prefill
+        engine.on_prefill, engine.on_generated = self.on_prefill, self.on_generated
         groups = [pending[lo:lo + BUILD_GROUP] for lo in range(0, len(pending), BUILD_GROUP)]
         # The next group's prompts are built (tokenized, fitted) in a thread while the engine
         # runs this group (tokenizers and torch release the GIL), so building is off the
@@ -241,7 +243,7 @@ class TaskRun:
                 run_built(engine, built, finished, planner.attach)
         finally:
             builder.shutdown(wait=False, cancel_futures=True)
-            engine.on_prefill = None
+            engine.on_prefill = engine.on_generated = None
             if clock is not None:
                 for key, value in engine.clock.since(clock).as_dict().items():
                     self.seconds[key] = round(self.seconds.get(key, 0) + value, 4)
@@ -347,12 +349,14 @@ def run_evaluator(
     should_stop: ShouldStop | None = None,
     engine: Engine | None = None,
     on_prefill: Callable[[int], None] | None = None,
+    on_generated: Callable[[int], None] | None = None,
 ) -> TaskEntry:
     """Plan, skip what is recorded, run the rest through the engine in batches (or
     one at a time through `run_sample`), aggregate. `progress(task, done, total)` hears of
-    every recorded sample, `on_prefill(tokens)` of every prefilled chunk."""
+    every recorded sample, `on_prefill(tokens)` of every prefilled chunk, `on_generated(tokens)`
+    of every decoding step."""
     run = TaskRun(evaluator, loaded, out_dir, progress=progress, should_stop=should_stop, engine=engine,
-                  on_prefill=on_prefill)
+                  on_prefill=on_prefill, on_generated=on_generated)
     run.run_part()
     return run.entry(run.prefix_use())
 

@@ -78,6 +78,7 @@ def run_task(
     engine: Engine | None = None,
     on_prefill: Callable[[int], None] | None = None,
     evaluator: Evaluator | None = None,
+    on_generated: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Run one task on a loaded model (`evaluator`: the task's, made already: `draw_ahead`); per-sample records go to
     `out_dir/samples.jsonl` (already recorded samples are skipped), plots to
@@ -85,12 +86,12 @@ def run_task(
     typed result under "result". Raises EvaluationCancelled when `should_stop()` turns
     true (checked between samples, also inside a batch). `engine` runs the requests
     (default: an `Engine` of the loaded model with its default memory budget);
-    `on_prefill(tokens)` hears of every prefilled chunk."""
+    `on_prefill(tokens)` hears of every prefilled chunk, `on_generated(tokens)` of every decoding step."""
     from evaluators.run import run_evaluator
 
     evaluator = evaluator or make_evaluator(task, data_dir)
     return run_evaluator(evaluator, loaded, Path(out_dir), progress=progress, should_stop=should_stop, engine=engine,
-                         on_prefill=on_prefill)
+                         on_prefill=on_prefill, on_generated=on_generated)
 
 
 def draw_ahead(tasks: list[TaskLike], tokenizer: Tokenizer, data_dir: Path | None = None,
@@ -125,10 +126,11 @@ def run_suite(
     after_task: Callable[[str, Path], None] | None = None,
     on_prefill: Callable[[str], Callable[[int], None]] | None = None,
     evaluators: dict[str, Evaluator] | None = None,
+    on_generated: Callable[[str], Callable[[int], None]] | None = None,
 ) -> dict[str, Any]:
     """Run every task in order, each in `task_folder(root, key)`, with `evaluators[key]` where
     given (`draw_ahead`); returns the results by key. `progress(key)` gives a task's progress callback, `on_prefill(key)` its callback of
-    prefilled tokens; `after_task(key, folder)` runs
+    prefilled tokens, `on_generated(key)` of generated ones; `after_task(key, folder)` runs
     once a task's entry is saved (the worker reports progress and checks for a stop)."""
     results: dict[str, Any] = {}
     for key, task in zip(task_keys(tasks), tasks, strict=True):
@@ -137,7 +139,8 @@ def run_suite(
         results[key] = run_task(loaded, task, folder, progress=progress(key) if progress else None,
                                 should_stop=should_stop, data_dir=data_dir, engine=engine,
                                 on_prefill=on_prefill(key) if on_prefill else None,
-                                evaluator=(evaluators or {}).get(key))
+                                evaluator=(evaluators or {}).get(key),
+                                on_generated=on_generated(key) if on_generated else None)
         write_json_atomic(folder / TASK_RESULT, results[key])  # kept if a later task fails
         if after_task is not None:
             after_task(key, folder)

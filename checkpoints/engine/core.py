@@ -235,7 +235,10 @@ class Engine:
     table follows the length); `batch_prefill_tokens` is the longest prompt that
     prefills in a padded batch (None: the device's default, 0: never). `on_prefill(tokens)`,
     when set, runs after every prefilled chunk: a batch admits all its prompts before its
-    first decode step, so minutes can pass before any request finishes. `cuda_graphs`: decode
+    first decode step, so minutes can pass before any request finishes; `on_generated(tokens)`
+    after every decoding step (the tokens its rows kept: a batch's decoding can take minutes
+    on the CPU before its rows finish together; a row's first token, read off its prefill, is
+    the prefill's). `cuda_graphs`: decode
     steps as CUDA graphs (None: where the model's step can be captured; `model_step.ModelStep`).
     `draft_tokens`: the most tokens a decoding row drafts from its own text and verifies in
     one step (`checkpoints.engine.prompt_lookup`; None: `default_draft_tokens`, 0: never)."""
@@ -278,6 +281,7 @@ class Engine:
         self.clock = EngineClock()  # seconds prefilling and decoding, drafted and kept tokens, over all calls
         self.step_times = StepTimes()  # decoding steps' seconds by tokens computed: how wide a step verifies
         self.on_prefill: Prefilled | None = None
+        self.on_generated: Prefilled | None = None  # tokens each decoding step kept: the ETA's generation work
 
     @property
     def memory_budget(self) -> int:
@@ -447,6 +451,8 @@ class Engine:
                 keep.append(i)
         if step.verified:
             run.batch.advance(taken)
+        if self.on_generated is not None:
+            self.on_generated(sum(taken))
         if len(keep) < len(run.rows):
             run.batch.keep(keep)  # the finished rows' blocks go back to the pool
             run.rows = [run.rows[i] for i in keep]
@@ -457,6 +463,8 @@ class Engine:
         while not finished:
             logits = self.step.decode_alone(row.tokens[-1], seq)
             finished = row.step(pick(logits, [row.blocked()])[0], self.tokenizer)
+            if self.on_generated is not None:
+                self.on_generated(1)
         seq.release()
         result = row.result(self.tokenizer)
         if done is not None:

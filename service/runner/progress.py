@@ -24,7 +24,8 @@ class UnitNote:
     coordinator from the worker's mail, `service.runner.mail`): the unit, its label and the
     job's attempt it ran in, when it started, where (pid, host), how many of its slice's
     samples an earlier run had recorded (`resumed`), the prompt tokens it prefilled so far
-    (throttled; records alone say nothing during a long prefill) and, at its end, the samples it
+    and generated so far (throttled; records alone say nothing during a long prefill or a batch's
+decoding) and, at its end, the samples it
     recorded, the prompt tokens it asked for and those the prefix cache served. Notes outlive
     their records (merged into samples.jsonl): every unit run of every attempt of the job has
     one (results' `work`). `send(state)` gets every new state, each with a growing `seq`."""
@@ -32,11 +33,16 @@ class UnitNote:
     def __init__(self, send: Callable[[dict[str, Any]], None], unit: str, every: float = 0.5,
                  **about: Any) -> None:
         self.send, self.every, self.last = send, every, 0.0
-        self.state: dict[str, Any] = {"unit": unit, **about, "started": time.time(), "tokens": 0, "pid": os.getpid(),
-                                      "host": socket.gethostname(), "seq": 0}
+        self.state: dict[str, Any] = {"unit": unit, **about, "started": time.time(), "tokens": 0, "generated": 0,
+                                      "pid": os.getpid(), "host": socket.gethostname(), "seq": 0}
 
     def prefilled(self, tokens: int) -> None:
         self.state["tokens"] += int(tokens)
+        if time.monotonic() - self.last >= self.every:
+            self.write()
+
+    def generated(self, tokens: int) -> None:
+        self.state["generated"] += int(tokens)
         if time.monotonic() - self.last >= self.every:
             self.write()
 
@@ -80,7 +86,7 @@ def prefix_use(folder: Path) -> dict[str, Any] | None:
 class ProgressFeed:
     """A job's progress read from its task folders while workers anywhere in the cluster
     fill them: samples recorded (each id once over `samples.jsonl` and the unit files, read
-    incrementally) and prompt tokens prefilled (the unit runs' notes)."""
+    incrementally), prompt tokens prefilled and tokens generated (the unit runs' notes)."""
 
     def __init__(self, progress: JobProgress, folders: dict[str, Path]) -> None:
         self.progress, self.folders = progress, folders
@@ -112,5 +118,8 @@ class ProgressFeed:
         for key, folder in self.folders.items():
             for f in sample_files(folder):
                 self.ids[key] |= self._new_ids(f)
-            tokens = sum(int(n.get("tokens", 0)) for n in unit_notes(folder))
-            self.progress.set(key, done=len(self.ids[key]), total=(totals or {}).get(key), tokens=tokens)
+            notes = unit_notes(folder)
+            tokens = sum(int(n.get("tokens", 0)) for n in notes)
+            generated = sum(int(n.get("generated", 0)) for n in notes)  # notes from before it counted none
+            self.progress.set(key, done=len(self.ids[key]), total=(totals or {}).get(key), tokens=tokens,
+                              generated=generated)

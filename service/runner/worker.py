@@ -183,7 +183,7 @@ class Worker:
         full = engine.max_batch  # None: a served model's engine (the server batches)
         batch = min(full, max_batch) if full and max_batch else full
         run = self._task_run(unit.key, unit.task, should_stop=self.stopped.is_set, on_prefill=note.prefilled,
-                             log=HandedLog(records, lambda record: self.outbox.record(where, record)))
+                             on_generated=note.generated, log=HandedLog(records, lambda record: self.outbox.record(where, record)))
         note.write(max_batch=batch, resumed=len(run.done))  # the run exists from now on
         self._judge(run.evaluator)
         try:

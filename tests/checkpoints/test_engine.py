@@ -276,6 +276,25 @@ def test_prefill_progress_counts_every_prompt_token_chunk_by_chunk():
     assert cached.stats.reused_tokens > 0 and sum(heard) == 2 * sum(PROMPT_LENGTHS)
 
 
+def test_generation_progress_counts_every_generated_token_step_by_step():
+    """`on_generated` hears of each decoding step's kept tokens (a batch decoding for minutes
+    after its prompts are read is never silent): every token after each row's first (read off
+    its prefill) once, drafts kept included, before the rows finish."""
+    model = _model("softmax")
+    for engine in (Engine(model, TOK, max_batch=4), Engine(model, TOK, max_batch=4, draft_tokens=0)):
+        heard: list[int] = []
+        finished: list[int] = []
+
+        def done(_i: int, _result: object, heard: list[int] = heard, finished: list[int] = finished) -> None:
+            finished.append(sum(heard))
+
+        engine.on_generated = heard.append
+        got = engine.generate_until([GenerateRequest(p, max_new_tokens=6, stop_at_eos=False) for p in _prompts()],
+                                    done=done)
+        assert sum(heard) == sum(len(g.token_ids) - 1 for g in got) == 5 * len(got)
+        assert len(heard) >= 2 and finished[0] > 0
+
+
 @pytest.mark.parametrize("variant,backend,config", CASES, ids=lambda x: str(x))
 def test_verifying_step_logits_match_single_rows(variant, backend, config):
     """Four tokens of every row of a ragged batch in one step (a drafted continuation being

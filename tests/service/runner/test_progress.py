@@ -50,16 +50,49 @@ def test_a_resumed_task_counts_the_samples_of_the_earlier_run() -> None:
 
 
 def test_no_eta_of_0_s_while_samples_remain_once_the_planned_tokens_are_read() -> None:
-    """Planned tokens are an estimate (a prefix cache, a tokenizer): once they are reached with
-    samples left, the ETA comes from samples, or is unknown until one finishes; never 0 s."""
+    """Planned tokens are an estimate (a prefix cache, a tokenizer, answers that stop early):
+    once the prompt tokens are read, the answers' budgets say what is left; once those are
+    spent too with samples left, the ETA comes from samples, or is unknown until one finishes;
+    never 0 s."""
     writes: list[dict] = []
-    progress = JobProgress(writes.append, {"passkey": PASSKEY}, every=0)
+    now = [0.0]
+    progress = JobProgress(writes.append, {"passkey": PASSKEY}, every=0, clock=lambda: now[0])
     progress.samples("passkey")("passkey", 0, 6)
-    time.sleep(0.05)
-    progress.prefilled("passkey")(9000)  # every planned token read, no sample done
+    now[0] = 9.0
+    progress.prefilled("passkey")(9000)  # every planned prompt token read, no token generated
+    assert writes[-1]["passkey"]["eta_s"] == 1.8  # 6 x 10 budgeted, each 30 prompt tokens of 1 ms
+    now[0] = 10.0
+    progress.generated("passkey")(60)  # every budgeted token generated, no sample recorded
     assert writes[-1]["passkey"]["eta_s"] is None
-    time.sleep(0.05)
+    now[0] = 12.0
     progress.samples("passkey")("passkey", 3, 6)
-    assert writes[-1]["passkey"]["eta_s"] > 0  # half the samples: as long again, never 0
+    assert writes[-1]["passkey"]["eta_s"] == 12.0  # half the samples: as long again, never 0
     progress.samples("passkey")("passkey", 6, 6)
     assert writes[-1]["passkey"]["eta_s"] == 0.0
+
+
+def test_the_feed_reads_generated_tokens_from_the_unit_notes_and_this_run_counts_only_its_own(tmp_path) -> None:
+    """A job's feed sums the unit runs' notes (tokens prefilled and generated); notes of an
+    earlier attempt, read at the first refresh, are not this run's work."""
+    from service.runner.progress import ProgressFeed, UnitNote, write_note
+
+    now = [0.0]
+    writes: list[dict] = []
+    progress = JobProgress(writes.append, {"passkey": PASSKEY}, every=0, clock=lambda: now[0])
+    feed = ProgressFeed(progress, {"passkey": tmp_path})
+    earlier = UnitNote(lambda state: write_note(tmp_path, "u0-old", state), "u0", every=0)
+    earlier.prefilled(3000)
+    earlier.generated(10)
+    feed.refresh()
+    assert (writes[-1]["passkey"]["tokens"], writes[-1]["passkey"]["generated"]) == (3000, 10)
+    note = UnitNote(lambda state: write_note(tmp_path, "u0-new", state), "u0", every=0)
+    now[0] = 9.0
+    note.prefilled(9000)  # this run's 9,000 of the 9,000 planned in 9 s; 60 tokens budgeted left
+    feed.refresh()
+    cell = writes[-1]["passkey"]
+    assert cell["tokens"] == 12000 and cell["tokens_per_s"] == 1000.0
+    assert cell["eta_s"] == 1.8  # 60 tokens at 30 prompt tokens' time: nothing of the earlier attempt's
+    now[0] = 10.0
+    note.generated(20)
+    feed.refresh()
+    assert writes[-1]["passkey"]["generated"] == 30 and writes[-1]["passkey"]["eta_s"] == 2.0  # 40 left, 50 ms each
