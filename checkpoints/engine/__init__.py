@@ -9,7 +9,7 @@ types), in a room of its own beside the model it runs. One step of decoding is
   prefill, decode step, a verifying step of drafted tokens); `cuda_graphs.py` captures the
   decode step per batch layout.
 - `prefix_cache.py` (token-id radix tree of references to the paged KV pool's blocks,
-  `checkpoints.attention.kv_pool`), `prompt_lookup.py` (a
+  `checkpoints.kv.block_pool`), `prompt_lookup.py` (a
   row's drafts from its own text), `warmup.py` (kernels compiled at load); where a loop may
   read a value back is `checkpoints.hostsync`, which the attention kernels read too.
 - `core.py`: `Engine`, wiring them (`generate_until` is the step loop).

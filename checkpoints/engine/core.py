@@ -7,7 +7,7 @@ requests in, results out in the same order.
   a token-id radix tree of KV entries, LRU under the memory budget) and
   prefilling only the rest; short prompts prefill together in one right-padded
   forward instead (batched prefill). Every row's keys and values live in one
-  paged KV pool (`checkpoints.attention.kv_pool`: fixed-size blocks, a block
+  paged KV pool (`checkpoints.kv.block_pool`: fixed-size blocks, a block
   table per row); decoding runs batched over the rows' tables (`PagedBatch`):
   every row keeps its own length and positions, no row attends to another row's
   padding, finished rows leave the batch at once (their blocks back to the pool)
@@ -48,13 +48,13 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from checkpoints.attention.backend import Backend
-from checkpoints.attention.kv_pool import BlockPool, PagedBatch, PagedSeq
 from checkpoints.engine.model_step import ModelStep
 from checkpoints.engine.prefix_cache import PrefixCache, PrefixStats, reuse_order
 from checkpoints.engine.prompt_lookup import DraftLength, PromptLookup
 from checkpoints.engine.scheduler import BATCH_PREFILL_MAX_TOKENS, Plan, Scheduler
 from checkpoints.engine.verify_width import StepTimes, choose_width
 from checkpoints.generate import CONTINUED, Generation
+from checkpoints.kv.block_pool import BlockPool, PagedBatch, PagedSeq
 from checkpoints.lm import Done, Prefilled
 from checkpoints.model import Decoder
 from checkpoints.requests import (

@@ -191,7 +191,7 @@ def test_paged_decode_reads_through_the_block_table_as_the_gather_path(splits, s
     """`decode_paged` (keys and values found through each row's block table) against its
     naive twin: the rows gathered from the pool (`kv_pool.gather`), then `decode`. Rows of
     odd lengths (one key, inside a block, across several), shuffled blocks, GQA."""
-    from checkpoints.attention.kv_pool import gather
+    from checkpoints.kv.block_pool import gather
 
     g = torch.Generator().manual_seed(11)
     page, hq, hkv, d, dv = 4, 4, 2, 32, 16

@@ -10,8 +10,8 @@ import random
 
 import torch
 
-from checkpoints.attention.cache import KVCache
-from checkpoints.attention.kv_pool import BlockPool, BlockTable, PagedBatch, PagedSeq, blocks_for
+from checkpoints.kv.block_pool import BlockPool, BlockTable, PagedBatch, PagedSeq, blocks_for
+from checkpoints.kv.cache import KVCache
 
 H, D = 2, 4
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from checkpoints.attention.kv_pool import BlockPool, PagedBatch, PagedSeq
 from checkpoints.attention.registry import available_variants
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.generate import greedy_generate, loglikelihood, prefill, token_logprobs
+from checkpoints.kv.block_pool import BlockPool, PagedBatch, PagedSeq
 from checkpoints.model import Decoder
 from checkpoints.tokenizer import ByteTokenizer
 from tests.helpers import variant_model as _model
@@ -372,8 +372,8 @@ def test_prompt_lookup_is_on_where_the_step_verifies_in_one_call():
 def test_a_triton_decode_step_reads_the_pool_through_the_block_table(variant, reads_pages, monkeypatch):
     """On Triton a one-token step of a one-softmax variant runs `decode_paged` on the pool's
     tensors (nothing gathered); diff, whose terms split the keys, reads gathered rows."""
-    from checkpoints.attention import kv_pool
     from checkpoints.attention.softmax import triton as kernels
+    from checkpoints.kv import block_pool as kv_pool
 
     model = _on_device(_model(variant), "triton")
     calls = {"gather": 0, "paged": 0}
@@ -400,7 +400,7 @@ def test_the_pytorch_backend_reads_each_decoding_row_as_a_view_of_the_pool(varia
     blocks copied into it), so on the PyTorch backend every decoding step (plain and
     verifying) reads each row as a view of the pool: nothing gathered; the tokens are each
     prompt's greedy decode alone."""
-    from checkpoints.attention import kv_pool
+    from checkpoints.kv import block_pool as kv_pool
 
     model = _model(variant)
     calls = []
