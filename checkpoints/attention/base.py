@@ -60,7 +60,7 @@ class AttentionContext:
     row_positions: torch.Tensor | None = None
     host_row_positions: list[int] | None = None
     # The decoding batch's block table (B, W) when its rows live in the paged KV pool
-    # (`checkpoints.kv.block_pool`): a layer that `reads_pages` gets the pool's tensors
+    # (`checkpoints.kv`): a layer that `reads_pages` gets the pool's tensors
     # (blocks, block_size, H, D) as k and v and reads them through it; the others get gathered rows.
     pages: torch.Tensor | None = None
 

@@ -14,8 +14,9 @@ import torch
 
 from checkpoints.engine.cuda_graphs import DecodeGraphs, graphs_wanted
 from checkpoints.generate import DEFAULT_CHUNK, default_prefill_chunk, prefill, token_logprobs
-from checkpoints.kv.block_pool import PagedBatch, PagedSeq
 from checkpoints.kv.cache import KVCache
+from checkpoints.kv.paged_batch import PagedBatch
+from checkpoints.kv.paged_seq import PagedSeq
 from checkpoints.lm import Prefilled
 from checkpoints.model import Decoder
 from checkpoints.sampler import to_device

@@ -34,7 +34,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from checkpoints.kv.block_pool import BlockPool, BlockTable, PagedSeq, blocks_for
+from checkpoints.kv.block_pool import BlockPool, BlockTable, blocks_for
+from checkpoints.kv.paged_seq import PagedSeq
 
 
 @dataclass(eq=False)

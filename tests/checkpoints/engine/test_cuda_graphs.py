@@ -14,7 +14,9 @@ import torch
 from checkpoints.attention.registry import available_variants
 from checkpoints.engine import Engine, GenerateRequest
 from checkpoints.engine.cuda_graphs import DecodeGraphs, graphs_wanted
-from checkpoints.kv.block_pool import BlockPool, PagedBatch, PagedSeq
+from checkpoints.kv.block_pool import BlockPool
+from checkpoints.kv.paged_batch import PagedBatch
+from checkpoints.kv.paged_seq import PagedSeq
 from checkpoints.tokenizer import ByteTokenizer
 from tests.helpers import variant_model
 

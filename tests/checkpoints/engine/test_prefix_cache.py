@@ -17,7 +17,8 @@ from checkpoints.engine.core import default_draft_tokens
 from checkpoints.engine.prefix_cache import PrefixCache, reuse_order
 from checkpoints.engine.scheduler import Scheduler
 from checkpoints.generate import greedy_generate, loglikelihood, prefill
-from checkpoints.kv.block_pool import DEFAULT_BLOCK_SIZE, BlockPool, PagedSeq
+from checkpoints.kv.block_pool import DEFAULT_BLOCK_SIZE, BlockPool
+from checkpoints.kv.paged_seq import PagedSeq
 from checkpoints.tokenizer import ByteTokenizer
 from tests.helpers import variant_model as _model
 

@@ -10,8 +10,10 @@ import random
 
 import torch
 
-from checkpoints.kv.block_pool import BlockPool, BlockTable, PagedBatch, PagedSeq, blocks_for
+from checkpoints.kv.block_pool import BlockPool, BlockTable, blocks_for
 from checkpoints.kv.cache import KVCache
+from checkpoints.kv.paged_batch import PagedBatch
+from checkpoints.kv.paged_seq import PagedSeq
 
 H, D = 2, 4
 
@@ -217,4 +219,28 @@ def test_own_run_copies_a_shared_row_into_one_run_of_its_own() -> None:
     assert all(torch.equal(got[i][k], want[i][k]) for i in range(2) for k in ("k", "v"))
     a.release()
     b.release()
+    assert pool.used_blocks == 0
+
+
+def test_reserve_grows_a_row_or_copies_it_into_one_run_of_its_own() -> None:
+    """`BlockPool.reserve`, the one call that takes a row's reserve: a row grows (a prefix
+    hit keeps its shared blocks), or with `one_run` a row holding blocks is copied into one
+    fresh run and lets the shared ones go; what it holds is unchanged either way."""
+    pool = BlockPool(2, block_size=4)
+    a = _seq(pool, 10, seed=1)  # blocks: 4 + 4 + 2 tokens
+    grown = a.fork()  # two shared blocks, then its own copy of the partial one
+    shared, want = grown.table.blocks[:2], grown.entries()
+    grown.reserve(20)
+    assert grown.table.blocks[:2] == shared and len(grown.table.blocks) == 5
+    assert [pool.refs[x] for x in shared] == [2, 2]
+    run = a.fork()
+    run.reserve(20, one_run=True)
+    first = run.table.blocks[0]
+    assert run.table.blocks == list(range(first, first + 5)) and not set(run.table.blocks) & set(a.table.blocks)
+    assert [pool.refs[x] for x in shared] == [2, 2]  # a's and grown's: run let its references go
+    for row in (grown, run):
+        got = row.entries()
+        assert all(torch.equal(got[i][k], want[i][k]) for i in range(2) for k in ("k", "v"))
+    for row in (a, grown, run):
+        row.release()
     assert pool.used_blocks == 0
