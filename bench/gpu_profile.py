@@ -24,9 +24,11 @@ def table(prof, rows: int = 22) -> str:
 
 
 def main() -> None:
-    from checkpoints.attention.kv_pool import BlockPool, PagedBatch, PagedSeq
     from checkpoints.engine.cuda_graphs import DecodeGraphs
     from checkpoints.generate import DEFAULT_CHUNK, prefill
+    from checkpoints.kv.block_pool import BlockPool
+    from checkpoints.kv.paged_batch import PagedBatch
+    from checkpoints.kv.paged_seq import PagedSeq
     from checkpoints.loading import load_model
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

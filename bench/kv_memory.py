@@ -47,7 +47,8 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from checkpoints.attention.kv_pool import DEFAULT_BLOCK_SIZE, BlockPool, PagedSeq, blocks_for  # noqa: E402
+from checkpoints.kv.block_pool import DEFAULT_BLOCK_SIZE, BlockPool, blocks_for  # noqa: E402
+from checkpoints.kv.paged_seq import PagedSeq  # noqa: E402
 
 GIB = 1 << 30
 ROW = 128 * 1024  # a 128k-token row

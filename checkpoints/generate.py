@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from checkpoints.attention.cache import KVCache
+from checkpoints.kv.cache import KVCache
 from checkpoints.model import Decoder
 from checkpoints.sampler import StopRule, pick
 from checkpoints.thinking import ThinkPlan

@@ -20,11 +20,12 @@ from torch import nn
 
 from checkpoints.attention.backend import Backend
 from checkpoints.attention.base import AttentionContext
-from checkpoints.attention.cache import KVCache
-from checkpoints.attention.kv_pool import PagedBatch, PagedSeq
 from checkpoints.attention.registry import build_attention
 from checkpoints.attention.softmax.reference import softcap_logits
 from checkpoints.config import ModelConfig
+from checkpoints.kv.cache import KVCache
+from checkpoints.kv.paged_batch import PagedBatch
+from checkpoints.kv.paged_seq import PagedSeq
 from checkpoints.norm import RMSNorm
 from checkpoints.rope import Rotary
 

@@ -79,6 +79,15 @@ def test_dependencies_point_one_way() -> None:
     assert upward(graph(ROOT)) == [], "an import against the layering (docs/architecture.md)"
 
 
+def test_the_kv_cache_imports_only_itself() -> None:
+    """`checkpoints/kv/` is a room below the attention that reads it and the engine that fills
+    it: it imports no other lctx module (vLLM keeps its block pool apart the same way)."""
+    room = lambda m: m == "checkpoints.kv" or m.startswith("checkpoints.kv.")  # noqa: E731
+    deps = graph(ROOT)
+    assert {"checkpoints.kv.block_pool", "checkpoints.kv.paged_seq"} <= {m for m in deps if room(m)}
+    assert sorted(f"{m} -> {d}" for m, ds in deps.items() if room(m) for d in ds if not room(d)) == []
+
+
 def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     for package in PACKAGES:
         (tmp_path / package).mkdir()

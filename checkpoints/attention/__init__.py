@@ -5,13 +5,14 @@ Shared pieces, one module each (none imports a variant):
     backend.py        Backend: the one list of backend names (no torch)
     base.py           AttentionContext, AttentionLayer and its one dispatch
     registry.py       variant name -> layer class; build_attention
-    cache.py          KVCache / LayerCache: named (B, H, T, D) buffers (one sequence, a padded batch)
-    kv_pool.py        the paged KV pool: blocks, block tables, the engine's rows and batch
     masks.py          the causal (and sliding-window) mask
     gqa.py            grouped-query layouts: expand_kv, group_rows, ...
     position.py       NoPE / ALiBi / NAPE slopes and bias
     stats.py          RowStats from dense weights or streamed block by block
     triton_common.py  helpers shared by every Triton kernel
+
+The KV cache a layer appends to (contiguous `LayerCache`, or a row of the paged
+pool) is `checkpoints.kv`'s, a package of its own below this one.
 
 One folder per family, each with `reference.py` (dense: the spec and
 oracle, returns weights), `chunked.py` (PyTorch, streams over key blocks,

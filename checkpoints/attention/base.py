@@ -24,12 +24,12 @@ import torch
 from torch import nn
 
 from checkpoints.attention.backend import Backend
-from checkpoints.attention.cache import LayerCache
 from checkpoints.attention.masks import causal_mask
 from checkpoints.attention.position import alibi_slopes
 from checkpoints.attention.stats import RowStats, stats_from_weights
 from checkpoints.config import POSITIONS, ModelConfig
 from checkpoints.errors import ConfigError
+from checkpoints.kv.cache import LayerCache
 from checkpoints.norm import RMSNorm
 from checkpoints.rope import Rotary, apply_rotary
 
@@ -60,7 +60,7 @@ class AttentionContext:
     row_positions: torch.Tensor | None = None
     host_row_positions: list[int] | None = None
     # The decoding batch's block table (B, W) when its rows live in the paged KV pool
-    # (`checkpoints.attention.kv_pool`): a layer that `reads_pages` gets the pool's tensors
+    # (`checkpoints.kv`): a layer that `reads_pages` gets the pool's tensors
     # (blocks, block_size, H, D) as k and v and reads them through it; the others get gathered rows.
     pages: torch.Tensor | None = None
 

@@ -7,7 +7,7 @@ requests in, results out in the same order.
   a token-id radix tree of KV entries, LRU under the memory budget) and
   prefilling only the rest; short prompts prefill together in one right-padded
   forward instead (batched prefill). Every row's keys and values live in one
-  paged KV pool (`checkpoints.attention.kv_pool`: fixed-size blocks, a block
+  paged KV pool (`checkpoints.kv`: fixed-size blocks, a block
   table per row); decoding runs batched over the rows' tables (`PagedBatch`):
   every row keeps its own length and positions, no row attends to another row's
   padding, finished rows leave the batch at once (their blocks back to the pool)
@@ -32,11 +32,14 @@ logits within 1e-4 in fp32). The prefix cache and batched prefill are off where
 the RoPE table follows the sequence length (dynamic NTK, LongRoPE).
 
 The engine wires three parts, each with one job (vLLM v1's and gpt-fast's division):
-`scheduler.Scheduler` decides the run order and which requests join the decoding batch
-(memory planning, the prefix cache's room), `model_step.ModelStep` runs the forwards (a
-prefill, a padded prefill, a decode step: what CUDA graphs capture) and `sampler` picks
-tokens and holds the stop rule `generate.greedy_generate`, the oracle, follows too. The
-request types live in `requests.py`; `lm.LM` is the interface this class meets."""
+`scheduler.Scheduler` admits (the run order and which requests join the decoding batch:
+memory planning, the prefix cache's room; an admitted row's blocks taken from the pool
+through `Scheduler.allocate`), `model_step.ModelStep` runs the forwards (a prefill, a
+padded prefill, a decode step: what CUDA graphs capture) and `sampler` picks tokens and
+holds the stop rule `generate.greedy_generate`, the oracle, follows too. What each
+decoding step verifies (each row's draft, or none) the engine picks itself
+(`_choose_drafts`, with `verify_width`). The request types live in `requests.py`; `lm.LM`
+is the interface this class meets."""
 
 from __future__ import annotations
 
@@ -48,13 +51,15 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from checkpoints.attention.backend import Backend
-from checkpoints.attention.kv_pool import BlockPool, PagedBatch, PagedSeq
 from checkpoints.engine.model_step import ModelStep
 from checkpoints.engine.prefix_cache import PrefixCache, PrefixStats, reuse_order
 from checkpoints.engine.prompt_lookup import DraftLength, PromptLookup
 from checkpoints.engine.scheduler import BATCH_PREFILL_MAX_TOKENS, Plan, Scheduler
 from checkpoints.engine.verify_width import StepTimes, choose_width
 from checkpoints.generate import CONTINUED, Generation
+from checkpoints.kv.block_pool import BlockPool
+from checkpoints.kv.paged_batch import PagedBatch
+from checkpoints.kv.paged_seq import PagedSeq
 from checkpoints.lm import Done, Prefilled
 from checkpoints.model import Decoder
 from checkpoints.requests import (
@@ -170,8 +175,8 @@ class _Row:
 
 @dataclass
 class _Step:
-    """One decoding step as the schedule plans it: each row's draft to verify (a verifying
-    step), or none (a plain decode step)."""
+    """One decoding step as `Engine._choose_drafts` picks it: each row's draft to verify (a
+    verifying step), or none (a plain decode step)."""
 
     drafts: list[list[int]]
     verified: bool
@@ -352,7 +357,7 @@ class Engine:
     @torch.inference_mode()
     def _generate(self, requests: Sequence[GenerateRequest], done: Done | None = None) -> list[Generation]:
         """The step loop: admit what the scheduler lets join (each group prefilled, its rows'
-        first tokens picked), then one decoding step as schedule -> execute -> update."""
+        first tokens picked), then one decoding step as choose drafts -> execute -> update."""
         if self.model.rotary.depends_on_length:
             # Dynamic NTK / LongRoPE tables follow each sequence's length: one row at a time.
             return [self._generate_alone(i, req, done) for i, req in enumerate(requests)]
@@ -365,7 +370,7 @@ class Engine:
                 self.clock.prefill_s += stepping - started
                 if not run.rows:
                     continue
-                step = self._schedule(run)
+                step = self._choose_drafts(run)
                 chosen = self._execute(run, step)
                 seconds = time.perf_counter() - stepping
                 self.clock.decode_s += seconds
@@ -404,7 +409,7 @@ class Engine:
                 run.batch.join(seq, reserve=self.scheduler.reach(row.request))
                 run.rows.append(row)
 
-    def _schedule(self, run: _Running) -> _Step:
+    def _choose_drafts(self, run: _Running) -> _Step:
         """What the next decoding step runs: each row's draft to verify, cut to the width that
         gives the most expected tokens per second (`verify_width`), or a plain decode step when
         no row has one or verifying does not pay. A step writes as many positions for every row
@@ -484,28 +489,24 @@ class Engine:
         ids = req.prompt_ids
         self.stats.prompt_tokens += len(ids)
         if self.prefix is None:
-            seq = self._reserved(PagedSeq(self.pool), req)
+            seq = self._allocate(PagedSeq(self.pool), req)
             return self._row(index, req, self.step.prefill(ids, seq, self.on_prefill)), seq
-        seq = self._reserved(self.prefix.load(ids[:-1]), req)
+        seq = self._allocate(self.prefix.load(ids[:-1]), req)
         self._reused(seq.length)
         logits = self.step.prefill(ids[seq.length:], seq, self.on_prefill)
         self.prefix.insert(ids, seq, limit=self.memory_budget - batch_bytes)
         return self._row(index, req, logits), seq
 
-    def _reserved(self, seq: PagedSeq, req: GenerateRequest) -> PagedSeq:
-        """`seq` with blocks for every token its row may reach and a verifying step may write
-        past it (`Scheduler.reserve`, what admission counted for the row), taken as one run of consecutive
-        blocks where the pool has one: the row then reads as a view of the pool at every step
-        (`PagedRows`) instead of being gathered. On the PyTorch backends a prefix-cache hit
-        is copied into that run (one copy of the prefix, within the reserve the scheduler
-        counts for the row anyway, instead of a gather of the row at every step); Triton's
-        decode kernel reads through the table, so there the row keeps the shared blocks."""
-        tokens = self.scheduler.reserve(req)
-        if seq.table.blocks and self.model.resolved_backend is not Backend.TRITON:
-            seq.own_run(tokens)
-        else:
-            self.pool.grow_to(seq.table, tokens)
-        return seq
+    def _allocate(self, seq: PagedSeq, req: GenerateRequest) -> PagedSeq:
+        """`seq` holding blocks for every token its row may reach, taken from the pool by the
+        scheduler (`Scheduler.allocate`: the row's `reserve`, what admission counted for it)
+        as one run of consecutive blocks where the pool has one: the row then reads as a view
+        of the pool at every step (`PagedRows`) instead of being gathered. On the PyTorch
+        backends a prefix-cache hit is copied into that run (one copy of the prefix, within
+        the reserve the scheduler counts for the row anyway, instead of a gather of the row at
+        every step); Triton's decode kernel reads through the table, so there the row keeps
+        the shared blocks."""
+        return self.scheduler.allocate(seq, req, one_run=self.model.resolved_backend is not Backend.TRITON)
 
     def _reused(self, tokens: int) -> None:
         """Prompt tokens the prefix cache served: counted for progress like prefilled ones (a
@@ -523,7 +524,7 @@ class Engine:
         if self.on_prefill is not None:
             self.on_prefill(sum(map(len, prompts)))
         return [(self._row(i, requests[i], logits[b]),
-                 self._reserved(PagedSeq(self.pool), requests[i]).extend(cache.row(b, len(prompts[b])).entries()))
+                 self._allocate(PagedSeq(self.pool), requests[i]).extend(cache.row(b, len(prompts[b])).entries()))
                 for b, i in enumerate(indices)]
 
     # --- log-likelihoods --------------------------------------------------------

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import torch
 
-from checkpoints.attention.kv_pool import PagedBatch
+from checkpoints.kv.paged_batch import PagedBatch
 from checkpoints.model import Decoder
 from checkpoints.sampler import to_device
 

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 
 import torch
 
-from checkpoints.attention.cache import KVCache
-from checkpoints.attention.kv_pool import PagedBatch, PagedSeq
 from checkpoints.engine.cuda_graphs import DecodeGraphs, graphs_wanted
 from checkpoints.generate import DEFAULT_CHUNK, default_prefill_chunk, prefill, token_logprobs
+from checkpoints.kv.cache import KVCache
+from checkpoints.kv.paged_batch import PagedBatch
+from checkpoints.kv.paged_seq import PagedSeq
 from checkpoints.lm import Prefilled
 from checkpoints.model import Decoder
 from checkpoints.sampler import to_device

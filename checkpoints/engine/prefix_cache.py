@@ -3,7 +3,7 @@ token-id radix tree so a later prompt that starts the same way prefills only
 its new tokens (SGLang's RadixAttention, vLLM's automatic prefix caching).
 
 Each edge of the tree is a run of token ids with references to the blocks of the
-paged KV pool (`checkpoints.attention.kv_pool`) that hold its keys and values in
+paged KV pool (`checkpoints.kv.block_pool`) that hold its keys and values in
 every layer; a path from the root spells a cached prefix. A lookup walks the
 longest path matching a prompt (ending inside an edge is fine: its first tokens
 are used) and hands back a row whose block table references those blocks:
@@ -34,7 +34,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from checkpoints.attention.kv_pool import BlockPool, BlockTable, PagedSeq, blocks_for
+from checkpoints.kv.block_pool import BlockPool, BlockTable, blocks_for
+from checkpoints.kv.paged_seq import PagedSeq
 
 
 @dataclass(eq=False)

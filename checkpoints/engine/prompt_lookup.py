@@ -16,10 +16,10 @@ drafted tokens of each of 6 rows takes 0.3-0.5 s where a one-token step takes ab
 bench/results/ruler_e2e_cpu.md).
 
 `PromptLookup` keeps one row's tokens and finds the latest earlier occurrence of its last
-n-gram (n from `max_ngram` down to `min_ngram`); `DraftLength` is transformers' schedule
-of how many tokens to draft: two more after a step that kept them all, one fewer
-otherwise, and the row's acceptance rate, by which `verify_width` decides how many of the
-drafted tokens a step checks."""
+n-gram (n from `max_ngram` down to `min_ngram`); `DraftLength` is transformers' rule
+(`num_assistant_tokens_schedule`) for how many tokens to draft: two more after a step
+that kept them all, one fewer otherwise, and the row's acceptance rate, by which
+`verify_width` decides how many of the drafted tokens a step checks."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ class PromptLookup:
 
 class DraftLength:
     """How many tokens a row drafts next: `first` to start, two more after a step that kept
-    its whole draft, one fewer after one that did not (transformers' "heuristic" schedule),
+    its whole draft, one fewer after one that did not (transformers' "heuristic" rule),
     within [1, `most`]; and the share of drafted tokens the row keeps, each given the ones
     before it were kept (`acceptance`: kept tokens over kept tokens and misses, from an even
     start of one each, recent drafts weighing most)."""

@@ -1,11 +1,14 @@
 """The engine's scheduler (the division vLLM v1 and gpt-fast draw): which requests run
-when. It orders a request list (prompts sharing prefixes next to each other, for the
-prefix cache; else longest first, so the memory peak comes early; short prompts last, in
-padded groups of similar length) and admits the next prefill group into the decoding
-batch while the blocks of the paged KV pool its rows hold (each row its `reserve`: its own
-prompt, max new tokens and the positions a verifying step may write past them, in whole
-blocks; the one count of a row's tokens, which the engine takes at the row's prefill) and
-the prefix cache fit the memory budget (evicting cached prefixes to make room).
+when, and nothing of what a decoding step does (the engine picks each step's drafts). It
+orders a request list (prompts sharing prefixes next to each other, for the prefix cache;
+else longest first, so the memory peak comes early; short prompts last, in padded groups
+of similar length) and admits the next prefill group into the decoding batch while the
+blocks of the paged KV pool its rows hold (each row its `reserve`: its own prompt, max new
+tokens and the positions a verifying step may write past them, in whole blocks; the one
+count of a row's tokens) and the prefix cache fit the memory budget (evicting cached
+prefixes to make room). An admitted row takes that reserve from the pool at its prefill
+through `allocate`, the one call between the scheduler and the pool (`BlockPool.reserve`;
+vLLM's scheduler asks its KV-cache manager for a request's blocks the same way).
 It holds no tensors and runs no model: `model_step.ModelStep` does the forwards and
 `sampler` the token choice and stop rule."""
 
@@ -16,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from checkpoints.engine.prefix_cache import PrefixCache, common_prefix, reuse_order
+from checkpoints.kv.paged_seq import PagedSeq
 from checkpoints.requests import GenerateRequest
 
 # Most tokens (rows x padded width) one batched prefill runs at once: bounds its activations.
@@ -77,9 +81,19 @@ class Scheduler:
         """Tokens of pool a row of `req` holds from its prefill to its end: its `reach` and the
         positions a verifying step may write past it (each row of a step is written as wide as
         the longest draft, at most `draft_tokens` past its last token), in whole blocks. The
-        one count of a row's tokens: admission sums it and the engine takes it (`Engine._reserved`)."""
+        one count of a row's tokens: admission sums it and `allocate` takes it from the pool."""
         bs = self.block_size
         return -(-(self.reach(req) + self.draft_tokens) // bs) * bs
+
+    def allocate(self, seq: PagedSeq, req: GenerateRequest, one_run: bool = False) -> PagedSeq:
+        """`seq`, the row of an admitted `req` at its prefill, holding the blocks of its `reserve`
+        (what admission counted for it) from the pool: the one call between the scheduler and
+        the pool (`BlockPool.reserve`). `one_run`: a row holding blocks already (a prefix-cache
+        hit) is copied into one run of its own, read as a view of the pool at every step (the
+        PyTorch backends; Triton's decode kernel reads through the table, so there the row
+        keeps its shared blocks)."""
+        seq.reserve(self.reserve(req), one_run)
+        return seq
 
     def next_group(self, plan: Plan, requests: Sequence[GenerateRequest], rows: int, reserved: int,
                    bytes_per_token: int) -> tuple[list[int], int]:

@@ -14,7 +14,9 @@ import time
 import torch
 
 from checkpoints.attention.backend import Backend
-from checkpoints.attention.kv_pool import BlockPool, PagedBatch, PagedSeq
+from checkpoints.kv.block_pool import BlockPool
+from checkpoints.kv.paged_batch import PagedBatch
+from checkpoints.kv.paged_seq import PagedSeq
 from checkpoints.model import Decoder
 
 WARM_PROMPT = 256  # tokens of the warm-up prompt: a few query tiles, one key bucket

@@ -18,9 +18,11 @@ import torch
 
 import checkpoints
 from checkpoints import hostsync
-from checkpoints.attention.kv_pool import BlockPool, PagedBatch, PagedSeq
 from checkpoints.attention.registry import available_variants
 from checkpoints.engine import Engine, GenerateRequest
+from checkpoints.kv.block_pool import BlockPool
+from checkpoints.kv.paged_batch import PagedBatch
+from checkpoints.kv.paged_seq import PagedSeq
 from checkpoints.sampler import pick
 from checkpoints.tokenizer import ByteTokenizer
 from tests.helpers import variant_model

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import torch
 
-from checkpoints.attention.cache import KVCache
 from checkpoints.generate import prefill
+from checkpoints.kv.cache import KVCache
 from evaluators.progress import JobProgress
 from tests.helpers import tiny_model
 

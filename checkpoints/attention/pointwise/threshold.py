@@ -26,10 +26,10 @@ import torch
 from torch import nn
 
 from checkpoints.attention.base import AttentionContext, AttentionLayer
-from checkpoints.attention.cache import LayerCache
 from checkpoints.attention.pointwise.chunked import threshold_chunked
 from checkpoints.attention.pointwise.reference import tda_reference, tra_reference
 from checkpoints.errors import ConfigError
+from checkpoints.kv.cache import LayerCache
 
 
 def rms_normalize(x: torch.Tensor, gain: torch.Tensor | None, eps: float) -> torch.Tensor:

@@ -16,7 +16,7 @@ Under `TRITON_INTERPRET=1` (CPU tests) a single configuration with large
 tiles is used; on CUDA a few configurations are autotuned.
 
 The decode kernel has a paged twin (`decode_paged`: the keys and values read through
-a block table from `checkpoints.attention.kv_pool`'s pool, vLLM's paged attention).
+a block table from the paged pool of `checkpoints.kv`, vLLM's paged attention).
 
 The file reads: kernels, launchers (`prefill`, `decode`, `decode_paged`, `attention`,
 `row_stats`), then the family's public function `family_attention`, the twin
@@ -446,11 +446,11 @@ def _reduce_splits(q, opart, mpart, lpart, out):
 def decode_paged(q, k_pool, v_pool, table, positions, *, scale, slopes=None, window=None, signed=False,
                  softcap=None, splits=None, out=None):
     """`decode` of a ragged batch whose keys and values live in a paged pool
-    (`checkpoints.attention.kv_pool`), read through the block table, nothing gathered:
+    (`checkpoints.kv.block_pool`), read through the block table, nothing gathered:
     q (B, Hq, 1, D); k_pool (blocks, block_size, Hkv, D), v_pool (blocks, block_size, Hkv, Dv);
     table (B, W) long, row b's blocks in position order; positions (B,) long: row b's query
     sits at positions[b] and sees its first positions[b] + 1 keys. Its naive twin is `decode`
-    on the rows gathered (`kv_pool.gather`). Returns (out (B, Hq, 1, Dv), m, l (B, Hq, 1))."""
+    on the rows gathered (`checkpoints.kv.views.gather`). Returns (out (B, Hq, 1, Dv), m, l (B, Hq, 1))."""
     b, hq, t, _ = q.shape
     if t != 1:
         raise ValueError(f"decode_paged takes one query token, got {t}")

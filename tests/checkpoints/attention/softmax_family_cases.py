@@ -7,9 +7,9 @@ from __future__ import annotations
 import torch
 
 from checkpoints.attention.base import AttentionContext
-from checkpoints.attention.cache import KVCache
 from checkpoints.attention.registry import build_attention
 from checkpoints.config import AttentionConfig, ModelConfig
+from checkpoints.kv.cache import KVCache
 from checkpoints.rope import Rotary
 from tests.helpers import softmax_family_variants
 

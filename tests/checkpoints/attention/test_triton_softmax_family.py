@@ -189,9 +189,9 @@ def test_decode_with_a_position_per_row_equals_each_row_alone(window, position):
     (False, "rope", None, None), (True, "alibi", None, None), (False, "nape", 9, None), (False, "rope", None, 2.0)])
 def test_paged_decode_reads_through_the_block_table_as_the_gather_path(splits, signed, position, window, softcap):
     """`decode_paged` (keys and values found through each row's block table) against its
-    naive twin: the rows gathered from the pool (`kv_pool.gather`), then `decode`. Rows of
+    naive twin: the rows gathered from the pool (`checkpoints.kv.views.gather`), then `decode`. Rows of
     odd lengths (one key, inside a block, across several), shuffled blocks, GQA."""
-    from checkpoints.attention.kv_pool import gather
+    from checkpoints.kv.views import gather
 
     g = torch.Generator().manual_seed(11)
     page, hq, hkv, d, dv = 4, 4, 2, 32, 16

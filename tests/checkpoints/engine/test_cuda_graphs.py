@@ -11,10 +11,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from checkpoints.attention.kv_pool import BlockPool, PagedBatch, PagedSeq
 from checkpoints.attention.registry import available_variants
 from checkpoints.engine import Engine, GenerateRequest
 from checkpoints.engine.cuda_graphs import DecodeGraphs, graphs_wanted
+from checkpoints.kv.block_pool import BlockPool
+from checkpoints.kv.paged_batch import PagedBatch
+from checkpoints.kv.paged_seq import PagedSeq
 from checkpoints.tokenizer import ByteTokenizer
 from tests.helpers import variant_model
 

@@ -4,6 +4,8 @@ and the memory budget, padded groups of short prompts within their token bound."
 from __future__ import annotations
 
 from checkpoints.engine.scheduler import BATCH_PREFILL_MAX_TOKENS, Scheduler
+from checkpoints.kv.block_pool import BlockPool
+from checkpoints.kv.paged_seq import PagedSeq
 from checkpoints.requests import GenerateRequest
 
 
@@ -39,6 +41,19 @@ def test_admission_stops_at_the_row_cap_and_at_the_memory_budget() -> None:
 def test_rows_reserve_whole_blocks_of_their_own_length() -> None:
     s = Scheduler(memory_budget=1 << 30, max_batch=8, prefix=None, batch_prefill_tokens=0, block_size=16)
     assert [s.reserve(r) for r in reqs(1, 12, 13, 100)] == [16, 16, 32, 112]
+
+
+def test_an_admitted_row_takes_its_reserve_from_the_pool_in_one_call() -> None:
+    """`allocate` hands a row at its prefill the blocks admission counted for it (`reserve`,
+    a verifying step's overrun included), from the pool the rows live in."""
+    pool = BlockPool(1, block_size=16)
+    s = Scheduler(memory_budget=1 << 30, max_batch=8, prefix=None, batch_prefill_tokens=0, block_size=16,
+                  draft_tokens=5)
+    for req in reqs(1, 20, 27, 100):
+        seq = s.allocate(PagedSeq(pool), req)
+        assert len(seq.table.blocks) * pool.block_size == s.reserve(req) >= len(req.prompt_ids) + 4 + 5
+        seq.release()
+    assert pool.used_blocks == 0
 
 
 def test_short_groups_stay_within_the_padded_token_bound() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from checkpoints.attention.kv_pool import DEFAULT_BLOCK_SIZE, BlockPool, PagedSeq
 from checkpoints.attention.registry import available_variants
 from checkpoints.config import RopeScaling
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest
@@ -18,6 +17,8 @@ from checkpoints.engine.core import default_draft_tokens
 from checkpoints.engine.prefix_cache import PrefixCache, reuse_order
 from checkpoints.engine.scheduler import Scheduler
 from checkpoints.generate import greedy_generate, loglikelihood, prefill
+from checkpoints.kv.block_pool import DEFAULT_BLOCK_SIZE, BlockPool
+from checkpoints.kv.paged_seq import PagedSeq
 from checkpoints.tokenizer import ByteTokenizer
 from tests.helpers import variant_model as _model
 

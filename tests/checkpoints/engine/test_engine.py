@@ -8,10 +8,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from checkpoints.attention.kv_pool import BlockPool, PagedBatch, PagedSeq
 from checkpoints.attention.registry import available_variants
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest, RollingRequest
 from checkpoints.generate import greedy_generate, loglikelihood, prefill, token_logprobs
+from checkpoints.kv.block_pool import BlockPool
+from checkpoints.kv.paged_batch import PagedBatch
+from checkpoints.kv.paged_seq import PagedSeq
 from checkpoints.model import Decoder
 from checkpoints.tokenizer import ByteTokenizer
 from tests.helpers import variant_model as _model
@@ -391,12 +393,12 @@ def test_prompt_lookup_is_on_where_the_step_verifies_in_one_call():
 def test_a_triton_decode_step_reads_the_pool_through_the_block_table(variant, reads_pages, monkeypatch):
     """On Triton a one-token step of a one-softmax variant runs `decode_paged` on the pool's
     tensors (nothing gathered); diff, whose terms split the keys, reads gathered rows."""
-    from checkpoints.attention import kv_pool
     from checkpoints.attention.softmax import triton as kernels
+    from checkpoints.kv import views
 
     model = _on_device(_model(variant), "triton")
     calls = {"gather": 0, "paged": 0}
-    gather, paged = kv_pool.gather, kernels.decode_paged
+    gather, paged = views.gather, kernels.decode_paged
 
     def counted(name, fn):
         def run(*args, **kwargs):
@@ -406,7 +408,7 @@ def test_a_triton_decode_step_reads_the_pool_through_the_block_table(variant, re
 
     with torch.inference_mode():
         _, batch = _ragged_batch(model, _prompts(seed=2)[:3], room=2)
-        monkeypatch.setattr(kv_pool, "gather", counted("gather", gather))
+        monkeypatch.setattr(views, "gather", counted("gather", gather))
         monkeypatch.setattr(kernels, "decode_paged", counted("paged", paged))
         model.decode_step(torch.arange(7, 10, device=model.device), batch)
     layers = len(model.layers)
@@ -419,12 +421,12 @@ def test_the_pytorch_backend_reads_each_decoding_row_as_a_view_of_the_pool(varia
     blocks copied into it), so on the PyTorch backend every decoding step (plain and
     verifying) reads each row as a view of the pool: nothing gathered; the tokens are each
     prompt's greedy decode alone."""
-    from checkpoints.attention import kv_pool
+    from checkpoints.kv import views
 
     model = _model(variant)
     calls = []
-    gather = kv_pool.gather
-    monkeypatch.setattr(kv_pool, "gather", lambda *a, **k: calls.append(1) or gather(*a, **k))
+    gather = views.gather
+    monkeypatch.setattr(views, "gather", lambda *a, **k: calls.append(1) or gather(*a, **k))
     shared = _prompts(seed=5)[3][:40]  # a prefix the prefix cache serves from the second prompt on
     reqs = [GenerateRequest(shared + p, max_new_tokens=9, stop_at_eos=False) for p in _prompts(seed=4)]
     engine = Engine(model, TOK, batch_prefill_tokens=0)

@@ -1,7 +1,7 @@
 """KV cache of one sequence or one padded batch (generate.py's oracle, a padded prefill):
 per-layer named tensors (B, H, T, D) in buffers that grow by doubling, so decoding N
 tokens costs O(N) copies, not O(N^2). The engine's rows and decoding batch live in the
-paged KV pool (`kv_pool.py`)."""
+paged KV pool (`block_pool.py`, `paged_seq.py`, `paged_batch.py`)."""
 
 from __future__ import annotations
 
