@@ -20,7 +20,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_FILES = ["tests/checkpoints/attention", "tests/checkpoints/kv", "tests/checkpoints/engine/test_engine.py",
-              "tests/checkpoints/test_long_prefill.py"]
+              "tests/checkpoints/test_generate_long_prefill.py"]
 SOFTMAX_TARGET, OTHER_TARGET, DECODE_TARGET = 1.10, 1.25, 70.0
 
 

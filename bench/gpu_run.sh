@@ -40,7 +40,7 @@ stamp() { echo "=== $1 exit $2 after $SECONDS s" | tee -a "$LOG"; }
 if has tests; then
   PYTEST_STREAM="$OUT/gpu_tests_stream.log" PYTHONPATH=$PYTHONPATH:$PWD/bench timeout "${T_TESTS:-80}" \
     python3 -m pytest -p pytest_stream -n 6 -q -p no:cacheprovider -rfEs --tb=short --timeout 70 \
-    -k "cuda or replay or graphed" tests/checkpoints/test_cuda_graphs.py tests/checkpoints/test_host_sync.py \
+    -k "cuda or replay or graphed" tests/checkpoints/test_cuda_graphs.py tests/checkpoints/test_hostsync.py \
     >> "$LOG" 2>&1
   stamp tests $?
 fi

@@ -23,23 +23,6 @@ CROSS_CUTTING = {
     "tests/evaluators/test_adding_a_task.py": "a toy task folder through the registry, the CLI and the API",
     "tests/service/test_readme_commands.py": "every command block of the README and the guide, run end to end",
 }
-# Waiting for the move of tests/checkpoints/ (issue #62 items 4 and 7, the KV cache's branch):
-# engine tests go to tests/checkpoints/engine/, attention ones beside their family's folder.
-PENDING = {
-    "tests/checkpoints/attention/test_entmax.py", "tests/checkpoints/attention/test_softpick.py",
-    "tests/checkpoints/attention/test_rela.py", "tests/checkpoints/attention/test_softmax_family.py",
-    "tests/checkpoints/attention/test_softmax_family_model.py",
-    "tests/checkpoints/attention/test_softmax_fast_path.py", "tests/checkpoints/attention/test_threshold.py",
-    "tests/checkpoints/attention/test_training_paths.py", "tests/checkpoints/attention/test_triton_compile.py",
-    "tests/checkpoints/attention/test_triton_nonsoftmax.py",
-    "tests/checkpoints/attention/test_triton_softmax_family.py",
-    "tests/checkpoints/attention/test_variant_models.py", "tests/checkpoints/test_cuda_graphs.py",
-    "tests/checkpoints/test_engine.py", "tests/checkpoints/test_hf_parity.py",
-    "tests/checkpoints/test_host_sync.py", "tests/checkpoints/test_long_prefill.py",
-    "tests/checkpoints/test_prefix_cache.py", "tests/checkpoints/test_prompt_lookup.py",
-    "tests/checkpoints/test_real_model.py", "tests/checkpoints/test_scheduler.py",
-    "tests/checkpoints/test_verify_width.py", "tests/checkpoints/test_warmup.py",
-}
 
 
 def names_in(folder: Path) -> set[str]:
@@ -63,14 +46,14 @@ def misplaced(tests: Path, repo: Path, allowed: set[str]) -> list[str]:
 
 
 def test_every_test_file_mirrors_a_module() -> None:
-    found = misplaced(TESTS, REPO, set(CROSS_CUTTING) | PENDING)
+    found = misplaced(TESTS, REPO, set(CROSS_CUTTING))
     assert found == [], ("test files that mirror no module: move each beside the module it tests "
                          "(tests/<folder>/test_<module>[_<aspect>].py) or list it in CROSS_CUTTING with why: "
                          + ", ".join(found))
 
 
 def test_the_lists_name_files_that_exist() -> None:
-    stale = sorted(p for p in set(CROSS_CUTTING) | PENDING if not (REPO / p).is_file())
+    stale = sorted(p for p in set(CROSS_CUTTING) if not (REPO / p).is_file())
     assert stale == [], "listed test files that are gone (drop them from the lists): " + ", ".join(stale)
 
 

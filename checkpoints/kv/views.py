@@ -7,7 +7,7 @@ consecutive blocks (tokens contiguous per head: nothing copied), else gathered (
   of whole blocks: the read of a kernel without a block table (Triton's prefill and
   decode kernels, and every variant whose decode is not paged). It is the plain PyTorch
   twin of `decode_paged` (`checkpoints/attention/softmax/triton.py`), which reads the
-  pool through the block table; `tests/checkpoints/attention/test_triton_softmax_family.py`
+  pool through the block table; `tests/checkpoints/attention/softmax/test_triton_softmax_family.py`
   compares the two.
 - `PagedRows`: a decoding batch's entry read row by row (the PyTorch backends' read).
 

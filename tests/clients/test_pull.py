@@ -1,6 +1,6 @@
 """`clients.pull`: the hub through huggingface_hub's own cache with HF_HUB_OFFLINE
 (a cache laid out as the library lays it out, built here), and GGUF refusals. The GGUF
-conversion itself runs on the real SmolLM2 GGUF in tests/checkpoints/test_real_model.py."""
+conversion itself runs on the real SmolLM2 GGUF in tests/checkpoints/test_model_real.py."""
 
 from __future__ import annotations
 
