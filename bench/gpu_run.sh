@@ -4,7 +4,7 @@
 # streamed to gpu_tests_stream.log by bench/pytest_stream.py). bench/gpu_report.py turns the
 # folders into bench/results/gpu_*.
 # Usage (repo root, on the device): OUT=/some/dir bash bench/gpu_run.sh STAGE[,STAGE...]
-#   tests      the CUDA-only tests of CUDA graphs and host syncs (tests/checkpoints/test_{cuda_graphs,host_sync}.py;
+#   tests      the CUDA-only tests of CUDA graphs and host syncs (tests/checkpoints/engine/test_cuda_graphs.py, tests/checkpoints/test_hostsync.py;
 #              the rest of those files runs Triton's interpreter on the CPU, in CI)
 #   eval       `lctx eval` RULER niah_single_1 as whole commands: 16k x 32 and 128k x 4 (cold, warm;
 #              EVAL_MODES) against a bare import, 16k eager (EVAL_EAGER=0: not), then two identical
@@ -40,7 +40,7 @@ stamp() { echo "=== $1 exit $2 after $SECONDS s" | tee -a "$LOG"; }
 if has tests; then
   PYTEST_STREAM="$OUT/gpu_tests_stream.log" PYTHONPATH=$PYTHONPATH:$PWD/bench timeout "${T_TESTS:-80}" \
     python3 -m pytest -p pytest_stream -n 6 -q -p no:cacheprovider -rfEs --tb=short --timeout 70 \
-    -k "cuda or replay or graphed" tests/checkpoints/test_cuda_graphs.py tests/checkpoints/test_hostsync.py \
+    -k "cuda or replay or graphed" tests/checkpoints/engine/test_cuda_graphs.py tests/checkpoints/test_hostsync.py \
     >> "$LOG" 2>&1
   stamp tests $?
 fi
