@@ -14,7 +14,7 @@ What makes it fast (25,000 jobs in well under a minute on two cores): a batch's 
 in a few statements (store/results.py `insert_results_many`; on PostgreSQL by COPY); the
 tables it fills from empty without most of their indexes, made once at its end; on
 PostgreSQL the next batches' files read and made into rows in a thread (`Ahead`) while the
-server writes the batch before.
+server writes the batch before, and the tables ANALYZEd as they grow.
 
 `lctx serve` runs them in a thread of the app's start-up (service/app.py): /healthz answers
 with `upgrading` (done, total, rate, ETA), /readyz answers 503 until they are done, and the
