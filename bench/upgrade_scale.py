@@ -66,8 +66,10 @@ def history(settings: Any, size: int) -> list[dict[str, Any]]:
 
 
 def server_cpu(pg: Any) -> float | None:
-    """The CPU seconds the PostgreSQL cluster's processes (its postmaster and backends) have used,
-    read from /proc (None: not PostgreSQL, or not Linux): the server's side of an upgrade."""
+    """The CPU seconds the PostgreSQL cluster's processes have used, read from /proc (None: not
+    PostgreSQL, or not Linux): the server's side of an upgrade. Its live processes' own, and
+    through the postmaster's children's figures those that ended (backends, autovacuum and
+    parallel index-build workers)."""
     if pg is None or not Path("/proc").is_dir():
         return None
     postmaster = int((pg.dir / "data" / "postmaster.pid").read_text().split()[0])
@@ -81,6 +83,8 @@ def server_cpu(pg: Any) -> float | None:
             continue
         if int(pid) == postmaster or int(fields[1]) == postmaster:
             ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        if int(pid) == postmaster:
+            ticks += int(fields[13]) + int(fields[14])  # cutime, cstime: its children that ended
     return ticks / os.sysconf("SC_CLK_TCK")
 
 

@@ -14,7 +14,7 @@ What makes it fast (25,000 jobs in well under a minute on two cores): a batch's 
 in a few statements (store/results.py `insert_results_many`; on PostgreSQL by COPY); the
 tables it fills from empty without most of their indexes, made once at its end; on
 PostgreSQL the next batches' files read and made into rows in a thread (`Ahead`) while the
-server writes the batch before.
+server writes the batch before, and the tables ANALYZEd as they grow.
 
 `lctx serve` runs them in a thread of the app's start-up (service/app.py): /healthz answers
 with `upgrading` (done, total, rate, ETA), /readyz answers 503 until they are done, and the
@@ -193,6 +193,13 @@ def batch(conn: Connection, settings: Settings, name: str, size: int, ahead: Ahe
         if row.done == 0 and m.tables and all(conn.execute(select(t).limit(1)).first() is None for t in m.tables):
             _drop_indexes(conn, m)
         filled = m.write(conn, read) if jobs else 0
+        batches = (row.done + len(jobs)) // size
+        if conn.dialect.name == "postgresql" and jobs and batches & (batches - 1) == 0 and batches != row.done // size:
+            # the tables' statistics as they grow (after the 1st, 2nd, 4th, 8th... batch): without them
+            # (autovacuum comes by a new database once a minute at most) the planner takes a list of
+            # 500 job ids for most of the table and reads all of it, a batch slower than the one before
+            for table in m.tables:
+                conn.exec_driver_sql(f"ANALYZE {table.name}")
         values: dict[str, Any] = {"done": row.done + len(jobs), "filled": row.filled + filled}
         if jobs:
             values |= {"after_at": jobs[-1].finished_at, "after_id": jobs[-1].id}

@@ -7,6 +7,7 @@ service/standings.py, which reads the typed results."""
 from __future__ import annotations
 
 import json
+from collections import namedtuple
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import itemgetter
@@ -43,6 +44,7 @@ DIMENSIONS = ("lineage", "schedule", "rope", "backend", "thinking")  # filters w
 # scores shows its latest night first); the index walks stop at the sort's own columns, the rows they tie
 # on sorted by these (a sort of the ties, not of the view)
 NEWEST = (T.c.finished_at.desc(), T.c.id.desc())
+_Dimensions = namedtuple("_Dimensions", DIMENSIONS)  # a row's fixed filters' values, as `_tally` reads them
 COUNT_BOUND = 1000  # a count of other filters' rows stops here: `total` is then "at least" (`total_exact` False)
 
 
@@ -209,11 +211,17 @@ def insert_results_many(conn: Connection, jobs: list[tuple[str, list[ResultRecor
             held[:] = [(str(n), rec.finished_at)]
     # the counts the batch's rows move: those that hold a flag at the end (one that took it and
     # lost it to a later row of the batch moves nothing: counted once, not added and taken back)
+    # (rows alike in their view, dimensions and columns moved together: a nightly history's
+    # batch has far fewer such groups than rows)
+    alike: dict[tuple[Any, ...], int] = {}
     for n, (_, rec) in enumerate(recs):
         for _, flag, count in PER.values():
             if flags[n][flag]:
-                move(rec.task, rec.values, count, +1)
-                _tally(kept, rec.task, flag, rec, rec.values, +1)
+                group = (rec.task, flag, count, _Dimensions(*(getattr(rec, d) for d in DIMENSIONS)), tuple(rec.values))
+                alike[group] = alike.get(group, 0) + 1
+    for (task, flag, count, dimensions, columns), rows in alike.items():
+        move(task, columns, count, rows)
+        _tally(kept, task, flag, dimensions, columns, rows)
     # the stored holders' columns, for their counts
     for _, flag, count in PER.values():
         ids = dropped[flag]
