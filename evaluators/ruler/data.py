@@ -171,11 +171,15 @@ class SortedPairs(Sequence[str]):
         return self.starts[-1]
 
     def __getitem__(self, i: int) -> str:  # type: ignore[override]
-        if not -len(self) <= i < len(self):
+        # `random.choice` calls this hundreds of thousands of times per RULER build: written flat
+        n = self.starts[-1]
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
             raise IndexError(i)
-        i %= len(self)
         b = bisect_right(self.starts, i) - 1
-        return self._at(self.blocks[b], i - self.starts[b])
+        block, j = self.blocks[b], i - self.starts[b]
+        return block[j] if isinstance(block, list) else f"{block}-{self.nouns[j]}"
 
 
 @cache

@@ -253,11 +253,14 @@ class Niah(Stream):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.words = ruler_data.niah_words()  # sorted(set(adj-noun)), as the script builds it
+        self.n_words = len(self.words)
         f = self.flags
         self.step = 5 if length_small(self.length) else max(5, f.num_v * f.num_k)
 
     def key(self) -> str:
-        return self.rng.choice(self.words)
+        """`random.choice(words)` as the script draws it (choice is `seq[_randbelow(len(seq))]`),
+        without re-measuring the word list on every one of a haystack's thousand draws."""
+        return self.words[self.rng._randbelow(self.n_words)]
 
     def build(self, n: int) -> Built:
         f, rng = self.flags, self.rng
