@@ -108,10 +108,29 @@ def run(model: Path, spec: dict[str, Any]) -> dict[str, Any]:
 
         return report
 
+    def on_reused(k: str):
+        heard = tracker.reused(k)
+
+        def report(tokens: int) -> None:
+            reports.append({"t": time.monotonic() - t0, "reused": int(tokens)})
+            heard(tokens)
+
+        return report
+
+    def on_foreseen(k: str):
+        heard = tracker.foreseen(k)
+
+        def report(tokens: int) -> None:
+            reports.append({"t": time.monotonic() - t0, "foreseen": int(tokens)})
+            heard(tokens)
+
+        return report
+
     with tempfile.TemporaryDirectory() as out:
         started = time.monotonic()
         results = run_suite(opened.loaded, parsed, Path(out), opened.engine, progress=progress,
-                            on_prefill=on_prefill, evaluators=evaluators, on_generated=on_generated)
+                            on_prefill=on_prefill, evaluators=evaluators, on_generated=on_generated,
+                            on_reused=on_reused, on_foreseen=on_foreseen)
         seconds = time.monotonic() - started
     tracker.close(write=True)
     entry = results[key]
@@ -158,7 +177,7 @@ def replay_old(spec: dict[str, Any], reports: list[dict[str, Any]], times: list[
     for t in times:
         while i < len(reports) and reports[i]["t"] <= t:
             done = reports[i].get("done", done)
-            tokens += reports[i].get("tokens", 0)
+            tokens += reports[i].get("tokens", 0) + reports[i].get("reused", 0)
             i += 1
         share = done / plan.samples
         if plan.prompt_tokens and tokens / plan.prompt_tokens < 1.0:
@@ -180,6 +199,11 @@ def replay_now(spec: dict[str, Any], reports: list[dict[str, Any]],
     for t in times:
         while i < len(reports) and reports[i]["t"] <= t:
             clock[0] = reports[i]["t"]
+            if "reused" in reports[i]:  # served by the prefix cache (captured apart since this run)
+                tokens += reports[i]["reused"]
+                tracker.reused("task")(reports[i]["reused"])
+            if "foreseen" in reports[i]:
+                tracker.foreseen("task")(reports[i]["foreseen"])
             tokens += reports[i].get("tokens", 0)
             generated += reports[i].get("generated", 0)
             tracker.set("task", done=reports[i].get("done"), total=reports[i].get("total"), tokens=tokens,
@@ -198,7 +222,7 @@ def warm_until(spec: dict[str, Any], reports: list[dict[str, Any]]) -> float:
     plan = plan_of(spec)
     planned, counted = (plan.prompt_tokens or 0) + (plan.generated_tokens or 0), 0
     for r in reports:
-        counted += r.get("tokens", 0) + r.get("generated", 0)
+        counted += r.get("tokens", 0) + r.get("reused", 0) + r.get("generated", 0)
         if counted >= WARM_SHARE * planned:
             return r["t"]
     return reports[-1]["t"] if reports else 0.0
@@ -259,7 +283,7 @@ def summarize(spec: dict[str, Any], trace: dict[str, Any], about: dict[str, Any]
     gaps between writes and between reports of work; the earlier runs' traces replayed."""
     writes, reports = trace["writes"], trace["reports"]
     running = [w["t"] for w in writes if w["done"] < w["total"]]
-    moved = [r["t"] for r in reports if r.get("tokens") or r.get("generated") or "done" in r]
+    moved = [r["t"] for r in reports if r.get("tokens") or r.get("reused") or r.get("generated") or "done" in r]
     earlier = []
     if EARLIER.is_file():
         for e in json.loads(EARLIER.read_text()):

@@ -8,7 +8,8 @@ after, so counting samples alone shows 0/30 for minutes: the engine reports each
 (`Engine.on_prefill`, a layer at a time) and each decoding step (`Engine.on_generated`), and the
 ETA weighs the prompt and generated tokens the task's options plan (`planned_tokens`,
 `planned_generated`) by the time each kind took so far (`evaluators.eta.Eta`), else counts
-samples. Updates are written at most every `every` seconds, and a throttled update is written by
+samples. Prompt tokens the prefix cache serves (`Engine.on_reused`) count as prefilled but took no
+time, and those it should serve (`Engine.on_foreseen`) are not left to read. Updates are written at most every `every` seconds, and a throttled update is written by
 a timer when its burst ends, so the written state never stays behind the work. Pydantic only (the
 client commands print progress with it)."""
 
@@ -80,6 +81,8 @@ class JobProgress:
         self.lock = threading.Lock()
         self.state: dict[str, dict[str, Any]] = {}
         self.started: dict[str, Eta] = {}  # task -> its estimate, from the moment this run first heard of it
+        # task -> [prompt tokens the prefix cache served in this run, those it should still serve]
+        self.reuse: dict[str, list[int]] = {key: [0, 0] for key in tasks}
         self.plans = {key: plan_of(task) for key, task in tasks.items()}  # typed once per job run
         for key, plan in self.plans.items():
             old = (previous or {}).get(key, {})
@@ -100,6 +103,28 @@ class JobProgress:
     def prefilled(self, key: str) -> Callable[[int], None]:
         def report(tokens: int) -> None:
             self.set(key, tokens=self.state[key]["tokens"] + int(tokens))
+
+        return report
+
+    def reused(self, key: str) -> Callable[[int], None]:
+        """Prompt tokens the prefix cache served: prefilled as far as the count goes, in no time."""
+        def report(tokens: int) -> None:
+            with self.lock:
+                served = self.reuse[key]
+                served[0] += int(tokens)
+                served[1] = max(0, served[1] - int(tokens))
+            self.set(key, tokens=self.state[key]["tokens"] + int(tokens))
+
+        return report
+
+    def foreseen(self, key: str) -> Callable[[int], None]:
+        """Prompt tokens the prefix cache should serve in the engine's call starting now (what an
+        earlier call foresaw and did not serve is no longer expected)."""
+        def report(tokens: int) -> None:
+            with self.lock:
+                self.reuse[key][1] = max(0, int(tokens))
+                if key in self.started:
+                    self._estimate(key)
 
         return report
 
@@ -139,11 +164,12 @@ class JobProgress:
         cell, eta = self.state[key], self.started[key]
         now = self.clock()
         tokens, generated = cell["tokens"], cell["generated"]
-        eta.observe(now, tokens, generated)
+        served, pending = self.reuse[key]
+        eta.observe(now, tokens, generated, served)
         elapsed = now - eta.start
-        if elapsed > 0 and tokens > eta.tokens:
-            cell["tokens_per_s"] = round((tokens - eta.tokens) / elapsed, 1)
-        cell["eta_s"] = eta.seconds_left(now, cell["done"], cell["total"], tokens, generated)
+        if elapsed > 0 and tokens - served > eta.tokens:
+            cell["tokens_per_s"] = round((tokens - served - eta.tokens) / elapsed, 1)  # what was read, not served
+        cell["eta_s"] = eta.seconds_left(now, cell["done"], cell["total"], tokens, generated, pending)
 
     def tick(self) -> None:
         """Re-estimate every running task now, whatever it reported (the heartbeat): time passing
