@@ -38,6 +38,7 @@ from dataclasses import dataclass
 # heavy load, 60 for one row alone. The first step measured replaces it (in the main run the old
 # prior of 30 put the last minute's ETA 20x too high).
 GENERATED_COST = 4.0
+FADE = 1.0
 
 
 @dataclass
@@ -45,7 +46,8 @@ class Eta:
     """One task run's estimate. `prompt_tokens` and `generated_tokens`: what its plan reads and
     may generate in all (None: not known before the data), `samples` its planned total;
     `done` (samples), `tokens` and `generated`: what was counted when this run started (a resumed
-    task's earlier work is not this run's); `start`: its clock then."""
+    task's earlier work is not this run's), `served` of those tokens by the prefix cache; `start`:
+    its clock then."""
 
     prompt_tokens: int | None
     generated_tokens: int | None
@@ -54,11 +56,12 @@ class Eta:
     tokens: int
     generated: int
     start: float
+    served: int = 0
 
     def __post_init__(self) -> None:
         self.last = self.start  # the last report of work
         self.seen = [self.tokens, self.generated]  # tokens of each kind counted so far
-        self.reused = 0  # prompt tokens of `seen` the prefix cache served (charged no time)
+        self.reused = self.served  # prompt tokens of `seen` the prefix cache served (charged no time)
         self.spent = [0.0, 0.0]  # seconds each kind took
         self.counted = [0.0, 0.0]  # tokens of each kind those seconds did (both fading alike)
 
@@ -76,7 +79,7 @@ class Eta:
             return
         per = self.costs(self.last) or (1.0, GENERATED_COST)
         work = [moved[0] * per[0], moved[1] * per[1]]
-        fade = math.exp(-(now - self.last) / (now - self.start))  # the run so far, its recent part weighing most
+        fade = math.exp(-FADE * (now - self.last) / (now - self.start))  # the run so far, its recent part weighing most
         for k in (0, 1):
             self.spent[k] = self.spent[k] * fade + (now - self.last) * work[k] / sum(work)
             self.counted[k] = self.counted[k] * fade + moved[k]

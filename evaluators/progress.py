@@ -109,11 +109,9 @@ class JobProgress:
     def reused(self, key: str) -> Callable[[int], None]:
         """Prompt tokens the prefix cache served: prefilled as far as the count goes, in no time."""
         def report(tokens: int) -> None:
-            with self.lock:
-                served = self.reuse[key]
-                served[0] += int(tokens)
-                served[1] = max(0, served[1] - int(tokens))
-            self.set(key, tokens=self.state[key]["tokens"] + int(tokens))
+            served, pending = self.reuse[key]
+            self.set(key, tokens=self.state[key]["tokens"] + int(tokens), reused=served + int(tokens),
+                     pending=max(0, pending - int(tokens)))
 
         return report
 
@@ -121,10 +119,7 @@ class JobProgress:
         """Prompt tokens the prefix cache should serve in the engine's call starting now (what an
         earlier call foresaw and did not serve is no longer expected)."""
         def report(tokens: int) -> None:
-            with self.lock:
-                self.reuse[key][1] = max(0, int(tokens))
-                if key in self.started:
-                    self._estimate(key)
+            self.set(key, pending=int(tokens))
 
         return report
 
@@ -135,19 +130,22 @@ class JobProgress:
         return report
 
     def set(self, key: str, done: int | None = None, total: int | None = None, tokens: int | None = None,
-            generated: int | None = None) -> None:
+            generated: int | None = None, reused: int | None = None, pending: int | None = None) -> None:
         """A task's samples done, planned total, tokens prefilled or generated as measured now
         (the first call starts the task's clock: what was counted then is an earlier run's);
-        the estimates follow and the state is written (throttled)."""
+        the estimates follow and the state is written (throttled). `reused`: how many of the
+        tokens the prefix cache served, `pending`: how many more it should serve (foreseen)."""
         fields = (("done", done), ("total", total), ("tokens", tokens), ("generated", generated))
         with self.lock:
-            cell = self.state[key]
+            cell, reuse = self.state[key], self.reuse[key]
+            moved = [v is not None and v != now for v, now in zip((reused, pending), reuse, strict=True)]
+            reuse[:] = [now if v is None else int(v) for v, now in zip((reused, pending), reuse, strict=True)]
             if key not in self.started:
                 plan = self.plans[key]
                 first = {name: cell[name] if value is None else int(value) for name, value in fields}
                 self.started[key] = Eta(plan.prompt_tokens, plan.generated_tokens, plan.samples, first["done"],
-                                        first["tokens"], first["generated"], self.clock())
-            changed = any(v is not None and v != cell[k] for k, v in fields)
+                                        first["tokens"], first["generated"], self.clock(), reuse[0])
+            changed = any(v is not None and v != cell[k] for k, v in fields) or any(moved)
             if not changed:
                 return
             for name, value in fields:
@@ -167,8 +165,9 @@ class JobProgress:
         served, pending = self.reuse[key]
         eta.observe(now, tokens, generated, served)
         elapsed = now - eta.start
-        if elapsed > 0 and tokens - served > eta.tokens:
-            cell["tokens_per_s"] = round((tokens - served - eta.tokens) / elapsed, 1)  # what was read, not served
+        read = tokens - eta.tokens - (served - eta.served)  # this run's tokens read, not served
+        if elapsed > 0 and read > 0:
+            cell["tokens_per_s"] = round(read / elapsed, 1)
         cell["eta_s"] = eta.seconds_left(now, cell["done"], cell["total"], tokens, generated, pending)
 
     def tick(self) -> None:
