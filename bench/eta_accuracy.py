@@ -305,6 +305,8 @@ def row(name: str, j: dict[str, Any]) -> str:
 
 
 def report(s: dict[str, Any]) -> str:
+    from evaluators.eta import GENERATED_COST
+
     w, m = s["writes"], s["work_moves"]
     return f"""# ETA accuracy on the real model
 
@@ -324,12 +326,16 @@ these points) and, beside it, of the run's time; a state without an ETA counts a
 {row("before (prompt-token share, then samples; replayed)", s["eta_before"])}
 
 The ETA is the prompt and generated tokens the plan has left at the seconds a token of each kind
-took so far (`evaluators/eta.py`). It says too much (ratios below 1) where the prefix cache serves
-prompt tokens late in the run (passkey's prompts share their haystacks: the engine reports those
-tokens as they are served, unannounced before) or the machine's load falls during the run, and
-too little where it rises; a batch's decoding, after every prompt is read, is timed from its
-first step on (before it, a generated token is taken for 30 prompt tokens: 2 to 60 were measured,
-by the load).
+took so far (`evaluators/eta.py`). Prompt tokens the prefix cache serves (passkey's trials share
+their haystacks: about half of them) are reported apart as a row is admitted and charged no time,
+and those each generation call should serve are foreseen at its start and not left to read
+(`Engine.on_reused`, `Engine.on_foreseen`; traces captured before have neither, and are replayed
+as they were). A batch's decoding, after every prompt is read, is timed from its first step on
+(before it, a generated token is taken for {GENERATED_COST:g} prompt tokens). What it cannot foresee: a
+prompt token's cost grows with its position (attention), and the tokens the cache serves are the
+cheap first ones of a prompt, so the tail left to read costs more than the run's average; and the
+machine's load, which moved the prefill rate by up to 40x within a run here (2 cores shared by
+other engineers' tests): ratios above 1 where it slowed, below 1 where it sped up.
 
 Progress written (`lctx eval`'s bar redrawn): {w['count']} times, gap max {w['max_s']} s, p95 {w['p95_s']} s.
 Work reported (tokens prefilled or generated, samples done: the count itself moving): {m['count']} times, gap
@@ -342,7 +348,8 @@ def earlier_report(runs: list[dict[str, Any]]) -> str:
         return ""
     lines = ["", "Earlier runs of this benchmark on the same model and task (their captured reports in",
              f"`{EARLIER.relative_to(ROOT)}`, replayed with this code; run 1 was captured before the engine",
-             "reported generated tokens, so its generation is judged at the cost assumed for it throughout):", "",
+             "reported generated tokens, so its generation is judged at the cost assumed for it throughout, runs 1",
+             "to 4 before it reported the prefix cache's tokens apart, so they are replayed as prefilled ones):", "",
              f"| run | seconds | load (1/5/15 min) before -> after | estimator | points | within [0.5, 2] | (after {WARM_SHARE:.0%} "
              "of the time) | no ETA | ratio min | median | max |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:

@@ -31,14 +31,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-# Prompt tokens' time one generated token takes until a decoding step is measured. Both cost the
-# model's FLOPs per token (2 x parameters, plus attention over the context); a decoding step also
-# reads every weight once for its whole batch (memory-bound at small batch), and drafts verified
-# in one step share it too: 2.4 was measured with a batch of 8 rows on the CPU, 28 to 32 under
-# heavy load, 60 for one row alone. The first step measured replaces it (in the main run the old
-# prior of 30 put the last minute's ETA 20x too high).
-GENERATED_COST = 4.0
-FADE = 1.0
+# Prompt tokens' time one generated token takes until a decoding step is measured. By FLOPs the
+# two cost about the same (2 x parameters, plus attention over the context), but a decoding step
+# is memory-bound: it reads every weight and every row's whole KV cache (46 KB a position for
+# SmolLM2-135M in fp32: 1.4 GB a step for 8 rows at passkey's lengths) for a few tokens a row.
+# Measured with the engine's batch of 8 on the CPU, against the run's mean prompt token: 2.4 in
+# one run, 10 to 20 in three others (bench/results/eta_accuracy.md); 60 for one row alone under
+# load. The first step measured replaces it (the old prior of 30 said 20x too much in the first).
+GENERATED_COST = 6.0
+FADE = 1.0  # the seconds per token fade with this many run-lengths so far (1: the whole run)
 
 
 @dataclass

@@ -150,7 +150,7 @@ def test_tokens_foreseen_from_the_cache_are_not_left_to_read() -> None:
 
 
 def test_a_dear_decoding_is_followed_from_its_first_step() -> None:
-    """Decoding 15x dearer than assumed (a generated token 60 prompt tokens' time: one row, a
+    """Decoding 10x dearer than assumed (a generated token 60 prompt tokens' time: one row, a
     loaded machine): the ETA says too little until the first step is measured, then holds
     through the steps that follow (but the last three: a step's worth of the budget is never
     generated, and within a step the time left falls while the ETA waits for its report)."""
@@ -160,7 +160,7 @@ def test_a_dear_decoding_is_followed_from_its_first_step() -> None:
     end = seen[-1][0]
     before = [(end - when) / eta for when, eta in seen[:-1] if end - 9 * 4.0 - 2 <= when < end - 9 * 4.0]
     after = [(end - when) / eta for when, eta in seen[:-1] if end - 8 * 4.0 <= when < end - 3 * 4.0]
-    assert before and all(r > 2.0 for r in before)  # the prior: 4 prompt tokens, not 60
+    assert before and all(r > 2.0 for r in before)  # the prior: GENERATED_COST prompt tokens, not 60
     assert after and all(0.5 <= r <= 2.0 for r in after), after
 
 
