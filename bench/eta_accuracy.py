@@ -259,15 +259,16 @@ def main() -> None:
     if args.rewrite:
         saved = json.loads((args.out / "eta_accuracy.json").read_text())
         trace = saved.pop("trace")
-        summary = summarize(saved["spec"], trace, {k: saved[k] for k in ABOUT})
+        summary = summarize(saved["spec"], trace, {k: saved[k] for k in ABOUT if k in saved})
     else:
         spec = {"name": "passkey", "lengths": args.lengths, "trials": args.trials, "seed": 0}
         model = args.model or real_model()
         load_before = load()
+        started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         trace = run(model, spec)
         about = {"model": str(model.name), "seconds": round(trace["seconds"], 1), "samples": trace["samples"],
                  "load_before": load_before, "load_after": load(), "cpus": os.cpu_count(),
-                 "python": platform.python_version()}
+                 "python": platform.python_version(), "started": started}
         summary = summarize(spec, trace, about)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "eta_accuracy.json").write_text(json.dumps({**summary, "trace": trace}, separators=(",", ":")) + "\n")
@@ -275,7 +276,7 @@ def main() -> None:
     print(report(summary))
 
 
-ABOUT = ("model", "seconds", "samples", "load_before", "load_after", "cpus", "python")
+ABOUT = ("model", "seconds", "samples", "load_before", "load_after", "cpus", "python", "started")
 
 
 def summarize(spec: dict[str, Any], trace: dict[str, Any], about: dict[str, Any]) -> dict[str, Any]:
@@ -311,7 +312,8 @@ def report(s: dict[str, Any]) -> str:
     return f"""# ETA accuracy on the real model
 
 `bench/eta_accuracy.py`: `lctx eval`'s progress on {s['model']} (fp32, CPU, {s['cpus']} cores shared),
-passkey at lengths {s['spec']['lengths']} x {s['spec']['trials']} trials, run in the order lctx runs them;
+passkey at lengths {s['spec']['lengths']} x {s['spec']['trials']} trials, run in the order lctx runs them{
+(", " + s["started"]) if s.get("started") else ""};
 {s['samples']} samples in {s['seconds']} s. Load average (1/5/15 min) before: {s['load_before']}, after:
 {s['load_after']}.
 

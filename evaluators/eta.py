@@ -35,10 +35,10 @@ from dataclasses import dataclass
 # two cost about the same (2 x parameters, plus attention over the context), but a decoding step
 # is memory-bound: it reads every weight and every row's whole KV cache (46 KB a position for
 # SmolLM2-135M in fp32: 1.4 GB a step for 8 rows at passkey's lengths) for a few tokens a row.
-# Measured with the engine's batch of 8 on the CPU, against the run's mean prompt token: 2.4 in
-# one run, 10 to 20 in three others (bench/results/eta_accuracy.md); 60 for one row alone under
-# load. The first step measured replaces it (the old prior of 30 said 20x too much in the first).
-GENERATED_COST = 6.0
+# Measured with the engine's batch of 8 on the CPU, a generated token against the run's mean
+# prompt token read: 1.2, 11, 16, 24 and 35 in five runs (bench/results/eta_accuracy.md); 12
+# is within 3x of four of them. The first step measured replaces it.
+GENERATED_COST = 12.0
 FADE = 1.0  # the seconds per token fade with this many run-lengths so far (1: the whole run)
 
 

@@ -150,7 +150,7 @@ def test_tokens_foreseen_from_the_cache_are_not_left_to_read() -> None:
 
 
 def test_a_dear_decoding_is_followed_from_its_first_step() -> None:
-    """Decoding 10x dearer than assumed (a generated token 60 prompt tokens' time: one row, a
+    """Decoding 5x dearer than assumed (a generated token 60 prompt tokens' time: one row, a
     loaded machine): the ETA says too little until the first step is measured, then holds
     through the steps that follow (but the last three: a step's worth of the budget is never
     generated, and within a step the time left falls while the ETA waits for its report)."""
