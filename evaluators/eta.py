@@ -3,7 +3,7 @@ so far in this run (`lctx eval`'s bars and a job's progress: `evaluators.progres
 
 Two kinds of work, measured apart because they cost very differently: prompt tokens prefilled
 (reported a chunk's layer at a time) and tokens generated (reported after each decoding step;
-on the CPU a generated token took the time of 2 to 60 prompt tokens, by the load and the batch:
+on the CPU a generated token took the time of 1 to 60 prompt tokens, by the load and the batch:
 bench/results/eta_accuracy.md). The time between two reports is the cost of the work the second
 one reports (the engine reports work once it is done), and the time since the last report makes
 every token dearer by its share of the time the work so far took, so a stall raises the estimate

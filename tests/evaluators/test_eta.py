@@ -23,12 +23,12 @@ class Clock:
         return self.now
 
 
-def real_shaped_run(progress: JobProgress, clock: Clock, beat: float = 0.5, step_s: float = 0.3, steps: int = 9,
+def real_shaped_run(progress: JobProgress, clock: Clock, beat: float = 0.5, step_s: float = 1.0,
                     cached: float = 0.0, told: bool = True) -> list[tuple[float, float | None]]:
     """Prompts shortest first, each told a thirtieth at a time, a token at position p taking
     (1 + p / 3000) x 4 ms (attention grows with the prompt); then 8 rows decoding 9 steps of
-    `step_s` (0.3 s: a generated token ~5 prompt tokens' time, as the real model's batch of 8
-    decoded in bench/results/eta_accuracy.md; `steps`: 9 of the 10 tokens budgeted, as the real
+    `step_s` (1 s: a generated token ~15 prompt tokens' time, as the real model's batch of 8
+    decoded in most runs of bench/results/eta_accuracy.md; 9 of the 10 tokens budgeted, as the real
     run generated 18 of 20); the samples all finish after the last step. `cached`: the share of each
     length's second prompt the prefix cache serves (passkey's trials share their haystacks),
     in no time as the row is admitted; `told`: reported apart and foreseen at the start, as the
@@ -46,7 +46,7 @@ def real_shaped_run(progress: JobProgress, clock: Clock, beat: float = 0.5, step
         for i in range(30):
             t += sum(0.004 * (1 + p / 3000) for p in range(skip + i * part, skip + (i + 1) * part, 50)) * 50
             events.append((t, "tokens", part))
-    for _ in range(steps):
+    for _ in range(9):
         t += step_s
         events.append((t, "generated", 8))
     events.append((t, "done", 8))
