@@ -108,10 +108,29 @@ def run(model: Path, spec: dict[str, Any]) -> dict[str, Any]:
 
         return report
 
+    def on_reused(k: str):
+        heard = tracker.reused(k)
+
+        def report(tokens: int) -> None:
+            reports.append({"t": time.monotonic() - t0, "reused": int(tokens)})
+            heard(tokens)
+
+        return report
+
+    def on_foreseen(k: str):
+        heard = tracker.foreseen(k)
+
+        def report(tokens: int) -> None:
+            reports.append({"t": time.monotonic() - t0, "foreseen": int(tokens)})
+            heard(tokens)
+
+        return report
+
     with tempfile.TemporaryDirectory() as out:
         started = time.monotonic()
         results = run_suite(opened.loaded, parsed, Path(out), opened.engine, progress=progress,
-                            on_prefill=on_prefill, evaluators=evaluators, on_generated=on_generated)
+                            on_prefill=on_prefill, evaluators=evaluators, on_generated=on_generated,
+                            on_reused=on_reused, on_foreseen=on_foreseen)
         seconds = time.monotonic() - started
     tracker.close(write=True)
     entry = results[key]
@@ -158,7 +177,7 @@ def replay_old(spec: dict[str, Any], reports: list[dict[str, Any]], times: list[
     for t in times:
         while i < len(reports) and reports[i]["t"] <= t:
             done = reports[i].get("done", done)
-            tokens += reports[i].get("tokens", 0)
+            tokens += reports[i].get("tokens", 0) + reports[i].get("reused", 0)
             i += 1
         share = done / plan.samples
         if plan.prompt_tokens and tokens / plan.prompt_tokens < 1.0:
@@ -180,6 +199,11 @@ def replay_now(spec: dict[str, Any], reports: list[dict[str, Any]],
     for t in times:
         while i < len(reports) and reports[i]["t"] <= t:
             clock[0] = reports[i]["t"]
+            if "reused" in reports[i]:  # served by the prefix cache (captured apart since this run)
+                tokens += reports[i]["reused"]
+                tracker.reused("task")(reports[i]["reused"])
+            if "foreseen" in reports[i]:
+                tracker.foreseen("task")(reports[i]["foreseen"])
             tokens += reports[i].get("tokens", 0)
             generated += reports[i].get("generated", 0)
             tracker.set("task", done=reports[i].get("done"), total=reports[i].get("total"), tokens=tokens,
@@ -198,7 +222,7 @@ def warm_until(spec: dict[str, Any], reports: list[dict[str, Any]]) -> float:
     plan = plan_of(spec)
     planned, counted = (plan.prompt_tokens or 0) + (plan.generated_tokens or 0), 0
     for r in reports:
-        counted += r.get("tokens", 0) + r.get("generated", 0)
+        counted += r.get("tokens", 0) + r.get("reused", 0) + r.get("generated", 0)
         if counted >= WARM_SHARE * planned:
             return r["t"]
     return reports[-1]["t"] if reports else 0.0
@@ -235,15 +259,16 @@ def main() -> None:
     if args.rewrite:
         saved = json.loads((args.out / "eta_accuracy.json").read_text())
         trace = saved.pop("trace")
-        summary = summarize(saved["spec"], trace, {k: saved[k] for k in ABOUT})
+        summary = summarize(saved["spec"], trace, {k: saved[k] for k in ABOUT if k in saved})
     else:
         spec = {"name": "passkey", "lengths": args.lengths, "trials": args.trials, "seed": 0}
         model = args.model or real_model()
         load_before = load()
+        started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         trace = run(model, spec)
         about = {"model": str(model.name), "seconds": round(trace["seconds"], 1), "samples": trace["samples"],
                  "load_before": load_before, "load_after": load(), "cpus": os.cpu_count(),
-                 "python": platform.python_version()}
+                 "python": platform.python_version(), "started": started}
         summary = summarize(spec, trace, about)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "eta_accuracy.json").write_text(json.dumps({**summary, "trace": trace}, separators=(",", ":")) + "\n")
@@ -251,7 +276,7 @@ def main() -> None:
     print(report(summary))
 
 
-ABOUT = ("model", "seconds", "samples", "load_before", "load_after", "cpus", "python")
+ABOUT = ("model", "seconds", "samples", "load_before", "load_after", "cpus", "python", "started")
 
 
 def summarize(spec: dict[str, Any], trace: dict[str, Any], about: dict[str, Any]) -> dict[str, Any]:
@@ -259,7 +284,7 @@ def summarize(spec: dict[str, Any], trace: dict[str, Any], about: dict[str, Any]
     gaps between writes and between reports of work; the earlier runs' traces replayed."""
     writes, reports = trace["writes"], trace["reports"]
     running = [w["t"] for w in writes if w["done"] < w["total"]]
-    moved = [r["t"] for r in reports if r.get("tokens") or r.get("generated") or "done" in r]
+    moved = [r["t"] for r in reports if r.get("tokens") or r.get("reused") or r.get("generated") or "done" in r]
     earlier = []
     if EARLIER.is_file():
         for e in json.loads(EARLIER.read_text()):
@@ -281,11 +306,14 @@ def row(name: str, j: dict[str, Any]) -> str:
 
 
 def report(s: dict[str, Any]) -> str:
+    from evaluators.eta import GENERATED_COST
+
     w, m = s["writes"], s["work_moves"]
     return f"""# ETA accuracy on the real model
 
 `bench/eta_accuracy.py`: `lctx eval`'s progress on {s['model']} (fp32, CPU, {s['cpus']} cores shared),
-passkey at lengths {s['spec']['lengths']} x {s['spec']['trials']} trials, run in the order lctx runs them;
+passkey at lengths {s['spec']['lengths']} x {s['spec']['trials']} trials, run in the order lctx runs them{
+(", " + s["started"]) if s.get("started") else ""};
 {s['samples']} samples in {s['seconds']} s. Load average (1/5/15 min) before: {s['load_before']}, after:
 {s['load_after']}.
 
@@ -300,12 +328,16 @@ these points) and, beside it, of the run's time; a state without an ETA counts a
 {row("before (prompt-token share, then samples; replayed)", s["eta_before"])}
 
 The ETA is the prompt and generated tokens the plan has left at the seconds a token of each kind
-took so far (`evaluators/eta.py`). It says too much (ratios below 1) where the prefix cache serves
-prompt tokens late in the run (passkey's prompts share their haystacks: the engine reports those
-tokens as they are served, unannounced before) or the machine's load falls during the run, and
-too little where it rises; a batch's decoding, after every prompt is read, is timed from its
-first step on (before it, a generated token is taken for 30 prompt tokens: 2 to 60 were measured,
-by the load).
+took so far (`evaluators/eta.py`). Prompt tokens the prefix cache serves (passkey's trials share
+their haystacks: about half of them) are reported apart as a row is admitted and charged no time,
+and those each generation call should serve are foreseen at its start and not left to read
+(`Engine.on_reused`, `Engine.on_foreseen`; traces captured before have neither, and are replayed
+as they were). A batch's decoding, after every prompt is read, is timed from its first step on
+(before it, a generated token is taken for {GENERATED_COST:g} prompt tokens). What it cannot foresee: a
+prompt token's cost grows with its position (attention), and the tokens the cache serves are the
+cheap first ones of a prompt, so the tail left to read costs more than the run's average; and the
+machine's load, which moved the prefill rate by up to 40x within a run here (2 cores shared by
+other engineers' tests): ratios above 1 where it slowed, below 1 where it sped up.
 
 Progress written (`lctx eval`'s bar redrawn): {w['count']} times, gap max {w['max_s']} s, p95 {w['p95_s']} s.
 Work reported (tokens prefilled or generated, samples done: the count itself moving): {m['count']} times, gap
@@ -318,7 +350,8 @@ def earlier_report(runs: list[dict[str, Any]]) -> str:
         return ""
     lines = ["", "Earlier runs of this benchmark on the same model and task (their captured reports in",
              f"`{EARLIER.relative_to(ROOT)}`, replayed with this code; run 1 was captured before the engine",
-             "reported generated tokens, so its generation is judged at the cost assumed for it throughout):", "",
+             "reported generated tokens, so its generation is judged at the cost assumed for it throughout, runs 1",
+             "to 4 before it reported the prefix cache's tokens apart, so they are replayed as prefilled ones):", "",
              f"| run | seconds | load (1/5/15 min) before -> after | estimator | points | within [0.5, 2] | (after {WARM_SHARE:.0%} "
              "of the time) | no ETA | ratio min | median | max |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:

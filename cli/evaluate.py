@@ -272,7 +272,7 @@ def _eval(args: argparse.Namespace) -> int:
     try:
         results = run_suite(loaded, parsed, out, engine, data_dir=data_dir, progress=progress,
                             on_prefill=tracker.prefilled, after_task=task_done, evaluators=evaluators,
-                            on_generated=tracker.generated)
+                            on_generated=tracker.generated, on_reused=tracker.reused, on_foreseen=tracker.foreseen)
     finally:
         tracker.close(write=False)
         for bar in bars.values():

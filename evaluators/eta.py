@@ -3,7 +3,7 @@ so far in this run (`lctx eval`'s bars and a job's progress: `evaluators.progres
 
 Two kinds of work, measured apart because they cost very differently: prompt tokens prefilled
 (reported a chunk's layer at a time) and tokens generated (reported after each decoding step;
-on the CPU a generated token took the time of 2 to 60 prompt tokens, by the load:
+on the CPU a generated token took the time of 1 to 60 prompt tokens, by the load and the batch:
 bench/results/eta_accuracy.md). The time between two reports is the cost of the work the second
 one reports (the engine reports work once it is done), and the time since the last report makes
 every token dearer by its share of the time the work so far took, so a stall raises the estimate
@@ -19,15 +19,27 @@ model, and 0.1 s through the last minute: a batch decodes after every prompt is 
 minutes on the CPU, and its samples finish together at the end. Where no token is reported (a
 served model, a task whose tokens its data decides) the samples say it: the time per sample of
 this run times the samples left; where the planned tokens are all counted with samples left,
-those samples say the rest. Not foreseen: prompt tokens the prefix cache will serve (reported as
-they are served, nearly free), so a run whose prompts share much says too much until then."""
+those samples say the rest. Prompt tokens the prefix cache serves are
+counted as read but charged no time (`reused`: the engine reports them apart as a row is
+admitted), and those it should serve in the engine's current call (`pending`: foreseen at the
+call's start, less those served since) are not left to read: passkey's trials share their
+haystacks, and the cache served half the prompt tokens, 5,548 at once at 77% of the run, which
+an ETA blind to them put at twice the time left (bench/results/eta_accuracy.md)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-GENERATED_COST = 30.0  # prompt tokens' time one generated token takes until measured (2 to 60 on the CPU)
+# Prompt tokens' time one generated token takes until a decoding step is measured. By FLOPs the
+# two cost about the same (2 x parameters, plus attention over the context), but a decoding step
+# is memory-bound: it reads every weight and every row's whole KV cache (46 KB a position for
+# SmolLM2-135M in fp32: 1.4 GB a step for 8 rows at passkey's lengths) for a few tokens a row.
+# Measured with the engine's batch of 8 on the CPU, a generated token against the run's mean
+# prompt token read: 1.2, 11, 16, 24 and 35 in five runs (bench/results/eta_accuracy.md); 12
+# is within 3x of four of them. The first step measured replaces it.
+GENERATED_COST = 12.0
+FADE = 1.0  # the seconds per token fade with this many run-lengths so far (1: the whole run)
 
 
 @dataclass
@@ -35,7 +47,8 @@ class Eta:
     """One task run's estimate. `prompt_tokens` and `generated_tokens`: what its plan reads and
     may generate in all (None: not known before the data), `samples` its planned total;
     `done` (samples), `tokens` and `generated`: what was counted when this run started (a resumed
-    task's earlier work is not this run's); `start`: its clock then."""
+    task's earlier work is not this run's), `served` of those tokens by the prefix cache; `start`:
+    its clock then."""
 
     prompt_tokens: int | None
     generated_tokens: int | None
@@ -44,26 +57,34 @@ class Eta:
     tokens: int
     generated: int
     start: float
+    served: int = 0
 
     def __post_init__(self) -> None:
         self.last = self.start  # the last report of work
         self.seen = [self.tokens, self.generated]  # tokens of each kind counted so far
+        self.reused = self.served  # prompt tokens of `seen` the prefix cache served (charged no time)
         self.spent = [0.0, 0.0]  # seconds each kind took
         self.counted = [0.0, 0.0]  # tokens of each kind those seconds did (both fading alike)
 
-    def observe(self, now: float, tokens: int, generated: int) -> None:
+    def observe(self, now: float, tokens: int, generated: int, reused: int = 0) -> None:
         """The tokens counted at `now`: the time since the last report is what they took (split
-        by the current costs when both kinds moved at once: a job's feed reads them together)."""
-        moved = [max(0, tokens - self.seen[0]), max(0, generated - self.seen[1])]
+        by the current costs when both kinds moved at once: a job's feed reads them together).
+        `reused`: how many of this run's `tokens` the prefix cache served; they took no time, so
+        the time since the last report stays with the work still in hand."""
+        served = max(0, reused - self.reused)
+        moved = [max(0, tokens - self.seen[0] - served), max(0, generated - self.seen[1])]
+        if served and not any(moved):
+            self.seen[0], self.reused = self.seen[0] + served, reused
+            return
         if not any(moved) or now <= self.last:
             return
         per = self.costs(self.last) or (1.0, GENERATED_COST)
         work = [moved[0] * per[0], moved[1] * per[1]]
-        fade = math.exp(-(now - self.last) / (now - self.start))  # the run so far, its recent part weighing most
+        fade = math.exp(-FADE * (now - self.last) / (now - self.start))  # the run so far, its recent part weighing most
         for k in (0, 1):
             self.spent[k] = self.spent[k] * fade + (now - self.last) * work[k] / sum(work)
             self.counted[k] = self.counted[k] * fade + moved[k]
-        self.seen = [tokens, generated]
+        self.seen, self.reused = [tokens, generated], reused
         self.last = now
 
     def costs(self, now: float) -> tuple[float, float] | None:
@@ -82,9 +103,11 @@ class Eta:
             return per[1] / GENERATED_COST, per[1]
         return per[0], per[1]
 
-    def seconds_left(self, now: float, done: int, total: int, tokens: int, generated: int) -> float | None:
+    def seconds_left(self, now: float, done: int, total: int, tokens: int, generated: int,
+                     pending: int = 0) -> float | None:
         """Seconds left (0.0 once every sample is done, never 0 while one remains; None while
-        nothing this run did says how fast it goes)."""
+        nothing this run did says how fast it goes). `pending`: prompt tokens the prefix cache
+        should still serve (foreseen, not served yet): not left to read."""
         if total <= 0:
             return None
         if done >= total:
@@ -94,7 +117,7 @@ class Eta:
         costs = self.costs(now)
         left = None
         if costs is not None and self.prompt_tokens is not None:
-            prompt_left = max(0.0, self.prompt_tokens * share - (tokens - self.tokens))
+            prompt_left = max(0.0, self.prompt_tokens * share - (tokens - self.tokens) - pending)
             per_sample = (self.generated_tokens or 0) / max(1, self.samples)
             gen_left = max(0.0, min((self.generated_tokens or 0) * share - (generated - self.generated),
                                     per_sample * (total - done)))

@@ -8,7 +8,8 @@ after, so counting samples alone shows 0/30 for minutes: the engine reports each
 (`Engine.on_prefill`, a layer at a time) and each decoding step (`Engine.on_generated`), and the
 ETA weighs the prompt and generated tokens the task's options plan (`planned_tokens`,
 `planned_generated`) by the time each kind took so far (`evaluators.eta.Eta`), else counts
-samples. Updates are written at most every `every` seconds, and a throttled update is written by
+samples. Prompt tokens the prefix cache serves (`Engine.on_reused`) count as prefilled but took no
+time, and those it should serve (`Engine.on_foreseen`) are not left to read. Updates are written at most every `every` seconds, and a throttled update is written by
 a timer when its burst ends, so the written state never stays behind the work. Pydantic only (the
 client commands print progress with it)."""
 
@@ -80,6 +81,8 @@ class JobProgress:
         self.lock = threading.Lock()
         self.state: dict[str, dict[str, Any]] = {}
         self.started: dict[str, Eta] = {}  # task -> its estimate, from the moment this run first heard of it
+        # task -> [prompt tokens the prefix cache served in this run, those it should still serve]
+        self.reuse: dict[str, list[int]] = {key: [0, 0] for key in tasks}
         self.plans = {key: plan_of(task) for key, task in tasks.items()}  # typed once per job run
         for key, plan in self.plans.items():
             old = (previous or {}).get(key, {})
@@ -103,6 +106,23 @@ class JobProgress:
 
         return report
 
+    def reused(self, key: str) -> Callable[[int], None]:
+        """Prompt tokens the prefix cache served: prefilled as far as the count goes, in no time."""
+        def report(tokens: int) -> None:
+            served, pending = self.reuse[key]
+            self.set(key, tokens=self.state[key]["tokens"] + int(tokens), reused=served + int(tokens),
+                     pending=max(0, pending - int(tokens)))
+
+        return report
+
+    def foreseen(self, key: str) -> Callable[[int], None]:
+        """Prompt tokens the prefix cache should serve in the engine's call starting now (what an
+        earlier call foresaw and did not serve is no longer expected)."""
+        def report(tokens: int) -> None:
+            self.set(key, pending=int(tokens))
+
+        return report
+
     def generated(self, key: str) -> Callable[[int], None]:
         def report(tokens: int) -> None:
             self.set(key, generated=self.state[key]["generated"] + int(tokens))
@@ -110,19 +130,22 @@ class JobProgress:
         return report
 
     def set(self, key: str, done: int | None = None, total: int | None = None, tokens: int | None = None,
-            generated: int | None = None) -> None:
+            generated: int | None = None, reused: int | None = None, pending: int | None = None) -> None:
         """A task's samples done, planned total, tokens prefilled or generated as measured now
         (the first call starts the task's clock: what was counted then is an earlier run's);
-        the estimates follow and the state is written (throttled)."""
+        the estimates follow and the state is written (throttled). `reused`: how many of the
+        tokens the prefix cache served, `pending`: how many more it should serve (foreseen)."""
         fields = (("done", done), ("total", total), ("tokens", tokens), ("generated", generated))
         with self.lock:
-            cell = self.state[key]
+            cell, reuse = self.state[key], self.reuse[key]
+            moved = [v is not None and v != now for v, now in zip((reused, pending), reuse, strict=True)]
+            reuse[:] = [now if v is None else int(v) for v, now in zip((reused, pending), reuse, strict=True)]
             if key not in self.started:
                 plan = self.plans[key]
                 first = {name: cell[name] if value is None else int(value) for name, value in fields}
                 self.started[key] = Eta(plan.prompt_tokens, plan.generated_tokens, plan.samples, first["done"],
-                                        first["tokens"], first["generated"], self.clock())
-            changed = any(v is not None and v != cell[k] for k, v in fields)
+                                        first["tokens"], first["generated"], self.clock(), reuse[0])
+            changed = any(v is not None and v != cell[k] for k, v in fields) or any(moved)
             if not changed:
                 return
             for name, value in fields:
@@ -139,11 +162,13 @@ class JobProgress:
         cell, eta = self.state[key], self.started[key]
         now = self.clock()
         tokens, generated = cell["tokens"], cell["generated"]
-        eta.observe(now, tokens, generated)
+        served, pending = self.reuse[key]
+        eta.observe(now, tokens, generated, served)
         elapsed = now - eta.start
-        if elapsed > 0 and tokens > eta.tokens:
-            cell["tokens_per_s"] = round((tokens - eta.tokens) / elapsed, 1)
-        cell["eta_s"] = eta.seconds_left(now, cell["done"], cell["total"], tokens, generated)
+        read = tokens - eta.tokens - (served - eta.served)  # this run's tokens read, not served
+        if elapsed > 0 and read > 0:
+            cell["tokens_per_s"] = round(read / elapsed, 1)
+        cell["eta_s"] = eta.seconds_left(now, cell["done"], cell["total"], tokens, generated, pending)
 
     def tick(self) -> None:
         """Re-estimate every running task now, whatever it reported (the heartbeat): time passing

@@ -160,11 +160,13 @@ class TaskRun:
                  progress: Progress | None = None, should_stop: ShouldStop | None = None,
                  engine: Engine | None = None, on_prefill: Callable[[int], None] | None = None,
                  samples: list[Sample] | None = None, log: SampleLog | HandedLog | None = None,
-                 on_generated: Callable[[int], None] | None = None) -> None:
+                 on_generated: Callable[[int], None] | None = None, on_reused: Callable[[int], None] | None = None,
+                 on_foreseen: Callable[[int], None] | None = None) -> None:
         self.evaluator, self.loaded, self.folder = evaluator, loaded, Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.should_stop, self.engine, self.on_prefill = should_stop, engine, on_prefill
         self.on_generated = on_generated
+        self.on_reused, self.on_foreseen = on_reused, on_foreseen  # prefix-cache tokens served, and foreseen
         self.report = progress or (lambda *_: None)
         self.samples = samples if samples is not None else planned_samples(evaluator, loaded)
         described = loaded.describe()
@@ -223,6 +225,8 @@ class TaskRun:
         before = replace(stats) if stats is not None else None
         clock = replace(engine.clock) if engine.clock is not None else None
         engine.on_prefill, engine.on_generated = self.on_prefill, self.on_generated
+        if hasattr(engine, "on_reused"):  # lctx's engine (a served model's has no prefix cache of ours)
+            engine.on_reused, engine.on_foreseen = self.on_reused, self.on_foreseen
         groups = [pending[lo:lo + BUILD_GROUP] for lo in range(0, len(pending), BUILD_GROUP)]
         # The next group's prompts are built (tokenized, fitted) in a thread while the engine
         # runs this group (tokenizers and torch release the GIL), so building is off the
@@ -244,6 +248,8 @@ class TaskRun:
         finally:
             builder.shutdown(wait=False, cancel_futures=True)
             engine.on_prefill = engine.on_generated = None
+            if hasattr(engine, "on_reused"):
+                engine.on_reused = engine.on_foreseen = None
             if clock is not None:
                 for key, value in engine.clock.since(clock).as_dict().items():
                     self.seconds[key] = round(self.seconds.get(key, 0) + value, 4)
@@ -350,13 +356,16 @@ def run_evaluator(
     engine: Engine | None = None,
     on_prefill: Callable[[int], None] | None = None,
     on_generated: Callable[[int], None] | None = None,
+    on_reused: Callable[[int], None] | None = None,
+    on_foreseen: Callable[[int], None] | None = None,
 ) -> TaskEntry:
     """Plan, skip what is recorded, run the rest through the engine in batches (or
     one at a time through `run_sample`), aggregate. `progress(task, done, total)` hears of
     every recorded sample, `on_prefill(tokens)` of every prefilled chunk, `on_generated(tokens)`
-    of every decoding step."""
+    of every decoding step, `on_reused(tokens)` of prompt tokens the prefix cache served (else
+    on_prefill hears them) and `on_foreseen(tokens)` of those it should serve (`Engine`)."""
     run = TaskRun(evaluator, loaded, out_dir, progress=progress, should_stop=should_stop, engine=engine,
-                  on_prefill=on_prefill, on_generated=on_generated)
+                  on_prefill=on_prefill, on_generated=on_generated, on_reused=on_reused, on_foreseen=on_foreseen)
     run.run_part()
     return run.entry(run.prefix_use())
 

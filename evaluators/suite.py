@@ -79,6 +79,8 @@ def run_task(
     on_prefill: Callable[[int], None] | None = None,
     evaluator: Evaluator | None = None,
     on_generated: Callable[[int], None] | None = None,
+    on_reused: Callable[[int], None] | None = None,
+    on_foreseen: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Run one task on a loaded model (`evaluator`: the task's, made already: `draw_ahead`); per-sample records go to
     `out_dir/samples.jsonl` (already recorded samples are skipped), plots to
@@ -86,12 +88,14 @@ def run_task(
     typed result under "result". Raises EvaluationCancelled when `should_stop()` turns
     true (checked between samples, also inside a batch). `engine` runs the requests
     (default: an `Engine` of the loaded model with its default memory budget);
-    `on_prefill(tokens)` hears of every prefilled chunk, `on_generated(tokens)` of every decoding step."""
+    `on_prefill(tokens)` hears of every prefilled chunk, `on_generated(tokens)` of every decoding step,
+    `on_reused`/`on_foreseen(tokens)` of prompt tokens the prefix cache served/should serve."""
     from evaluators.run import run_evaluator
 
     evaluator = evaluator or make_evaluator(task, data_dir)
     return run_evaluator(evaluator, loaded, Path(out_dir), progress=progress, should_stop=should_stop, engine=engine,
-                         on_prefill=on_prefill, on_generated=on_generated)
+                         on_prefill=on_prefill, on_generated=on_generated, on_reused=on_reused,
+                         on_foreseen=on_foreseen)
 
 
 def draw_ahead(tasks: list[TaskLike], tokenizer: Tokenizer, data_dir: Path | None = None,
@@ -127,10 +131,13 @@ def run_suite(
     on_prefill: Callable[[str], Callable[[int], None]] | None = None,
     evaluators: dict[str, Evaluator] | None = None,
     on_generated: Callable[[str], Callable[[int], None]] | None = None,
+    on_reused: Callable[[str], Callable[[int], None]] | None = None,
+    on_foreseen: Callable[[str], Callable[[int], None]] | None = None,
 ) -> dict[str, Any]:
     """Run every task in order, each in `task_folder(root, key)`, with `evaluators[key]` where
     given (`draw_ahead`); returns the results by key. `progress(key)` gives a task's progress callback, `on_prefill(key)` its callback of
-    prefilled tokens, `on_generated(key)` of generated ones; `after_task(key, folder)` runs
+    prefilled tokens, `on_generated(key)` of generated ones, `on_reused(key)`/`on_foreseen(key)` of
+    prompt tokens the prefix cache served/should serve; `after_task(key, folder)` runs
     once a task's entry is saved (the worker reports progress and checks for a stop)."""
     results: dict[str, Any] = {}
     for key, task in zip(task_keys(tasks), tasks, strict=True):
@@ -140,7 +147,9 @@ def run_suite(
                                 should_stop=should_stop, data_dir=data_dir, engine=engine,
                                 on_prefill=on_prefill(key) if on_prefill else None,
                                 evaluator=(evaluators or {}).get(key),
-                                on_generated=on_generated(key) if on_generated else None)
+                                on_generated=on_generated(key) if on_generated else None,
+                                on_reused=on_reused(key) if on_reused else None,
+                                on_foreseen=on_foreseen(key) if on_foreseen else None)
         write_json_atomic(folder / TASK_RESULT, results[key])  # kept if a later task fails
         if after_task is not None:
             after_task(key, folder)

@@ -52,7 +52,7 @@ import torch
 
 from checkpoints.attention.backend import Backend
 from checkpoints.engine.model_step import ModelStep
-from checkpoints.engine.prefix_cache import PrefixCache, PrefixStats, reuse_order
+from checkpoints.engine.prefix_cache import PrefixCache, PrefixStats, foreseen_reuse, reuse_order
 from checkpoints.engine.prompt_lookup import DraftLength, PromptLookup
 from checkpoints.engine.scheduler import BATCH_PREFILL_MAX_TOKENS, Plan, Scheduler
 from checkpoints.engine.verify_width import StepTimes, choose_width
@@ -243,7 +243,10 @@ class Engine:
     first decode step, so minutes can pass before any request finishes; `on_generated(tokens)`
     after every decoding step (the tokens its rows kept: a batch's decoding can take minutes
     on the CPU before its rows finish together; a row's first token, read off its prefill, is
-    the prefill's). `cuda_graphs`: decode
+    the prefill's). `on_reused(tokens)`: prompt tokens the prefix cache served as a row is
+    admitted (on_prefill hears them where it is not set: they count as read, but took no time),
+    `on_foreseen(tokens)`: at the start of each generation call, the prompt tokens the prefix
+    cache should serve in it (a forecast for the ETA). `cuda_graphs`: decode
     steps as CUDA graphs (None: where the model's step can be captured; `model_step.ModelStep`).
     `draft_tokens`: the most tokens a decoding row drafts from its own text and verifies in
     one step (`checkpoints.engine.prompt_lookup`; None: `default_draft_tokens`, 0: never)."""
@@ -287,6 +290,8 @@ class Engine:
         self.step_times = StepTimes()  # decoding steps' seconds by tokens computed: how wide a step verifies
         self.on_prefill: Prefilled | None = None
         self.on_generated: Prefilled | None = None  # tokens each decoding step kept: the ETA's generation work
+        self.on_reused: Prefilled | None = None  # prompt tokens served from the prefix cache (nearly free)
+        self.on_foreseen: Prefilled | None = None  # prompt tokens a call's prefix cache should serve
 
     @property
     def memory_budget(self) -> int:
@@ -362,6 +367,9 @@ class Engine:
             # Dynamic NTK / LongRoPE tables follow each sequence's length: one row at a time.
             return [self._generate_alone(i, req, done) for i, req in enumerate(requests)]
         run = _Running(requests, self.scheduler.plan([r.prompt_ids for r in requests]), done, PagedBatch(self.pool))
+        if self.on_foreseen is not None and self.prefix is not None:
+            alone = [i for i in run.plan.waiting if i not in run.plan.batched]
+            self.on_foreseen(foreseen_reuse([r.prompt_ids for r in requests], alone, self.prefix))
         try:
             while run.busy():
                 started = time.perf_counter()
@@ -510,10 +518,12 @@ class Engine:
 
     def _reused(self, tokens: int) -> None:
         """Prompt tokens the prefix cache served: counted for progress like prefilled ones (a
-        task's planned tokens include them; left out, a finished job read '3,059/6,000')."""
+        task's planned tokens include them; left out, a finished job read '3,059/6,000'), told
+        apart where `on_reused` listens (the ETA charges them no time)."""
         self.stats.reused_tokens += tokens
-        if tokens and self.on_prefill is not None:
-            self.on_prefill(tokens)
+        heard = self.on_reused if self.on_reused is not None else self.on_prefill
+        if tokens and heard is not None:
+            heard(tokens)
 
     def _start_batch(self, indices: list[int], requests: Sequence[GenerateRequest]) -> list[tuple[_Row, PagedSeq]]:
         """Short prompts prefilled together (`ModelStep.prefill_padded`); each row then keeps

@@ -83,6 +83,20 @@ def reuse_order(prompts: Sequence[Sequence[int]]) -> list[int]:
     return sorted(range(len(prompts)), key=lambda i: tuple(prompts[i]))
 
 
+def foreseen_reuse(prompts: Sequence[Sequence[int]], order: Sequence[int], cache: PrefixCache) -> int:
+    """Prompt tokens the prefix cache should serve when `prompts` run in `order` (those that
+    prefill alone): each one's longest prefix cached now or shared with the one before it (the
+    last token always runs). A forecast for the ETA (`Engine.on_foreseen`): eviction may serve less."""
+    total, before = 0, None
+    for i in order:
+        ids = prompts[i][:-1]
+        shared = cache.match(ids)
+        if before is not None:
+            shared = max(shared, common_prefix(before, ids))
+        total, before = total + shared, ids
+    return total
+
+
 class PrefixCache:
     """Radix tree of prefilled KV blocks of `pool` under a byte budget (`capacity`)."""
 

@@ -25,7 +25,8 @@ class UnitNote:
     job's attempt it ran in, when it started, where (pid, host), how many of its slice's
     samples an earlier run had recorded (`resumed`), the prompt tokens it prefilled so far
     and generated so far (throttled; records alone say nothing during a long prefill or a batch's
-decoding) and, at its end, the samples it
+decoding), of those prompt tokens the ones the prefix cache served (`reused`) and those it should
+still serve (`foreseen`, 0 once the run ends) and, at its end, the samples it
     recorded, the prompt tokens it asked for and those the prefix cache served. Notes outlive
     their records (merged into samples.jsonl): every unit run of every attempt of the job has
     one (results' `work`). `send(state)` gets every new state, each with a growing `seq`."""
@@ -38,6 +39,19 @@ decoding) and, at its end, the samples it
 
     def prefilled(self, tokens: int) -> None:
         self.state["tokens"] += int(tokens)
+        if time.monotonic() - self.last >= self.every:
+            self.write()
+
+    def reused(self, tokens: int) -> None:
+        """Prompt tokens the prefix cache served: counted as prefilled, and apart (the ETA charges
+        them no time), no longer foreseen."""
+        self.state["reused"] = self.state.get("reused", 0) + int(tokens)
+        self.state["foreseen"] = max(0, self.state.get("foreseen", 0) - int(tokens))
+        self.prefilled(tokens)
+
+    def foreseen(self, tokens: int) -> None:
+        """Prompt tokens the prefix cache should serve in the engine's call starting now."""
+        self.state["foreseen"] = int(tokens)
         if time.monotonic() - self.last >= self.every:
             self.write()
 
@@ -121,5 +135,7 @@ class ProgressFeed:
             notes = unit_notes(folder)
             tokens = sum(int(n.get("tokens", 0)) for n in notes)
             generated = sum(int(n.get("generated", 0)) for n in notes)  # notes from before it counted none
+            reused = sum(int(n.get("reused", 0)) for n in notes)
+            pending = sum(int(n.get("foreseen", 0)) for n in notes if n.get("samples") is None)  # runs going on
             self.progress.set(key, done=len(self.ids[key]), total=(totals or {}).get(key), tokens=tokens,
-                              generated=generated)
+                              generated=generated, reused=reused, pending=pending)

@@ -183,7 +183,8 @@ class Worker:
         full = engine.max_batch  # None: a served model's engine (the server batches)
         batch = min(full, max_batch) if full and max_batch else full
         run = self._task_run(unit.key, unit.task, should_stop=self.stopped.is_set, on_prefill=note.prefilled,
-                             on_generated=note.generated, log=HandedLog(records, lambda record: self.outbox.record(where, record)))
+                             on_generated=note.generated, on_reused=note.reused, on_foreseen=note.foreseen,
+                             log=HandedLog(records, lambda record: self.outbox.record(where, record)))
         note.write(max_batch=batch, resumed=len(run.done))  # the run exists from now on
         self._judge(run.evaluator)
         try:
@@ -194,7 +195,7 @@ class Worker:
             if batch:
                 engine.max_batch = full
             use = run.prefix_use()
-            note.write(samples=run.recorded,
+            note.write(samples=run.recorded, foreseen=0,
                        **({k: use[k] for k in ("prompt_tokens", "reused_tokens", "enabled")} if use else {}))
         return UnitRan(run.total, len(run.done), self.outbox.take())
 

@@ -278,6 +278,27 @@ def test_prefill_progress_counts_every_prompt_token_chunk_by_chunk():
     assert cached.stats.reused_tokens > 0 and sum(heard) == 2 * sum(PROMPT_LENGTHS)
 
 
+def test_prefix_cache_tokens_are_reported_apart_and_foreseen():
+    """With `on_reused` set, tokens the prefix cache serves are told to it as each row is admitted
+    (before the row's own tokens prefill), not to `on_prefill` (the ETA charges them no time);
+    `on_foreseen` hears at the call's start how many it should serve, here all of them."""
+    model = _model("softmax")
+    prompts = _prompts()
+    engine = Engine(model, TOK, max_batch=4, chunk_size=8, batch_prefill_tokens=0, prefix_cache=True)
+    events: list[tuple[str, int]] = []
+    engine.on_prefill = lambda n: events.append(("prefill", n))
+    engine.on_reused = lambda n: events.append(("reused", n))
+    engine.on_foreseen = lambda n: events.append(("foreseen", n))
+    twice = [p for p in prompts for _ in range(2)]
+    engine.generate_until([GenerateRequest(p, max_new_tokens=2) for p in twice])
+    reused = sum(n for kind, n in events if kind == "reused")
+    assert reused == engine.stats.reused_tokens > 0
+    assert sum(n for kind, n in events if kind == "prefill") + reused == 2 * sum(PROMPT_LENGTHS)
+    assert events[0] == ("foreseen", reused)  # the second copy of each prompt, all but its last token
+    first_reuse = next(i for i, (kind, _) in enumerate(events) if kind == "reused")
+    assert events[first_reuse + 1][0] == "prefill"  # the row's last token prefills after it is admitted
+
+
 def test_generation_progress_counts_every_generated_token_step_by_step():
     """`on_generated` hears of each decoding step's kept tokens (a batch decoding for minutes
     after its prompts are read is never silent): every token after each row's first (read off

@@ -14,7 +14,7 @@ from checkpoints.attention.registry import available_variants
 from checkpoints.config import RopeScaling
 from checkpoints.engine import Engine, GenerateRequest, LoglikelihoodRequest
 from checkpoints.engine.core import default_draft_tokens
-from checkpoints.engine.prefix_cache import PrefixCache, reuse_order
+from checkpoints.engine.prefix_cache import PrefixCache, foreseen_reuse, reuse_order
 from checkpoints.engine.scheduler import Scheduler
 from checkpoints.generate import greedy_generate, loglikelihood, prefill
 from checkpoints.kv.block_pool import DEFAULT_BLOCK_SIZE, BlockPool
@@ -270,3 +270,13 @@ def test_the_engine_gives_every_block_back():
     assert engine.pool.used_blocks == len(held) > 0
     engine.clear_prefix_cache()
     assert engine.pool.used_blocks == 0
+
+
+def test_foreseen_reuse_counts_what_is_cached_or_shared_with_the_prompt_before():
+    """A call's forecast for the ETA: each prompt's longest prefix cached now or shared with the
+    prompt run before it, never its last token (it always runs)."""
+    cache = PrefixCache(1 << 20, BlockPool(2, block_size=4))  # empty: what the prompts share says it
+    a, b, c = [1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 9, 9], [7, 7, 7]
+    assert foreseen_reuse([a, b, c], [0, 1, 2], cache) == 4  # b shares 1 2 3 4 with a
+    assert foreseen_reuse([a, a], [0, 1], cache) == 5  # all of a but its last token
+    assert foreseen_reuse([c, a], [0, 1], cache) == 0

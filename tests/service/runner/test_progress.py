@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from evaluators.eta import GENERATED_COST
 from evaluators.progress import JobProgress
 
 PASSKEY = {"name": "passkey", "lengths": [1000, 2000], "trials": 3}
@@ -60,7 +61,8 @@ def test_no_eta_of_0_s_while_samples_remain_once_the_planned_tokens_are_read() -
     progress.samples("passkey")("passkey", 0, 6)
     now[0] = 9.0
     progress.prefilled("passkey")(9000)  # every planned prompt token read, no token generated
-    assert writes[-1]["passkey"]["eta_s"] == 1.8  # 6 x 10 budgeted, each 30 prompt tokens of 1 ms
+    # 6 x 10 budgeted, each GENERATED_COST prompt tokens of 1 ms
+    assert writes[-1]["passkey"]["eta_s"] == round(60 * GENERATED_COST / 1000, 1)
     now[0] = 10.0
     progress.generated("passkey")(60)  # every budgeted token generated, no sample recorded
     assert writes[-1]["passkey"]["eta_s"] is None
@@ -91,8 +93,40 @@ def test_the_feed_reads_generated_tokens_from_the_unit_notes_and_this_run_counts
     feed.refresh()
     cell = writes[-1]["passkey"]
     assert cell["tokens"] == 12000 and cell["tokens_per_s"] == 1000.0
-    assert cell["eta_s"] == 1.8  # 60 tokens at 30 prompt tokens' time: nothing of the earlier attempt's
+    # 60 tokens at GENERATED_COST prompt tokens' time: nothing of the earlier attempt's
+    assert cell["eta_s"] == round(60 * GENERATED_COST / 1000, 1)
     now[0] = 10.0
     note.generated(20)
     feed.refresh()
     assert writes[-1]["passkey"]["generated"] == 30 and writes[-1]["passkey"]["eta_s"] == 2.0  # 40 left, 50 ms each
+
+
+def test_the_feed_reads_prompt_tokens_the_prefix_cache_served_and_should_serve(tmp_path) -> None:
+    """A unit run's note counts the tokens its prefix cache served as prefilled and apart, and
+    those it should still serve while it runs; the job's ETA charges the first no time and leaves
+    the second out of what is left to read (0 once the run ended)."""
+    from service.runner.progress import ProgressFeed, UnitNote, write_note
+
+    now = [0.0]
+    writes: list[dict] = []
+    progress = JobProgress(writes.append, {"passkey": PASSKEY}, every=0, clock=lambda: now[0])
+    feed = ProgressFeed(progress, {"passkey": tmp_path})
+    feed.refresh()
+    note = UnitNote(lambda state: write_note(tmp_path, "u0-new", state), "u0", every=0)
+    note.foreseen(4000)  # the call's start: 4,000 of the 9,000 planned prompt tokens should be served
+    now[0] = 2.0
+    note.prefilled(2000)  # 1 ms a prompt token
+    feed.refresh()
+    per_generated = GENERATED_COST / 1000
+    assert writes[-1]["passkey"]["eta_s"] == round(3000 / 1000 + 60 * per_generated, 1)
+    now[0] = 3.0
+    note.reused(4000)  # served as its row was admitted, a second after the last report
+    feed.refresh()
+    cell = writes[-1]["passkey"]
+    assert cell["tokens"] == 6000 and cell["tokens_per_s"] == round(2000 / 3.0, 1)
+    assert cell["eta_s"] == round(3000 / 1000 * (1 + 1 / 2) + 60 * per_generated * (1 + 1 / 2), 1)  # the stall counts
+    note.write(samples=0, foreseen=0)
+    note.state["foreseen"] = 100  # a finished run's forecast (an old note) is not counted
+    write_note(tmp_path, "u0-new", note.state)
+    feed.refresh()
+    assert progress.reuse["passkey"] == [4000, 0]
