@@ -77,6 +77,7 @@ def summary_rows(key: str, entry: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 
 HEARTBEAT_S = 0.25  # `lctx eval` redraws its bars this often whatever the work reports
+BAR_EVERY_S = 0.5  # and at most this often on reports (a burst of reports is one redraw)
 BAR_FORMAT = "{desc}: {n_fmt}/{total_fmt} samples [{elapsed}]{postfix}"  # no tqdm rate: `?sample/s` says nothing
 
 
@@ -253,7 +254,7 @@ def _eval(args: argparse.Namespace) -> int:
                 bar.set_postfix_str(eval_postfix(cell), refresh=True)
 
     # one estimate of speed and ETA for `lctx eval` and the service: prompt tokens while they prefill
-    tracker = JobProgress(show, dict(zip(task_keys(parsed), parsed, strict=True)), every=0.5)
+    tracker = JobProgress(show, dict(zip(task_keys(parsed), parsed, strict=True)), every=BAR_EVERY_S)
     if not args.quiet:
         # the bars move at least once a second, a long prefill's ETA with them: a beat every quarter second
         # keeps the gap under a second on a loaded machine (1.1 s seen at load 16 with a beat every second,

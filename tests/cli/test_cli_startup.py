@@ -20,7 +20,7 @@ HEAVY = ("torch", "ray", "transformers", "triton", "numpy", "sqlalchemy", "alemb
 # catalogue) import only pydantic: the API schema and the CLI's flags use them. Every other
 # evaluator module (torch) is heavy.
 LIGHT_EVALUATORS = ("evaluators", "evaluators.options", "evaluators.results", "evaluators.errors",
-                    "evaluators.datafiles", "evaluators.registry", "evaluators.progress",
+                    "evaluators.datafiles", "evaluators.registry", "evaluators.progress", "evaluators.eta",
                     # the sequential search's options, which passkey, needle and RULER options inherit
                     "evaluators.sequential", "evaluators.sequential.options")
 TASK_FOLDERS = {task.evaluator.partition(":")[0].rpartition(".")[0] for task in registry().values()}
