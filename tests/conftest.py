@@ -50,7 +50,7 @@ def _interpreted_triton(item: pytest.Item) -> bool:
     if os.environ.get("TRITON_INTERPRET") != "1":
         return False
     params = getattr(getattr(item, "callspec", None), "params", {})
-    return item.path.name.startswith("test_triton_") or "triton" in [str(v) for v in params.values()]
+    return "triton" in item.path.stem or "triton" in [str(v) for v in params.values()]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
