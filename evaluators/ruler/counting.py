@@ -22,11 +22,14 @@ is the fit test and the ids are the request the engine runs."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from checkpoints.tokenizer import Tokenizer
+
+T = TypeVar("T")
 
 # Cut before a space between two non-spaces, after a newline between two non-spaces.
 UNIT_CUT = re.compile(r"(?<=\S)(?= \S)|(?<=\S\n)(?=\S)")
@@ -38,6 +41,19 @@ TRIAL_TRIES = 8
 
 class Unreliable(Exception):
     """The estimates missed a real count by more than the tokenizer's cuts allow."""
+
+
+def counted_or_exact(draw: Callable[[bool], list[T]], exact: bool, log: logging.Logger, what: str) -> list[T]:
+    """A stream's samples decided on counts (`draw(False)`), drawn again with every probe encoded
+    (`draw(True)`: the same samples, slower) when `exact` or when the counts prove unreliable
+    for this tokenizer (said in `log`, `what` naming the task and length)."""
+    if exact:
+        return draw(True)
+    try:
+        return draw(False)
+    except Unreliable as e:
+        log.warning("%s: token counts of pieces do not add up with this tokenizer (%s); encoding every probe", what, e)
+        return draw(True)
 
 
 class CountingTokenizer:

@@ -38,7 +38,7 @@ from scipy.special import zeta
 from checkpoints.tokenizer import Tokenizer
 from evaluators.errors import EvaluatorError
 from evaluators.ruler import data
-from evaluators.ruler.counting import Probes, Sizer, TokenCounts, Unreliable
+from evaluators.ruler.counting import Probes, Sizer, TokenCounts, counted_or_exact
 from evaluators.ruler.files import RULER_ENGLISH_WORDS, RULER_ESSAY, RULER_HOTPOTQA, RULER_SQUAD
 from evaluators.ruler.protocol import (
     DOCUMENT,
@@ -471,14 +471,7 @@ def generate(task: str, tokenizer: Tokenizer, length: int, samples: int, seed: i
     tokenizer: then the stream is drawn again, every probe encoded)."""
     spec = TASKS[task]
 
-    def stream(exact: bool) -> Stream:
-        return GENERATORS[spec.script](spec, tokenizer, length, seed, wrapper, data_dir, exact)
+    def draw(exact: bool) -> list[Any]:
+        return GENERATORS[spec.script](spec, tokenizer, length, seed, wrapper, data_dir, exact).samples(samples)
 
-    if exact:
-        return stream(True).samples(samples)
-    try:
-        return stream(False).samples(samples)
-    except Unreliable as e:
-        log.warning("ruler: %s at %d: token counts of pieces do not add up with this tokenizer (%s); "
-                    "encoding every probe", task, length, e)
-        return stream(True).samples(samples)
+    return counted_or_exact(draw, exact, log, f"ruler: {task} at {length}")

@@ -29,7 +29,7 @@ from typing import Any
 from checkpoints.tokenizer import Tokenizer
 from evaluators.errors import EvaluatorError
 from evaluators.ruler import data as ruler_data
-from evaluators.ruler.counting import Probes, Sizer, TokenCounts, Unreliable
+from evaluators.ruler.counting import Probes, Sizer, TokenCounts, Unreliable, counted_or_exact
 from evaluators.ruler.synthetic import largest_fitting, shrink_until_fits
 from evaluators.ruler_v2 import sources
 
@@ -457,17 +457,10 @@ def generate(task: str, tokenizer: Tokenizer, length: int, samples: int, seed: i
     Decided on counts unless `exact` or unless the counts prove unreliable for this tokenizer
     (then drawn again, every probe encoded: the same samples, slower)."""
 
-    def stream(exact: bool) -> Stream:
-        return GENERATORS[family(task)](task, tokenizer, length, seed, wrap, data_dir, exact)
+    def draw(exact: bool) -> list[Any]:
+        return GENERATORS[family(task)](task, tokenizer, length, seed, wrap, data_dir, exact).samples(samples)
 
-    if exact:
-        return stream(True).samples(samples)
-    try:
-        return stream(False).samples(samples)
-    except Unreliable as e:
-        log.warning("ruler_v2: %s at %d: token counts of pieces do not add up with this tokenizer (%s); "
-                    "encoding every probe", task, length, e)
-        return stream(True).samples(samples)
+    return counted_or_exact(draw, exact, log, f"ruler_v2: {task} at {length}")
 
 
 def missing_sources(tasks: Sequence[str], data_dir: Path | None) -> list[str]:
