@@ -17,7 +17,7 @@ and HotpotQA-style ten-document questions; the prompts have RULER v2's shapes an
 words (--data-dir for the real files).
 
     TOKENIZERS_PARALLELISM=false nice .venv/bin/python bench/ruler_v2_build.py [--samples 32] [--length 32768] \\
-        [--tasks mk_niah_basic,mv_niah_basic,mk_niah_medium,qa_medium]
+        [--tasks mk_niah_basic,mv_niah_basic,mk_niah_medium,qa_medium] [--repeats 3]
 
 TOKENIZERS_PARALLELISM=false makes the batched unit counts single-threaded, so the CPU times
 compare the work done (the library's idle worker threads would add their spinning to it).
@@ -32,6 +32,7 @@ import os
 import platform
 import random
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -80,7 +81,8 @@ def stand_in_sources(folder: Path) -> Path:
     return folder
 
 
-def row(task: str, length: int, samples: int, tokenizer: Any, wrap: Any, data_dir: Path) -> dict[str, Any]:
+def row(task: str, length: int, samples: int, tokenizer: Any, wrap: Any, data_dir: Path,
+        repeats: int) -> dict[str, Any]:
     from evaluators.ruler.counting import CountingTokenizer
     from evaluators.ruler_v2 import sources
     from evaluators.ruler_v2.synthetic import family, generate
@@ -91,14 +93,17 @@ def row(task: str, length: int, samples: int, tokenizer: Any, wrap: Any, data_di
         {sources.MMLU_TEST: sources.mmlu, sources.MMLU_AUX: sources.mmlu, sources.HOTPOT_DEV: sources.hotpot_needles,
          sources.HOTPOT_TRAIN: sources.hotpot_haystack}[name](path)
     load_s = time.perf_counter() - t0
-    counting = CountingTokenizer(tokenizer)
-    t0, c0 = time.perf_counter(), time.process_time()
-    drawn = generate(task, counting, length, samples, wrap=wrap, data_dir=data_dir)
-    gen_s, gen_cpu = time.perf_counter() - t0, time.process_time() - c0
-    prompts = [wrap(s.question) for s in drawn]
-    t0, c0 = time.perf_counter(), time.process_time()
-    ids = [tokenizer.encode(p) for p in prompts]
-    once_s, once_cpu = time.perf_counter() - t0, time.process_time() - c0
+    runs = []  # (generate s, generate cpu s, encode once s, encode once cpu s) per repeat
+    for _ in range(repeats):  # the same draws each time (one seed): repeats only steady the clocks
+        counting = CountingTokenizer(tokenizer)
+        t0, c0 = time.perf_counter(), time.process_time()
+        drawn = generate(task, counting, length, samples, wrap=wrap, data_dir=data_dir)
+        gen_s, gen_cpu = time.perf_counter() - t0, time.process_time() - c0
+        prompts = [wrap(s.question) for s in drawn]
+        t0, c0 = time.perf_counter(), time.process_time()
+        ids = [tokenizer.encode(p) for p in prompts]
+        runs.append((gen_s, gen_cpu, time.perf_counter() - t0, time.process_time() - c0))
+    gen_s, gen_cpu, once_s, once_cpu = (statistics.median(r[i] for r in runs) for i in range(4))
     same = all(list(s.ids) == i for s, i in zip(drawn, ids, strict=True))  # the request is the finished encode
     once_chars = sum(map(len, prompts))
     return {"task": task, "length": length, "samples": len(drawn), "same_ids": same,
@@ -107,7 +112,8 @@ def row(task: str, length: int, samples: int, tokenizer: Any, wrap: Any, data_di
             "calls_per_sample": round(counting.calls / len(drawn), 2), "chars_x": round(counting.chars / once_chars, 3),
             "load_sources_s": round(load_s, 2), "generate_s": round(gen_s, 2), "encode_once_s": round(once_s, 2), "time_x": round(gen_s / once_s, 2),
             "generate_cpu_s": round(gen_cpu, 2), "encode_once_cpu_s": round(once_cpu, 2),
-            "cpu_x": round(gen_cpu / once_cpu, 2)}
+            "cpu_x": round(gen_cpu / once_cpu, 2), "repeats": repeats,
+            "cpu_x_per_repeat": [round(r[1] / r[3], 2) for r in runs]}
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -118,14 +124,15 @@ def markdown(doc: dict[str, Any]) -> str:
              "finished prompts (encoding each once = 1); the evaluator's build adds none (`same ids`: the kept ids are "
              "the finished prompt's encode). `cpu x` = the generator's CPU time (this process, every thread: the "
              "batched unit counts' threads included) / the CPU time of encoding each finished prompt once; `time x` "
-             "the same in wall time, which a loaded machine makes noisy (`load`: its 1-minute load average). Target: "
-             "at most 2. Reading the source files (once per process, `load s`) is timed apart.", "",
+             "the same in wall time, which a loaded machine makes noisy (`load`: its 1-minute load average); times are "
+             "medians of the repeats (`cpu x each`: every repeat's). Target: at most 2. Reading the source files (once per process, `load s`) is timed apart.", "",
              "| task | length | samples | same ids | mean question tokens | mean prompt tokens | calls/sample | "
-             "chars x | load s | generate cpu s | encode once cpu s | cpu x | generate s | encode once s | time x |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "chars x | load s | generate cpu s | encode once cpu s | cpu x | cpu x each | generate s | encode once s | time x |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['task']} | {r['length']} | {r['samples']} | {'yes' if r['same_ids'] else 'NO'} | "
               f"{r['mean_question_tokens']} | {r['mean_prompt_tokens']} | {r['calls_per_sample']} | {r['chars_x']} | "
               f"{r['load_sources_s']} | {r['generate_cpu_s']} | {r['encode_once_cpu_s']} | {r['cpu_x']} | "
+              f"{', '.join(map(str, r['cpu_x_per_repeat']))} | "
               f"{r['generate_s']} | {r['encode_once_s']} | {r['time_x']} |" for r in doc["rows"]]
     lines.append(f"\nWorst `cpu x` {max(r['cpu_x'] for r in doc['rows'])}, `chars x` "
                  f"{max(r['chars_x'] for r in doc['rows'])}, `time x` {max(r['time_x'] for r in doc['rows'])} "
@@ -140,6 +147,7 @@ def main() -> None:
     ap.add_argument("--tasks", default=TASKS)
     ap.add_argument("--model", type=Path)
     ap.add_argument("--data-dir", type=Path, help="the real source files (default: stand-ins made here)")
+    ap.add_argument("--repeats", type=int, default=3, help="times each task is drawn and encoded (medians kept)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     from checkpoints.tokenizer import load_tokenizer
@@ -151,7 +159,7 @@ def main() -> None:
     data_dir = args.data_dir or stand_in_sources(Path(tempfile.mkdtemp()))
     rows = []
     for task in args.tasks.split(","):
-        r = row(task, args.length, args.samples, tokenizer, wrap, data_dir)
+        r = row(task, args.length, args.samples, tokenizer, wrap, data_dir, args.repeats)
         print(json.dumps(r), flush=True)
         rows.append(r)
     doc = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),

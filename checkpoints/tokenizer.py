@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:  # torch: a tokenizer alone (the endpoint client, `lctx endpoi
     from checkpoints.config import ModelConfig
 
 BYTE_TOKENIZER_FILE = "lctx_tokenizer.json"
+_HAS_DIGIT = re.compile(r"[0-9]")
 # Where a checkpoint keeps its chat template, in transformers' order of precedence: the
 # template file (what save_pretrained writes since transformers 4.51), else the field of
 # tokenizer_config.json.
@@ -98,6 +100,9 @@ class ByteTokenizer:
 
     def encode_batch(self, texts: list[str], add_special_tokens: bool = True) -> list[list[int]]:
         return [self.encode(t, add_special_tokens) for t in texts]
+
+    def digits_alone(self) -> bool:
+        return True  # a digit is one byte, one id
 
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
         return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
@@ -198,6 +203,12 @@ class JsonTokenizer:
     def encode_batch(self, texts: list[str], add_special_tokens: bool = True) -> list[list[int]]:
         """Many texts in one call (RULER's sizing counts its pieces so; the library encodes them in parallel)."""
         return [e.ids for e in self._tok.encode_batch(texts, add_special_tokens=add_special_tokens)]
+
+    def digits_alone(self) -> bool:
+        """Whether every token holding an ASCII digit is that digit alone (SmolLM2's vocabulary): no merge then joins a digit to anything, and a text's token count does not
+        depend on which digits it holds (RULER's sizing counts random numbers by their shape).
+        Llama 3's three-digit tokens, or byte-fallback tokens such as <0x31>, say no."""
+        return all(len(t) == 1 for t in self._tok.get_vocab(with_added_tokens=True) if _HAS_DIGIT.search(t))
 
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)

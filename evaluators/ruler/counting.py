@@ -7,8 +7,14 @@ probes on counts:
 
 - A text is cut into *units* where byte-level BPE pre-tokenizers (GPT-2's, Llama 3's,
   SmolLM2's) never merge across: before a single space between two non-spaces, after a
-  single newline between two non-spaces. Its estimate is the sum of its units' counts;
+  single newline between two non-spaces, after an ASCII letter before a hyphen and a letter
+  (GPT-2's pattern splits letters from punctuation; Llama 3's may join one punctuation mark
+  to the letters after it, never to those before). Its estimate is the sum of its units' counts;
   each distinct unit is counted once per stream, a text's unseen units in one batched call.
+  Where every token holding a digit is that digit alone (`digits_alone`: SmolLM2's vocabulary),
+  a unit's count does not depend on its digits, and units are counted with every digit read
+  as 0: the scripts' fresh random numbers (a niah haystack's thousands of values) are then
+  counted once per shape, not once each.
 - A probe whose estimate is within `margin` tokens of the limit is encoded for real; a
   farther one is decided on its estimate. The two probes that bracket a search's answer
   (the size taken and the next size up) are always decided by real encodes.
@@ -25,18 +31,23 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import Any, TypeVar
 
 from checkpoints.tokenizer import Tokenizer
 
 T = TypeVar("T")
 
-# Cut before a space between two non-spaces, after a newline between two non-spaces.
-UNIT_CUT = re.compile(r"(?<=\S)(?= \S)|(?<=\S\n)(?=\S)")
+# Cut before a space between two non-spaces, after a newline between two non-spaces, and
+# between a letter and a hyphen before a letter (NIAH's adjective-noun keys: "tasty|-apple").
+UNIT_CUT = re.compile(r"(?<=\S)(?= \S)|(?<=\S\n)(?=\S)|(?<=[A-Za-z])(?=-[A-Za-z])")
+DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")  # on UTF-8 (str.translate is slow past ASCII)
 # A sample's try is estimated only when units not counted yet are at most this share of it,
 # and after TRIAL_TRIES tries only while at least one in TRIAL_TRIES was over the limit.
 CHEAP = 1 / 16
 TRIAL_TRIES = 8
+# Whole texts whose estimates equalled their encodes before estimates are taken as exact.
+EXACT_AFTER = 3
 
 
 class Unreliable(Exception):
@@ -96,7 +107,9 @@ class TokenCounts:
         self.tokenizer = tokenizer
         self.specials = len(tokenizer.encode("", add_special_tokens=True)) - \
             len(tokenizer.encode("", add_special_tokens=False))
-        self.units: dict[str, int] = {}
+        self.units: dict[str, int] = {}  # unit (digits folded where they may be) -> its tokens
+        digits_alone = getattr(tokenizer, "digits_alone", None)
+        self.fold = DIGITS_AS_ZERO if digits_alone is not None and digits_alone() else None
         self.unit_chars = self.unit_tokens = 0  # of the counted units: what a guess of unseen ones scales by
         self._last: tuple[str, list[int]] | None = None
 
@@ -111,25 +124,37 @@ class TokenCounts:
         tokens a tokenizer adds do not depend on the text (the budget assumes it too)."""
         return len(self.ids(text)) - self.specials
 
+    def split(self, text: str) -> list[str]:
+        """The text's units (their digits read as 0 where the count does not depend on them:
+        the fold maps digits to digits, so the cuts stay where they were)."""
+        if self.fold is not None:
+            text = text.encode().translate(self.fold).decode()
+        return UNIT_CUT.split(text)
+
     def estimate(self, text: str) -> int:
         """The sum of the text's unit counts (the unseen ones counted in one call)."""
-        units = UNIT_CUT.split(text)
-        self._count_units([u for u in units if u not in self.units])
-        return sum(self.units[u] for u in units)
+        return self._estimate(self.split(text))
+
+    def _estimate(self, units: list[str]) -> int:
+        known = self.units
+        self._count_units([u for u in units if u not in known])
+        return sum(map(known.__getitem__, units))
 
     def over(self, text: str, limit: int) -> bool | None:
         """Whether the text's estimate is above `limit`, None when finding out would cost much:
         when units not counted yet make up more than CHEAP of the text (a sample's fresh
         draws). Unseen units are counted (one call) only when, guessed at twice the tokens per
         character of the counted ones, they could take the estimate above the limit."""
-        units = UNIT_CUT.split(text)
-        unseen = {u for u in units if u not in self.units}
-        if sum(len(u) for u in unseen) > CHEAP * len(text):
+        units = self.split(text)
+        known = self.units
+        unseen = [u for u in units if u not in known]
+        if sum(map(len, set(unseen))) > CHEAP * len(text):
             return None
         per_char = 2 * self.unit_tokens / max(1, self.unit_chars)
-        if sum(self.units.get(u, len(u) * per_char) for u in units) <= limit:
+        if sum(map(known.get, units, repeat(0))) + per_char * sum(map(len, unseen)) <= limit:
             return False
-        return self.estimate(text) > limit
+        self._count_units(unseen)
+        return sum(map(known.__getitem__, units)) > limit
 
     def _count_units(self, units: list[str]) -> None:
         unseen = list(dict.fromkeys(units))
@@ -149,6 +174,7 @@ class Sizer:
         self.counts, self.exact = counts, exact
         self.cheap_samples = not exact  # until a sample's fresh draws make its estimate dear
         self.tries = self.too_long = 0  # sample tries, and those over the limit
+        self.compared = self.worst_miss = 0  # whole texts whose estimate met their encode, the largest miss
 
     @staticmethod
     def margin(limit: int) -> int:
@@ -159,9 +185,24 @@ class Sizer:
     def real(self, text: str, estimate: int | None, limit: int) -> int:
         """The real count, checked against the estimate when there is one."""
         count = self.counts.count(text)
-        if estimate is not None and abs(count - estimate) > self.margin(limit) // 4:
-            raise Unreliable(f"estimated {estimate} tokens, counted {count}")
+        if estimate is not None:
+            self.compare(estimate, count, limit)
         return count
+
+    def compare(self, estimate: int, count: int, limit: int) -> None:
+        """A whole text's estimate beside its encode: Unreliable past a quarter of the margin."""
+        miss = abs(count - estimate)
+        if miss > self.margin(limit) // 4:
+            raise Unreliable(f"estimated {estimate} tokens, counted {count}")
+        self.compared += 1
+        self.worst_miss = max(self.worst_miss, miss)
+
+    def slack(self, limit: int) -> int:
+        """How far over the limit an estimate must be to turn a text down without its encode: a
+        quarter of the margin (what `compare` lets an estimate miss by), or none once EXACT_AFTER
+        whole texts' estimates have equalled their encodes (the cuts hold for this tokenizer on
+        this stream's texts: a miss would need a kind of unit none of them held)."""
+        return 0 if self.compared >= EXACT_AFTER and self.worst_miss == 0 else self.margin(limit) // 4
 
     def fits(self, text: str, limit: int) -> tuple[bool, bool]:
         """(whether the text has at most `limit` tokens, whether a real encode said so)."""
@@ -172,14 +213,15 @@ class Sizer:
             return estimate < limit, False
         return self.real(text, estimate, limit) <= limit, True
 
-    def sample_fits(self, text: str, limit: int) -> bool:
+    def sample_fits(self, text: str, limit: int, on_encode: bool = False) -> bool:
         """A sample's fit test: its encode decides (the request needs the ids anyway), except
-        that a try whose units are nearly all counted already and whose count is bound to be
-        clearly over the limit is turned down on counts (a retry at a smaller size follows).
-        Estimating stops once tries prove to fit nearly always (it would only add calls)."""
+        that a try whose units are nearly all counted already and whose estimate is over the
+        limit by more than the `slack` is turned down on counts (a retry at a smaller size follows).
+        Estimating stops once tries prove to fit nearly always (it would only add calls);
+        `on_encode`: the encode decides alone (the caller knows an estimate would not help)."""
         self.tries += 1
-        if self.cheap_samples and (self.tries <= TRIAL_TRIES or self.too_long * TRIAL_TRIES >= self.tries):
-            over = self.counts.over(text, limit + self.margin(limit))
+        if not on_encode and self.cheap_samples and (self.tries <= TRIAL_TRIES or self.too_long * TRIAL_TRIES >= self.tries):
+            over = self.counts.over(text, limit + self.slack(limit))
             self.cheap_samples = over is not None
             if over:
                 self.too_long += 1

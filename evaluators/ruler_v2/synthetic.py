@@ -29,7 +29,7 @@ from typing import Any
 from checkpoints.tokenizer import Tokenizer
 from evaluators.errors import EvaluatorError
 from evaluators.ruler import data as ruler_data
-from evaluators.ruler.counting import Probes, Sizer, TokenCounts, Unreliable, counted_or_exact
+from evaluators.ruler.counting import Probes, Sizer, TokenCounts, counted_or_exact
 from evaluators.ruler.synthetic import largest_fitting, shrink_until_fits
 from evaluators.ruler_v2 import sources
 
@@ -186,6 +186,12 @@ class Stream:
         low = 10 ** (digits - 1)
         return str(low + self.rng._randbelow(10**digits - low))
 
+    def numbers(self, digits: int) -> Callable[[], int]:
+        """`random_number(digits)`'s draw as an int, bound once for a haystack's thousands."""
+        low = 10 ** (digits - 1)
+        below = draws_below(self.rng, 10**digits - low)
+        return lambda: low + below()
+
     def size(self, probe: Callable[[int], str]) -> int:
         """The scripts' sizing: tokens per unit from a probe of `step` units, an upper bound of
         three times the units that fill the length, then the largest size whose probe fits
@@ -210,19 +216,19 @@ class Stream:
         def fits(text: str) -> bool:
             nonlocal tries
             tries += 1
-            first = tries == 1
-            counted = self.counts.estimate(text) if first and self.first_likely_over() else None
-            # the estimate may miss by a quarter of the margin before a real count stops the counted path
-            tight = self.sizer.margin(self.limit) // 4
-            if counted is not None and counted > self.limit + tight:
-                ok = False  # turned down on its counted units, without its encode
-            else:
+            if tries > 1:  # a retry, `step` units smaller, nearly always fits: its encode decides
+                return self.sizer.sample_fits(text, self.limit, on_encode=True)
+            if not self.first_likely_over():
                 ok = self.sizer.sample_fits(text, self.limit)
-                if counted is not None and ok and abs(self.counts.count(text) - counted) > tight:  # count: kept ids
-                    raise Unreliable(f"a sample's units counted {counted} tokens, its encode {self.counts.count(text)}")
-            if first:
-                self.first_tries += 1
-                self.first_over += not ok
+            else:
+                counted = self.counts.estimate(text)
+                if counted > self.limit + self.sizer.slack(self.limit):
+                    ok = False  # turned down on its counted units, without its encode
+                else:
+                    ok = self.sizer.sample_fits(text, self.limit, on_encode=True)
+                    self.sizer.compare(counted, self.counts.count(text), self.limit)  # count: the kept ids
+            self.first_tries += 1
+            self.first_over += not ok
             return ok
 
         text, (question, answer) = shrink_until_fits(
@@ -236,9 +242,9 @@ class Stream:
     def first_likely_over(self) -> bool:
         """Whether a sample's first try is likely too long: the search takes the largest size at
         which its probe's draw fit, so further draws of that size are often just over it (niah's
-        fresh keys and values: nine in ten at 32K): then counting the try's unseen units (about a
-        third of encoding it whole) turns them down before their encode, which pays once more than
-        a third of first tries are too long. Decided on the samples drawn so far."""
+        fresh keys and values: nine in ten at 32K): then counting the try's units (a fifth of
+        encoding it whole, most of it cutting the text) turns them down before their encode, which
+        pays once more than a third of first tries are too long. Decided on the samples drawn so far."""
         return not self.sizer.exact and self.first_tries >= FIRST_TRIES and 3 * self.first_over > self.first_tries
 
     def samples(self, n: int) -> list[V2Sample]:
@@ -273,16 +279,14 @@ class Niah(Stream):
                 needles.append(NIAH_NEEDLE.format(type_v="numbers", key=keys[-1], value=value[-1]))
             values.append(value)
         random.Random(self.seed).shuffle(needles)
-        if f.num_v == 1:  # key then value, line by line
-            lines = []
-            for _ in range(n):
-                key = self.key()
-                lines.append(NIAH_NEEDLE.format(type_v="numbers", key=key, value=self.random_number(f.digits_v)))
+        line = NIAH_NEEDLE.format(type_v="numbers", key="{}", value="{}").format
+        words, key, value = self.words, draws_below(rng, self.n_words), self.numbers(f.digits_v)
+        if f.num_v == 1:  # key then value, line by line (arguments are evaluated left to right)
+            lines = [line(words[key()], value()) for _ in range(n)]
         else:  # all values, then keys repeated num_v times, then shuffled
-            hay_values = [self.random_number(f.digits_v) for _ in range(n)]
-            hay_keys = ([self.key() for _ in range(math.ceil(n / f.num_v))] * f.num_v)[:n]
-            lines = [NIAH_NEEDLE.format(type_v="numbers", key=k, value=v) for k, v in zip(hay_keys, hay_values,
-                                                                                          strict=True)]
+            hay_values = [value() for _ in range(n)]
+            hay_keys = ([words[key()] for _ in range(math.ceil(n / f.num_v))] * f.num_v)[:n]
+            lines = list(map(line, hay_keys, hay_values))
             rng.shuffle(lines)
         for at, needle in zip(sorted(rng.sample(range(n), len(needles)), reverse=True), needles, strict=True):
             lines.insert(at, needle)
@@ -298,6 +302,20 @@ class Niah(Stream):
     def samples(self, n: int) -> list[V2Sample]:
         size = self.size(lambda m: self.build(m)[0])
         return [self.draw(i, size, self.build) for i in range(n)]
+
+
+def draws_below(rng: random.Random, n: int) -> Callable[[], int]:
+    """`rng._randbelow(n)` bound once: getrandbits of n's bit length, drawn again while not below
+    n (CPython's `_randbelow_with_getrandbits`, which `choice` and `randint` use): the same stream,
+    without finding the method and n's length again for each of a haystack's thousands of draws."""
+    bits, k = rng.getrandbits, n.bit_length()
+
+    def below() -> int:
+        r = bits(k)
+        while r >= n:
+            r = bits(k)
+        return r
+    return below
 
 
 def length_small(length: int) -> bool:

@@ -20,7 +20,7 @@ from tokenizers import models, pre_tokenizers
 from checkpoints.config import ModelConfig
 from checkpoints.tokenizer import JsonTokenizer, load_tokenizer
 from evaluators.ruler.cache import CACHE_FOLDER, generate_cached
-from evaluators.ruler.counting import CountingTokenizer, TokenCounts
+from evaluators.ruler.counting import EXACT_AFTER, CountingTokenizer, Sizer, TokenCounts, Unreliable
 from evaluators.ruler.options import RULER_TASKS
 from evaluators.ruler.protocol import TASKS
 from evaluators.ruler.synthetic import RulerSample, generate
@@ -77,7 +77,8 @@ def test_counted_search_draws_the_samples_of_the_search_that_encodes_every_probe
 
 PIECES = ["The", " grass", " is", " green.", "\n", "\n\n", " ", "  ", ".", ",", " 1234567", "VAR", " QXZ",
           " = ", " \n", "\t", "Document 12:\n", "-hippodrome", " Early-ATM", "é", "’s", "'s", " ...", "\u00a0",
-          " 3f2a9c1e-77b0-4d1e", "?", " What", "1.", " 2.", "\r\n"]
+          " 3f2a9c1e-77b0-4d1e", "?", " What", "1.", " 2.", "\r\n", " tasty-apple", "-", "a-", "x9-y", " 98-76",
+          " 9081726354.", "ö-ä", "--b"]
 
 
 def test_units_add_up_exactly_on_byte_level_bpe(smollm2) -> None:
@@ -88,6 +89,44 @@ def test_units_add_up_exactly_on_byte_level_bpe(smollm2) -> None:
     for _ in range(400):
         text = "".join(rng.choice(PIECES) for _ in range(rng.randint(1, 60)))
         assert counts.estimate(text) == len(smollm2.encode(text, add_special_tokens=False)), repr(text)
+
+
+def test_numbers_are_counted_by_their_shape_only_where_every_digit_is_a_token_alone(smollm2, tmp_path: Path) -> None:
+    """SmolLM2 has no token joining a digit to anything: a haystack's fresh ten-digit values are
+    counted once per shape (no counted unit keeps a digit other than 0) and still add up exactly.
+    A vocabulary with a two-digit token counts numbers as they are."""
+    rng = random.Random(1)
+    text = "\n".join(f"One of the special magic numbers for tasty-apple is: {rng.randint(10**9, 10**10 - 1)}."
+                     for _ in range(300))
+    assert smollm2.digits_alone()
+    counts = TokenCounts(smollm2)
+    assert counts.estimate(text) == len(smollm2.encode(text, add_special_tokens=False))
+    assert not any(c in "123456789" for unit in counts.units for c in unit) and len(counts.units) < 20
+    tok = HFTokenizer(models.WordLevel({"[UNK]": 0, "12": 1}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    joined = JsonTokenizer(tmp_path, None)
+    assert not joined.digits_alone() and TokenCounts(joined).fold is None
+    counts = TokenCounts(joined)
+    assert counts.estimate(text) == len(joined.encode(text, add_special_tokens=False))
+    assert any(c in "123456789" for unit in counts.units for c in unit)
+
+
+def test_estimates_are_taken_as_exact_only_after_whole_texts_matched_their_encodes(word_tokenizer) -> None:
+    """A text is turned down on its estimate alone past a quarter of the margin, or past the
+    limit itself once EXACT_AFTER whole texts' estimates equalled their encodes; a miss brings
+    the slack back, and a miss beyond it makes the counts Unreliable."""
+    sizer, limit = Sizer(TokenCounts(word_tokenizer)), 32768
+    assert sizer.slack(limit) == Sizer.margin(limit) // 4 == 8
+    for _ in range(EXACT_AFTER - 1):
+        sizer.compare(100, 100, limit)
+    assert sizer.slack(limit) == 8
+    sizer.compare(100, 100, limit)
+    assert sizer.slack(limit) == 0
+    sizer.compare(100, 101, limit)
+    assert sizer.slack(limit) == 8
+    with pytest.raises(Unreliable):
+        sizer.compare(100, 109, limit)
 
 
 def newline_joining_tokenizer(folder: Path) -> JsonTokenizer:

@@ -18,7 +18,9 @@ from typing import Any
 
 import pytest
 
+from checkpoints.tokenizer import load_tokenizer
 from evaluators.errors import EvaluatorError
+from evaluators.ruler.counting import CountingTokenizer
 from evaluators.ruler.data import niah_words
 from evaluators.ruler_v2 import protocol
 from evaluators.ruler_v2.synthetic import TASK_FLAGS, generate, missing_sources
@@ -294,6 +296,20 @@ def test_first_tries_turned_down_on_counts_draw_the_same_samples(word_tokenizer,
     monkeypatch.setattr(synthetic.Stream, "first_likely_over", lambda self: True)
     got, stream = drawn(False)
     assert got == want and stream.first_over == stream.first_tries == 3
+
+
+@pytest.mark.parametrize("task", ["mk_niah_basic", "mv_niah_basic"])
+def test_niah_on_a_real_tokenizer_encodes_little_beyond_its_prompts(task: str, real_model: Path) -> None:
+    """SmolLM2 at 8K: the first tries (mostly just too long) are turned down on counted units,
+    the haystack's fresh values counted by shape, so the tokenizer reads at most 1.4x the
+    finished prompts' characters (1.56-1.89x before numbers were folded) and the samples are
+    those of the search that encodes every probe."""
+    tokenizer = load_tokenizer(real_model, None)
+    counting = CountingTokenizer(tokenizer)
+    drawn = generate(task, counting, 8192, 20)
+    assert counting.chars <= 1.4 * sum(len(s.question) for s in drawn)
+    assert counting.calls <= 3.2 * len(drawn)
+    assert [s.line() for s in drawn] == [s.line() for s in generate(task, tokenizer, 8192, 20, exact=True)]
 
 
 def test_the_chat_template_is_not_counted_in_the_length(word_tokenizer, source_data: Path) -> None:
