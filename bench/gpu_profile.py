@@ -64,7 +64,7 @@ def main() -> None:
         for graphed in (False, True):
             batch = PagedBatch(pool)
             for seq in seqs:
-                batch.join(seq.fork(), reserve=args.cache + 64)
+                batch.join(seq.fork(), reach=args.cache + 64)
             graphs = DecodeGraphs(model)
 
             def step(graphs=graphs, batch=batch, graphed=graphed):

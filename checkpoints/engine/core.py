@@ -414,7 +414,7 @@ class Engine:
                 if self.draft_tokens:  # only rows that decode in the batch draft
                     row.lookup = PromptLookup(row.request.prompt_ids)
                     row.draft_length = DraftLength(most=self.draft_tokens)
-                run.batch.join(seq, reserve=self.scheduler.reach(row.request))
+                run.batch.join(seq, reach=self.scheduler.reach(row.request))
                 run.rows.append(row)
 
     def _choose_drafts(self, run: _Running) -> _Step:

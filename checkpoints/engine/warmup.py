@@ -38,8 +38,8 @@ def warm_up(model: Decoder, prompt: int = WARM_PROMPT) -> float:
         model(ids[:, :1], first, logits_for="last")
     else:
         batch = PagedBatch(pool)
-        batch.join(first, reserve=prompt + 2)
-        batch.join(second, reserve=prompt + 2)
+        batch.join(first, reach=prompt + 2)
+        batch.join(second, reach=prompt + 2)
         model.decode_step(torch.zeros(2, dtype=torch.long, device=model.device), batch)
     if model.device.type == "cuda":
         torch.cuda.synchronize(model.device)

@@ -94,17 +94,18 @@ class PagedBatch:
 
     @property
     def capacity(self) -> int:
-        """Tokens a row may reach (the most any joined row reserved): the table's width in tokens."""
+        """Tokens a row may reach (the most any joined row may reach): the table's width in tokens."""
         return self._capacity
 
-    def join(self, seq: PagedSeq, reserve: int) -> None:
+    def join(self, seq: PagedSeq, reach: int) -> None:
         """Add `seq`'s row at the end of the batch; its table moves here (the seq is left
-        empty). `reserve` is the length this row may reach."""
+        empty). `reach`: the length this row may grow to (what the batch's capacity covers;
+        the blocks themselves were reserved by `PagedSeq.reserve`)."""
         table, seq.table = seq.table, BlockTable()
         table.length = seq.length
         self.tables.append(table)
         self._host_lengths.append(table.length)
-        self._capacity = max(self._capacity, reserve, table.length)
+        self._capacity = max(self._capacity, reach, table.length)
         self._stale = True
         self._reads = None
         self._lengths_from_host()

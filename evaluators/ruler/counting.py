@@ -128,7 +128,7 @@ class TokenCounts:
         """The text's units (their digits read as 0 where the count does not depend on them:
         the fold maps digits to digits, so the cuts stay where they were)."""
         if self.fold is not None:
-            text = text.encode().translate(self.fold).decode()
+            text = text.encode(errors="surrogatepass").translate(self.fold).decode(errors="surrogatepass")
         return UNIT_CUT.split(text)
 
     def estimate(self, text: str) -> int:

@@ -93,10 +93,10 @@ def test_a_forward_pass_reads_nothing_back(variant: str, backend: str, on_an_acc
         assert not prefill, (variant, layers, dict(prefill))
 
         batch = PagedBatch(pool)
-        batch.join(cache, reserve=48)
+        batch.join(cache, reach=48)
         other = PagedSeq(pool)
         model(ids[:, :9], other)
-        batch.join(other, reserve=48)  # two rows of different lengths
+        batch.join(other, reach=48)  # two rows of different lengths
         with counting_reads() as decode:
             for _ in range(3):
                 logits = model.decode_step(torch.tensor([5, 7]), batch)
@@ -165,7 +165,7 @@ def test_a_cuda_decode_step_passes_the_sync_debug_mode(variant: str) -> None:
     cache = PagedSeq(BlockPool(len(model.layers), "cuda"))
     model(torch.randint(0, 259, (1, 37), device="cuda"), cache)
     batch = PagedBatch(cache.pool)
-    batch.join(cache, reserve=48)
+    batch.join(cache, reach=48)
     tokens = torch.tensor([5], device="cuda")
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")

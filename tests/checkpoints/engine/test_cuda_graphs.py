@@ -35,7 +35,7 @@ def _batch(model, lengths: list[int], full_width: bool, seed: int = 0) -> PagedB
     for n in lengths:
         seq = PagedSeq(batch.pool)
         model(torch.randint(0, 259, (1, n), generator=gen).to(model.device), seq)
-        batch.join(seq, reserve=max(lengths) + 8)
+        batch.join(seq, reach=max(lengths) + 8)
     batch.full_width = full_width
     return batch
 
@@ -70,7 +70,7 @@ def test_lengths_advance_in_place_and_the_layout_changes_only_with_the_rows() ->
     layout = batch.layout()
     seq = PagedSeq(batch.pool)
     model(torch.randint(0, 259, (1, 3)), seq)
-    batch.join(seq, reserve=20)
+    batch.join(seq, reach=20)
     assert batch.layout() != layout
 
 

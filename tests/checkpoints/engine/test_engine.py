@@ -84,7 +84,7 @@ def _ragged_batch(model: Decoder, prompts: list[list[int]], room: int) -> tuple[
         singles.append(cache)
         seq = PagedSeq(pool)
         prefill(model, p, seq)
-        batch.join(seq.fork(), reserve=len(p) + room)
+        batch.join(seq.fork(), reach=len(p) + room)
         seq.release()
     return singles, batch
 

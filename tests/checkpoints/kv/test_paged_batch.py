@@ -32,7 +32,7 @@ def test_a_paged_batch_steps_as_each_row_alone_steps() -> None:
         for layer, kv in zip(plain.layers, random_entries(n, seed=n), strict=True):
             layer.append(**kv)
         alone.append(plain)
-        batch.join(seq, reserve=n + 8)
+        batch.join(seq, reach=n + 8)
     assert pool.used_blocks == used  # nothing copied on join
     for step in range(5):
         t = 1 if step % 2 == 0 else 2
