@@ -24,9 +24,10 @@ if TYPE_CHECKING:  # torch: imported where a worker loads, not with the protocol
 
 @dataclass(frozen=True)
 class Loaded:
-    """Where the worker runs, whether it came warm (the model already held), the bytes of the
-    weights it holds (0 for a served model), its decoding batch (None: a served model's) and
-    how results describe the model as it runs."""
+    """Where the worker runs, whether it came warm (the model already held) or reloaded (an
+    idle worker of the same weights under another RoPE setting or backend, which loaded this
+    job's model in its own process), the bytes of the weights it holds (0 for a served model),
+    its decoding batch (None: a served model's) and how results describe the model as it runs."""
 
     pid: int
     host: str
@@ -34,6 +35,7 @@ class Loaded:
     model_bytes: int
     max_batch: int | None
     model: dict[str, Any]
+    reloaded: bool = False
 
 
 @dataclass(frozen=True)

@@ -187,6 +187,7 @@ class JobRun:
         self.planned: list[Unit] = []  # the units this run planned
         self.ran: list[Unit] = []  # the units this run started, in the order each first started
         self.warm = 0  # workers that came with the job's model already loaded (service/runner/warm.py)
+        self.reloaded = 0  # idle workers of the same weights (another RoPE setting) that loaded it in place
         self._stop = threading.Event()
         self.job_running = JobRunning(store, job.id)
         keys = task_keys(job.tasks)
@@ -339,6 +340,7 @@ class JobRun:
                 worker.info = loaded
                 self.model = self.model or loaded.model
                 self.warm += loaded.warm
+                self.reloaded += loaded.reloaded
             case Drain():
                 worker.asking = False
                 self.mailroom.deliver(value)
@@ -495,7 +497,7 @@ class JobRun:
         units = set(earlier) | {(u.key, u.stem) for u in self.planned}
         return {"workers": self.size, "units": len(units),
                 "unit_runs": self.unit_runs + sum(len(n) for n in earlier.values()), "reruns": reruns + self.reruns,
-                "warm_workers": self.warm}
+                "warm_workers": self.warm, "reloaded_workers": self.reloaded}
 
     def _batch_cap(self, unit: Unit) -> int | None:
         """The decoding batch a unit runs at: half the last one it was killed at for memory

@@ -38,7 +38,7 @@ from service.core.settings import Settings
 from service.core.status import FINAL
 from service.runner.calls import Loaded, WorkerCall, checked_call
 from service.runner.coordinator import JobRun
-from service.runner.resolve import model_key, worker_config
+from service.runner.resolve import model_key, same_weights, worker_config
 from service.runner.warm import WarmPool
 from service.store import JobRow, Store
 
@@ -287,7 +287,7 @@ class Executor:
             key = model_key(job, self.settings)
 
             def spawn(job_id: str = job.id, gpus: int = gpus, key: tuple = key) -> ActorHandle:
-                warm = self.pool.take(key)
+                warm = self.pool.take(key, near=lambda other: same_weights(other, key))
                 if warm is not None:
                     return warm
                 if not self._room_for(gpus):  # idle warm workers of other models hold what it needs

@@ -1,7 +1,8 @@
 """Warm workers: a worker that finished a job keeps its model loaded (and its kernels
 compiled) for the next job of the same model key (checkpoint, RoPE setting, backend,
 device), so a small job does not pay for starting an actor, importing torch and loading
-weights (issue #41 item 5, #40 item 2). Idle workers are kept within a memory budget of
+weights (issue #41 item 5, #40 item 2); a job of the same weights with another RoPE setting
+or backend takes an idle one of those and loads in place (no actor start, no torch import). Idle workers are kept within a memory budget of
 weights and a count, least recently used out first, and let go after a while idle or
 when the cluster needs their resources for a worker of another model."""
 
@@ -38,11 +39,16 @@ class WarmPool:
         self.idle: list[_Idle] = []  # least recently used first
         self.lock = threading.Lock()
 
-    def take(self, key: tuple) -> Any | None:
+    def take(self, key: tuple, near: Callable[[tuple], bool] | None = None) -> Any | None:
+        """The most recently used idle worker of `key`; else, with `near`, the most recently
+        used one whose key `near` accepts (it loads the job's model in its own process)."""
         with self.lock:
-            for i in range(len(self.idle) - 1, -1, -1):
-                if self.idle[i].key == key:
-                    return self.idle.pop(i).handle
+            for wanted in (lambda k: k == key, near):
+                if wanted is None:
+                    continue
+                for i in range(len(self.idle) - 1, -1, -1):
+                    if wanted(self.idle[i].key):
+                        return self.idle.pop(i).handle
         return None
 
     def put(self, handle: Any, key: tuple, nbytes: int) -> None:

@@ -127,6 +127,7 @@ class Worker:
         self.stopped.clear()
         self.outbox.take()  # nothing of an earlier job is sent as this one's
         warm = key == self.key and spec.endpoint is None  # a served model is probed again (it may have moved)
+        reloaded = not warm and self.key is not None and spec.endpoint is None  # this process held another
         if spec.endpoint is not None:
             from clients.endpoint.engine import open_served
 
@@ -139,7 +140,7 @@ class Worker:
                 self._load_checkpoint(spec)
         self.key = key
         return Loaded(os.getpid(), socket.gethostname(), warm, self.weight_bytes, self._engine().max_batch,
-                      self._loaded().describe_run())
+                      self._loaded().describe_run(), reloaded)
 
     def _load_checkpoint(self, spec: JobSpec) -> None:
         """The job's checkpoint loaded (the previous model let go first), its engine made and

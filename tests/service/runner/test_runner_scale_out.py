@@ -160,7 +160,8 @@ def test_a_job_spread_over_two_ray_workers_equals_the_one_worker_run(ray_cluster
     assert run_job(settings, single.id, store) == SUCCEEDED
 
     results = {j.id: json.loads((job_results(settings, j.id)).read_text()) for j in (spread, single)}
-    assert results[spread.id]["work"] == {"workers": 2, "units": 4, "unit_runs": 4, "reruns": [], "warm_workers": 0}
+    assert results[spread.id]["work"] == {"workers": 2, "units": 4, "unit_runs": 4, "reruns": [], "warm_workers": 0,
+                                           "reloaded_workers": 0}
     for key in ("passkey", "needle"):
         assert comparable(results[spread.id]["results"][key]) == comparable(results[single.id]["results"][key])
         spread_records, single_records = records(settings, spread.id, key), records(settings, single.id, key)

@@ -50,6 +50,13 @@ def test_the_pool_keeps_the_most_recent_within_its_budget() -> None:
     time.sleep(0.02)
     pool.expire()
     assert e.killed and len(pool) == 0
+    h, i = Fake("h"), Fake("i")
+    pool.idle_seconds = 60
+    pool.put(h, ("m1", "yarn"), 10)
+    pool.put(i, ("m2", "none"), 10)
+    near = lambda key: key[0] == "m1"  # noqa: E731 - the same weights, another setting
+    assert pool.take(("m1", "none")) is None and pool.take(("m1", "none"), near=near) is h
+    assert pool.take(("m1", "none"), near=near) is None and len(pool) == 1
     off = WarmPool(max_workers=0, budget_bytes=100, idle_seconds=60)
     f = Fake("f")
     off.put(f, ("m1",), 1)
@@ -78,6 +85,40 @@ def test_a_second_job_of_a_checkpoint_runs_on_the_warm_worker(ray_cluster: str, 
     assert other["work"]["warm_workers"] == 0 and again["work"]["warm_workers"] == 1
     # the same answers as a cold worker's: nothing of the first job leaks into the second
     assert second["results"]["passkey"]["result"] == first["results"]["passkey"]["result"]
+
+
+def test_another_rope_setting_of_the_same_weights_loads_in_the_idle_workers_process(ray_cluster: str,
+                                                                                    tmp_path: Path) -> None:
+    """A RoPE sweep: each job of the checkpoint under another setting takes the worker the one
+    before left idle and loads in its process (no actor start, no torch import), and its results
+    are those of the setting, not of the model the process held before."""
+    from service.runner.resolve import same_weights
+
+    a = ("checkpoint", "/m/a", "f1", "none", "torch", "cpu")
+    assert same_weights(a, a[:3] + ("yarn:2",) + a[4:]) and same_weights(a, a[:4] + ("triton", "cpu"))
+    assert not same_weights(a, ("checkpoint", "/m/b", "f2") + a[3:]) and not same_weights(a, a[:5] + ("cuda",))
+    assert not same_weights(("endpoint", "e"), ("endpoint", "e"))
+    tiny_checkpoint(tmp_path / "models" / "tiny-a", seed=0)
+    settings = make_settings(tmp_path, executor=True, ray_address=ray_cluster, replica_id="rekey-test", job_workers=1)
+    path = str(tmp_path / "models" / "tiny-a")
+    tasks = [{"name": "passkey", "lengths": [128, 256], "trials": 3, "seed": 0}]
+
+    def run(rope: str, c: httpx.Client) -> dict:
+        r = c.post("/v1/jobs", json={"checkpoint": path, "tasks": tasks, "rope": rope})
+        assert r.status_code == 202, r.text
+        done = wait_job(c, r.json()["id"], timeout=120)
+        assert done["status"] == "succeeded", done
+        return json.loads((job_results(settings, done["id"])).read_text())
+
+    with ThreadServer(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
+        plain = run("none", c)
+        scaled = run("yarn:4", c)
+        again = run("none", c)
+    assert [r["work"]["reloaded_workers"] for r in (plain, scaled, again)] == [0, 1, 1]
+    assert all(r["work"]["warm_workers"] == 0 for r in (plain, scaled, again))
+    assert scaled["model"]["rope"] != plain["model"]["rope"] and again["model"]["rope"] == plain["model"]["rope"]
+    # the setting's own answers: nothing of YaRN's tables stays in the process that held them
+    assert again["results"]["passkey"]["result"] == plain["results"]["passkey"]["result"]
 
 
 def test_a_worker_waiting_for_resources_gets_those_idle_warm_workers_hold(ray_cluster: str, tmp_path: Path) -> None:
