@@ -7,6 +7,7 @@ from it. Hugging Face weight names are mapped to ours by the family's table in
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterator
@@ -225,17 +226,23 @@ def load_model(
     dtype: str | torch.dtype | None = None,
     device: str | torch.device = "cpu",
     tokenizer: Tokenizer | None = None,
+    weights: Decoder | None = None,
 ) -> LoadedModel:
     """Load a checkpoint directory (ours or a Hugging Face family's) with an
     optional RoPE override ("yarn:4", a dict, ...) and attention backend; `tokenizer` is the
-    folder's, when loaded already (`lctx eval` draws samples with it while the weights load)."""
+    folder's, when loaded already (`lctx eval` draws samples with it while the weights load).
+    `weights`: a model loaded from this folder before, under another RoPE setting or backend,
+    whose tensors this one takes as they are (nothing read from disk) when its dtype, device
+    and config but for the RoPE fields are this load's; else the files are read."""
     backend = Backend.parse(backend)  # validates the name before any work is done
     path = Path(path)
     device = torch.device(device)
     config = load_config(path)
     config = apply_rope_override(rope, config)
     torch_dtype = resolve_dtype(dtype, config, device)
-    state = read_state_dict(path, config, torch_dtype)
+    state = held_weights(weights, config, torch_dtype, device) if weights is not None else None
+    if state is None:
+        state = read_state_dict(path, config, torch_dtype)
     with torch.device("meta"), _initialisation_skipped():
         model = Decoder(config)
     check_state_dict(model, state, path)
@@ -250,6 +257,18 @@ def load_model(
                         f"{config.vocab_size} rows, so some token ids have no embedding; put the tokenizer that "
                         "was trained with these weights beside them")
     return LoadedModel(model=model, tokenizer=tokenizer, config=config, path=path)
+
+
+def held_weights(model: Decoder, config: ModelConfig, dtype: torch.dtype,
+                 device: torch.device) -> dict[str, torch.Tensor] | None:
+    """`model`'s tensors for a model of `config` (the same checkpoint under another RoPE setting:
+    no tensor depends on it), or None where they would differ from a fresh read: another dtype
+    or device, or a config that differs beyond its RoPE fields."""
+    rope_only = dataclasses.replace(model.config, rope_scaling=config.rope_scaling, rope_theta=config.rope_theta)
+    tensors = model.state_dict()
+    if rope_only != config or any(t.dtype != dtype or t.device != device for t in tensors.values()):
+        return None
+    return tensors
 
 
 @contextmanager

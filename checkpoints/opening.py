@@ -20,6 +20,7 @@ from checkpoints.engine.warmup import warm_up
 from checkpoints.engine_options import EngineOptions
 from checkpoints.fingerprint import inspect_checkpoint
 from checkpoints.loading import LoadedModel, load_model
+from checkpoints.model import Decoder
 from checkpoints.tokenizer import Tokenizer, load_tokenizer
 
 
@@ -48,15 +49,17 @@ class Opened:
 
 def open_model(path: str | Path, options: EngineOptions | None = None, *, rope: Any = None, backend: str = "auto",
                dtype: str | None = None, device: str = "cpu",
-               with_tokenizer: Callable[[Tokenizer], None] | None = None) -> Opened:
+               with_tokenizer: Callable[[Tokenizer], None] | None = None, weights: Decoder | None = None) -> Opened:
     """The checkpoint at `path` loaded (RoPE override, attention backend, dtype, device), its
     engine made with `options` (default: the engine's defaults) and its kernels compiled;
-    `with_tokenizer(tokenizer)` runs once the tokenizer is read, before the weights load."""
+    `with_tokenizer(tokenizer)` runs once the tokenizer is read, before the weights load;
+    `weights`: a model of this folder already held (`load_model`: its tensors are taken)."""
     tokenizer = load_tokenizer(path, load_config(path))
     if with_tokenizer is not None:
         with_tokenizer(tokenizer)
     started = time.perf_counter()
-    loaded = load_model(path, rope=rope, backend=backend, dtype=dtype, device=device, tokenizer=tokenizer)
+    loaded = load_model(path, rope=rope, backend=backend, dtype=dtype, device=device, tokenizer=tokenizer,
+                        weights=weights)
     seconds = {"load_s": time.perf_counter() - started}
     engine = (options or EngineOptions()).engine(loaded)
     seconds["warm_up_s"] = warm_up(loaded.model)  # Triton's kernels compiled (or read from its cache) here

@@ -25,8 +25,8 @@ if TYPE_CHECKING:  # torch: imported where a worker loads, not with the protocol
 @dataclass(frozen=True)
 class Loaded:
     """Where the worker runs, whether it came warm (the model already held) or reloaded (an
-    idle worker of the same weights under another RoPE setting or backend, which loaded this
-    job's model in its own process), the bytes of the weights it holds (0 for a served model),
+    idle worker of the same weights under another RoPE setting or backend, which built this
+    job's model around the weights it held), the bytes of the weights it holds (0 for a served model),
     its decoding batch (None: a served model's) and how results describe the model as it runs."""
 
     pid: int

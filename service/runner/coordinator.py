@@ -187,7 +187,7 @@ class JobRun:
         self.planned: list[Unit] = []  # the units this run planned
         self.ran: list[Unit] = []  # the units this run started, in the order each first started
         self.warm = 0  # workers that came with the job's model already loaded (service/runner/warm.py)
-        self.reloaded = 0  # idle workers of the same weights (another RoPE setting) that loaded it in place
+        self.reloaded = 0  # idle workers of the same weights (another RoPE setting) that kept them
         self._stop = threading.Event()
         self.job_running = JobRunning(store, job.id)
         keys = task_keys(job.tasks)

@@ -38,8 +38,8 @@ from service.core.settings import Settings
 from service.core.status import FINAL
 from service.runner.calls import Loaded, WorkerCall, checked_call
 from service.runner.coordinator import JobRun
-from service.runner.resolve import model_key, same_weights, worker_config
-from service.runner.warm import WarmPool
+from service.runner.resolve import model_key, worker_config
+from service.runner.warm import WarmPool, same_weights
 from service.store import JobRow, Store
 
 log = logging.getLogger("lctx.execution")

@@ -29,13 +29,6 @@ def model_key(job: JobRow, settings: Settings) -> tuple:
     return ("checkpoint", job.checkpoint_path, job.fingerprint, rope, job.backend, settings.device)
 
 
-def same_weights(a: tuple, b: tuple) -> bool:
-    """Whether two model keys name the same checkpoint's weights on the same device (a RoPE
-    setting or backend apart): a worker idle with one loads the other in its own process,
-    without starting an actor or importing torch again (a RoPE sweep's jobs, one after another)."""
-    return a[0] == b[0] == "checkpoint" and a[1:3] == b[1:3] and a[5] == b[5]
-
-
 def job_spec(store: Store, settings: Settings, job: JobRow, finished: frozenset[str] = frozenset()) -> JobSpec:
     """The job as its workers need it: the served model's registration checked against today's
     allow-list, each judge its tasks name resolved (InvalidRequest when one is no longer

@@ -2,7 +2,8 @@
 compiled) for the next job of the same model key (checkpoint, RoPE setting, backend,
 device), so a small job does not pay for starting an actor, importing torch and loading
 weights (issue #41 item 5, #40 item 2); a job of the same weights with another RoPE setting
-or backend takes an idle one of those and loads in place (no actor start, no torch import). Idle workers are kept within a memory budget of
+or backend takes an idle one of those, which keeps its weights (no actor start, no torch
+import, nothing read from disk). Idle workers are kept within a memory budget of
 weights and a count, least recently used out first, and let go after a while idle or
 when the cluster needs their resources for a worker of another model."""
 
@@ -16,6 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger("lctx.warm")
+
+
+def same_weights(a: tuple, b: tuple) -> bool:
+    """Whether two model keys (`service.runner.resolve.model_key`) name the same checkpoint's
+    weights on the same device, a RoPE setting or backend apart: a worker idle with one takes a
+    job of the other in its own process, keeping the weights it holds (a RoPE sweep's jobs, one
+    after another: no actor start, no torch import, nothing read from disk)."""
+    return a[0] == b[0] == "checkpoint" and a[1:3] == b[1:3] and a[5] == b[5]
 
 
 @dataclass

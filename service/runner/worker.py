@@ -44,6 +44,7 @@ from service.runner.mail import Mail, Outbox
 from service.runner.progress import UnitNote
 from service.runner.spec import JobSpec, JudgeSpec, WorkerConfig
 from service.runner.units import Unit
+from service.runner.warm import same_weights
 
 if TYPE_CHECKING:
     from checkpoints.engine import Engine
@@ -137,18 +138,21 @@ class Worker:
             assert spec.checkpoint is not None
             confine_checkpoint_files(Path(spec.checkpoint["path"]), self.config.roots)
             if not warm:
-                self._load_checkpoint(spec)
+                self._load_checkpoint(spec, keep_weights=self.key is not None and same_weights(self.key, key))
         self.key = key
         return Loaded(os.getpid(), socket.gethostname(), warm, self.weight_bytes, self._engine().max_batch,
                       self._loaded().describe_run(), reloaded)
 
-    def _load_checkpoint(self, spec: JobSpec) -> None:
-        """The job's checkpoint loaded (the previous model let go first), its engine made and
-        its kernels compiled here, not inside the first unit's timing."""
+    def _load_checkpoint(self, spec: JobSpec, keep_weights: bool = False) -> None:
+        """The job's checkpoint loaded (the previous model let go first; with `keep_weights`, the
+        same checkpoint's under another RoPE setting or backend, its tensors taken as they are),
+        its engine made and its kernels compiled here, not inside the first unit's timing."""
+        from checkpoints.loading import LoadedModel
         from checkpoints.opening import open_model
         from evaluators.suite import draw_ahead
 
         config, path = self.config, spec.checkpoint["path"]
+        held = self.loaded.model if keep_weights and isinstance(self.loaded, LoadedModel) else None
         self.loaded = self.engine = None
         self.weight_bytes = 0
         # Triton's compiled kernels and autotuning timings under this node's home (a docker
@@ -161,7 +165,8 @@ class Worker:
             self.drawing, self.drawn = draw_ahead(spec.tasks, tokenizer, config.data_dir, done=spec.finished)
 
         opened = open_model(path, config.engine, rope=spec.rope, backend=spec.backend,
-                            device=pick_device(config.device), with_tokenizer=draw)
+                            device=pick_device(config.device), with_tokenizer=draw, weights=held)
+        del held  # the new model holds the tensors it kept; the old module goes
         self.loaded, self.engine = opened.loaded, opened.engine
         self.weight_bytes = sum(p.numel() * p.element_size() for p in opened.loaded.model.parameters())
         if opened.seconds["warm_up_s"]:

@@ -29,6 +29,28 @@ def test_own_format_round_trip(tmp_path) -> None:
     assert loaded.model.lm_head.weight.data_ptr() == loaded.model.embed.weight.data_ptr()
 
 
+def test_another_rope_setting_takes_the_held_weights_and_equals_a_fresh_load(tmp_path, monkeypatch) -> None:
+    """A worker switching RoPE settings keeps its tensors (nothing read from disk, the same
+    storage, ties kept) and the model equals a fresh load under the new setting; a held model
+    of another dtype is not taken."""
+    import checkpoints.loading as loading
+
+    tiny_own(tmp_path, tie_word_embeddings=True)
+    plain = load_model(tmp_path)
+    fresh = load_model(tmp_path, rope="yarn:4")
+    monkeypatch.setattr(loading, "read_state_dict", lambda *a: pytest.fail("read from disk"))
+    kept = load_model(tmp_path, rope="yarn:4", weights=plain.model)
+    assert kept.config == fresh.config and kept.config.rope_scaling.type == "yarn"
+    assert kept.model.embed.weight.data_ptr() == plain.model.embed.weight.data_ptr()
+    assert kept.model.lm_head.weight.data_ptr() == kept.model.embed.weight.data_ptr()
+    ids = torch.tensor([list(range(3, 200))])
+    with torch.no_grad():
+        torch.testing.assert_close(kept.model(ids)[0], fresh.model(ids)[0], rtol=0, atol=0)
+        assert not torch.equal(kept.model(ids)[0], plain.model(ids)[0])  # the setting took effect
+    with pytest.raises(pytest.fail.Exception, match="read from disk"):
+        load_model(tmp_path, rope="yarn:4", dtype="bfloat16", weights=plain.model)
+
+
 def test_a_tokenizer_larger_than_the_embedding_is_refused_at_load(tmp_path) -> None:
     """Ids past the embedding would fail (an IndexError) inside the first forward, minutes later."""
     from tests.checkpoints.hf_models import write_tokenizer

@@ -14,7 +14,7 @@ import pytest
 
 from service.app import create_app
 from service.core.layout import job_results
-from service.runner.warm import WarmPool
+from service.runner.warm import WarmPool, same_weights
 from tests.helpers import ThreadServer, make_settings, tiny_checkpoint, wait_job
 
 pytestmark = pytest.mark.integration  # a server on loopback and Ray
@@ -90,10 +90,8 @@ def test_a_second_job_of_a_checkpoint_runs_on_the_warm_worker(ray_cluster: str, 
 def test_another_rope_setting_of_the_same_weights_loads_in_the_idle_workers_process(ray_cluster: str,
                                                                                     tmp_path: Path) -> None:
     """A RoPE sweep: each job of the checkpoint under another setting takes the worker the one
-    before left idle and loads in its process (no actor start, no torch import), and its results
-    are those of the setting, not of the model the process held before."""
-    from service.runner.resolve import same_weights
-
+    before left idle, which keeps the weights it holds (no actor start, no torch import, no
+    read), and its results are those of the setting, not of the model the process held before."""
     a = ("checkpoint", "/m/a", "f1", "none", "torch", "cpu")
     assert same_weights(a, a[:3] + ("yarn:2",) + a[4:]) and same_weights(a, a[:4] + ("triton", "cpu"))
     assert not same_weights(a, ("checkpoint", "/m/b", "f2") + a[3:]) and not same_weights(a, a[:5] + ("cuda",))
