@@ -1,6 +1,9 @@
 """Every command block of the README and of the guide's pages (docs/, in the order of
 mkdocs.yml's nav), run as written against a real `lctx serve` on a fresh home, in that order;
-the test fails on the first block that fails.
+the test fails on the first block that fails. Before the first block, what that fresh start
+put in place: the demo checkpoints copied and registered, the real model registered (what a
+newcomer meets first; the demos' and the real model's passkey scores are tests/training's and
+tests/checkpoints/test_model_real.py's).
 
 What the test changes, and only that:
 - the API's port: `127.0.0.1:8000` becomes a free port (LCTX_PORT is set for the CLI too);
@@ -34,6 +37,7 @@ import pytest
 import yaml
 
 from tests.helpers import free_port, wait_for
+from training.train import demo_checkpoints
 
 REPO = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"<!--\s*readme-test:\s*(.*?)\s*=>\s*(.*?)\s*-->")
@@ -149,6 +153,17 @@ def test_every_readme_command_block_runs_against_a_fresh_server(ray_cluster: str
             return REAL_MODEL in names or server.poll() is not None
 
         wait_for(real_model_ready, 180, 0.5, "the real model registered")
+        # What the fresh `make serve` put in place before any block changes it: the committed demos
+        # copied under the first root and registered, the real model's conversion registered.
+        assert "registered demo checkpoints: demo-" in log.read_text()
+        listed = {c["name"]: c for c in httpx.get(f"http://127.0.0.1:{port}/v1/checkpoints", timeout=10).json()}
+        assert set(demo_checkpoints()) <= set(listed)
+        assert listed["demo-softpick"]["path"] == "demo-softpick"  # relative to the first root, var/checkpoints
+        assert (work / "var" / "checkpoints" / "demo-softpick" / "config.json").is_file()
+        real = httpx.get(f"http://127.0.0.1:{port}/v1/checkpoints/{REAL_MODEL}", timeout=10).json()
+        assert real["path"] == REAL_MODEL, real  # outside the roots: shown by its name
+        assert real["family"] == "llama" and real["context_length"] == 8192
+        assert real["chat_template"] == "chat_template.jinja" and real["source"]["kind"] == "gguf"
         blocks = [(page, b) for page in command_pages() for b in readme_blocks(page.read_text(encoding="utf-8"))
                   if not b.needs]
         beside = [(page, b) for page, b in blocks if runs_beside_the_server(b.code)]

@@ -89,7 +89,13 @@ def _ragged_batch(model: Decoder, prompts: list[list[int]], room: int) -> tuple[
     return singles, batch
 
 
-@pytest.mark.parametrize("variant,backend,config", CASES, ids=lambda x: str(x))
+# Interpreted Triton costs seconds a case: every Triton variant's decode step is checked where
+# test_verifying_step_logits_match_single_rows ends (one step after rows kept different counts
+# of drafted tokens); here softmax's stands for them on a batch straight from its prefills.
+DECODE_CASES = [c for c in CASES if c[1] != "triton" or c == ("softmax", "triton", {})]
+
+
+@pytest.mark.parametrize("variant,backend,config", DECODE_CASES, ids=lambda x: str(x))
 def test_decode_step_logits_match_single_rows(variant, backend, config):
     """One step of a ragged batch (rows of different lengths) against each row stepped alone."""
     model = _on_device(_model(variant, **dict(config)), backend)
