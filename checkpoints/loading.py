@@ -266,7 +266,11 @@ def held_weights(model: Decoder, config: ModelConfig, dtype: torch.dtype,
     or device, or a config that differs beyond its RoPE fields."""
     rope_only = dataclasses.replace(model.config, rope_scaling=config.rope_scaling, rope_theta=config.rope_theta)
     tensors = model.state_dict()
-    if rope_only != config or any(t.dtype != dtype or t.device != device for t in tensors.values()):
+
+    def elsewhere(t: torch.Tensor) -> bool:  # "cuda" asked, "cuda:0" held: the same device
+        return t.device.type != device.type or (device.index is not None and t.device.index != device.index)
+
+    if rope_only != config or any(t.dtype != dtype or elsewhere(t) for t in tensors.values()):
         return None
     return tensors
 

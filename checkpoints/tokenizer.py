@@ -205,9 +205,10 @@ class JsonTokenizer:
         return [e.ids for e in self._tok.encode_batch(texts, add_special_tokens=add_special_tokens)]
 
     def digits_alone(self) -> bool:
-        """Whether every token holding an ASCII digit is that digit alone (SmolLM2's vocabulary): no merge then joins a digit to anything, and a text's token count does not
-        depend on which digits it holds (RULER's sizing counts random numbers by their shape).
-        Llama 3's three-digit tokens, or byte-fallback tokens such as <0x31>, say no."""
+        """Whether every token holding an ASCII digit is that digit alone (SmolLM2's vocabulary):
+        no merge then joins a digit to anything, and a text's token count does not depend on
+        which digits it holds (RULER's sizing counts random numbers by their shape). Llama 3's
+        three-digit tokens, or byte-fallback tokens such as <0x31>, say no."""
         return all(len(t) == 1 for t in self._tok.get_vocab(with_added_tokens=True) if _HAS_DIGIT.search(t))
 
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
