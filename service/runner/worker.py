@@ -166,6 +166,9 @@ class Worker:
 
         opened = open_model(path, config.engine, rope=spec.rope, backend=spec.backend,
                             device=pick_device(config.device), with_tokenizer=draw, weights=held)
+        if held is not None:
+            log.info("job %s: %s built around the weights held for the previous job (another RoPE setting or "
+                     "backend), %.1f s", spec.id, path, opened.seconds["load_s"])
         del held  # the new model holds the tensors it kept; the old module goes
         self.loaded, self.engine = opened.loaded, opened.engine
         self.weight_bytes = sum(p.numel() * p.element_size() for p in opened.loaded.model.parameters())
