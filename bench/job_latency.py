@@ -21,7 +21,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
@@ -29,7 +28,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.service import wait_ready  # noqa: E402
+from bench.service import timed_job, wait_ready, wait_registered  # noqa: E402
 
 LENGTH, SMALL, LARGE = 1000, 20, 40
 
@@ -44,19 +43,8 @@ def start(tmp: Path, port: int, warm: bool) -> subprocess.Popen:
 
 def job_seconds(c: httpx.Client, trials: int, seed: int) -> tuple[float, dict]:
     """POST to succeeded, seconds; the job's results' `work`."""
-    body = {"checkpoint": "demo-softmax", "tasks": [{"name": "passkey", "lengths": [LENGTH], "trials": trials,
-                                                     "seed": seed}]}
-    t0 = time.perf_counter()
-    job = c.post("/v1/jobs", json=body).json()
-    while True:
-        state = c.get(f"/v1/jobs/{job['id']}").json()
-        if state["status"] in ("succeeded", "failed", "cancelled"):
-            break
-        time.sleep(0.01)
-    seconds = time.perf_counter() - t0
-    if state["status"] != "succeeded":
-        raise RuntimeError(f"job {job['id']} {state['status']}: {state.get('error')}")
-    return seconds, c.get(f"/v1/jobs/{job['id']}/results").json().get("work", {})
+    return timed_job(c, {"checkpoint": "demo-softmax",
+                         "tasks": [{"name": "passkey", "lengths": [LENGTH], "trials": trials, "seed": seed}]})
 
 
 def measure(warm: bool, rounds: int) -> dict:
@@ -67,10 +55,7 @@ def measure(warm: bool, rounds: int) -> dict:
         try:
             wait_ready(url, proc, timeout=180)
             with httpx.Client(base_url=url, timeout=120) as c:
-                for _ in range(120):  # the demo checkpoints are registered in the background
-                    if any(x["name"] == "demo-softmax" for x in c.get("/v1/checkpoints").json()):
-                        break
-                    time.sleep(0.5)
+                wait_registered(c, "demo-softmax", timeout=60)
                 job_seconds(c, SMALL, 999)  # the service has run one such job
                 small, large, warm_seen = [], [], []
                 for r in range(rounds):

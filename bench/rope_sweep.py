@@ -26,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
@@ -34,7 +33,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.service import wait_ready  # noqa: E402
+from bench.service import timed_job, wait_ready, wait_registered  # noqa: E402
 from service.demo import REAL_MODEL, real_model_dir  # noqa: E402
 
 SETTINGS = ("none", "yarn:2", "ntk:2", "yarn:4", "ntk:4")
@@ -52,21 +51,8 @@ def start(tmp: Path, port: int, warm: bool, model: Path) -> subprocess.Popen:
 
 def job_seconds(c: httpx.Client, rope: str, seed: int) -> tuple[float, dict]:
     """POST to succeeded, seconds; the job's results' `work`."""
-    body = {"checkpoint": REAL_MODEL, "rope": rope,
-            "tasks": [{"name": "passkey", "lengths": [LENGTH], "trials": TRIALS, "seed": seed}]}
-    t0 = time.perf_counter()
-    r = c.post("/v1/jobs", json=body)
-    r.raise_for_status()
-    job = r.json()
-    while True:
-        state = c.get(f"/v1/jobs/{job['id']}").json()
-        if state["status"] in ("succeeded", "failed", "cancelled"):
-            break
-        time.sleep(0.01)
-    seconds = time.perf_counter() - t0
-    if state["status"] != "succeeded":
-        raise RuntimeError(f"job {job['id']} {state['status']}: {state.get('error')}")
-    return seconds, c.get(f"/v1/jobs/{job['id']}/results").json().get("work", {})
+    return timed_job(c, {"checkpoint": REAL_MODEL, "rope": rope,
+                         "tasks": [{"name": "passkey", "lengths": [LENGTH], "trials": TRIALS, "seed": seed}]})
 
 
 def measure(warm: bool, rounds: int, model: Path) -> dict:
@@ -77,10 +63,7 @@ def measure(warm: bool, rounds: int, model: Path) -> dict:
         try:
             wait_ready(url, proc, timeout=180)
             with httpx.Client(base_url=url, timeout=120) as c:
-                for _ in range(360):  # the real model is registered in the background
-                    if any(x["name"] == REAL_MODEL for x in c.get("/v1/checkpoints").json()):
-                        break
-                    time.sleep(0.5)
+                wait_registered(c, REAL_MODEL)
                 job_seconds(c, SETTINGS[-1], 999)  # the machine has run one such job
                 seconds: dict[str, list[float]] = {s: [] for s in SETTINGS}
                 again: list[float] = []  # the same setting's job once more: its workers hold that model

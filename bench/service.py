@@ -63,6 +63,34 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 120) -> None:
     raise RuntimeError("the service did not become ready")
 
 
+def wait_registered(c: httpx.Client, name: str, timeout: float = 180) -> None:
+    """Until the service lists checkpoint `name` (the demos and the real model register in the
+    background after start-up)."""
+    deadline = time.monotonic() + timeout
+    while not any(x["name"] == name for x in c.get("/v1/checkpoints").json()):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"checkpoint {name} was not registered within {timeout:.0f} s")
+        time.sleep(0.5)
+
+
+def timed_job(c: httpx.Client, body: dict) -> tuple[float, dict]:
+    """POST the job and poll every 10 ms until it ends: seconds to succeeded, and its results'
+    `work` (RuntimeError when it did not succeed)."""
+    t0 = time.perf_counter()
+    r = c.post("/v1/jobs", json=body)
+    r.raise_for_status()
+    job = r.json()
+    while True:
+        state = c.get(f"/v1/jobs/{job['id']}").json()
+        if state["status"] in ("succeeded", "failed", "cancelled"):
+            break
+        time.sleep(0.01)
+    seconds = time.perf_counter() - t0
+    if state["status"] != "succeeded":
+        raise RuntimeError(f"job {job['id']} {state['status']}: {state.get('error')}")
+    return seconds, c.get(f"/v1/jobs/{job['id']}/results").json().get("work", {})
+
+
 def status_reads(url: str, job_id: str, seconds: float, threads: int) -> dict:
     latencies: list[list[float]] = [[] for _ in range(threads)]
     errors = [0] * threads
