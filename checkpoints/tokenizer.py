@@ -42,6 +42,8 @@ class Tokenizer(Protocol):
 
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str: ...
 
+    def digits_alone(self) -> bool: ...  # a text's token count does not depend on which digits it holds
+
     def save(self, path: Path) -> None: ...
 
 

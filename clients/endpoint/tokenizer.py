@@ -136,6 +136,9 @@ class ServerTokenizer:
 
         return list(self._cached(("encode", text, add_special_tokens), ask))
 
+    def digits_alone(self) -> bool:
+        return False  # the server's vocabulary is not seen here: numbers are counted as they are
+
     def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[list[int]]:
         if len(texts) < 2:
             return [self.encode(t, add_special_tokens) for t in texts]
@@ -196,6 +199,9 @@ class EstimatedTokenizer:
 
     def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[list[int]]:
         return [self.encode(t, add_special_tokens) for t in texts]
+
+    def digits_alone(self) -> bool:
+        return True  # a count of characters: which digits they are does not move it
 
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
         with self._lock:

@@ -108,8 +108,7 @@ class TokenCounts:
         self.specials = len(tokenizer.encode("", add_special_tokens=True)) - \
             len(tokenizer.encode("", add_special_tokens=False))
         self.units: dict[str, int] = {}  # unit (digits folded where they may be) -> its tokens
-        digits_alone = getattr(tokenizer, "digits_alone", None)
-        self.fold = DIGITS_AS_ZERO if digits_alone is not None and digits_alone() else None
+        self.fold = DIGITS_AS_ZERO if tokenizer.digits_alone() else None
         self.unit_chars = self.unit_tokens = 0  # of the counted units: what a guess of unseen ones scales by
         self._last: tuple[str, list[int]] | None = None
 
