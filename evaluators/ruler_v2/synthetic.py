@@ -259,32 +259,28 @@ class Niah(Stream):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.words = ruler_data.niah_words()  # sorted(set(adj-noun)), as the script builds it
-        self.n_words = len(self.words)
         f = self.flags
         self.step = 5 if length_small(self.length) else max(5, f.num_v * f.num_k)
 
-    def key(self) -> str:
-        """`random.choice(words)` as the script draws it (choice is `seq[_randbelow(len(seq))]`),
-        without re-measuring the word list on every one of a haystack's thousand draws."""
-        return self.words[self.rng._randbelow(self.n_words)]
-
     def build(self, n: int) -> Built:
         f, rng = self.flags, self.rng
+        # `random.choice(words)` and `randint` as the script draws them (choice is
+        # `seq[_randbelow(len(seq))]`), bound once for a haystack's thousands of draws
+        words, key, value_draw = self.words, draws_below(rng, len(self.words)), self.numbers(f.digits_v)
+        line = NIAH_NEEDLE.format(type_v="numbers", key="{}", value="{}").format
         keys, values, needles = [], [], []
         for _ in range(max(f.num_k, f.num_q)):
-            keys.append(self.key())
+            keys.append(words[key()])
             value = []
             for _ in range(f.num_v):
-                value.append(self.random_number(f.digits_v))
-                needles.append(NIAH_NEEDLE.format(type_v="numbers", key=keys[-1], value=value[-1]))
+                value.append(str(value_draw()))
+                needles.append(line(keys[-1], value[-1]))
             values.append(value)
         random.Random(self.seed).shuffle(needles)
-        line = NIAH_NEEDLE.format(type_v="numbers", key="{}", value="{}").format
-        words, key, value = self.words, draws_below(rng, self.n_words), self.numbers(f.digits_v)
         if f.num_v == 1:  # key then value, line by line (arguments are evaluated left to right)
-            lines = [line(words[key()], value()) for _ in range(n)]
+            lines = [line(words[key()], value_draw()) for _ in range(n)]
         else:  # all values, then keys repeated num_v times, then shuffled
-            hay_values = [value() for _ in range(n)]
+            hay_values = [value_draw() for _ in range(n)]
             hay_keys = ([words[key()] for _ in range(math.ceil(n / f.num_v))] * f.num_v)[:n]
             lines = list(map(line, hay_keys, hay_values))
             rng.shuffle(lines)
